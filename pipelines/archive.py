@@ -1,0 +1,315 @@
+"""All archive and file I/O of the pipeline: safe reading of untrusted test-run
+archives and atomic writing of outputs.
+
+Archives come from outside (``DATA_CONTRACT.md`` §1) and are treated as hostile:
+
+* nothing is ever extracted to disk: members are read into memory, so a member
+  name cannot traverse paths (``../x``, ``/etc/x``) and links cannot escape;
+* only ``run.json`` and ``counters/<host>.csv`` are accepted; links, devices,
+  directories with other content and unexpected members are refused;
+* every member is read through a hard byte cap (the header's size is not
+  trusted), and the total decompressed size and the member count are capped,
+  which defeats decompression bombs;
+* nothing is unpickled; JSON and CSV only.
+
+Outputs are written to a temporary file in the destination directory and moved
+into place with ``os.replace``, so a killed run never leaves a half-written file.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+HOST_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
+
+DEFAULT_LIMITS = {
+    "max_members": 512,               # one run.json + one CSV per host
+    "max_member_bytes": 256 * 2**20,  # a CSV of 256 MiB is already huge
+    "max_total_bytes": 1024 * 2**20,  # decompressed, all members together
+    "max_ratio": 200.0,               # decompressed / compressed size
+}
+
+
+class ArchiveError(ValueError):
+    """An archive breaks the data contract or the safety limits; the message says how."""
+
+
+@dataclass
+class RawRun:
+    """The untouched content of one archive: metadata and one CSV text per host."""
+
+    run_id: str
+    meta: dict[str, Any]
+    csv_bytes: dict[str, bytes] = field(default_factory=dict)
+
+
+def archive_stem(path: str | Path) -> str | None:
+    """Return the run_id an archive path names, or None when it is no archive."""
+    name = Path(str(path).rstrip("/")).name
+    for suffix in ARCHIVE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def _classify_member(name: str) -> tuple[str, str | None]:
+    """Map a member name to ('run.json', None) or ('csv', host); raise on anything else."""
+    norm = name.replace("\\", "/")
+    while norm.startswith("./"):
+        norm = norm[2:]
+    if norm.startswith("/") or any(part == ".." for part in norm.split("/")):
+        raise ArchiveError(f"unsafe member path {name!r} (absolute or '..')")
+    if norm in ("", "counters", "counters/"):
+        return ("dir", None)
+    if norm == "run.json":
+        return ("run.json", None)
+    parts = norm.split("/")
+    if len(parts) == 2 and parts[0] == "counters" and parts[1].endswith(".csv"):
+        host = parts[1][: -len(".csv")]
+        if not HOST_RE.match(host):
+            raise ArchiveError(f"counter file {name!r}: host name must match {HOST_RE.pattern}")
+        return ("csv", host)
+    raise ArchiveError(f"unexpected member {name!r}: only run.json and counters/<host>.csv are allowed")
+
+
+def _read_capped(fh: IO[bytes], cap: int, name: str) -> bytes:
+    data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise ArchiveError(f"member {name!r} exceeds {cap} bytes decompressed (decompression bomb?)")
+    return data
+
+
+def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
+    """Yield (member name, bytes) of a tar.gz, zip or directory archive, enforcing the limits."""
+    compressed = path.stat().st_size if path.is_file() else None
+    total = 0
+    count = 0
+
+    def account(name: str, data: bytes) -> None:
+        nonlocal total, count
+        count += 1
+        total += len(data)
+        if count > limits["max_members"]:
+            raise ArchiveError(f"more than {limits['max_members']} members")
+        if total > limits["max_total_bytes"]:
+            raise ArchiveError(f"more than {limits['max_total_bytes']} bytes decompressed in all (decompression bomb?)")
+        if compressed and total > 1_000_000 and total / compressed > limits["max_ratio"]:
+            raise ArchiveError(
+                f"compression ratio above {limits['max_ratio']:.0f}:1 (decompression bomb?)")
+
+    if path.is_dir():
+        for p in sorted(path.rglob("*")):
+            rel = p.relative_to(path).as_posix()
+            if p.is_symlink():
+                raise ArchiveError(f"member {rel!r} is a symbolic link")
+            if p.is_dir():
+                continue  # files inside are classified one by one
+            with open(p, "rb") as fh:
+                data = _read_capped(fh, limits["max_member_bytes"], rel)
+            account(rel, data)
+            yield rel, data
+        return
+    name = path.name
+    if name.endswith(".zip"):
+        try:
+            zf = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as exc:
+            raise ArchiveError(f"not a readable zip file: {exc}") from exc
+        with zf:
+            for info in zf.infolist():
+                if info.is_dir():
+                    _classify_member(info.filename)
+                    continue
+                if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                    raise ArchiveError(f"member {info.filename!r} is a symbolic link")
+                with zf.open(info) as fh:
+                    data = _read_capped(fh, limits["max_member_bytes"], info.filename)
+                account(info.filename, data)
+                yield info.filename, data
+        return
+    try:
+        tf = tarfile.open(path, mode="r:*")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise ArchiveError(f"not a readable tar archive: {exc}") from exc
+    with tf:
+        try:
+            for member in tf:
+                if member.isdir():
+                    _classify_member(member.name + "/")
+                    continue
+                if not member.isfile():
+                    raise ArchiveError(f"member {member.name!r} is a link or device, not a regular file")
+                fh = tf.extractfile(member)
+                assert fh is not None
+                data = _read_capped(fh, limits["max_member_bytes"], member.name)
+                account(member.name, data)
+                yield member.name, data
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+
+
+def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawRun:
+    """Read one archive (tar.gz, tgz, zip or plain directory) without extracting it.
+
+    Raises
+    ------
+    ArchiveError
+        With a specific reason when the archive is unsafe or breaks the layout.
+    """
+    path = Path(path)
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    run_id = archive_stem(path) if path.is_file() else path.name
+    if run_id is None:
+        raise ArchiveError(f"{path.name}: not an archive name (expected {', '.join(ARCHIVE_SUFFIXES)})")
+    if not RUN_ID_RE.match(run_id):
+        raise ArchiveError(f"archive name {run_id!r} is not a valid run_id ({RUN_ID_RE.pattern})")
+    meta_bytes: bytes | None = None
+    csvs: dict[str, bytes] = {}
+    for name, data in _iter_members(path, limits):
+        kind, host = _classify_member(name)
+        if kind == "run.json":
+            meta_bytes = data
+        elif kind == "csv":
+            if host in csvs:
+                raise ArchiveError(f"duplicate counter file for host {host!r}")
+            csvs[host] = data
+    if meta_bytes is None:
+        raise ArchiveError("run.json is missing")
+    try:
+        meta = json.loads(meta_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArchiveError(f"run.json is not valid UTF-8 JSON: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise ArchiveError("run.json must hold a JSON object")
+    if not csvs:
+        raise ArchiveError("no counters/<host>.csv file")
+    return RawRun(run_id=run_id, meta=meta, csv_bytes=csvs)
+
+
+def parse_counter_csv(data: bytes, host: str) -> pd.DataFrame:
+    """Parse one host's counter CSV as the collector wrote it (no coercion).
+
+    Values keep pandas' own inference, so a column holding text stays ``object``
+    and the validation suite can report it.
+    """
+    try:
+        # only an empty cell is a missing sample (DATA_CONTRACT §1): "n/a", "null", "-" stay text
+        frame = pd.read_csv(io.BytesIO(data), low_memory=False, keep_default_na=False, na_values=[""])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ArchiveError(f"counters/{host}.csv is not a readable CSV: {exc}") from exc
+    return frame
+
+
+def list_archives(directory: str | Path) -> list[Path]:
+    """Archives in a local directory: files with an archive suffix and sub-directories holding run.json."""
+    directory = Path(directory)
+    found = []
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and archive_stem(p):
+            found.append(p)
+        elif p.is_dir() and (p / "run.json").is_file():
+            found.append(p)
+    return found
+
+
+def sha256_file(path: str | Path, chunk: int = 2**20) -> str:
+    """Content hash of a file, or of a directory archive (its members' names and bytes)."""
+    digest = hashlib.sha256()
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            digest.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(chunk), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it into place only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_parquet_atomic(path: str | Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=True)
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def write_tar_gz_atomic(path: str | Path, members: dict[str, bytes], mtime: float = 0.0) -> None:
+    """Write a deterministic tar.gz (fixed mtime, sorted members, no owner names)."""
+    import gzip
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size = len(members[name])
+            info.mtime = int(mtime)
+            info.mode = 0o644
+            tf.addfile(info, io.BytesIO(members[name]))
+    raw = buf.getvalue()
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=int(mtime), compresslevel=6) as gz:
+        gz.write(raw)
+    write_bytes_atomic(path, out.getvalue())

@@ -1,0 +1,202 @@
+"""pull: copy new test-run archives from the source into ``data/raw``, incrementally.
+
+The source is ``params.yaml: pull.source`` (one location or a list): a local
+directory, or a ``file://``, ``http(s)://`` or ``s3://`` URL read through fsspec.
+``data/raw`` is append-only: an archive is copied once, recorded in
+``data/raw/manifest.jsonl`` (run_id, sha256, size, first seen, source), and never
+rewritten or deleted.  An archive that reappears under a known run_id with other
+content is refused (reported, left out), never overwritten.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipelines import archive, config
+
+log = logging.getLogger("regresslab.pull")
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    run_id: str
+    file: str
+    sha256: str
+    size: int
+    first_seen: str
+    source: str
+
+
+def decide(entry: ManifestEntry | None, sha256: str) -> str:
+    """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
+
+    ``changed`` (same run_id, other content) is refused: raw data is immutable.
+    """
+    if entry is None:
+        return "new"
+    return "known" if entry.sha256 == sha256 else "changed"
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
+    path = path or config.MANIFEST
+    entries: dict[str, ManifestEntry] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                entries[row["run_id"]] = ManifestEntry(**row)
+    return entries
+
+
+def _append_manifest(entry: ManifestEntry, path: Path) -> None:
+    # append-only; a torn last line is impossible because each line is one small write + fsync
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry.__dict__) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _open_source(location: str):
+    """Return (fsspec filesystem or None for local, root path)."""
+    if "://" not in location:
+        return None, location
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(location)
+    return fs, root
+
+
+def find_archives(location: str) -> dict[str, tuple[str, str]]:
+    """run_id -> (full path at the source, file name) for every archive at a source location."""
+    fs, root = _open_source(location)
+    found: dict[str, tuple[str, str]] = {}
+    if fs is None:
+        base = Path(root)
+        if not base.is_dir():
+            raise FileNotFoundError(f"pull source {location!r} is not a directory")
+        for p in archive.list_archives(base):
+            run_id = archive.archive_stem(p) if p.is_file() else p.name
+            found[run_id] = (str(p), p.name)
+        return found
+    for info in fs.ls(root, detail=True):
+        name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+        run_id = archive.archive_stem(name)
+        if run_id and info.get("type", "file") == "file":
+            found[run_id] = (info["name"], name)
+    return found
+
+
+def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) -> tuple[str, int, Path]:
+    """Copy one archive to a temporary name in ``dest_dir`` while hashing it."""
+    fs, _ = _open_source(location)
+    if fs is None and Path(path).is_dir():
+        tmp = dest_dir / f".incoming-{Path(path).name}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        shutil.copytree(path, tmp, symlinks=True)
+        size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+        return archive.sha256_file(tmp), size, tmp
+    digest = hashlib.sha256()
+    tmp = dest_dir / f".incoming-{Path(path).name}"
+    size = 0
+    opener = open if fs is None else fs.open
+    with opener(path, "rb") as src, open(tmp, "wb") as dst:
+        for block in iter(lambda: src.read(2**20), b""):
+            size += len(block)
+            if size > max_bytes:
+                dst.close()
+                tmp.unlink()
+                raise archive.ArchiveError(f"archive larger than {max_bytes} bytes")
+            digest.update(block)
+            dst.write(block)
+    return digest.hexdigest(), size, tmp
+
+
+def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[str, Any]:
+    """Copy new archives from every source into ``raw_dir``; return a summary."""
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = raw_dir / config.MANIFEST.name
+    manifest = read_manifest(manifest_path)
+    summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "missing_sources": []}
+    started = time.monotonic()
+    for location in sources:
+        try:
+            candidates = find_archives(location)
+        except (FileNotFoundError, OSError) as exc:
+            log.warning("source %s skipped: %s", location, exc)
+            summary["missing_sources"].append({"source": location, "reason": str(exc)})
+            continue
+        total = len(candidates)
+        for i, (run_id, (path, name)) in enumerate(sorted(candidates.items()), 1):
+            if not archive.RUN_ID_RE.match(run_id):
+                summary["refused"].append({"run_id": run_id, "reason": "invalid run_id in file name"})
+                continue
+            entry = manifest.get(run_id)
+            try:
+                digest, size, tmp = _hash_and_stage(location, path, raw_dir, max_archive_bytes)
+            except (archive.ArchiveError, OSError) as exc:
+                summary["refused"].append({"run_id": run_id, "reason": str(exc)})
+                log.error("refused %s: %s", run_id, exc)
+                continue
+            try:
+                verdict = decide(entry, digest)
+                if verdict == "known":
+                    summary["known"].append(run_id)
+                    continue
+                if verdict == "changed":
+                    reason = (f"content changed under existing run_id (was sha256 {entry.sha256[:12]}, "
+                              f"now {digest[:12]}); raw data is immutable, the new copy is not taken")
+                    summary["refused"].append({"run_id": run_id, "reason": reason})
+                    log.error("refused %s: %s", run_id, reason)
+                    continue
+                target = raw_dir / name
+                if target.exists():   # file there but not in the manifest (manifest lost?): keep it
+                    reason = f"{name} already in data/raw but not in the manifest; left untouched"
+                    summary["refused"].append({"run_id": run_id, "reason": reason})
+                    continue
+                tmp.rename(target)
+                new = ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
+                                    first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                    source=location)
+                _append_manifest(new, manifest_path)
+                manifest[run_id] = new
+                summary["new"].append(run_id)
+            finally:
+                if tmp.exists():
+                    shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+            if i % 25 == 0 or i == total:
+                elapsed = time.monotonic() - started
+                eta = elapsed / i * (total - i)
+                log.info("pull %s: %d/%d archives checked, %d new, eta %.0fs",
+                         location, i, total, len(summary["new"]), eta)
+    return summary
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("pull")
+    sources = params.get("source", str(config.EXAMPLE))
+    sources = [sources] if isinstance(sources, str) else list(sources)
+    sources = [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
+    summary = pull(sources, config.RAW, max_archive_bytes=int(params.get("max_archive_bytes", 2**31)))
+    archive.write_json_atomic(config.INTERIM / "pull_summary.json", summary)
+    print(f"[pull] {len(summary['new'])} new, {len(summary['known'])} already present, "
+          f"{len(summary['refused'])} refused")
+    for r in summary["refused"]:
+        print(f"[pull] refused {r['run_id']}: {r['reason']}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

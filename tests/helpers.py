@@ -1,0 +1,58 @@
+"""Builders of good and bad archives for the tests."""
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+START = 1_790_000_000.0          # epoch seconds of the load start
+
+
+def good_meta(run_id: str = "sys-run-1", **over) -> dict:
+    meta = {"schema_version": 1, "run_id": run_id, "system": "sys", "version": "1.0",
+            "started_at": pd.Timestamp(START, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "duration_s": 600, "workload": {"profile": "steady", "load_counter": "app.arrival_rate"},
+            "environment": {"cpu_model": "x", "cpu_cores": 4, "memory_gb": 8}, "verdict": "pass", "cause": "none"}
+    meta.update(over)
+    return meta
+
+
+def good_frames(period: float = 10.0, n_pre: int = 3, seed: int = 0) -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    ts = START - n_pre * period + period * np.arange(int(600 / period) + 2 * n_pre)
+    web = pd.DataFrame({"timestamp": ts, "web.cpu_pct": rng.uniform(20, 40, ts.size),
+                        "web.io_write_bytes_per_s": rng.uniform(1e3, 2e3, ts.size)})
+    lg = pd.DataFrame({"timestamp": pd.to_datetime(ts + 1.5, unit="s", utc=True).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
+                       "app.arrival_rate": rng.uniform(90, 110, ts.size),
+                       "app.response_time_ms": rng.uniform(20, 30, ts.size)})
+    return {"web01": web, "lg01": lg}
+
+
+def members(meta: dict, frames: dict[str, pd.DataFrame]) -> dict[str, bytes]:
+    out = {"run.json": json.dumps(meta).encode()}
+    for host, f in frames.items():
+        out[f"counters/{host}.csv"] = f.to_csv(index=False).encode()
+    return out
+
+
+def write_tgz(path: Path, files: dict[str, bytes], *, extra: list[tarfile.TarInfo] | None = None) -> Path:
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        for info in extra or []:
+            tf.addfile(info)
+    return path
+
+
+def write_zip(path: Path, files: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return path

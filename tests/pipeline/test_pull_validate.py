@@ -1,0 +1,83 @@
+"""pull and validate main() on a tiny lab in a temporary tree, with bad archives mixed in."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import yaml
+
+from pipelines import archive, config, pull, validate
+from tests.helpers import good_frames, good_meta, members, write_tgz
+
+
+def set_source(tree, *sources):
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["pull"]["source"] = [str(s) for s in sources]
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_path):
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    set_source(tree, src, tmp_path / "no-such-dir")
+    pull.main()
+    manifest = pull.read_manifest()
+    assert set(manifest) == set(truth)
+    summary = json.loads((config.INTERIM / "pull_summary.json").read_text())
+    assert summary["missing_sources"][0]["source"].endswith("no-such-dir")
+    first = {p.name: p.read_bytes() for p in config.RAW.glob("*.tar.gz")}
+    some = sorted(truth)[0]
+    assert manifest[some].sha256 == archive.sha256_file(src / f"{some}.tar.gz")
+
+    # a new archive arrives, and an old one is replaced at the source with other content
+    write_tgz(src / "shop-new-1.tar.gz", members(good_meta("shop-new-1"), good_frames()))
+    (src / f"{some}.tar.gz").write_bytes(b"tampered")
+    pull.main()
+    summary = json.loads((config.INTERIM / "pull_summary.json").read_text())
+    assert summary["new"] == ["shop-new-1"]
+    assert [r["run_id"] for r in summary["refused"]] == [some]
+    assert "content changed" in summary["refused"][0]["reason"]
+    assert (config.RAW / f"{some}.tar.gz").read_bytes() == first[f"{some}.tar.gz"]   # raw untouched
+    assert len(pull.read_manifest()) == len(truth) + 1
+    assert not list(config.RAW.glob(".incoming-*"))
+
+
+def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_path):
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    bad = good_frames()
+    bad["web01"]["web.cpu_pct"] = bad["web01"]["web.cpu_pct"] * 10        # percentages above 100
+    write_tgz(src / "shop-bad-pct.tar.gz", members(good_meta("shop-bad-pct"), bad))
+    files = members(good_meta("shop-evil"), good_frames())
+    files["../../etc/cron.d/x"] = b"* * * * * root rm -rf /"
+    write_tgz(src / "shop-evil.tar.gz", files)
+    set_source(tree, src)
+    pull.main()
+    validate.main()
+    index = json.loads(config.VALID_INDEX.read_text())
+    assert set(index["valid"]) == set(truth)
+    assert set(index["quarantined"]) == {"shop-bad-pct", "shop-evil"}
+    reason = json.loads((config.QUARANTINE / "shop-bad-pct.json").read_text())
+    assert reason["archive"] == "data/raw/shop-bad-pct.tar.gz"
+    assert any(f["kwargs"].get("column") == "pct_value" for f in reason["failed_expectations"])
+    evil = json.loads((config.QUARANTINE / "shop-evil.json").read_text())
+    assert "unsafe member path" in evil["reason"]
+    assert (config.RAW / "shop-evil.tar.gz").exists()                          # quarantined, never deleted
+    assert not (tree.parent / "etc").exists()
+    # valid runs are stored per host with parsed timestamps
+    run_id = sorted(truth)[0]
+    meta = json.loads((config.VALID / run_id / "meta.json").read_text())
+    import pandas as pd
+    web = pd.read_parquet(config.VALID / run_id / "web01.parquet")
+    assert web["ts"].is_monotonic_increasing and web["ts"].dtype == float
+    assert meta["_hosts"] == ["db01", "lg01", "web01"]
+    assert (config.VALIDATION_DOCS / "index.html").exists()
+    docs = (config.VALIDATION_DOCS / "index.html").read_text()
+    assert "counter_values" in docs
+
+    # a second night with nothing new validates nothing again
+    stamp = (config.VALID / run_id / "meta.json").stat().st_mtime_ns
+    validate.main()
+    assert (config.VALID / run_id / "meta.json").stat().st_mtime_ns == stamp

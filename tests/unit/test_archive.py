@@ -1,0 +1,112 @@
+"""Untrusted archives: layout, path traversal, links, decompression bombs, atomic writes."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+
+import pytest
+
+from pipelines import archive
+from tests.helpers import good_frames, good_meta, members, write_tgz, write_zip
+
+
+def test_reads_tar_gz_zip_and_directory_alike(tmp_path):
+    files = members(good_meta("r1"), good_frames())
+    tgz = write_tgz(tmp_path / "r1.tar.gz", files)
+    (tmp_path / "zz").mkdir()
+    z = write_zip(tmp_path / "zz" / "r1.zip", files)
+    d = tmp_path / "dd" / "r1"
+    (d / "counters").mkdir(parents=True)
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    runs = [archive.read_archive(p) for p in (tgz, z, d)]
+    for run in runs:
+        assert run.run_id == "r1"
+        assert run.meta["system"] == "sys"
+        assert set(run.csv_bytes) == {"web01", "lg01"}
+    assert runs[0].csv_bytes == runs[1].csv_bytes == runs[2].csv_bytes
+
+
+@pytest.mark.parametrize("name", ["../evil.csv", "/etc/passwd", "counters/../../x.csv", "counters/sub/../../run.json"])
+def test_path_traversal_members_are_refused(tmp_path, name):
+    files = members(good_meta("r1"), good_frames())
+    files[name] = b"x"
+    with pytest.raises(archive.ArchiveError, match="unsafe member path"):
+        archive.read_archive(write_tgz(tmp_path / "r1.tar.gz", files))
+
+
+def test_zip_traversal_is_refused(tmp_path):
+    files = members(good_meta("r1"), good_frames())
+    files["../../outside.csv"] = b"x"
+    with pytest.raises(archive.ArchiveError, match="unsafe member path"):
+        archive.read_archive(write_zip(tmp_path / "r1.zip", files))
+
+
+def test_links_and_devices_are_refused(tmp_path):
+    link = tarfile.TarInfo("counters/db01.csv")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "/etc/shadow"
+    with pytest.raises(archive.ArchiveError, match="link or device"):
+        archive.read_archive(write_tgz(tmp_path / "r1.tar.gz", members(good_meta("r1"), good_frames()), extra=[link]))
+
+
+def test_unexpected_members_are_refused(tmp_path):
+    files = members(good_meta("r1"), good_frames())
+    files["payload.pkl"] = b"\x80\x04"
+    with pytest.raises(archive.ArchiveError, match="unexpected member"):
+        archive.read_archive(write_tgz(tmp_path / "r1.tar.gz", files))
+
+
+def test_decompression_bomb_is_stopped_at_the_member_cap(tmp_path):
+    files = members(good_meta("r1"), good_frames())
+    files["counters/bomb.csv"] = b"0" * (8 * 2**20)           # 8 MiB of zeros compress to ~8 KiB
+    path = write_tgz(tmp_path / "r1.tar.gz", files)
+    assert path.stat().st_size < 100_000
+    with pytest.raises(archive.ArchiveError, match="decompression bomb"):
+        archive.read_archive(path, {"max_member_bytes": 2**20})
+    with pytest.raises(archive.ArchiveError, match="compression ratio"):
+        archive.read_archive(path)                              # the default ratio cap catches it too
+
+
+def test_missing_run_json_and_bad_json_are_specific(tmp_path):
+    files = members(good_meta("r1"), good_frames())
+    del files["run.json"]
+    with pytest.raises(archive.ArchiveError, match="run.json is missing"):
+        archive.read_archive(write_tgz(tmp_path / "r1.tar.gz", files))
+    files["run.json"] = b"{not json"
+    with pytest.raises(archive.ArchiveError, match="not valid UTF-8 JSON"):
+        archive.read_archive(write_tgz(tmp_path / "r2.tar.gz", files))
+
+
+def test_corrupt_gzip_is_an_archive_error(tmp_path):
+    path = tmp_path / "r1.tar.gz"
+    data = write_tgz(tmp_path / "ok.tar.gz", members(good_meta("r1"), good_frames())).read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(archive.ArchiveError):
+        archive.read_archive(path)
+
+
+def test_invalid_run_id_in_file_name(tmp_path):
+    with pytest.raises(archive.ArchiveError, match="not a valid run_id"):
+        archive.read_archive(write_tgz(tmp_path / "bad name!.tar.gz", members(good_meta(), good_frames())))
+
+
+def test_atomic_write_leaves_old_file_when_interrupted(tmp_path):
+    target = tmp_path / "out.json"
+    archive.write_json_atomic(target, {"v": 1})
+    with pytest.raises(RuntimeError):
+        with archive.atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed")
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_deterministic_tar_gz(tmp_path):
+    files = members(good_meta("r1"), good_frames())
+    archive.write_tar_gz_atomic(tmp_path / "a.tar.gz", files)
+    archive.write_tar_gz_atomic(tmp_path / "b.tar.gz", files)
+    assert (tmp_path / "a.tar.gz").read_bytes() == (tmp_path / "b.tar.gz").read_bytes()
+    assert archive.read_archive(tmp_path / "a.tar.gz").csv_bytes["web01"] == files["counters/web01.csv"]
