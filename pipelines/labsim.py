@@ -654,29 +654,37 @@ def simulate_run(plan: RunPlan) -> SimulatedRun:
 
 def regressed_counters(faulty: SimulatedRun, clean: SimulatedRun, *, min_effect: float = 3.0,
                        min_rel_change: float = 0.05) -> list[str]:
-    """Counters whose load-phase median the fault moved, measured against the fault-free twin.
+    """Counters the fault moved, measured against the fault-free twin (same load, same noise).
 
-    A counter is listed when ``|median_fault - median_clean|`` exceeds ``min_effect``
-    robust standard deviations (MAD · 1.4826) of the clean run's noisy load phase, and
-    ``min_rel_change`` of the clean median.  Counters that the run does not record
-    are not listed.
+    Over the load phase, in 60 s windows (the resolution an analyst looks at), a counter
+    is listed when
+
+    * the median relative change of its noise-free value is at least ``min_rel_change``
+      (the mechanism moved it by a practically relevant amount), and
+    * the change of its measured 60 s medians exceeds ``min_effect`` standard errors of
+      the collector's noise on a 60 s median (``1.25 · cv · level / sqrt(60)``), so a
+      move that the measurement itself cannot resolve is not listed.
+
+    Load fluctuation is shared by both runs and cancels out.  Counters the run does not
+    record are not listed.
     """
     tl = clean.timeline
     sl = slice(tl.load_start, tl.load_start + tl.duration_s)
     recorded = {c for f in faulty.frames.values() for c in f.columns if c != "timestamp"}
+    k = 60
     moved = []
     for c in sorted(recorded):
-        base = clean.noisy[c][sl]
-        new = faulty.noisy[c][sl]
-        # 60 s medians, the resolution an analyst looks at
-        k = 60
-        m = len(base) // k
-        base_w = np.median(base[: m * k].reshape(m, k), axis=1)
-        new_w = np.median(new[: m * k].reshape(m, k), axis=1)
-        med_b, med_n = np.median(base_w), np.median(new_w)
-        spread = 1.4826 * np.median(np.abs(base_w - med_b))
-        delta = abs(med_n - med_b)
-        if delta > min_effect * max(spread, 1e-9) and delta > min_rel_change * max(abs(med_b), 1e-9):
+        m = (tl.duration_s) // k
+
+        def windows(series: np.ndarray) -> np.ndarray:
+            return np.median(series[sl][: m * k].reshape(m, k), axis=1)
+
+        clean_mean, fault_mean = windows(clean.means[c]), windows(faulty.means[c])
+        level = np.abs(clean_mean)
+        rel = np.median(np.abs(fault_mean - clean_mean) / np.maximum(level, 1e-12))
+        noisy_delta = abs(np.median(windows(faulty.noisy[c])) - np.median(windows(clean.noisy[c])))
+        resolution = 1.25 * noise_cv(c) * max(float(np.median(level)), 1e-12) / np.sqrt(k)
+        if rel >= min_rel_change and noisy_delta > min_effect * resolution:
             moved.append(c)
     return moved
 

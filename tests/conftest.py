@@ -24,6 +24,7 @@ def write_lab(out: Path, **kw) -> dict:
     for run_id, members, t in labsim.build_lab(**args):
         archive.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
         truth[run_id] = t
+    archive.write_json_atomic(out / "target_labels.json", {r: t for r, t in truth.items() if "-t" in r})
     return truth
 
 

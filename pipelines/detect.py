@@ -1,0 +1,473 @@
+"""detect: confidence change of every rule on the target run, combined by three ensembles.
+
+Foo et al. 2015 (seed 003; METHODS.md §B.3-6):
+
+* **confidence change** (phase 3): ``Δ = 1 - cos(V_hist, V_new)`` with
+  ``V = (conf, 1 - conf)``; 0 = unchanged, 1 = the premise holds and the consequent
+  never does.  A rule whose premise holds in fewer than ``min_premise_intervals``
+  intervals of the target gives no evidence (the paper: a premise that never holds
+  gives none; a confidence estimated from a handful of intervals is noise).  A rule
+  with ``Δ > delta_threshold`` is violated and flags the counter of its consequent.
+* **single model**: all prior runs pooled into one rule set (the 2010 baseline);
+* **bagging** (phase 4): a counter is flagged when at least half of the per-run
+  models flag it;
+* **stacking** (phase 4): ``s(x) = Σ w_i R_i(x)``, ``w_i = l_i / Σ l_j``,
+  ``l_i = sqrt(#environment components equal between prior run i and the target)``;
+  flagged where ``s > stacking_threshold`` (0.5);
+* **severity** (phase 5): the share of the target's intervals in which the counter
+  takes part in a violated rule; flagged counters are ranked by ``s`` (stacking) or
+  votes (bagging), then severity.
+
+The verdict file is ``reports/runs/<run_id>.json`` exactly as ``DATA_CONTRACT.md`` §2.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines import archive, config, discretize, history, mine_rules
+
+log = logging.getLogger("regresslab.detect")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def confidence_change(conf_hist, conf_new):
+    """``Δ = 1 - cos((c_h, 1-c_h), (c_n, 1-c_n))`` (Foo et al. 2015, phase 3), elementwise."""
+    ch = np.asarray(conf_hist, dtype=float)
+    cn = np.asarray(conf_new, dtype=float)
+    dot = ch * cn + (1 - ch) * (1 - cn)
+    norm = np.sqrt(ch ** 2 + (1 - ch) ** 2) * np.sqrt(cn ** 2 + (1 - cn) ** 2)
+    return np.clip(1.0 - dot / norm, 0.0, 1.0)
+
+
+def environment_weights(prior_envs: list[dict[str, Any]], target_env: dict[str, Any]) -> np.ndarray:
+    """Stacking weights ``w_i = l_i / Σ l_j``, ``l_i = sqrt(#equal components)`` (Foo et al. 2015).
+
+    A component counts as equal when both environments have the key with the same
+    value.  When no prior run shares any component, every model weighs the same.
+    """
+    lengths = np.array([math.sqrt(sum(1 for k, v in target_env.items() if k in env and env[k] == v))
+                        for env in prior_envs], dtype=float)
+    if lengths.sum() == 0:
+        return np.full(len(prior_envs), 1.0 / max(1, len(prior_envs)))
+    return lengths / lengths.sum()
+
+
+def bagging(flags: pd.DataFrame) -> tuple[pd.Series, list[str]]:
+    """Votes per counter and the counters flagged by at least half of the models that judged them.
+
+    ``flags`` has one row per model and one column per counter: 1 (flagged), 0 (not
+    flagged) or NaN (the model has no rule on the counter with evidence in the target:
+    it abstains, e.g. the counter did not exist in its run).  With no abstention this is
+    the paper's majority vote.
+    """
+    votes = flags.sum(axis=0, skipna=True)
+    judged = flags.notna().sum(axis=0)
+    flagged = votes[(judged > 0) & (votes >= judged / 2.0)]
+    return votes, list(flagged.index)
+
+
+def stacking(flags: pd.DataFrame, weights: np.ndarray, *, threshold: float) -> tuple[pd.Series, list[str]]:
+    """``s(x) = Σ w_i R_i(x)`` per counter, the weights renormalised over the models that judged
+    ``x`` (abstaining models are left out), and the counters with ``s > threshold``."""
+    w = np.asarray(weights, dtype=float)[:, None]
+    judged = flags.notna().to_numpy()
+    r = np.nan_to_num(flags.to_numpy(dtype=float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = (w * r).sum(axis=0) / (w * judged).sum(axis=0)
+    s = pd.Series(np.nan_to_num(s), index=flags.columns)
+    return s, list(s[s > threshold].index)
+
+
+@dataclass
+class RuleEvidence:
+    """The rules of one model evaluated on the target."""
+
+    rules: pd.DataFrame          # the model's rules + n_premise, conf_new, delta, violated
+    violations: np.ndarray       # (intervals x rules) bool: premise held and consequent did not
+
+
+@dataclass
+class Encoded:
+    """A binned run as item and observation matrices, built once and reused for every model.
+
+    Two sentinel columns end each matrix: all-False (an item or counter the run lacks)
+    and all-True (an empty premise slot).
+    """
+
+    n: int
+    items: np.ndarray
+    item_index: dict[str, int]
+    observed: np.ndarray
+    counter_index: dict[str, int]
+    values: np.ndarray               # the bins themselves (NaN = not observed), for range items
+
+    @classmethod
+    def of(cls, binned: pd.DataFrame) -> "Encoded":
+        onehot = mine_rules.one_hot(binned)
+        n = len(binned)
+        pad = [np.zeros((n, 1), bool), np.ones((n, 1), bool)]
+        return cls(n, np.concatenate([onehot.to_numpy(dtype=bool), *pad], axis=1),
+                   {name: i for i, name in enumerate(onehot.columns)},
+                   np.concatenate([binned.notna().to_numpy(dtype=bool), *pad], axis=1),
+                   {name: i for i, name in enumerate(binned.columns)},
+                   binned.to_numpy(dtype=float, na_value=np.nan))
+
+    def add_range_items(self, names) -> None:
+        """Add columns for ``counter=lo..hi`` items not seen yet (the sentinels stay last)."""
+        new = [x for x in dict.fromkeys(names) if x is not None and ".." in x and x not in self.item_index]
+        if not new:
+            return
+        cols = []
+        for name in new:
+            counter, span = name.rsplit("=", 1)
+            lo, hi = (int(v) for v in span.split(".."))
+            j = self.counter_index.get(counter)
+            v = self.values[:, j] if j is not None else np.full(self.n, np.nan)
+            cols.append((v >= lo) & (v <= hi))
+        base = self.items[:, :-2]
+        first = base.shape[1]
+        self.items = np.concatenate([base, np.column_stack(cols), self.items[:, -2:]], axis=1)
+        for i, name in enumerate(new):
+            self.item_index[name] = first + i
+
+    def item_col(self, name: str | None) -> int:
+        return -1 if name is None else self.item_index.get(name, -2)
+
+    def counter_col(self, name: str | None) -> int:
+        return -1 if name is None else self.counter_index.get(mine_rules.counter_of(name), -2)
+
+
+@dataclass
+class Model:
+    """The rule model of one prior run and the counters it can judge.
+
+    ``judges`` is None (every counter) or the counters the model may vote on: those its
+    run recorded, less those whose every rule was pruned as environment-specific.  On the
+    other counters the model abstains.
+    """
+
+    run_id: str
+    rules: pd.DataFrame
+    environment: dict[str, Any]
+    judges: frozenset[str] | None = None
+
+
+def evaluate_rules(rules: pd.DataFrame, target: pd.DataFrame | Encoded, *, delta_threshold: float,
+                   min_premise_intervals: int) -> RuleEvidence:
+    """Confidence of every rule on the target's intervals, its change and its violations.
+
+    An empty premise (a stationarity rule) holds wherever the consequent's counter was
+    observed.  Intervals where a counter of the rule was not observed do not count.
+    """
+    enc = target if isinstance(target, Encoded) else Encoded.of(target)
+    n = enc.n
+    if len(rules) == 0:
+        empty = rules.assign(n_premise=0, conf_new=np.nan, delta=np.nan, violated=False)
+        return RuleEvidence(empty, np.zeros((n, 0), dtype=bool))
+    width = max(1, int(rules["premise"].map(len).max()))
+    premises = [tuple(p) + (None,) * (width - len(p)) for p in rules["premise"]]
+    enc.add_range_items(list(rules["consequent"]) + [x for p in premises for x in p])
+    holds = np.ones((n, len(rules)), dtype=bool)
+    for pos in range(width):
+        names = [p[pos] for p in premises]
+        holds &= enc.items[:, [enc.item_col(x) for x in names]]
+        holds &= enc.observed[:, [enc.counter_col(x) for x in names]]
+    consequents = list(rules["consequent"])
+    holds &= enc.observed[:, [enc.counter_col(c) for c in consequents]]
+    cons = enc.items[:, [enc.item_col(c) for c in consequents]]
+    n_premise = holds.sum(axis=0)
+    n_both = (holds & cons).sum(axis=0)
+    conf_new = np.where(n_premise > 0, n_both / np.maximum(n_premise, 1), np.nan)
+    evidence = n_premise >= min_premise_intervals
+    delta = np.where(evidence, confidence_change(rules["confidence"].to_numpy(), np.nan_to_num(conf_new)), np.nan)
+    violated = evidence & (np.nan_to_num(delta) > delta_threshold)
+    out = rules.assign(n_premise=n_premise, conf_new=conf_new, delta=delta, violated=violated)
+    return RuleEvidence(out.reset_index(drop=True), holds & ~cons & violated[None, :])
+
+
+def model_flags(evidence: RuleEvidence, counters: list[str], judges: frozenset[str] | None = None
+                ) -> tuple[pd.Series, pd.Series]:
+    """Per counter: 1 when a violated rule of this model has it as consequent, 0 when not,
+    NaN where the model abstains (outside ``judges``); and the counter's largest Δ."""
+    r = evidence.rules
+    target_counter = r["consequent"].map(mine_rules.counter_of)
+    hit = set(target_counter[r["violated"]])
+    flagged = pd.Series([np.nan if judges is not None and c not in judges else float(c in hit)
+                         for c in counters], index=counters)
+    max_delta = r.assign(counter=target_counter).groupby("counter")["delta"].max()
+    return flagged, max_delta.reindex(counters).fillna(0.0)
+
+
+def unstable_rules(rules: pd.DataFrame, references: list[Encoded], *, delta_threshold: float,
+                   min_premise_intervals: int) -> np.ndarray:
+    """Rules violated on at least one known-good reference run (boolean mask over ``rules``).
+
+    A rule that a passed run of the target's environment breaks describes the prior
+    run's environment, not the system's behaviour: it cannot be evidence of a regression.
+    """
+    bad = np.zeros(len(rules), dtype=bool)
+    for ref in references:
+        bad |= evaluate_rules(rules, ref, delta_threshold=delta_threshold,
+                              min_premise_intervals=min_premise_intervals).rules["violated"].to_numpy()
+    return bad
+
+
+def reference_runs(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, Any]) -> list[str]:
+    """The passed prior runs most similar to the target's environment (most equal components)."""
+    if not prior_envs:
+        return []
+    equal = {r: sum(1 for k, v in target_env.items() if k in env and env[k] == v) for r, env in prior_envs.items()}
+    best = max(equal.values())
+    return [r for r, e in equal.items() if e == best]
+
+
+def severity_of(evidences: list[RuleEvidence], counters: list[str], n_intervals: int) -> tuple[pd.Series, dict]:
+    """Share of intervals in which each counter is the consequent of a violated rule, and those intervals."""
+    mask = {c: np.zeros(n_intervals, dtype=bool) for c in counters}
+    for ev in evidences:
+        r = ev.rules
+        for j in np.flatnonzero(r["violated"].to_numpy()):
+            c = mine_rules.counter_of(r["consequent"].iat[j])
+            if c in mask:
+                mask[c] |= ev.violations[:, j]
+    sev = pd.Series({c: float(m.mean()) if n_intervals else 0.0 for c, m in mask.items()})
+    return sev, {c: np.flatnonzero(m).tolist() for c, m in mask.items() if m.any()}
+
+
+def rank_counters(flagged: list[str], primary: pd.Series, severity: pd.Series) -> list[str]:
+    """Flagged counters by the ensemble score (s or votes), then severity (Foo et al. 2015, phase 5)."""
+    return sorted(flagged, key=lambda c: (-float(primary.get(c, 0)), -float(severity.get(c, 0)), c))
+
+
+def prune_models(models: list[Model], references: dict[str, Encoded], *, delta_threshold: float,
+                 min_premise_intervals: int, memo: dict | None = None,
+                 memo_tag: str = "") -> tuple[list[Model], dict[str, int]]:
+    """Drop from each model the rules that known-good reference runs break (never its own run).
+
+    A counter whose every rule was dropped leaves the model's ``judges``: the model
+    describes that counter only for its own environment and abstains on it.  ``memo``
+    caches the masks across targets; ``memo_tag`` must identify the bin edges.
+    """
+    pruned, dropped = [], {}
+    for m in models:
+        refs = tuple(sorted(r for r in references if r != m.run_id))
+        key = (memo_tag, m.run_id, refs)
+        if memo is not None and key in memo:
+            bad = memo[key]
+        else:
+            bad = unstable_rules(m.rules, [references[r] for r in refs], delta_threshold=delta_threshold,
+                                 min_premise_intervals=min_premise_intervals)
+            if memo is not None:
+                memo[key] = bad
+        before = set(m.rules["consequent"].map(mine_rules.counter_of))
+        kept = m.rules[~bad].reset_index(drop=True)
+        gone = before - set(kept["consequent"].map(mine_rules.counter_of))
+        judges = (m.judges if m.judges is not None else frozenset(before)) - gone
+        pruned.append(Model(m.run_id, kept, m.environment, judges))
+        dropped[m.run_id] = int(bad.sum())
+    return pruned, dropped
+
+
+def detect_run(binned: pd.DataFrame, target_env: dict[str, Any], models: list[Model],
+               single: pd.DataFrame | None, *, delta_threshold: float, min_premise_intervals: int,
+               stacking_threshold: float, max_rules_reported: int = 5) -> dict[str, Any]:
+    """Run the three combiners on one target; everything the verdict file and the report need.
+
+    ``models`` are the prior runs' models, already pruned when pruning is on; ``single``
+    is the pooled model (or None).
+    """
+    counters = list(binned.columns)
+    n = len(binned)
+    ids = [m.run_id for m in models]
+    enc = Encoded.of(binned)
+    evidences, flag_rows, delta_rows = [], [], []
+    for m in models:
+        ev = evaluate_rules(m.rules, enc, delta_threshold=delta_threshold,
+                            min_premise_intervals=min_premise_intervals)
+        f, d = model_flags(ev, counters, m.judges)
+        evidences.append(ev)
+        flag_rows.append(f)
+        delta_rows.append(d)
+    flags = pd.DataFrame(flag_rows, index=ids, columns=counters, dtype=float)
+    deltas = pd.DataFrame(delta_rows, index=ids, columns=counters, dtype=float).where(flags.notna())
+    weights = environment_weights([m.environment for m in models], target_env) if models else np.zeros(0)
+    votes, bag = bagging(flags)
+    s, stack = stacking(flags, weights, threshold=stacking_threshold)
+    # counter score: the confidence change of the counter's rules, averaged with the stacking weights
+    score, _ = stacking(deltas, weights, threshold=1.0)
+    severity, intervals = severity_of(evidences, counters, n)
+    result: dict[str, Any] = {"n_intervals": n, "weights": dict(zip(ids, map(float, weights))),
+                              "votes": votes, "judged": flags.notna().sum(axis=0), "s": s,
+                              "severity": severity, "intervals": intervals}
+    result["single"] = []
+    if single is not None:
+        ev = evaluate_rules(single, enc, delta_threshold=delta_threshold, min_premise_intervals=min_premise_intervals)
+        f1, _ = model_flags(ev, counters)
+        sev1, _ = severity_of([ev], counters, n)
+        result["single"] = rank_counters(list(f1[f1 == 1].index), sev1, sev1)
+    result["bagging"] = rank_counters(bag, votes, severity)
+    result["stacking"] = rank_counters(stack, s, severity)
+    result["counter_scores"] = score.clip(0, 1)
+    rules_out: dict[str, list] = {}
+    violated = [ev.rules[ev.rules["violated"]].assign(model=run_id) for run_id, ev in zip(ids, evidences)]
+    allv = pd.concat(violated, ignore_index=True) if violated else pd.DataFrame()
+    if len(allv):
+        allv = allv.assign(counter=allv["consequent"].map(mine_rules.counter_of))
+        for c in result["stacking"] + [x for x in result["bagging"] if x not in result["stacking"]]:
+            top = allv[allv["counter"] == c].sort_values("delta", ascending=False).head(max_rules_reported)
+            rules_out[c] = [{"model": m, "premise": list(p), "consequent": q, "confidence_history": round(float(ch), 4),
+                             "confidence_new": round(float(cn), 4), "delta": round(float(d), 4),
+                             "premise_intervals": int(npz)}
+                            for m, p, q, ch, cn, d, npz in zip(top["model"], top["premise"], top["consequent"],
+                                                               top["confidence"], top["conf_new"], top["delta"],
+                                                               top["n_premise"])]
+    result["violated_rules"] = rules_out
+    return result
+
+
+def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], *, interval_s: float,
+                     not_analysed: dict[str, list[str]]) -> dict[str, Any]:
+    """The per-run verdict file (DATA_CONTRACT.md §2), headline from stacking."""
+    scores = result["counter_scores"]
+    stack = result["stacking"]
+    verdict = "fail" if stack else "pass"
+    return {
+        "schema_version": 1,
+        "run_id": run_id,
+        "system": meta["system"],
+        "verdict": verdict,
+        "score": round(float(scores.max()) if len(scores) else 0.0, 4),
+        "flagged_counters": stack,
+        "counter_scores": {c: round(float(v), 4) for c, v in scores.sort_values(ascending=False).items()},
+        "cause": {"label": None, "probability": None, "known": False},
+        "baseline_runs": [{"run_id": r, "weight": round(w, 4)} for r, w in result["weights"].items()],
+        "methods": {
+            "association_rules_stacking": {"verdict": "fail" if stack else "pass", "flagged_counters": stack},
+            "association_rules_bagging": {"verdict": "fail" if result["bagging"] else "pass",
+                                          "flagged_counters": result["bagging"]},
+            "association_rules_single": {"verdict": "fail" if result["single"] else "pass",
+                                         "flagged_counters": result["single"]},
+        },
+        "details": {
+            "interval_s": interval_s,
+            "n_intervals": result["n_intervals"],
+            "stacking_score": {c: round(float(result["s"][c]), 4) for c in result["s"].index if result["s"][c] > 0},
+            "bagging_votes": {c: int(result["votes"][c]) for c in result["votes"].index if result["votes"][c] > 0},
+            "severity": {c: round(float(result["severity"][c]), 4) for c in set(stack) | set(result["bagging"])},
+            "violated_rules": result["violated_rules"],
+            "violation_intervals": {c: v for c, v in result["intervals"].items()
+                                    if c in set(stack) | set(result["bagging"])},
+            "not_analysed": not_analysed,
+        },
+    }
+
+
+def split_counters(frame: pd.DataFrame, edges: dict[str, Any], model_counters: set[str]) -> dict[str, list[str]]:
+    """Counters of the target that cannot be analysed, and counters the history has but the target lacks."""
+    present = set(frame.columns[frame.notna().any()])
+    return {
+        "new_in_target": sorted(present - set(edges) - model_counters),
+        "no_variance_in_history": sorted((present & model_counters) - set(edges)),
+        "missing_in_target": sorted(set(edges) - present),
+    }
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, Any], directory,
+                 reference: float | None = None) -> pd.DataFrame:
+    """The pooled model of all baseline runs (cached by the baseline's content keys)."""
+    import hashlib
+    import json
+
+    keys = [archive.read_json(config.NORMALIZED / f"{r}.json")["key"] for r in baseline]
+    digest = hashlib.sha256(json.dumps([keys, discretize.edges_digest(edges), params, reference,
+                                        mine_rules.CODE_VERSION],
+                                       sort_keys=True).encode()).hexdigest()
+    path = directory / "single" / f"{digest[:16]}.parquet"
+    if path.exists():
+        return mine_rules.rules_from_frame(pd.read_parquet(path))
+    pooled = pd.concat([discretize.load_scaled(r, reference) for r in baseline], ignore_index=True)
+    rules = mine_rules.mine_model(discretize.apply_edges(pooled, edges), edges, params)
+    archive.write_parquet_atomic(path, mine_rules.rules_to_frame(rules))
+    return rules
+
+
+def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict[str, Any],
+            mine_params: dict[str, Any], params: dict[str, Any], directory,
+            memo: dict | None = None, reference: float | None = None) -> tuple[dict, dict]:
+    """Detect on one run against a baseline; return (detect_run result, verdict document).
+
+    ``reference`` is the system's reference load the bin edges were learned at.
+    """
+    frame = discretize.load_scaled(run_id, reference)
+    info = archive.read_json(config.NORMALIZED / f"{run_id}.json")
+    target_env = index[run_id].get("environment") or {}
+    models = []
+    for b in baseline:
+        own = set(archive.read_json(config.NORMALIZED / f"{b}.json")["counters"]) & set(edges)
+        models.append(Model(b, mine_rules.mine_for_run(b, edges, mine_params, directory, reference),
+                            index[b].get("environment") or {}, frozenset(own)))
+    dropped: dict[str, int] = {}
+    if params.get("prune_unstable_rules", True) and models:
+        refs = reference_runs({b: index[b].get("environment") or {} for b in baseline}, target_env)
+        memo = {} if memo is None else memo
+        tag = f"{discretize.edges_digest(edges)}@{reference}"
+        ref_frames = {}
+        for r in refs:
+            if (tag, "encoded", r) not in memo:
+                memo[(tag, "encoded", r)] = Encoded.of(discretize.apply_edges(discretize.load_scaled(r, reference),
+                                                                              edges))
+            ref_frames[r] = memo[(tag, "encoded", r)]
+        models, dropped = prune_models(models, ref_frames, delta_threshold=params["delta_threshold"],
+                                       min_premise_intervals=params["min_premise_intervals"], memo=memo,
+                                       memo_tag=tag)
+    single = single_model(baseline, edges, mine_params, directory, reference) if baseline else None
+    binned = discretize.apply_edges(frame, edges)
+    result = detect_run(binned, target_env, models, single,
+                        delta_threshold=params["delta_threshold"],
+                        min_premise_intervals=params["min_premise_intervals"],
+                        stacking_threshold=params["stacking_threshold"])
+    result["pruned_rules"] = dropped
+    model_counters = set().union(*[archive.read_json(config.NORMALIZED / f"{b}.json")["counters"] for b in baseline]) \
+        if baseline else set()
+    doc = verdict_document(run_id, index[run_id], result, interval_s=info["interval_s"],
+                           not_analysed=split_counters(frame, edges, model_counters))
+    return result, doc
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("detect")
+    mine_params = config.load_params("mine_rules")
+    hist = config.load_params("history")
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    todo = history.targets(index)
+    config.RUN_REPORTS.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    memo: dict = {}
+    for i, run_id in enumerate(todo, 1):
+        system = index[run_id]["system"]
+        spec = archive.read_json(discretize.edges_path(system))
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
+        _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params,
+                         mine_rules.models_dir(system), memo, spec.get("reference_load"))
+        archive.write_json_atomic(config.RUN_REPORTS / f"{run_id}.json", doc)
+        el = time.monotonic() - started
+        log.info("detect: %d/%d %s -> %s (%d flagged), %.1fs, eta %.0fs", i, len(todo), run_id, doc["verdict"],
+                 len(doc["flagged_counters"]), el, el / i * (len(todo) - i))
+    print(f"[detect] {len(todo)} target runs analysed -> {config.RUN_REPORTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""discretize: equal-width bins per counter, learned over the training runs together.
+
+Foo et al. 2015, phase 2 (seed 003; METHODS.md §B.1): ``k = max(1, 2·log(u))`` bins of
+equal width between the smallest and largest value of a counter over all training
+runs pooled (``u`` = its number of unique values there).  The paper does not name the
+logarithm's base; it is ``discretize.log_base`` (default 10: with the natural log a
+counter with 1,920 distinct values gets 15 bins and on a roughly normal counter no bin
+reaches support 0.3, so almost no rule survives — see README for the measurement).
+``k`` is ``floor(2·log_b(u))``.  Values of a new run outside the learned range fall
+into the edge bins.  A counter with a single value over the training runs (zero
+variance) gets no edges and is not analysed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines import archive, config, history
+
+log = logging.getLogger("regresslab.discretize")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def bin_count(unique: int, *, log_base: float) -> int:
+    """``k = max(1, floor(2·log_base(u)))``."""
+    if unique <= 1:
+        return 1
+    return max(1, int(math.floor(2.0 * math.log(unique) / math.log(log_base) + 1e-12)))
+
+
+def learn_edges(frames: list[pd.DataFrame], *, log_base: float) -> dict[str, dict[str, Any]]:
+    """Equal-width edges per counter over all training frames pooled.
+
+    Returns counter -> ``{"edges": [k+1 floats], "k": k, "unique": u}``; counters with
+    zero variance over the pool are left out.
+    """
+    pooled = pd.concat(frames, axis=0, ignore_index=True) if frames else pd.DataFrame()
+    out: dict[str, dict[str, Any]] = {}
+    for counter in sorted(pooled.columns):
+        values = pooled[counter].dropna().to_numpy(dtype=float)
+        if values.size == 0:
+            continue
+        lo, hi = float(values.min()), float(values.max())
+        if hi <= lo:
+            continue                               # zero variance: nothing to learn
+        u = int(np.unique(values).size)
+        k = bin_count(u, log_base=log_base)
+        out[counter] = {"edges": np.linspace(lo, hi, k + 1).tolist(), "k": k, "unique": u}
+    return out
+
+
+def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Bin index (0..k-1) of every value; values outside the range clamp to the edge bins.
+
+    Counters without edges are left out; a missing value stays missing (``<NA>``).
+    """
+    cols = {}
+    for counter, spec in edges.items():
+        if counter not in frame.columns:
+            continue
+        inner = np.asarray(spec["edges"][1:-1], dtype=float)
+        values = frame[counter].to_numpy(dtype=float)
+        bins = np.searchsorted(inner, values, side="right")      # a value on an edge opens the upper bin
+        cols[counter] = pd.array(np.where(np.isnan(values), -1, bins), dtype="Int64")
+    out = pd.DataFrame(cols, index=frame.index)
+    return out.mask(out == -1)
+
+
+def edges_digest(edges: dict[str, dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(edges, sort_keys=True).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def load_normalized(run_id: str) -> pd.DataFrame:
+    return pd.read_parquet(config.NORMALIZED / f"{run_id}.parquet")
+
+
+def reference_load(runs: list[str]) -> float | None:
+    """The system's reference load: the median of the training runs' median loads."""
+    loads = [archive.read_json(config.NORMALIZED / f"{r}.json").get("median_load") for r in runs]
+    loads = [x for x in loads if x is not None]
+    return float(np.median(loads)) if loads else None
+
+
+def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
+    """A normalised run with its load-following counters scaled to the reference load."""
+    from pipelines.normalize import scale_to_load
+
+    info = archive.read_json(config.NORMALIZED / f"{run_id}.json")
+    return scale_to_load(load_normalized(run_id), info.get("load_counter"), info.get("load_fits") or {}, reference)
+
+
+def edges_path(system: str):
+    return config.PROCESSED / "edges" / f"{system}.json"
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("discretize")
+    hist = config.load_params("history")
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    for system in history.systems(index):
+        training = history.passed_runs(index, system, exclude=set(hist.get("exclude", [])),
+                                       window=hist["window"])
+        ref = reference_load(training)
+        edges = learn_edges([load_scaled(r, ref) for r in training], log_base=params["log_base"])
+        archive.write_json_atomic(edges_path(system), {
+            "system": system, "training_runs": training, "log_base": params["log_base"],
+            "reference_load": ref, "digest": edges_digest(edges), "counters": edges})
+        ks = [e["k"] for e in edges.values()]
+        print(f"[discretize] {system}: {len(edges)} counters from {len(training)} runs, "
+              f"bins per counter {min(ks, default=0)}..{max(ks, default=0)}")
+
+
+if __name__ == "__main__":
+    main()

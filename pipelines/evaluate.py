@@ -1,0 +1,180 @@
+"""evaluate: leave-one-out accuracy of the association-rule detectors on the labelled history.
+
+Each verified run in turn is the target and the other passed runs of its system its
+history (bin edges learned again without it when it is a passed run).  Counter-level
+precision, recall and F as defined in Foo et al. 2015 §IV (seed 003):
+
+* ``P = 1 - m_false / m_total`` (1 when nothing is flagged),
+* ``R = (m_total - m_false) / m_expected`` (1 when nothing is expected),
+* ``F`` = harmonic mean of P and R,
+
+with ``m_expected`` the run's ``regressed_counters``.  Run-level accuracy counts a run
+right when the combiner's verdict (fail = at least one flagged counter) equals the
+analyst's.  Unanalysed targets whose truth is known (``evaluate.labels`` files, such as
+the simulator's ``target_labels.json``) are scored from their verdict files.
+
+Writes ``metrics/detection.json`` (DVC metrics) and ``metrics/detection_runs.csv``
+(one row per run and combiner, for ``dvc plots``).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines import archive, config, detect, discretize, history
+
+log = logging.getLogger("regresslab.evaluate")
+COMBINERS = ("single", "bagging", "stacking")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def counter_prf(flagged: list[str], expected: list[str]) -> tuple[float, float, float]:
+    """Precision, recall and F of one run (Foo et al. 2015 §IV, with their edge cases)."""
+    m_total = len(flagged)
+    m_false = len(set(flagged) - set(expected))
+    m_expected = len(expected)
+    p = 1.0 - m_false / m_total if m_total > 0 else 1.0
+    r = (m_total - m_false) / m_expected if m_expected > 0 else 1.0
+    f = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    return p, r, f
+
+
+def roc_auc(scores: dict[str, float], positives: set[str]) -> float | None:
+    """Area under the ROC curve of a counter ranking (Mann-Whitney, ties count half)."""
+    pos = [v for c, v in scores.items() if c in positives]
+    neg = [v for c, v in scores.items() if c not in positives]
+    if not pos or not neg:
+        return None
+    pos_a, neg_a = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
+    return float(((pos_a > neg_a).sum() + 0.5 * (pos_a == neg_a).sum()) / (pos_a.size * neg_a.size))
+
+
+def score_rows(run_id: str, system: str, truth_verdict: str, cause: str, expected: list[str],
+               flagged_by: dict[str, list[str]], scores: dict[str, float], source: str) -> list[dict[str, Any]]:
+    rows = []
+    auc = roc_auc(scores, set(expected))
+    for combiner, flagged in flagged_by.items():
+        p, r, f = counter_prf(flagged, expected)
+        rows.append({"run_id": run_id, "system": system, "source": source, "cause": cause,
+                     "truth": truth_verdict, "combiner": combiner, "flagged": len(flagged),
+                     "expected": len(expected), "false": len(set(flagged) - set(expected)),
+                     "precision": p, "recall": r, "f": f,
+                     "verdict_correct": (len(flagged) > 0) == (truth_verdict == "fail"),
+                     "roc_auc": auc})
+    return rows
+
+
+def summarize(rows: pd.DataFrame) -> dict[str, Any]:
+    """Averages per combiner: counter F over failed runs, false counters on normal runs, run accuracy."""
+    out: dict[str, Any] = {}
+    for combiner, g in rows.groupby("combiner"):
+        failed = g[g["truth"] == "fail"]
+        normal = g[g["truth"] == "pass"]
+        out[combiner] = {
+            "runs": int(len(g)),
+            "failed_runs": int(len(failed)),
+            "precision": round(float(failed["precision"].mean()), 4) if len(failed) else None,
+            "recall": round(float(failed["recall"].mean()), 4) if len(failed) else None,
+            "f": round(float(failed["f"].mean()), 4) if len(failed) else None,
+            "normal_runs": int(len(normal)),
+            "normal_runs_with_flags": int((normal["flagged"] > 0).sum()),
+            "false_counters_on_normal_runs": int(normal["flagged"].sum()),
+            "run_accuracy": round(float(g["verdict_correct"].mean()), 4),
+            "counter_roc_auc": round(float(failed["roc_auc"].dropna().mean()), 4)
+            if failed["roc_auc"].notna().any() else None,
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
+               disc_params: dict[str, Any], exclude: set[str]) -> list[dict[str, Any]]:
+    passed = history.passed_runs(index, system, exclude=exclude)
+    verified = [r for r, row in sorted(index.items()) if row["system"] == system and row.get("verdict") in ("pass", "fail")
+                and r not in exclude]
+    cache = config.DATA / "cache" / "loo" / system
+    all_ref = discretize.reference_load(passed)
+    all_edges = discretize.learn_edges([discretize.load_scaled(r, all_ref) for r in passed],
+                                       log_base=disc_params["log_base"])
+    memo: dict = {}
+    rows = []
+    started = time.monotonic()
+    for i, run_id in enumerate(verified, 1):
+        row = index[run_id]
+        baseline = [r for r in passed if r != run_id]
+        if run_id in passed:          # learn the bins again without the held-out run
+            ref = discretize.reference_load(baseline)
+            edges = discretize.learn_edges([discretize.load_scaled(r, ref) for r in baseline],
+                                           log_base=disc_params["log_base"])
+        else:
+            ref, edges = all_ref, all_edges
+        result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, cache, memo, ref)
+        rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
+                           row.get("regressed_counters") or [],
+                           {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
+        el = time.monotonic() - started
+        log.info("evaluate %s: %d/%d LOO targets, %.1fs, eta %.0fs", system, i, len(verified), el,
+                 el / i * (len(verified) - i))
+    return rows
+
+
+def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in label_files:
+        if not path.exists():
+            continue
+        for run_id, truth in archive.read_json(path).items():
+            report = config.RUN_REPORTS / f"{run_id}.json"
+            if run_id not in index or not report.exists():
+                continue
+            doc = archive.read_json(report)
+            flagged = {c.split("_")[-1]: doc["methods"][f"association_rules_{c}"]["flagged_counters"]
+                       for c in COMBINERS}
+            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                               truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
+    return rows
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("detect")
+    mine_params = config.load_params("mine_rules")
+    disc_params = config.load_params("discretize")
+    ev_params = config.load_params("evaluate")
+    exclude = set(config.load_params("history").get("exclude", []))
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    rows = []
+    for system in history.systems(index):
+        rows += loo_system(system, index, params, mine_params, disc_params, exclude)
+    rows += target_rows(index, [config.ROOT / p for p in ev_params.get("labels", [])])
+    frame = pd.DataFrame(rows)
+    metrics: dict[str, Any] = {}
+    if len(frame):
+        for source, g in frame.groupby("source"):
+            metrics[source] = summarize(g)
+            for system, gs in g.groupby("system"):
+                metrics[f"{source}_{system}"] = summarize(gs)
+    config.METRICS.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.METRICS / "detection.json", metrics)
+    with archive.atomic_path(config.METRICS / "detection_runs.csv") as tmp:
+        frame.to_csv(tmp, index=False)
+    for source in ("loo", "targets"):
+        for c in COMBINERS:
+            m = metrics.get(source, {}).get(c)
+            if m:
+                print(f"[evaluate] {source:7s} {c:8s} P={m['precision']} R={m['recall']} F={m['f']} "
+                      f"normal runs flagged={m['normal_runs_with_flags']}/{m['normal_runs']} "
+                      f"run accuracy={m['run_accuracy']} AUC={m['counter_roc_auc']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Confidence change, environment weights, bagging and stacking (Foo et al. 2015 worked examples)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines import detect
+
+
+def test_confidence_change_from_0_9_to_0_2():
+    # V_h = (0.9, 0.1), V_n = (0.2, 0.8): cos = 0.26 / (sqrt(0.82) sqrt(0.68)) = 0.348186 -> Δ = 0.651814
+    assert detect.confidence_change(0.9, 0.2) == pytest.approx(0.651814, abs=1e-6)
+    assert detect.confidence_change(0.9, 0.9) == pytest.approx(0.0, abs=1e-12)
+    # the premise holds and the consequent never does: Δ = 1 - 0.1 / sqrt(0.82) = 1 - 0.110432 = 0.889568
+    assert detect.confidence_change(0.9, 0.0) == pytest.approx(0.889568, abs=1e-6)
+
+
+def test_table_iii_environment_weights_give_0_55():
+    # T1 vs T5 share CPU, memory, database (1,1,1,0); T2 vs T5 share CPU and architecture (1,0,0,1)
+    t5 = {"cpu": "2GHz x2", "memory": "2GB", "db": "1", "arch": "64"}
+    t1 = {"cpu": "2GHz x2", "memory": "2GB", "db": "1", "arch": "32"}
+    t2 = {"cpu": "2GHz x2", "memory": "1GB", "db": "2", "arch": "64"}
+    w = detect.environment_weights([t1, t2], t5)
+    assert w[0] == pytest.approx(math.sqrt(3) / (math.sqrt(3) + math.sqrt(2)))
+    assert round(w[0], 2) == 0.55 and w.sum() == pytest.approx(1.0)
+
+
+def test_environment_weights_with_nothing_in_common_are_equal():
+    assert detect.environment_weights([{"a": 1}, {"a": 2}], {"a": 3}).tolist() == [0.5, 0.5]
+
+
+TABLE_I = pd.DataFrame(
+    [[1, 1, 0, 0], [0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 1]],
+    index=["R1", "R2", "R3", "R4"], columns=["cpu", "throughput", "memory", "db_tx"], dtype=float)
+
+
+def test_table_i_to_ii_bagging_flags_throughput_and_memory():
+    votes, flagged = detect.bagging(TABLE_I)
+    assert votes.to_dict() == {"cpu": 1, "throughput": 3, "memory": 2, "db_tx": 1}   # Table II
+    assert sorted(flagged) == ["memory", "throughput"]
+
+
+def test_stacking_weighs_models():
+    w = np.array([0.4, 0.1, 0.1, 0.4])
+    s, flagged = detect.stacking(TABLE_I, w, threshold=0.5)
+    assert s.to_dict() == pytest.approx({"cpu": 0.4, "throughput": 0.6, "memory": 0.2, "db_tx": 0.4})
+    assert flagged == ["throughput"]
+    s_eq, flagged_eq = detect.stacking(TABLE_I, np.full(4, 0.25), threshold=0.5)
+    assert s_eq["memory"] == 0.5 and flagged_eq == ["throughput"]             # s must exceed 0.5
+
+
+def test_abstaining_models_are_left_out_of_the_vote():
+    flags = TABLE_I.copy()
+    flags.loc[["R1", "R4"], "memory"] = np.nan          # two models never saw the memory counter
+    votes, flagged = detect.bagging(flags)
+    assert "memory" in flagged                           # 2 of the 2 models that judged it
+    s, _ = detect.stacking(flags, np.array([0.4, 0.1, 0.1, 0.4]), threshold=0.5)
+    assert s["memory"] == pytest.approx(1.0)
+
+
+def enc(**cols):
+    return detect.Encoded.of(pd.DataFrame({k: pd.array(v, dtype="Int64") for k, v in cols.items()}))
+
+
+def rules(*rows):
+    return pd.DataFrame(rows, columns=["premise", "consequent", "support", "confidence", "lift"])
+
+
+def test_rule_evaluation_on_the_target():
+    target = enc(**{"app.load": [1] * 10 + [0] * 10, "x.cpu": [1, 1, 0, 0, 0, 0, 0, 0, 0, 0] + [0] * 10})
+    r = rules((("app.load=1",), "x.cpu=1", 0.5, 0.9, 1.5),        # premise holds 10 times, consequent 2: conf 0.2
+              (("app.load=2",), "x.cpu=1", 0.4, 0.95, 1.5),       # premise never holds: no evidence
+              ((), "x.cpu=0..1", 1.0, 1.0, 1.0))                  # a range: always true
+    ev = detect.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=10).rules
+    assert ev["n_premise"].tolist() == [10, 0, 20]
+    assert ev.loc[0, "conf_new"] == pytest.approx(0.2)
+    assert ev.loc[0, "delta"] == pytest.approx(0.651814, abs=1e-6) and bool(ev.loc[0, "violated"])
+    assert np.isnan(ev.loc[1, "delta"]) and not ev.loc[1, "violated"]
+    assert ev.loc[2, "delta"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_too_few_premise_intervals_give_no_evidence():
+    target = enc(**{"app.load": [1] * 4 + [0] * 16, "x.cpu": [0] * 20})
+    r = rules((("app.load=1",), "x.cpu=1", 0.5, 0.9, 1.5))
+    ev = detect.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=10).rules
+    assert ev.loc[0, "n_premise"] == 4 and not ev.loc[0, "violated"]
+
+
+def test_unobserved_counters_do_not_count():
+    target = enc(**{"app.load": [1] * 12, "x.cpu": [1] * 6 + [None] * 6})
+    r = rules((("app.load=1",), "x.cpu=1", 0.5, 0.9, 1.5))
+    ev = detect.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=5).rules
+    assert ev.loc[0, "n_premise"] == 6 and ev.loc[0, "conf_new"] == 1.0
+
+
+def test_pruning_drops_rules_a_good_reference_run_breaks_and_the_model_abstains():
+    r = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0))
+    model = detect.Model("m1", r, {"cpu": "slow"}, frozenset({"x.cpu", "x.mem"}))
+    good_ref = enc(**{"x.cpu": [2] * 12, "x.mem": [0] * 12})      # the target's environment: cpu in bin 2
+    pruned, dropped = detect.prune_models([model], {"ref": good_ref}, delta_threshold=0.1, min_premise_intervals=10)
+    assert dropped == {"m1": 1}
+    assert pruned[0].rules["consequent"].tolist() == ["x.mem=0"]
+    assert pruned[0].judges == frozenset({"x.mem"})
+    flags, _ = detect.model_flags(detect.evaluate_rules(pruned[0].rules, good_ref, delta_threshold=0.1,
+                                                        min_premise_intervals=10), ["x.cpu", "x.mem"], pruned[0].judges)
+    assert np.isnan(flags["x.cpu"]) and flags["x.mem"] == 0.0
+
+
+def test_reference_runs_are_the_most_similar_environments():
+    envs = {"a": {"cpu": 1, "mem": 8}, "b": {"cpu": 1, "mem": 16}, "c": {"cpu": 2, "mem": 16}}
+    assert detect.reference_runs(envs, {"cpu": 1, "mem": 16}) == ["b"]
+    assert sorted(detect.reference_runs(envs, {"cpu": 3, "mem": 8, "os": "x"})) == ["a"]
+    assert sorted(detect.reference_runs(envs, {"cpu": 9})) == ["a", "b", "c"]
+
+
+def test_detect_run_end_to_end_on_a_shifted_counter():
+    n = 20
+    history = pd.DataFrame({"app.load": pd.array([1] * n, dtype="Int64"), "x.cpu": pd.array([1] * n, dtype="Int64"),
+                            "x.mem": pd.array([0] * n, dtype="Int64")})
+    target = history.assign(**{"x.cpu": pd.array([3] * 15 + [1] * 5, dtype="Int64")})
+    r = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0))
+    models = [detect.Model(f"m{i}", r, {"cpu": "a"}) for i in range(3)]
+    res = detect.detect_run(target, {"cpu": "a"}, models, r, delta_threshold=0.1, min_premise_intervals=10,
+                            stacking_threshold=0.5)
+    assert res["stacking"] == ["x.cpu"] and res["bagging"] == ["x.cpu"] and res["single"] == ["x.cpu"]
+    assert res["severity"]["x.cpu"] == pytest.approx(15 / 20)
+    assert res["intervals"]["x.cpu"] == list(range(15))
+    # Δ of conf 1.0 -> 0.25: 1 - 0.25 / sqrt(0.25^2 + 0.75^2) = 0.683772
+    assert res["counter_scores"]["x.cpu"] == pytest.approx(0.683772, abs=1e-6)
+    assert res["counter_scores"]["x.mem"] == 0.0
