@@ -81,3 +81,12 @@ def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_pa
     stamp = (config.VALID / run_id / "meta.json").stat().st_mtime_ns
     validate.main()
     assert (config.VALID / run_id / "meta.json").stat().st_mtime_ns == stamp
+
+
+def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):
+    lab, truth = tiny_lab
+    set_source(tree, lab.as_uri())                      # file:///... goes through fsspec
+    pull.main()
+    assert set(pull.read_manifest()) == set(truth)
+    some = sorted(truth)[0]
+    assert (config.RAW / f"{some}.tar.gz").read_bytes() == (lab / f"{some}.tar.gz").read_bytes()
