@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, discretize, history, mine_rules
+from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.detect")
 
@@ -454,7 +454,7 @@ def main() -> None:
     index = archive.read_json(config.VALID_INDEX)["valid"]
     todo = history.targets(index)
     config.RUN_REPORTS.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
+    progress = Progress(log, "detect", len(todo))
     memo: dict = {}
     for i, run_id in enumerate(todo, 1):
         system = index[run_id]["system"]
@@ -463,9 +463,7 @@ def main() -> None:
         _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params,
                          mine_rules.models_dir(system), memo, spec.get("reference_load"))
         archive.write_json_atomic(config.RUN_REPORTS / f"{run_id}.json", doc)
-        el = time.monotonic() - started
-        log.info("detect: %d/%d %s -> %s (%d flagged), %.1fs, eta %.0fs", i, len(todo), run_id, doc["verdict"],
-                 len(doc["flagged_counters"]), el, el / i * (len(todo) - i))
+        progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged")
     print(f"[detect] {len(todo)} target runs analysed -> {config.RUN_REPORTS}")
 
 

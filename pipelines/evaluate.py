@@ -19,7 +19,6 @@ Writes ``metrics/detection.json`` (DVC metrics) and ``metrics/detection_runs.csv
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, detect, discretize, history
+from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
 COMBINERS = ("single", "bagging", "stacking")
@@ -107,7 +107,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                                        log_base=disc_params["log_base"])
     memo: dict = {}
     rows = []
-    started = time.monotonic()
+    progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
     for i, run_id in enumerate(verified, 1):
         row = index[run_id]
         baseline = [r for r in passed if r != run_id]
@@ -121,9 +121,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
                            row.get("regressed_counters") or [],
                            {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
-        el = time.monotonic() - started
-        log.info("evaluate %s: %d/%d LOO targets, %.1fs, eta %.0fs", system, i, len(verified), el,
-                 el / i * (len(verified) - i))
+        progress.step(i)
     return rows
 
 

@@ -520,7 +520,6 @@ def simulate_means(spec: SystemSpec, plan: RunPlan, tl: Timeline) -> dict[str, n
         hosts[spec.cache_host] = [spec.cache_proc]
     for host, procs in hosts.items():
         host_mem = mem_mb if host != spec.loadgen else 8192.0
-        host_cores = cores if host != spec.loadgen else lg_cores
         used = sum(out[f"{p}.private_bytes"] for p in procs) / 2**20 + 1200.0   # + OS
         pressure = np.maximum(used - 0.9 * host_mem, 0.0) / host_mem            # share of RAM missing
         for p in procs:

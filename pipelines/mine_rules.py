@@ -38,13 +38,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, discretize, history
+from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.mine_rules")
 CODE_VERSION = 2
@@ -215,7 +215,7 @@ def main() -> None:
         spec = archive.read_json(discretize.edges_path(system))
         runs = spec["training_runs"]
         directory = models_dir(system)
-        started = time.monotonic()
+        progress = Progress(log, f"mine_rules {system}", len(runs), what="models")
         keep = set()
         for i, run_id in enumerate(runs, 1):
             ref = spec.get("reference_load")
@@ -223,9 +223,7 @@ def main() -> None:
             keep.add(model_path(run_id, spec["counters"], params, directory, ref)[0].name)
             summary[run_id] = {"system": system, "rules": int(len(rules)),
                                "stationarity_rules": int((rules["premise"].map(len) == 0).sum())}
-            el = time.monotonic() - started
-            log.info("mine_rules %s: %d/%d models (%s: %d rules), %.1fs, eta %.0fs",
-                     system, i, len(runs), run_id, len(rules), el, el / i * (len(runs) - i))
+            progress.step(i, f"{run_id}: {len(rules)} rules")
         for stale in directory.glob("*.parquet"):
             if stale.name not in keep:       # models of runs that left the window, or of old edges
                 stale.unlink()

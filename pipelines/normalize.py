@@ -27,13 +27,13 @@ import hashlib
 import json
 import logging
 import math
-import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipelines import archive, config
+from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.normalize")
 CODE_VERSION = 2
@@ -193,13 +193,11 @@ def main() -> None:
     params = config.load_params("normalize")
     index = archive.read_json(config.VALID_INDEX)["valid"]
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
+    progress = Progress(log, "normalize", len(index), every=25)
     rows = {}
     for i, run_id in enumerate(sorted(index), 1):
         rows[run_id] = {k: v for k, v in normalize_one(run_id, params).items() if k != "counters"}
-        if i % 25 == 0 or i == len(index):
-            el = time.monotonic() - started
-            log.info("normalize: %d/%d runs, %.1fs, eta %.0fs", i, len(index), el, el / i * (len(index) - i))
+        progress.step(i)
     for stale in config.NORMALIZED.glob("*.parquet"):
         if stale.stem not in index:      # a run quarantined after a suite change
             stale.unlink()

@@ -15,13 +15,13 @@ import logging
 import os
 import shutil
 import sys
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pipelines import archive, config
+from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.pull")
 
@@ -130,7 +130,6 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
     manifest_path = raw_dir / config.MANIFEST.name
     manifest = read_manifest(manifest_path)
     summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "missing_sources": []}
-    started = time.monotonic()
     for location in sources:
         try:
             candidates = find_archives(location)
@@ -138,7 +137,7 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
             log.warning("source %s skipped: %s", location, exc)
             summary["missing_sources"].append({"source": location, "reason": str(exc)})
             continue
-        total = len(candidates)
+        progress = Progress(log, f"pull {location}", len(candidates), what="archives checked", every=25)
         for i, (run_id, (path, name)) in enumerate(sorted(candidates.items()), 1):
             if not archive.RUN_ID_RE.match(run_id):
                 summary["refused"].append({"run_id": run_id, "reason": "invalid run_id in file name"})
@@ -176,11 +175,7 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
             finally:
                 if tmp.exists():
                     shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
-            if i % 25 == 0 or i == total:
-                elapsed = time.monotonic() - started
-                eta = elapsed / i * (total - i)
-                log.info("pull %s: %d/%d archives checked, %d new, eta %.0fs",
-                         location, i, total, len(summary["new"]), eta)
+                progress.step(i, f"{len(summary['new'])} new")
     return summary
 
 

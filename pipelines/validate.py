@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import archive, config
+from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.validate")
 
@@ -339,9 +340,9 @@ def main() -> None:
         value_mostly=params["value_mostly"]), project_dir=config.INTERIM / "gx", docs_dir=config.VALIDATION_DOCS)
     index: dict[str, Any] = {}
     quarantined: dict[str, Any] = {}
-    started = time.monotonic()
     done = 0
     todo = sorted(manifest.values(), key=lambda e: e.run_id)
+    progress = Progress(log, "validate", len(todo), what="archives", every=10)
     for i, entry in enumerate(todo, 1):
         key = cache_key(entry.sha256, params)
         run_dir = config.VALID / entry.run_id
@@ -383,10 +384,7 @@ def main() -> None:
             if q_path.exists():
                 q_path.unlink()
             index[entry.run_id] = _index_row(meta)
-        if done % 10 == 0 or i == len(todo):
-            elapsed = time.monotonic() - started
-            log.info("validate: %d/%d archives (%d validated now, %d quarantined), %.1fs, eta %.0fs",
-                     i, len(todo), done, len(quarantined), elapsed, elapsed / i * (len(todo) - i))
+        progress.step(i, f"{done} validated now, {len(quarantined)} quarantined")
     t_docs = time.monotonic()
     validator.build_docs()
     log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)

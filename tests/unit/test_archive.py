@@ -1,8 +1,6 @@
 """Untrusted archives: layout, path traversal, links, decompression bombs, atomic writes."""
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import tarfile
 
