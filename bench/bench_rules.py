@@ -76,7 +76,7 @@ def case_mine(n_counters: int, n_intervals: int, algorithm: str) -> dict:
 def case_detect(n_counters: int, n_intervals: int, history: int) -> dict:
     runs = [synthetic_run(n_counters, n_intervals, seed=100 + i) for i in range(history)]
     edges = discretize.learn_edges(runs, log_base=10)
-    params = dict(PARAMS, algorithm="fpgrowth")
+    params = dict(PARAMS, algorithm="apriori")
     t0 = time.perf_counter()
     models = [detect.Model(f"r{i}", mine_rules.mine_model(discretize.apply_edges(r, edges), edges, params),
                            {"cpu": "a" if i % 2 else "b", "mem": 16}) for i, r in enumerate(runs)]
@@ -123,7 +123,7 @@ def main() -> None:
             r = run_case(["mine", str(n), str(args.intervals), algorithm, str(PARAMS["max_mined_items"] or 0)])
             print(f"{n:>8} {algorithm:>9} {r['wall_s']:>8.2f} {r['peak_rss_mb']:>8.0f} {r['rules']:>8} "
                   f"{r['stationarity']:>12}", flush=True)
-    print(f"\ndetect of one target against {args.history} prior runs (fpgrowth; mining of the models shown apart)")
+    print(f"\ndetect of one target against {args.history} prior runs (apriori; mining of the models shown apart)")
     print(f"{'counters':>8} {'detect s':>9} {'mine all s':>10} {'peak MB':>8} {'rules':>9} {'flagged':>7}")
     for n in args.counters:
         r = run_case(["detect", str(n), str(args.intervals), str(args.history), str(PARAMS["max_mined_items"] or 0)])

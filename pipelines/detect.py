@@ -414,10 +414,12 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     info = archive.read_json(config.NORMALIZED / f"{run_id}.json")
     target_env = index[run_id].get("environment") or {}
     models = []
+    model_counters: set[str] = set()
     for b in baseline:
-        own = set(archive.read_json(config.NORMALIZED / f"{b}.json")["counters"]) & set(edges)
+        recorded = set(archive.read_json(config.NORMALIZED / f"{b}.json")["counters"])
+        model_counters |= recorded
         models.append(Model(b, mine_rules.mine_for_run(b, edges, mine_params, directory, reference),
-                            index[b].get("environment") or {}, frozenset(own)))
+                            index[b].get("environment") or {}, frozenset(recorded & set(edges))))
     dropped: dict[str, int] = {}
     if params.get("prune_unstable_rules", True) and models:
         refs = reference_runs({b: index[b].get("environment") or {} for b in baseline}, target_env)
@@ -439,8 +441,6 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
                         min_premise_intervals=params["min_premise_intervals"],
                         stacking_threshold=params["stacking_threshold"])
     result["pruned_rules"] = dropped
-    model_counters = set().union(*[archive.read_json(config.NORMALIZED / f"{b}.json")["counters"] for b in baseline]) \
-        if baseline else set()
     doc = verdict_document(run_id, index[run_id], result, interval_s=info["interval_s"],
                            not_analysed=split_counters(frame, edges, model_counters))
     return result, doc
