@@ -19,7 +19,7 @@ setup: $(BIN)/.installed
 
 run: setup
 	$(BIN)/dvc repro
-	@echo "Reports: reports/index.html   Validation Data Docs: reports/validation/index.html"
+	@echo "Verdicts: reports/runs/*.json   Accuracy: metrics/detection.json (dvc metrics show)   Data Docs: reports/validation/index.html"
 
 test: setup
 	$(BIN)/python -m pytest -q tests
