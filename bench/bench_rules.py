@@ -29,10 +29,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipelines import detect, discretize, mine_rules  # noqa: E402
+from pipelines import config, detect, discretize, mine_rules  # noqa: E402
 
-PARAMS = {"min_support": 0.3, "min_confidence": 0.9, "max_len": 3, "max_rules_per_consequent": 25,
-          "max_mined_items": 100}
+# the project's own mining params (params.yaml: mine_rules); the algorithm varies per case
+PARAMS = {k: v for k, v in config.load_params("mine_rules").items() if k != "algorithm"}
 
 
 def synthetic_run(n_counters: int, n_intervals: int, seed: int, shift: dict[int, float] | None = None) -> pd.DataFrame:
@@ -115,8 +115,8 @@ def main() -> None:
         return
     if args.max_mined_items is not None:
         PARAMS["max_mined_items"] = args.max_mined_items or None
-    print(f"one run model, {args.intervals} intervals, min support 0.3, min confidence 0.9, max_len 3, "
-          f"max_mined_items {PARAMS['max_mined_items']}")
+    print(f"one run model, {args.intervals} intervals, min support {PARAMS['min_support']}, min confidence "
+          f"{PARAMS['min_confidence']}, max_len {PARAMS['max_len']}, max_mined_items {PARAMS['max_mined_items']}")
     print(f"{'counters':>8} {'algorithm':>9} {'wall s':>8} {'peak MB':>8} {'rules':>8} {'stationarity':>12}")
     for n in args.counters:
         for algorithm in ("apriori", "fpgrowth"):
