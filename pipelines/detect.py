@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, discretize, history, mine_rules
+from pipelines.normalize import read_info
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.detect")
@@ -351,7 +352,7 @@ def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], 
         "cause": {"label": None, "probability": None, "known": False},
         "baseline_runs": [{"run_id": r, "weight": round(w, 4)} for r, w in result["weights"].items()],
         "methods": {
-            "association_rules_stacking": {"verdict": "fail" if stack else "pass", "flagged_counters": stack},
+            "association_rules_stacking": {"verdict": verdict, "flagged_counters": stack},
             "association_rules_bagging": {"verdict": "fail" if result["bagging"] else "pass",
                                           "flagged_counters": result["bagging"]},
             "association_rules_single": {"verdict": "fail" if result["single"] else "pass",
@@ -390,7 +391,7 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
     import hashlib
     import json
 
-    keys = [archive.read_json(config.NORMALIZED / f"{r}.json")["key"] for r in baseline]
+    keys = [read_info(r)["key"] for r in baseline]
     digest = hashlib.sha256(json.dumps([keys, discretize.edges_digest(edges), params, reference,
                                         mine_rules.CODE_VERSION],
                                        sort_keys=True).encode()).hexdigest()
@@ -411,12 +412,12 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     ``reference`` is the system's reference load the bin edges were learned at.
     """
     frame = discretize.load_scaled(run_id, reference)
-    info = archive.read_json(config.NORMALIZED / f"{run_id}.json")
+    info = read_info(run_id)
     target_env = index[run_id].get("environment") or {}
     models = []
     model_counters: set[str] = set()
     for b in baseline:
-        recorded = set(archive.read_json(config.NORMALIZED / f"{b}.json")["counters"])
+        recorded = set(read_info(b)["counters"])
         model_counters |= recorded
         models.append(Model(b, mine_rules.mine_for_run(b, edges, mine_params, directory, reference),
                             index[b].get("environment") or {}, frozenset(recorded & set(edges))))

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, history
+from pipelines.normalize import frame_path, read_info, scale_to_load
 
 log = logging.getLogger("regresslab.discretize")
 
@@ -82,21 +83,19 @@ def edges_digest(edges: dict[str, dict[str, Any]]) -> str:
 
 
 def load_normalized(run_id: str) -> pd.DataFrame:
-    return pd.read_parquet(config.NORMALIZED / f"{run_id}.parquet")
+    return pd.read_parquet(frame_path(run_id))
 
 
 def reference_load(runs: list[str]) -> float | None:
     """The system's reference load: the median of the training runs' median loads."""
-    loads = [archive.read_json(config.NORMALIZED / f"{r}.json").get("median_load") for r in runs]
+    loads = [read_info(r).get("median_load") for r in runs]
     loads = [x for x in loads if x is not None]
     return float(np.median(loads)) if loads else None
 
 
 def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
     """A normalised run with its load-following counters scaled to the reference load."""
-    from pipelines.normalize import scale_to_load
-
-    info = archive.read_json(config.NORMALIZED / f"{run_id}.json")
+    info = read_info(run_id)
     return scale_to_load(load_normalized(run_id), info.get("load_counter"), info.get("load_fits") or {}, reference)
 
 

@@ -135,8 +135,7 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
             if run_id not in index or not report.exists():
                 continue
             doc = archive.read_json(report)
-            flagged = {c.split("_")[-1]: doc["methods"][f"association_rules_{c}"]["flagged_counters"]
-                       for c in COMBINERS}
+            flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
     return rows

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, discretize, history
+from pipelines.normalize import read_info
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.mine_rules")
@@ -187,7 +188,7 @@ def models_dir(system: str):
 def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, Any], directory,
                reference: float | None = None) -> tuple:
     """Where the model of ``run_id`` under ``edges`` is cached, and the edges of its own counters."""
-    info = archive.read_json(config.NORMALIZED / f"{run_id}.json")
+    info = read_info(run_id)
     own_edges = {c: edges[c] for c in info["counters"] if c in edges}
     key = model_key(info["key"], own_edges, params, reference)
     return directory / f"{run_id}.{key[:16]}.parquet", own_edges

@@ -160,6 +160,20 @@ def run_key(validation_key: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def frame_path(run_id: str):
+    """Where the interval frame of a normalised run is stored."""
+    return config.NORMALIZED / f"{run_id}.parquet"
+
+
+def info_path(run_id: str):
+    """Where what normalisation decided for a run (interval, counters, load fits, key) is stored."""
+    return config.NORMALIZED / f"{run_id}.json"
+
+
+def read_info(run_id: str) -> dict[str, Any]:
+    return archive.read_json(info_path(run_id))
+
+
 def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     run_dir = config.VALID / run_id
     meta = archive.read_json(run_dir / "meta.json")
@@ -172,10 +186,9 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     meta_path = config.VALID / run_id / "meta.json"
     meta = archive.read_json(meta_path)
     key = run_key(meta["_validation_key"], params)
-    out = config.NORMALIZED / f"{run_id}.parquet"
-    info_path = config.NORMALIZED / f"{run_id}.json"
-    if out.exists() and info_path.exists():
-        info = archive.read_json(info_path)
+    out, info_file = frame_path(run_id), info_path(run_id)
+    if out.exists() and info_file.exists():
+        info = archive.read_json(info_file)
         if info.get("key") == key:
             return info
     frames, meta = load_valid_run(run_id)
@@ -184,7 +197,7 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
                                 min_load_correlation=float(params.get("min_load_correlation", 0.6)))
     info.update({"key": key, "run_id": run_id, "system": meta["system"]})
     archive.write_parquet_atomic(out, frame)
-    archive.write_json_atomic(info_path, info)
+    archive.write_json_atomic(info_file, info)
     return info
 
 
