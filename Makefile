@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test setup bench reset
+.PHONY: run test setup browser bench reset screenshots
 
 $(BIN)/.installed: requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,26 @@ setup: $(BIN)/.installed
 
 run: setup
 	$(BIN)/dvc repro
-	@echo "Verdicts: reports/runs/*.json   Accuracy: metrics/detection.json (dvc metrics show)   Data Docs: reports/validation/index.html"
+	@echo "Night report: reports/index.html (one page per run in reports/runs/)   Accuracy: dvc metrics show   Data Docs: reports/validation/index.html"
 
-test: setup
+# One screenshot per page type for the README, from the example night (after `make run`).
+screenshots: browser
+	mkdir -p reports/screenshots
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,900 \
+	  --screenshot=reports/screenshots/index.png file://$(CURDIR)/reports/index.html
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,2200 \
+	  --screenshot=reports/screenshots/run.png file://$(CURDIR)/reports/runs/$$($(BIN)/python -c 'import glob, json; \
+	  docs = [json.load(open(f)) for f in glob.glob("reports/runs/*.json")]; \
+	  print(max(docs, key=lambda d: (d["verdict"] == "fail", bool(d["cause"]["known"]), d["score"]))["run_id"])').html
+
+# The report's browser test drives Debian's chromium through chromedriver.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$(command -v sudo >/dev/null && [ "$$(id -u)" != 0 ] && echo sudo); \
+	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver \
+	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver; }; }
+
+test: setup browser
 	$(BIN)/python -m pytest -q tests
 
 bench: setup
@@ -29,4 +46,4 @@ bench: setup
 
 # Forget every derived file (raw copies included) of this checkout; the next `make run` starts over.
 reset:
-	rm -rf data/example data/raw data/interim data/processed data/quarantine reports/validation reports/runs reports/index.html
+	rm -rf data/example data/raw data/interim data/processed data/quarantine reports/validation reports/runs reports/index.html reports/nights

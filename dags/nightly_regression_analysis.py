@@ -2,37 +2,142 @@
 ### Nightly regression analysis
 
 Every night: pull the new test-run archives, validate them with Great Expectations,
-normalise and discretise the counters, mine one association-rule model per prior passed
-run, and write a verdict per unanalysed run to `reports/runs/<run_id>.json`.
+normalise every run (one mapped task per run), learn the bin edges, mine one
+association-rule model per prior passed run (mapped), calibrate the control charts, then
+**one mapped task group per target run**: association-rule detection, control charts,
+probable cause, and the run's report (`reports/runs/<run_id>.json` + `.html`). The night
+ends with `reports/index.html` and a summary line.
 
-Each task calls the `main()` of the DVC stage of the same name (`pipelines/<task>.py`),
-so a night run by Airflow and a `dvc repro` afterwards compute the same files; per-run
-work is cached by content, so neither redoes the other's work. Set `REGRESSLAB_ROOT` on
-the workers to the checkout the stages should read and write.
+Each task calls the function the DVC stage of the same name calls (`pipelines/<stage>.py`:
+`run_one(run_id)` per run, `main()` for the whole stage), so a night run by Airflow and a
+`dvc repro` afterwards compute the same files, and per-run results are cached by content:
+neither redoes the other's work. Set `REGRESSLAB_ROOT` on the workers to the checkout the
+stages read and write (a shared volume when the workers are several machines).
+
+When the set of verified runs changed, `announce_verified_runs` emits the
+`regresslab://history/verified-runs` asset and the `retrain_cause_models` DAG runs.
 """
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import dag, task
+from airflow.sdk import Asset, dag, task, task_group
 
-STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect")
+VERIFIED_RUNS = Asset("regresslab://history/verified-runs")
+TIMEOUT = timedelta(hours=2)
+PER_RUN_TIMEOUT = timedelta(minutes=30)
 
 
 def _notify_failure(context) -> None:
     ti = context.get("task_instance")
-    print(f"regresslab: stage {getattr(ti, 'task_id', '?')} failed in run {context.get('run_id')}: "
+    index = getattr(ti, "map_index", -1)
+    which = f" (mapped run #{index})" if index is not None and index >= 0 else ""
+    print(f"regresslab: stage {getattr(ti, 'task_id', '?')}{which} failed in DAG run {context.get('run_id')}: "
           f"{context.get('exception')}")
 
 
-def _stage_task(name: str):
-    @task(task_id=name, execution_timeout=timedelta(hours=2))
+def _stage(name: str):
+    """A task that runs the whole stage ``pipelines.<name>.main()``."""
+    @task(task_id=name, execution_timeout=TIMEOUT)
     def run_stage() -> None:
         import importlib
 
         importlib.import_module(f"pipelines.{name}").main()
 
     return run_stage
+
+
+@task(execution_timeout=TIMEOUT)
+def valid_runs() -> list[str]:
+    from pipelines import history
+    return history.valid_run_ids()
+
+
+@task(task_id="normalize_run", execution_timeout=PER_RUN_TIMEOUT)
+def normalize_run(run_name: str) -> str:
+    from pipelines import normalize
+    return normalize.run_one(run_name)["run_id"]
+
+
+@task(execution_timeout=TIMEOUT)
+def training_runs() -> list[str]:
+    from pipelines import mine_rules
+    return mine_rules.training_runs()
+
+
+@task(task_id="mine_run", execution_timeout=PER_RUN_TIMEOUT)
+def mine_run(run_name: str) -> int:
+    from pipelines import mine_rules
+    return mine_rules.run_one(run_name)
+
+
+@task(task_id="calibrate_control_charts", execution_timeout=TIMEOUT)
+def calibrate_control_charts() -> list[str]:
+    from pipelines import control_charts
+    return control_charts.calibrate_all()
+
+
+@task(execution_timeout=TIMEOUT)
+def target_runs() -> list[str]:
+    from pipelines import history
+    return history.target_run_ids()
+
+
+@task(task_id="announce_verified_runs", outlets=[VERIFIED_RUNS], execution_timeout=TIMEOUT)
+def announce_verified_runs() -> list[str]:
+    """Emit the asset (and so trigger retraining) only when verified runs were added or changed."""
+    from airflow.exceptions import AirflowSkipException
+
+    from pipelines import train_causes
+    changed = train_causes.verified_runs_changed()
+    if not changed:
+        raise AirflowSkipException("no new verified runs: the cause models are current")
+    return changed
+
+
+@task(task_id="detect", execution_timeout=PER_RUN_TIMEOUT)
+def detect_run(run_name: str) -> str:
+    from pipelines import detect
+    return detect.run_one(run_name)["verdict"]
+
+
+@task(task_id="control_charts", execution_timeout=PER_RUN_TIMEOUT)
+def chart_run(run_name: str) -> str | None:
+    from pipelines import control_charts
+    return control_charts.run_one(run_name)["verdict"]
+
+
+@task(task_id="predict_causes", execution_timeout=PER_RUN_TIMEOUT)
+def cause_run(run_name: str) -> str | None:
+    from pipelines import predict_causes
+    return predict_causes.run_one(run_name)["label"]
+
+
+@task(task_id="report", execution_timeout=PER_RUN_TIMEOUT)
+def report_run(run_name: str) -> dict:
+    from pipelines import report
+    return report.run_one(run_name)
+
+
+@task_group
+def analyse_run(run_name: str):
+    """Everything about one target run; its report once the three analyses are done."""
+    [detect_run(run_name), chart_run(run_name), cause_run(run_name)] >> report_run(run_name)
+
+
+@task(task_id="night_index", execution_timeout=TIMEOUT, trigger_rule="none_failed")
+def night_index() -> dict:
+    from pipelines import report
+    return report.write_index()
+
+
+@task(task_id="summary", execution_timeout=TIMEOUT)
+def summary(night: dict) -> str:
+    line = (f"regresslab night {night['night']}: {len(night['failed'])} of {night['runs']} runs regressed"
+            f"{': ' + ', '.join(night['failed']) if night['failed'] else ''}; "
+            f"{len(night['quarantined'])} archive(s) quarantined")
+    print(line)
+    return line
 
 
 @dag(
@@ -42,16 +147,23 @@ def _stage_task(name: str):
     catchup=False,
     doc_md=__doc__,
     tags=["regresslab", "nightly"],
+    max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=5), "retry_exponential_backoff": True,
                   "on_failure_callback": _notify_failure},
 )
 def nightly_regression_analysis():
-    previous = None
-    for name in STAGES:
-        current = _stage_task(name)()
-        if previous is not None:
-            previous >> current
-        previous = current
+    validated = _stage("pull")() >> _stage("validate")()
+    runs = valid_runs()
+    validated >> [runs, announce_verified_runs()]
+    normalized = normalize_run.expand(run_name=runs) >> _stage("normalize")() >> _stage("discretize")()
+    history_runs = training_runs()
+    normalized >> history_runs
+    mined = mine_run.expand(run_name=history_runs) >> _stage("mine_rules")()
+    targets = target_runs()
+    mined >> calibrate_control_charts() >> targets
+    night = night_index()
+    analyse_run.expand(run_name=targets) >> night
+    summary(night)
 
 
 nightly_regression_analysis()

@@ -245,6 +245,10 @@ def sha256_file(path: str | Path, chunk: int = 2**20) -> str:
 # --------------------------------------------------------------------------- atomic writes
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only on success."""
@@ -255,6 +259,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.exists():          # mkstemp makes 0600; give the file the usual mode
+            os.chmod(tmp_path, 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -14,6 +14,10 @@ import yaml
 
 
 
+# The Airflow asset the nightly DAG emits when verified runs were added; the retraining DAG listens.
+VERIFIED_RUNS_ASSET = "regresslab://history/verified-runs"
+
+
 def use_root(root: str | Path) -> None:
     """Point every path of the pipeline at another tree (tests, Airflow workers, a second lab)."""
     g = globals()
@@ -27,7 +31,8 @@ def use_root(root: str | Path) -> None:
     g["VALID_INDEX"] = interim / "valid_runs.json"
     g["QUARANTINE"] = data / "quarantine"          # rejected runs with their reason
     g["NORMALIZED"] = interim / "normalized"
-    g["PROCESSED"] = data / "processed"
+    g["PROCESSED"] = processed = data / "processed"
+    g["DETECTIONS"] = processed / "detections"    # association-rule results per target run
     g["REPORTS"] = reports = root / "reports"
     g["VALIDATION_DOCS"] = reports / "validation"
     g["RUN_REPORTS"] = reports / "runs"
@@ -46,6 +51,7 @@ VALID_INDEX: Path
 QUARANTINE: Path
 NORMALIZED: Path
 PROCESSED: Path
+DETECTIONS: Path
 REPORTS: Path
 VALIDATION_DOCS: Path
 RUN_REPORTS: Path

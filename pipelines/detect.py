@@ -18,7 +18,9 @@ Foo et al. 2015 (seed 003; METHODS.md §B.3-6):
   takes part in a violated rule; flagged counters are ranked by ``s`` (stacking) or
   votes (bagging), then severity.
 
-The verdict file is ``reports/runs/<run_id>.json`` exactly as ``DATA_CONTRACT.md`` §2.
+Writes ``data/processed/detections/<run_id>.json``, shaped like the verdict file of
+``DATA_CONTRACT.md`` §2; the ``report`` stage merges it with the control charts and the
+cause into ``reports/runs/<run_id>.json``.
 """
 from __future__ import annotations
 
@@ -222,15 +224,6 @@ def unstable_rules(rules: pd.DataFrame, references: list[Encoded], *, delta_thre
     return bad
 
 
-def reference_runs(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, Any]) -> list[str]:
-    """The passed prior runs most similar to the target's environment (most equal components)."""
-    if not prior_envs:
-        return []
-    equal = {r: sum(1 for k, v in target_env.items() if k in env and env[k] == v) for r, env in prior_envs.items()}
-    best = max(equal.values())
-    return [r for r, e in equal.items() if e == best]
-
-
 def severity_of(evidences: list[RuleEvidence], counters: list[str], n_intervals: int) -> tuple[pd.Series, dict]:
     """Share of intervals in which each counter is the consequent of a violated rule, and those intervals."""
     mask = {c: np.zeros(n_intervals, dtype=bool) for c in counters}
@@ -423,7 +416,7 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
                             index[b].get("environment") or {}, frozenset(recorded & set(edges))))
     dropped: dict[str, int] = {}
     if params.get("prune_unstable_rules", True) and models:
-        refs = reference_runs({b: index[b].get("environment") or {} for b in baseline}, target_env)
+        refs = history.most_similar({b: index[b].get("environment") or {} for b in baseline}, target_env)
         memo = {} if memo is None else memo
         tag = f"{discretize.edges_digest(edges)}@{reference}"
         ref_frames = {}
@@ -447,25 +440,31 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     return result, doc
 
 
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+def run_one(run_id: str, memo: dict | None = None) -> dict[str, Any]:
+    """Detect on one target run and write its result (the per-run task of the nightly DAG)."""
     params = config.load_params("detect")
     mine_params = config.load_params("mine_rules")
     hist = config.load_params("history")
     index = archive.read_json(config.VALID_INDEX)["valid"]
+    system = index[run_id]["system"]
+    spec = archive.read_json(discretize.edges_path(system))
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
+    _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params,
+                     mine_rules.models_dir(system), memo, spec.get("reference_load"))
+    archive.write_json_atomic(config.DETECTIONS / f"{run_id}.json", doc)
+    return doc
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    index = archive.read_json(config.VALID_INDEX)["valid"]
     todo = history.targets(index)
-    config.RUN_REPORTS.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "detect", len(todo))
     memo: dict = {}
     for i, run_id in enumerate(todo, 1):
-        system = index[run_id]["system"]
-        spec = archive.read_json(discretize.edges_path(system))
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
-        _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params,
-                         mine_rules.models_dir(system), memo, spec.get("reference_load"))
-        archive.write_json_atomic(config.RUN_REPORTS / f"{run_id}.json", doc)
+        doc = run_one(run_id, memo)
         progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged")
-    print(f"[detect] {len(todo)} target runs analysed -> {config.RUN_REPORTS}")
+    print(f"[detect] {len(todo)} target runs analysed -> {config.DETECTIONS}")
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
         if not path.exists():
             continue
         for run_id, truth in archive.read_json(path).items():
-            report = config.RUN_REPORTS / f"{run_id}.json"
+            report = config.DETECTIONS / f"{run_id}.json"
             if run_id not in index or not report.exists():
                 continue
             doc = archive.read_json(report)

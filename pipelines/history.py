@@ -40,3 +40,29 @@ def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
 
 def systems(index: dict[str, dict[str, Any]]) -> list[str]:
     return sorted({row["system"] for row in index.values()})
+
+
+def most_similar(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, Any]) -> list[str]:
+    """The prior runs whose environment shares the most components with the target's.
+
+    Used to pick the known-good runs of the target's own lab: the reference runs of
+    rule pruning (detect) and the baseline of the control charts.
+    """
+    if not prior_envs:
+        return []
+    equal = {r: sum(1 for k, v in target_env.items() if k in env and env[k] == v) for r, env in prior_envs.items()}
+    best = max(equal.values())
+    return [r for r, e in equal.items() if e == best]
+
+
+def valid_run_ids() -> list[str]:
+    """Every validated run, oldest first (the normalize fan-out of the nightly DAG)."""
+    from pipelines import archive, config
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    return sorted(index, key=lambda r: (index[r]["started_at"], r))
+
+
+def target_run_ids() -> list[str]:
+    """The runs to analyse tonight (the per-run fan-out of the nightly DAG)."""
+    from pipelines import archive, config
+    return targets(archive.read_json(config.VALID_INDEX)["valid"])

@@ -207,6 +207,21 @@ def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str
     return rules
 
 
+def training_runs() -> list[str]:
+    """The runs that get a model: the training runs of every system's edges."""
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    return [r for system in history.systems(index)
+            for r in archive.read_json(discretize.edges_path(system))["training_runs"]]
+
+
+def run_one(run_id: str) -> int:
+    """Mine (or find cached) the model of one training run; its number of rules (nightly DAG task)."""
+    params = config.load_params("mine_rules")
+    system = archive.read_json(config.VALID_INDEX)["valid"][run_id]["system"]
+    spec = archive.read_json(discretize.edges_path(system))
+    return int(len(mine_for_run(run_id, spec["counters"], params, models_dir(system), spec.get("reference_load"))))
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("mine_rules")

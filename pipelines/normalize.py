@@ -201,6 +201,11 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+def run_one(run_id: str) -> dict[str, Any]:
+    """Normalise one validated run (the per-run task of the nightly DAG)."""
+    return normalize_one(run_id, config.load_params("normalize"))
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("normalize")

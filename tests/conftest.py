@@ -34,6 +34,14 @@ def tiny_lab(tmp_path_factory) -> tuple[Path, dict]:
     return out, write_lab(out)
 
 
+@pytest.fixture(scope="session")
+def cause_lab(tmp_path_factory) -> tuple[Path, dict]:
+    """A small lab with two causes of two runs each in the history: enough to train cause models."""
+    out = tmp_path_factory.mktemp("cause_lab")
+    return out, write_lab(out, history_causes=["cpu_hot_path", "extra_db_query"], n_per_cause=2,
+                          target_causes=["extra_db_query", "cpu_contention"])
+
+
 @pytest.fixture()
 def tree(tmp_path, monkeypatch):
     """A fresh project tree (params.yaml copied) with every pipeline path pointed at it."""

@@ -31,38 +31,70 @@ def airflow_env(home: Path, root: Path) -> dict[str, str]:
     return env
 
 
-def test_dagbag_imports_cleanly_with_tags_and_retries(tmp_path):
+def dagbag_info(home: Path) -> dict:
     code = (
+        "import json\n"
         "from airflow.models.dagbag import DagBag\n"
         f"bag = DagBag(dag_folder={str(REPO / 'dags')!r})\n"
-        "d = bag.dags['nightly_regression_analysis']\n"
-        "import json\n"
-        "print(json.dumps({'errors': {str(k): str(v) for k, v in bag.import_errors.items()},"
-        " 'tags': sorted(d.tags), 'catchup': d.catchup, 'schedule': str(d.schedule),"
-        " 'tasks': {t.task_id: [t.retries, t.retry_exponential_backoff, bool(t.on_failure_callback),"
-        " t.execution_timeout is not None] for t in d.tasks},"
-        " 'order': [t.task_id for t in d.topological_sort()] if hasattr(d, 'topological_sort') else []}))\n")
-    out = subprocess.run([PY, "-c", code], env=airflow_env(tmp_path, tmp_path), capture_output=True, text=True,
+        "out = {'errors': {str(k): str(v) for k, v in bag.import_errors.items()}, 'dags': {}}\n"
+        "for d in bag.dags.values():\n"
+        "    out['dags'][d.dag_id] = {'tags': sorted(d.tags), 'catchup': d.catchup, 'schedule': str(d.schedule),\n"
+        "        'tasks': {t.task_id: [t.retries, t.retry_exponential_backoff, bool(t.on_failure_callback),\n"
+        "                  t.execution_timeout is not None,\n"
+        "                  type(t).__name__.endswith('MappedOperator') or\n"
+        "                  type(t.task_group).__name__ == 'MappedTaskGroup'] for t in d.tasks},\n"
+        "        'outlets': {t.task_id: [str(getattr(o, 'uri', o)) for o in t.outlets] for t in d.tasks if t.outlets}}\n"
+        "print(json.dumps(out))\n")
+    out = subprocess.run([PY, "-c", code], env=airflow_env(home, home), capture_output=True, text=True,
                          timeout=300, check=True)
-    info = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
+    info = dagbag_info(tmp_path)
     assert info["errors"] == {}
-    assert info["tags"] == ["nightly", "regresslab"]
-    assert info["catchup"] is False
-    assert "0 2 * * *" in info["schedule"]
-    assert set(info["tasks"]) == {"pull", "validate", "normalize", "discretize", "mine_rules", "detect"}
-    for retries, backoff, callback, timeout in info["tasks"].values():
+    nightly = info["dags"]["nightly_regression_analysis"]
+    assert nightly["tags"] == ["nightly", "regresslab"] and nightly["catchup"] is False
+    assert "0 2 * * *" in nightly["schedule"]
+    tasks = nightly["tasks"]
+    for stage in ("pull", "validate", "normalize", "discretize", "mine_rules", "night_index", "summary"):
+        assert stage in tasks
+    # one mapped task per run: normalise and mine per run, and the whole analysis per target
+    for mapped in ("normalize_run", "mine_run", "analyse_run.detect", "analyse_run.control_charts",
+                   "analyse_run.predict_causes", "analyse_run.report"):
+        assert tasks[mapped][4] is True, mapped
+    assert tasks["validate"][4] is False
+    for retries, backoff, callback, timeout, _ in tasks.values():
         assert retries == 2 and backoff and callback and timeout
+    assert nightly["outlets"] == {"announce_verified_runs": ["regresslab://history/verified-runs"]}
+    retrain = info["dags"]["retrain_cause_models"]
+    assert "regresslab://history/verified-runs" in retrain["schedule"]        # asset-triggered
+    assert set(retrain["tasks"]) == {"features", "train_causes"} and retrain["catchup"] is False
 
 
 def prepare_tree(root: Path, lab: Path) -> None:
     root.mkdir(parents=True)
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
+    params["train_causes"]["learning_curve_repeats"] = 2
+    params["report"]["night"] = "2026-11-22"
     (root / "params.yaml").write_text(yaml.safe_dump(params))
 
 
-def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, tiny_lab):
-    lab, truth = tiny_lab
+def dag_test(dag_id: str, env: dict) -> None:
+    run = subprocess.run([PY, "-c", (
+        "from airflow.models.dagbag import DagBag\n"
+        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).dags[{dag_id!r}]\n"
+        "print('STATE', dag.test().state)\n")], env=env, capture_output=True, text=True, timeout=900)
+    assert "STATE success" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "features",
+          "train_causes", "predict_causes", "report")
+
+
+def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab):
+    lab, truth = cause_lab
     by_airflow, by_stages = tmp_path / "airflow_tree", tmp_path / "stage_tree"
     prepare_tree(by_airflow, lab)
     prepare_tree(by_stages, lab)
@@ -71,13 +103,14 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ti
     env = airflow_env(home, by_airflow)
     subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
                    timeout=600, check=True)
-    run = subprocess.run([PY, "-c", (
-        "from airflow.models.dagbag import DagBag\n"
-        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).dags['nightly_regression_analysis']\n"
-        "print('STATE', dag.test().state)\n")], env=env, capture_output=True, text=True, timeout=900)
-    assert "STATE success" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    # night 1 has no cause model yet; the asset it emits triggers the retraining DAG; night 2 uses the model
+    dag_test("nightly_regression_analysis", env)
+    first = json.loads((by_airflow / "reports" / "runs" / f"{sorted(r for r in truth if '-t' in r)[0]}.json").read_text())
+    assert first["cause"]["label"] in (None, "none")
+    dag_test("retrain_cause_models", env)
+    dag_test("nightly_regression_analysis", env)
     # the same stages as `dvc repro` runs them (python -m pipelines.<stage>), in another tree
-    for stage in ("pull", "validate", "normalize", "discretize", "mine_rules", "detect"):
+    for stage in STAGES:
         subprocess.run([PY, "-m", f"pipelines.{stage}"], env=airflow_env(home, by_stages), capture_output=True,
                        text=True, timeout=600, check=True)
     targets = sorted(r for r in truth if "-t" in r)
@@ -85,3 +118,7 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ti
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
         b = json.loads((by_stages / "reports" / "runs" / f"{run_id}.json").read_text())
         assert a == b
+        assert (by_airflow / "reports" / "runs" / f"{run_id}.html").exists()
+    assert any(json.loads((by_airflow / "reports" / "runs" / f"{r}.json").read_text())["cause"]["label"]
+               not in (None, "none") for r in targets if truth[r]["verdict"] == "fail")
+    assert "runs regressed" in (by_airflow / "reports" / "index.html").read_text()

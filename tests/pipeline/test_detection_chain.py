@@ -1,28 +1,43 @@
-"""normalize -> discretize -> mine_rules -> detect -> evaluate main() on a tiny simulated lab."""
+"""Every analysis stage's main() in DVC order on a small simulated lab, and the files they write."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from pipelines import config, detect, discretize, evaluate, mine_rules, normalize, pull, validate
+from pipelines import (config, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
+                       predict_causes, pull, report, train_causes, validate)
 
+REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flagged_counters", "counter_scores",
                  "cause", "baseline_runs", "methods"}
 
 
-@pytest.fixture()
-def analysed(tree, tiny_lab):
-    lab, truth = tiny_lab
-    params = yaml.safe_load((tree / "params.yaml").read_text())
+@pytest.fixture(scope="module")
+def analysed(cause_lab, tmp_path_factory):
+    """One tree analysed by every stage, shared by this module's tests (they only read it or
+    re-run stages that must change nothing)."""
+    lab, truth = cause_lab
+    tree = tmp_path_factory.mktemp("chain")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
     params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
+    params["train_causes"]["learning_curve_repeats"] = 2
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in (pull, validate, normalize, discretize, mine_rules, detect, evaluate):
-        stage.main()
-    return tree, truth
+    old = config.ROOT
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REGRESSLAB_ROOT", str(tree))
+        config.use_root(tree)
+        try:
+            for stage in (pull, validate, normalize, discretize, mine_rules, detect, evaluate, control_charts,
+                          features, train_causes, predict_causes, report):
+                stage.main()
+            yield tree, truth
+        finally:
+            config.use_root(old)
 
 
 def test_chain_writes_contract_verdicts_and_metrics(analysed):
@@ -39,10 +54,22 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         assert sum(b["weight"] for b in doc["baseline_runs"]) == pytest.approx(1.0, abs=1e-3)
         assert {"association_rules_stacking", "association_rules_bagging", "association_rules_single"} <= set(
             doc["methods"])
-        assert doc["verdict"] == doc["methods"]["association_rules_stacking"]["verdict"]
+        verdicts = {m["verdict"] for m in doc["methods"].values()}
+        assert doc["verdict"] == ("fail" if verdicts == {"fail"} else "pass")      # verdict_rule: all
+        assert "control_charts" in doc["methods"]
+        stacked = set(doc["methods"]["association_rules_stacking"]["flagged_counters"])
         for c in doc["flagged_counters"]:
-            assert doc["details"]["violated_rules"][c]              # every flag comes with its rules
-            assert doc["details"]["violation_intervals"][c]         # and the intervals they broke in
+            if c in stacked:
+                assert doc["details"]["violated_rules"][c]          # every rule flag comes with its rules
+                assert doc["details"]["violation_intervals"][c]     # and the intervals they broke in
+            else:
+                assert c in doc["methods"]["control_charts"]["flagged_counters"]
+        if doc["verdict"] == "fail":
+            assert doc["flagged_counters"] and doc["cause"]["label"] not in (None, "none")
+        else:
+            assert doc["flagged_counters"] == [] and doc["cause"]["label"] == "none"
+        assert (config.RUN_REPORTS / f"{run_id}.html").read_text().count(run_id) >= 2
+    assert "runs regressed" in (config.REPORTS / "index.html").read_text()
     metrics = json.loads((config.METRICS / "detection.json").read_text())
     for combiner in ("single", "bagging", "stacking"):
         m = metrics["loo"][combiner]
@@ -68,3 +95,34 @@ def test_edges_are_learned_over_the_passed_runs_only(analysed):
     passed = {r for r, t in truth.items() if "-r" in r and t["verdict"] == "pass"}
     assert set(spec["training_runs"]) == passed
     assert spec["reference_load"] > 0
+
+
+def test_cause_models_are_versioned_safe_files_with_metrics(analysed):
+    tree, truth = analysed
+    latest = json.loads(train_causes.latest_path("shop").read_text())
+    meta = json.loads((train_causes.models_dir("shop") / latest["meta"]).read_text())
+    assert meta["training_data_sha256"] == features.frame_digest(pd.read_parquet(features.features_path("shop")))
+    model = train_causes.load_model(train_causes.models_dir("shop") / latest["model"])
+    assert sorted(model.classes_) == ["cpu_hot_path", "extra_db_query", "none"]
+    metrics = json.loads((config.METRICS / "causes.json").read_text())
+    assert len(metrics["shop"]["learners"]) >= 6
+    for m in metrics["shop"]["learners"].values():
+        assert 0.0 <= m["accuracy"] <= 1.0 and m["gain"] == pytest.approx(m["accuracy"] / metrics["shop"]["random_accuracy"], abs=1e-3)
+    # a second night with no new verified run retrains nothing
+    before = sorted(p.name for p in train_causes.models_dir("shop").iterdir())
+    stamp = (train_causes.models_dir("shop") / latest["model"]).stat().st_mtime_ns
+    train_causes.main()
+    assert sorted(p.name for p in train_causes.models_dir("shop").iterdir()) == before
+    assert (train_causes.models_dir("shop") / latest["model"]).stat().st_mtime_ns == stamp
+
+
+def test_control_chart_results_and_metrics(analysed):
+    tree, truth = analysed
+    cal = json.loads(control_charts.calibration_path("shop").read_text())
+    assert cal["threshold"] == pytest.approx(max(cal["normal_scores"].values()))
+    for run_id in (r for r in truth if "-t" in r):
+        res = json.loads(control_charts.result_path(run_id).read_text())
+        assert res["verdict"] == ("fail" if res["violation_ratio"] > res["threshold"] else "pass")
+        assert all(0.0 <= v <= 1.0 for v in res["counter_scores"].values())
+    metrics = json.loads((config.METRICS / "control_charts.json").read_text())
+    assert metrics["loo"]["runs"] == len([r for r in truth if "-r" in r])

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import detect
+from pipelines import detect, history
 
 
 def test_confidence_change_from_0_9_to_0_2():
@@ -111,9 +111,9 @@ def test_pruning_drops_rules_a_good_reference_run_breaks_and_the_model_abstains(
 
 def test_reference_runs_are_the_most_similar_environments():
     envs = {"a": {"cpu": 1, "mem": 8}, "b": {"cpu": 1, "mem": 16}, "c": {"cpu": 2, "mem": 16}}
-    assert detect.reference_runs(envs, {"cpu": 1, "mem": 16}) == ["b"]
-    assert sorted(detect.reference_runs(envs, {"cpu": 3, "mem": 8, "os": "x"})) == ["a"]
-    assert sorted(detect.reference_runs(envs, {"cpu": 9})) == ["a", "b", "c"]
+    assert history.most_similar(envs, {"cpu": 1, "mem": 16}) == ["b"]
+    assert sorted(history.most_similar(envs, {"cpu": 3, "mem": 8, "os": "x"})) == ["a"]
+    assert sorted(history.most_similar(envs, {"cpu": 9})) == ["a", "b", "c"]
 
 
 def test_detect_run_end_to_end_on_a_shifted_counter():

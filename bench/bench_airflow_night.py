@@ -1,0 +1,134 @@
+"""One night of the example lab through a real Airflow: LocalExecutor, parallel workers.
+
+Starts ``airflow standalone`` (API server, scheduler, DAG processor, triggerer; metadata
+DB on SQLite) in a scratch AIRFLOW_HOME with ``LocalExecutor`` and ``parallelism`` > 1,
+points ``REGRESSLAB_ROOT`` at a scratch tree whose ``pull.source`` is the example lab,
+triggers ``nightly_regression_analysis`` (then ``retrain_cause_models`` and a second
+night when ``--with-retrain``), waits for the end, and prints the wall time and how many
+task instances ran at the same time (from the metadata DB).
+
+    python bench/bench_airflow_night.py [--source data/example] [--parallelism 4] [--with-retrain]
+
+The DVC figure to compare with: ``time dvc repro`` on a fresh clone (README).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+def airflow(args: list[str], env: dict, timeout: int = 300) -> str:
+    return subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          check=True).stdout
+
+
+def wait_for_run(dag_id: str, run_id: str, env: dict, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = airflow(["dags", "list-runs", dag_id, "-o", "json"], env)
+        runs = json.loads(out[out.index("["):]) if "[" in out else []
+        state = next((r["state"] for r in runs if r["run_id"] == run_id), None)
+        if state in ("success", "failed"):
+            return state
+        time.sleep(5)
+    return "timeout"
+
+
+def concurrency(db: Path, dag_id: str, run_id: str) -> tuple[int, float, list[tuple]]:
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT task_id, map_index, start_date, end_date, state FROM task_instance "
+                       "WHERE dag_id = ? AND run_id = ? AND start_date IS NOT NULL", (dag_id, run_id)).fetchall()
+    con.close()
+    events = []
+    for _, _, start, end, _ in rows:
+        s = datetime.fromisoformat(start).timestamp()
+        e = datetime.fromisoformat(end).timestamp() if end else s
+        events += [(s, 1), (e, -1)]
+    level = peak = 0
+    for _, step in sorted(events, key=lambda x: (x[0], x[1])):
+        level += step
+        peak = max(peak, level)
+    starts = [datetime.fromisoformat(r[2]).timestamp() for r in rows]
+    ends = [datetime.fromisoformat(r[3]).timestamp() for r in rows if r[3]]
+    return peak, (max(ends) - min(starts)) if rows and ends else 0.0, rows
+
+
+def trigger(dag_id: str, env: dict, timeout: float, db: Path) -> None:
+    run_id = f"bench_{dag_id}_{int(time.time())}"
+    airflow(["dags", "unpause", dag_id], env)
+    airflow(["dags", "trigger", dag_id, "--run-id", run_id], env)
+    started = time.monotonic()
+    state = wait_for_run(dag_id, run_id, env, timeout)
+    wall = time.monotonic() - started
+    peak, span, rows = concurrency(db, dag_id, run_id)
+    print(f"{dag_id}: {state} in {wall:.0f} s (task span {span:.0f} s), {len(rows)} task instances, "
+          f"at most {peak} running at once")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", default=str(REPO / "data" / "example"))
+    ap.add_argument("--parallelism", type=int, default=4)
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--with-retrain", action="store_true")
+    args = ap.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="regresslab-airflow-"))
+    home, root = scratch / "airflow_home", scratch / "tree"
+    home.mkdir()
+    root.mkdir()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["pull"]["source"] = str(Path(args.source).resolve())
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    env = dict(os.environ, AIRFLOW_HOME=str(home), REGRESSLAB_ROOT=str(root), PYTHONPATH=str(REPO),
+               AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"), AIRFLOW__CORE__PLUGINS_FOLDER=str(REPO / "plugins"),
+               AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+               AIRFLOW__CORE__PARALLELISM=str(args.parallelism),
+               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
+               AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5", AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5",
+               AIRFLOW__API__PORT=str(8080 + os.getpid() % 500))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    airflow(["db", "migrate"], env, timeout=600)
+    log = open(scratch / "standalone.log", "w")
+    proc = subprocess.Popen([AIRFLOW, "standalone"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        for _ in range(120):                              # wait for the DAG processor to parse the DAGs
+            out = airflow(["dags", "list", "-o", "json"], env)
+            if "nightly_regression_analysis" in out:
+                break
+            time.sleep(5)
+        print(f"Airflow {airflow(['version'], env).strip()}, LocalExecutor, parallelism {args.parallelism}, "
+              f"source {args.source}")
+        trigger("nightly_regression_analysis", env, args.timeout, home / "airflow.db")
+        if args.with_retrain:
+            trigger("retrain_cause_models", env, args.timeout, home / "airflow.db")
+            trigger("nightly_regression_analysis", env, args.timeout, home / "airflow.db")
+        print(f"reports: {root / 'reports' / 'index.html'}; logs: {scratch}")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    if os.environ.get("KEEP_SCRATCH") != "1":
+        shutil.rmtree(root / "data", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""
+### Retrain the regression-cause classifiers
+
+Runs when the nightly DAG announces that verified runs were added (an analyst confirmed a
+verdict and a cause: Nguyen 2017's step S5), or by hand. Rebuilds the violation-ratio
+features of the labelled history, then retrains and re-selects the classifiers
+(`pipelines/features.py`, `pipelines/train_causes.py`, the DVC stages of the same names).
+A model version is named by the hash of its training data; every version is kept with its
+metrics, and the nightly DAG uses the latest from its next run on.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import Asset, dag, task
+
+VERIFIED_RUNS = Asset("regresslab://history/verified-runs")
+
+
+def _notify_failure(context) -> None:
+    ti = context.get("task_instance")
+    print(f"regresslab: retraining stage {getattr(ti, 'task_id', '?')} failed in DAG run {context.get('run_id')}: "
+          f"{context.get('exception')}")
+
+
+def _stage(name: str):
+    @task(task_id=name, execution_timeout=timedelta(hours=2))
+    def run_stage() -> None:
+        import importlib
+
+        importlib.import_module(f"pipelines.{name}").main()
+
+    return run_stage
+
+
+@dag(
+    dag_id="retrain_cause_models",
+    schedule=[VERIFIED_RUNS],
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    doc_md=__doc__,
+    tags=["regresslab", "retrain"],
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=5), "retry_exponential_backoff": True,
+                  "on_failure_callback": _notify_failure},
+)
+def retrain_cause_models():
+    _stage("features")() >> _stage("train_causes")()
+
+
+retrain_cause_models()

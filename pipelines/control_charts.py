@@ -1,0 +1,509 @@
+"""control_charts: per-counter control charts of the target against its baseline, violation ratios.
+
+Nguyen 2017 (seed 004; METHODS.md §A, C):
+
+* **control limits** (§3.2.1): centre line = baseline median; limits = the baseline's
+  ``lower_pct``/``upper_pct`` percentiles (1st/99th by default) or mean ± ``sigma``·sd,
+  over the whole run (``scope: run``) or per interval position (``scope: interval``);
+* **violation ratios** (§3.2.2, Table 3.3): lower = share of the target's points below
+  the LCL, upper = share above the UCL, average = (lower+upper)/2, sum = lower+upper;
+* **load scaling** (§5.2): the frames are the load-scaled intervals of ``discretize``
+  (every run scaled to the system's reference load with its own ``c = a·l + b`` fits);
+* **multimodal filtering** (§5.3): when the baseline density of a counter has two modes
+  split by a deep local minimum, the samples of the secondary (minor) mode are dropped.
+  The thesis drops the left (idle) mode; we drop the *minor* one, which is its left mode
+  there and the right one for a periodic batch job.  From the target we drop at most the
+  baseline's share of minor-mode points (the farthest from the cut first), so a target
+  that spends *more* time in that region still shows it instead of having it filtered away;
+* **load-independent counters** (§5.4): counters whose violation ratio exceeds
+  ``load_independent_ratio`` (10 %) in most pairs of normal runs of one version are
+  listed and left out of the verdict (a pair is the same test run again: same version
+  and same environment);
+* **run verdict** (§7.5.2-7.5.3): mean average-violation ratio of the top
+  ``top_fraction`` (50 %) counters; fail above a threshold that defaults to the maximum
+  of that score over normal runs of the history, each charted against the others.
+
+The baseline of a target is the passed runs of its history whose environment is most
+like its own (``history.most_similar``): a lab with another CPU or database version
+moves counters for reasons that are not regressions, and pooling it would widen every
+limit.  A counter is *flagged* when its sum ratio is above both its own maximum over the
+normal runs of the history and ``counter_flag_floor``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.signal import find_peaks
+
+from pipelines import archive, config, discretize, history
+from pipelines.progress import Progress
+
+log = logging.getLogger("regresslab.control_charts")
+RATIO_COLUMNS = ["lower", "upper", "average", "sum"]
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+@dataclass
+class Limits:
+    """Centre line and control limits, one row (``scope: run``) or one row per interval position."""
+
+    cl: pd.DataFrame
+    lcl: pd.DataFrame
+    ucl: pd.DataFrame
+    scope: str
+
+
+def control_limits(frames: list[pd.DataFrame], *, method: str = "percentile", lower_pct: float = 1.0,
+                   upper_pct: float = 99.0, sigma: float = 3.0, scope: str = "run") -> Limits:
+    """Control limits of every counter from the baseline runs' intervals (Nguyen 2017 §3.2.1).
+
+    Parameters
+    ----------
+    frames
+        Baseline runs, each indexed by interval position with one column per counter.
+    method
+        ``percentile`` (LCL/UCL = ``lower_pct``/``upper_pct`` percentiles) or ``sigma``
+        (mean ± ``sigma`` standard deviations).  The centre line is the median.
+    scope
+        ``run``: one set of limits from all intervals pooled; ``interval``: limits per
+        interval position across the baseline runs.
+    """
+    if method not in ("percentile", "sigma"):
+        raise ValueError(f"control_charts.method must be 'percentile' or 'sigma', not {method!r}")
+    if scope not in ("run", "interval"):
+        raise ValueError(f"control_charts.scope must be 'run' or 'interval', not {scope!r}")
+    if not frames:
+        raise ValueError("control limits need at least one baseline run")
+    if scope == "run":
+        pooled = pd.concat(frames, axis=0, ignore_index=True)
+        grouped = pooled.groupby(np.zeros(len(pooled), dtype=int))
+    else:
+        grouped = pd.concat(frames, axis=0).groupby(level=0)
+    cl = grouped.median()
+    if method == "percentile":
+        lcl, ucl = grouped.quantile(lower_pct / 100.0), grouped.quantile(upper_pct / 100.0)
+    else:
+        mean, sd = grouped.mean(), grouped.std(ddof=1).fillna(0.0)
+        lcl, ucl = mean - sigma * sd, mean + sigma * sd
+    return Limits(cl, lcl, ucl, scope)
+
+
+def _broadcast(limit: pd.DataFrame, target: pd.DataFrame, scope: str) -> np.ndarray:
+    cols = list(target.columns)
+    if scope == "run":
+        row = limit.reindex(columns=cols).iloc[0].to_numpy(dtype=float)
+        return np.broadcast_to(row, target.shape)
+    return limit.reindex(index=target.index, columns=cols).to_numpy(dtype=float)
+
+
+def violation_ratios(target: pd.DataFrame, limits: Limits) -> pd.DataFrame:
+    """Lower, upper, average and sum violation ratio per counter (Nguyen 2017 §3.2.2, Table 3.3).
+
+    Ratios are shares in [0, 1] of the target's points that have limits; a counter the
+    baseline or the target lacks gets NaN ratios (``n`` = 0).
+    """
+    counters = [c for c in target.columns if c in limits.lcl.columns]
+    t = target[counters].to_numpy(dtype=float)
+    lo, hi = _broadcast(limits.lcl, target[counters], limits.scope), _broadcast(limits.ucl, target[counters], limits.scope)
+    comparable = ~np.isnan(t) & ~np.isnan(lo) & ~np.isnan(hi)
+    n = comparable.sum(axis=0)
+    with np.errstate(invalid="ignore"):
+        below = (comparable & (t < lo)).sum(axis=0)
+        above = (comparable & (t > hi)).sum(axis=0)
+        lower = np.where(n > 0, below / np.maximum(n, 1), np.nan)
+        upper = np.where(n > 0, above / np.maximum(n, 1), np.nan)
+    out = pd.DataFrame({"lower": lower, "upper": upper}, index=pd.Index(counters, name="counter"))
+    out["average"] = (out["lower"] + out["upper"]) / 2.0
+    out["sum"] = out["lower"] + out["upper"]
+    out["n"] = n
+    return out
+
+
+def density(values: np.ndarray, *, grid: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian kernel density on a grid (Scott's bandwidth), by binning and convolution."""
+    v = values
+    bw = 1.06 * v.std(ddof=1) * v.size ** (-1 / 5)
+    xs = np.linspace(v.min() - 3 * bw, v.max() + 3 * bw, grid)
+    step = xs[1] - xs[0]
+    counts = np.bincount(np.clip(np.round((v - xs[0]) / step).astype(int), 0, grid - 1), minlength=grid)
+    half = int(np.ceil(4 * bw / step))
+    kernel = np.exp(-0.5 * (np.arange(-half, half + 1) * step / bw) ** 2)
+    d = np.convolve(counts, kernel, mode="full")[half:half + grid]
+    return xs, d / (d.sum() * step)
+
+
+def minor_mode(values: np.ndarray, *, max_dip: float = 0.5, min_share: float = 0.02, grid: int = 512
+               ) -> tuple[float, str, float] | None:
+    """The secondary mode of a bimodal counter (Nguyen 2017 §5.3), or None.
+
+    The density (Gaussian kernel, Scott's bandwidth) must have two peaks with a local
+    minimum between the two highest that is at most ``max_dip`` times the lower peak,
+    and the smaller side must hold at least ``min_share`` of the values.  Returns
+    ``(cut, side, share)``: the minimum's position, ``"low"`` or ``"high"`` for the
+    minor side, and its share.
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size < 20 or np.ptp(v) == 0 or np.unique(v).size < 5:
+        return None
+    xs, d = density(v, grid=grid)
+    peaks, _ = find_peaks(d)
+    if len(peaks) < 2:
+        return None
+    p1, p2 = sorted(peaks[np.argsort(d[peaks])[-2:]])
+    j = p1 + int(np.argmin(d[p1:p2 + 1]))
+    if d[j] > max_dip * min(d[p1], d[p2]):
+        return None
+    cut = float(xs[j])
+    share_low = float(np.mean(v < cut))
+    side, share = ("low", share_low) if share_low < 0.5 else ("high", 1.0 - share_low)
+    if share < min_share:
+        return None
+    return cut, side, share
+
+
+def drop_minor_mode(values: pd.Series, cut: float, side: str, share: float) -> pd.Series:
+    """``values`` without at most ``share`` of its points on the minor side, farthest from the cut first."""
+    v = values.to_numpy(dtype=float)
+    depth = (cut - v) if side == "low" else (v - cut)
+    minor = depth > 0                                # NaN compares False
+    n_drop = min(int(minor.sum()), int(round(share * np.count_nonzero(~np.isnan(v)))))
+    if n_drop == 0:
+        return values
+    order = np.argsort(np.where(minor, -depth, np.inf), kind="stable")[:n_drop]
+    out = v.copy()
+    out[order] = np.nan
+    return pd.Series(out, index=values.index, name=values.name)
+
+
+def find_modes(baseline: list[pd.DataFrame], *, max_dip: float = 0.5, min_mode_share: float = 0.02
+               ) -> dict[str, dict[str, Any]]:
+    """Per bimodal counter of the pooled baseline, its minor mode (``cut``, ``side``, ``share``)."""
+    counters = sorted({c for f in baseline for c in f.columns})
+    modes = {}
+    for counter in counters:
+        pooled = np.concatenate([f[counter].to_numpy(dtype=float) for f in baseline if counter in f.columns])
+        found = minor_mode(pooled, max_dip=max_dip, min_share=min_mode_share)
+        if found is not None:
+            modes[counter] = dict(zip(("cut", "side", "share"), found))
+    return modes
+
+
+def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str = "percentile",
+          lower_pct: float = 1.0, upper_pct: float = 99.0, sigma: float = 3.0, scope: str = "run",
+          multimodal_filter: bool = True, max_dip: float = 0.5, min_mode_share: float = 0.02,
+          modes: dict[str, dict[str, Any]] | None = None
+          ) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
+    """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
+
+    ``modes`` (from :func:`find_modes` on the same baseline) saves finding them again.
+    Returns the violation ratios, the limits and, per filtered counter, its minor mode.
+    """
+    if not multimodal_filter:
+        modes = {}
+    elif modes is None:
+        modes = find_modes(baseline, max_dip=max_dip, min_mode_share=min_mode_share)
+    if modes:
+        baseline = [f.copy() for f in baseline]
+        target = target.copy()
+        for counter, m in modes.items():
+            for f in baseline:
+                if counter in f.columns:
+                    f[counter] = drop_minor_mode(f[counter], m["cut"], m["side"], 1.0)
+            if counter in target.columns:
+                target[counter] = drop_minor_mode(target[counter], m["cut"], m["side"], m["share"])
+    limits = control_limits(baseline, method=method, lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma,
+                            scope=scope)
+    return violation_ratios(target, limits), limits, modes
+
+
+class Charter:
+    """:func:`chart` over named runs, finding the modes of each baseline set once."""
+
+    def __init__(self, frames, params: dict[str, Any]):
+        self.frames, self.kw, self._modes = frames, chart_params(params), {}
+
+    def __call__(self, baseline: list[str], target: str):
+        key = tuple(sorted(baseline))
+        if key not in self._modes and self.kw["multimodal_filter"]:
+            self._modes[key] = find_modes([self.frames[b] for b in key], max_dip=self.kw["max_dip"],
+                                          min_mode_share=self.kw["min_mode_share"])
+        return chart([self.frames[b] for b in key], self.frames[target], modes=self._modes.get(key), **self.kw)
+
+
+def run_score(average: pd.Series, *, top_fraction: float = 0.5, exclude=()) -> float:
+    """Mean average-violation ratio of the top ``top_fraction`` counters (Nguyen 2017 §7.5.2)."""
+    a = average.drop(list(exclude), errors="ignore").dropna().sort_values(ascending=False)
+    if a.empty:
+        return 0.0
+    k = max(1, int(math.ceil(top_fraction * len(a))))
+    return float(a.iloc[:k].mean())
+
+
+def load_independent_counters(pair_ratios: list[pd.Series], *, max_ratio: float = 0.10,
+                              min_share: float = 0.5) -> list[str]:
+    """Counters whose violation ratio exceeds ``max_ratio`` in more than ``min_share`` of the
+    normal-normal pairs of one version (Nguyen 2017 §5.4: 10 % on one such pair)."""
+    if not pair_ratios:
+        return []
+    frame = pd.DataFrame(pair_ratios)
+    share = (frame > max_ratio).sum(axis=0) / frame.notna().sum(axis=0).clip(lower=1)
+    return sorted(share[share > min_share].index)
+
+
+def chart_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`chart` from the stage's params block."""
+    return {"method": params.get("method", "percentile"), "lower_pct": float(params.get("lower_pct", 1.0)),
+            "upper_pct": float(params.get("upper_pct", 99.0)), "sigma": float(params.get("sigma", 3.0)),
+            "scope": params.get("scope", "run"), "multimodal_filter": bool(params.get("multimodal_filter", True)),
+            "max_dip": float(params.get("multimodal_max_dip", 0.5)),
+            "min_mode_share": float(params.get("multimodal_min_share", 0.02))}
+
+
+def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], versions: dict[str, str],
+              *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
+    """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
+
+    Each passed run is charted against the others (most similar environments); the run
+    threshold is the maximum run score, each counter's limit its maximum sum ratio.
+    Load-independent counters come from the pairs of passed runs of one version and one
+    environment.
+    """
+    charter = charter or Charter(frames, params)
+    pairs = []
+    for a in frames:
+        for b in frames:
+            # "we run the same test again" (§5.4): same version, same lab
+            if a != b and versions.get(a) is not None and versions.get(a) == versions.get(b) and envs[a] == envs[b]:
+                ratios, _, _ = charter([a], b)
+                pairs.append(ratios["sum"])
+    independent = load_independent_counters(pairs, max_ratio=float(params["load_independent_ratio"]),
+                                            min_share=float(params["load_independent_share"]))
+    scores, sums = {}, []
+    for run_id in frames:
+        base = history.most_similar({r: envs[r] for r in frames if r != run_id}, envs[run_id])
+        if not base:
+            continue
+        ratios, _, _ = charter(base, run_id)
+        scores[run_id] = run_score(ratios["average"], top_fraction=float(params["top_fraction"]),
+                                   exclude=independent)
+        sums.append(ratios["sum"])
+    counter_max = pd.DataFrame(sums).max(axis=0) if sums else pd.Series(dtype=float)
+    threshold = params.get("threshold")
+    return {"threshold": float(threshold) if threshold is not None else (max(scores.values()) if scores else 0.0),
+            "threshold_from": "params" if threshold is not None else "max over normal runs",
+            "normal_scores": scores, "load_independent": independent,
+            "counter_normal_max": {c: float(v) for c, v in counter_max.dropna().items()},
+            "same_version_pairs": len(pairs)}
+
+
+def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
+          counter_flag_floor: float) -> dict[str, Any]:
+    """Run verdict, score and flagged counters of one target from its violation ratios.
+
+    Counters over their limit are flagged only when the run fails (a passing run lists
+    them as ``counters_over_limit``, for the report).
+    """
+    independent = set(calibration["load_independent"])
+    score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
+    normal_max = pd.Series(calibration["counter_normal_max"], dtype=float).reindex(ratios.index).fillna(0.0)
+    limit = normal_max.clip(lower=counter_flag_floor)
+    over = ratios[(ratios["sum"] > limit) & ~ratios.index.isin(list(independent))]
+    over_limit = list(over.sort_values(["average", "sum"], ascending=False).index)
+    verdict = "fail" if score > calibration["threshold"] else "pass"
+    return {"verdict": verdict, "violation_ratio": round(score, 4),
+            "threshold": round(float(calibration["threshold"]), 4),
+            "flagged_counters": over_limit if verdict == "fail" else [], "counters_over_limit": over_limit,
+            "load_independent_counters": sorted(independent & set(ratios.index))}
+
+
+def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, top: int) -> dict[str, Any]:
+    """Baseline band and target points of the ``top`` counters by average ratio, for the report's plots."""
+    out = {}
+    for counter in ratios.sort_values(["average", "sum"], ascending=False).index[:top]:
+        def col(frame: pd.DataFrame) -> list:
+            if counter not in frame.columns:
+                return []
+            s = frame[counter]
+            if limits.scope == "run":
+                s = pd.Series(float(s.iloc[0]), index=target.index)
+            return [None if pd.isna(x) else round(float(x), 6) for x in s.reindex(target.index)]
+        out[counter] = {"cl": col(limits.cl), "lcl": col(limits.lcl), "ucl": col(limits.ucl),
+                        "target": [None if pd.isna(x) else round(float(x), 6) for x in target[counter]]}
+    return out
+
+
+def evaluate_history(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str],
+                     passed: list[str], *, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Leave-one-out on the labelled history: each verified run charted against the other
+    passed runs, with the threshold calibrated without it.  One row per run."""
+    from pipelines.evaluate import counter_prf, roc_auc
+
+    envs = {r: index[r].get("environment") or {} for r in frames}
+    versions = {r: index[r].get("version") for r in frames}
+    charter = Charter(frames, params)
+    calibrations: dict[str, dict[str, Any]] = {}
+    rows = []
+    progress = Progress(log, "control_charts LOO", len(verified), every=8)
+    for i, run_id in enumerate(verified, 1):
+        others = [r for r in passed if r != run_id]
+        key = run_id if run_id in passed else ""
+        if key not in calibrations:
+            calibrations[key] = calibrate({r: frames[r] for r in others}, envs, versions, params=params,
+                                          charter=charter)
+        base = history.most_similar({r: envs[r] for r in others}, envs[run_id])
+        ratios, _, _ = charter(base, run_id)
+        result = judge(ratios, calibrations[key], top_fraction=float(params["top_fraction"]),
+                       counter_flag_floor=float(params["counter_flag_floor"]))
+        expected = index[run_id].get("regressed_counters") or []
+        p, r, f = counter_prf(result["flagged_counters"], expected)
+        rows.append({"run_id": run_id, "system": index[run_id]["system"], "cause": index[run_id].get("cause"),
+                     "truth": index[run_id]["verdict"], "verdict": result["verdict"],
+                     "score": result["violation_ratio"], "threshold": result["threshold"],
+                     "flagged": len(result["flagged_counters"]), "precision": p, "recall": r, "f": f,
+                     "roc_auc": roc_auc(ratios["sum"].dropna().to_dict(), set(expected))})
+        progress.step(i)
+    return rows
+
+
+def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
+    """Run-verdict precision/recall/accuracy (fail = positive), counter F and ROC AUC on failed runs."""
+    fail_t, fail_p = rows["truth"] == "fail", rows["verdict"] == "fail"
+    tp = int((fail_t & fail_p).sum())
+    failed = rows[fail_t]
+    return {"runs": int(len(rows)), "failed_runs": int(fail_t.sum()),
+            "run_precision": round(tp / int(fail_p.sum()), 4) if fail_p.any() else None,
+            "run_recall": round(tp / int(fail_t.sum()), 4) if fail_t.any() else None,
+            "run_accuracy": round(float((fail_t == fail_p).mean()), 4),
+            "normal_runs_failed": int((~fail_t & fail_p).sum()),
+            "counter_f": round(float(failed["f"].mean()), 4) if len(failed) else None,
+            "counter_roc_auc": round(float(failed["roc_auc"].dropna().mean()), 4)
+            if failed["roc_auc"].notna().any() else None}
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def runs_dir():
+    return config.PROCESSED / "control_charts" / "runs"
+
+
+def calibration_path(system: str):
+    return config.PROCESSED / "control_charts" / "calibration" / f"{system}.json"
+
+
+def result_path(run_id: str):
+    return runs_dir() / f"{run_id}.json"
+
+
+class FrameStore:
+    """Load-scaled interval frames of a system's runs, read once per stage."""
+
+    def __init__(self, reference: float | None):
+        self.reference, self._frames = reference, {}
+
+    def __getitem__(self, run_id: str) -> pd.DataFrame:
+        if run_id not in self._frames:
+            self._frames[run_id] = discretize.load_scaled(run_id, self.reference)
+        return self._frames[run_id]
+
+
+def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], store: FrameStore,
+              calibration: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Control charts of one target against the most similar runs of its baseline; the result file."""
+    env = index[run_id].get("environment") or {}
+    base = history.most_similar({b: index[b].get("environment") or {} for b in baseline}, env)
+    if not base:
+        return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline"}
+    target = store[run_id]
+    ratios, limits, modes = Charter(store, params)(base, run_id)
+    out = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
+                counter_flag_floor=float(params["counter_flag_floor"]))
+    out.update({
+        "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base,
+        "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
+                   for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
+        "counter_scores": {c: round(float(v), 4) for c, v in ratios["sum"].dropna().items()},
+        "multimodal": modes,
+        "charts": chart_series(ratios, limits, target, top=int(params["plot_top"])),
+    })
+    return out
+
+
+def calibrate_system(system: str, index: dict[str, Any] | None = None, store: FrameStore | None = None
+                     ) -> dict[str, Any]:
+    """Calibrate one system on its history and write the calibration file (nightly DAG task)."""
+    params = config.load_params("control_charts")
+    hist = config.load_params("history")
+    index = index or archive.read_json(config.VALID_INDEX)["valid"]
+    store = store or FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+    passed = history.passed_runs(index, system, exclude=set(hist.get("exclude", [])), window=hist["window"])
+    calibration = calibrate({r: store[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+                            {r: index[r].get("version") for r in passed}, params=params)
+    archive.write_json_atomic(calibration_path(system), {"system": system, "runs": passed, **calibration})
+    return calibration
+
+
+def calibrate_all() -> list[str]:
+    """Calibrate every system; the systems (nightly DAG task)."""
+    systems = history.systems(archive.read_json(config.VALID_INDEX)["valid"])
+    for system in systems:
+        calibrate_system(system)
+    return systems
+
+
+def run_one(run_id: str, index: dict[str, Any] | None = None, store: FrameStore | None = None) -> dict[str, Any]:
+    """Chart one target against its baseline with its system's calibration; write the result (DAG task)."""
+    params = config.load_params("control_charts")
+    hist = config.load_params("history")
+    index = index or archive.read_json(config.VALID_INDEX)["valid"]
+    system = index[run_id]["system"]
+    store = store or FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+    calibration = archive.read_json(calibration_path(system))
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
+    result = chart_run(run_id, baseline, index, store, calibration, params)
+    archive.write_json_atomic(result_path(run_id), result)
+    return result
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("control_charts")
+    exclude = set(config.load_params("history").get("exclude", []))
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    todo = history.targets(index)
+    progress = Progress(log, "control_charts", len(todo))
+    done = 0
+    loo_rows = []
+    for system in history.systems(index):
+        store = FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+        calibrate_system(system, index, store)
+        for run_id in [t for t in todo if index[t]["system"] == system]:
+            result = run_one(run_id, index, store)
+            done += 1
+            progress.step(done, f"{run_id} -> {result['verdict']}, score {result.get('violation_ratio')}")
+        verified = [r for r in sorted(index) if index[r]["system"] == system
+                    and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+        all_passed = history.passed_runs(index, system, exclude=exclude)
+        loo_rows += evaluate_history({r: store[r] for r in set(verified) | set(all_passed)}, index, verified,
+                                     all_passed, params=params)
+    frame = pd.DataFrame(loo_rows)
+    metrics = {"loo": summarize_runs(frame)} if len(frame) else {}
+    for system, g in (frame.groupby("system") if len(frame) else []):
+        metrics[f"loo_{system}"] = summarize_runs(g)
+    config.METRICS.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.METRICS / "control_charts.json", metrics)
+    with archive.atomic_path(config.METRICS / "control_charts_runs.csv") as tmp:
+        frame.to_csv(tmp, index=False)
+    print(f"[control_charts] {len(todo)} target runs charted -> {runs_dir()}; LOO {metrics.get('loo')}")
+
+
+if __name__ == "__main__":
+    main()

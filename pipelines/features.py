@@ -1,0 +1,101 @@
+"""features: violation ratios of (target, baseline) pairs, the training data of the cause classifiers.
+
+Nguyen 2017 ch. 8 (seed 004; METHODS.md §D): every run is reduced to the lower and upper
+violation ratio of each counter on the control charts of a baseline run (§3.2.2), one row
+per (target, baseline) pair, labelled with the verified cause (``none`` for a passed run).
+
+The baselines of a run are the passed runs of its history with the most similar
+environment (``history.most_similar``), each charted alone as in the thesis.  A passed
+run is never its own baseline.  A counter absent from the target or the baseline has
+NaN ratios: the classifiers impute them and see a missing-value indicator, so absence
+is a feature, not a silent zero.  Columns are ``lower:<counter>`` and ``upper:<counter>``.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import pandas as pd
+
+from pipelines import archive, config, control_charts, discretize, history
+from pipelines.progress import Progress
+
+log = logging.getLogger("regresslab.features")
+KEY_COLUMNS = ["target", "baseline", "system", "cause"]
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def pair_row(ratios: pd.DataFrame) -> dict[str, float]:
+    """One feature row from the violation ratios of a pair."""
+    row = {f"lower:{c}": v for c, v in ratios["lower"].items()}
+    row.update({f"upper:{c}": v for c, v in ratios["upper"].items()})
+    return row
+
+
+def pair_features(charter: control_charts.Charter, target: str, baselines: list[str]) -> pd.DataFrame:
+    """Feature rows of ``target`` against each of ``baselines`` (charted one at a time)."""
+    rows = []
+    for b in baselines:
+        ratios, _, _ = charter([b], target)
+        rows.append({"target": target, "baseline": b, **pair_row(ratios)})
+    return pd.DataFrame(rows)
+
+
+def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any]]) -> list[str]:
+    """The passed runs (never the run itself) whose environment is most like the run's."""
+    others = [r for r in passed if r != run_id]
+    return sorted(history.most_similar({r: envs[r] for r in others}, envs[run_id]))
+
+
+def feature_columns(frame: pd.DataFrame) -> list[str]:
+    return sorted(c for c in frame.columns if c.startswith(("lower:", "upper:")))
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """A content hash of a feature table (stable across row order)."""
+    ordered = frame.sort_values(["target", "baseline"]).reset_index(drop=True)
+    ordered = ordered[KEY_COLUMNS + feature_columns(ordered)]
+    return hashlib.sha256(pd.util.hash_pandas_object(ordered, index=True).to_numpy().tobytes()
+                          + ",".join(ordered.columns).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def features_path(system: str):
+    return config.PROCESSED / "features" / f"{system}.parquet"
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cc_params = config.load_params("control_charts")
+    exclude = set(config.load_params("history").get("exclude", []))
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    for system in history.systems(index):
+        spec = archive.read_json(discretize.edges_path(system))
+        store = control_charts.FrameStore(spec.get("reference_load"))
+        charter = control_charts.Charter(store, cc_params)
+        passed = history.passed_runs(index, system, exclude=exclude)
+        envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
+        verified = [r for r in sorted(index) if index[r]["system"] == system
+                    and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+        progress = Progress(log, f"features {system}", len(verified), every=10)
+        parts = []
+        for i, run_id in enumerate(verified, 1):
+            part = pair_features(charter, run_id, pair_baselines(run_id, passed, envs))
+            part["system"] = system
+            part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
+            parts.append(part)
+            progress.step(i)
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
+        frame = frame[KEY_COLUMNS + feature_columns(frame)]
+        archive.write_parquet_atomic(features_path(system), frame)
+        print(f"[features] {system}: {len(frame)} pairs of {len(verified)} runs, "
+              f"{len(feature_columns(frame))} features, causes {sorted(frame['cause'].unique())}")
+
+
+if __name__ == "__main__":
+    main()

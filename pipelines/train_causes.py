@@ -1,0 +1,346 @@
+"""train_causes: regression-cause classifiers on violation-ratio features, chosen by leave-one-out.
+
+Nguyen 2017 ch. 8 (seed 004; METHODS.md §D):
+
+* several learners, each a scikit-learn ``Pipeline`` (imputation with missing-value
+  indicators, scaling, classifier): random forest, logistic regression, SVM, naive Bayes,
+  decision tree, k-NN and MLP;
+* **leave-one-out** by run (§8.4): the held-out run's rows are the test set, and no row
+  that uses it (as target or as baseline) is trained on.  A run's prediction is the class
+  probabilities averaged over its pairs;
+* **accuracy** and **gain** = accuracy / r, with ``r = Σ (n_type/N)²`` the accuracy of
+  the random predictor (eq. 4.2-4.3);
+* the **learning curve** (§8.5): a random test run, ``n`` = 1..6 random training runs per
+  cause, repeated; for the best learners;
+* the **best learner** by LOO accuracy (then gain, then the order above) is refitted on
+  every row and saved with skops (no pickle), with its metrics and the hash of its
+  training data.  Models are versioned by that hash and the learner: a night without
+  new verified runs retrains nothing; every version stays on disk.
+
+Unknown causes (§9.2.2, limitation 3): a run whose largest class probability is below
+``tau`` matches no cause of the history well enough (``known: false``).  ``tau`` is the
+threshold that best separates (balanced accuracy) the LOO probabilities of runs of known
+causes from those of runs whose cause was held out of training entirely (each cause in
+turn).  It is measured honestly: for each held-out cause, ``tau`` is calibrated without
+that cause's runs and then applied to them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import skops.io as sio
+from sklearn.base import clone
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
+from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
+from sklearn.tree import DecisionTreeClassifier
+
+from pipelines import archive, config, features, history
+from pipelines.progress import Progress
+
+log = logging.getLogger("regresslab.train_causes")
+CODE_VERSION = 1
+TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def learners(seed: int = 0) -> dict[str, Pipeline]:
+    """The candidate learners, each imputing (with indicators) and scaling first."""
+    warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated", category=FutureWarning)
+    def pipe(clf) -> Pipeline:
+        return Pipeline([("impute", SimpleImputer(strategy="constant", fill_value=0.0, add_indicator=True,
+                                                  keep_empty_features=True)),
+                         ("scale", StandardScaler()), ("clf", clf)])
+    return {
+        "random_forest": pipe(RandomForestClassifier(n_estimators=200, random_state=seed)),
+        "logistic_regression": pipe(LogisticRegression(max_iter=2000)),
+        # SVC's probability=True (Platt scaling) is deprecated from scikit-learn 1.9 in favour of
+        # CalibratedClassifierCV, whose inner folds need more runs per cause than a young history has
+        "svm": pipe(SVC(kernel="rbf", probability=True, random_state=seed)),
+        "naive_bayes": pipe(GaussianNB()),
+        "decision_tree": pipe(DecisionTreeClassifier(random_state=seed)),
+        "knn": pipe(KNeighborsClassifier(n_neighbors=3)),
+        "mlp": pipe(MLPClassifier(hidden_layer_sizes=(64,), max_iter=2000, random_state=seed)),
+    }
+
+
+def random_accuracy(labels: list[str]) -> float:
+    """``r = Σ (n_type / N)²``: the accuracy of a predictor that guesses by the class shares (eq. 4.3)."""
+    if not labels:
+        return 0.0
+    shares = pd.Series(labels).value_counts(normalize=True)
+    return float((shares ** 2).sum())
+
+
+def gain(accuracy: float, r: float) -> float:
+    """Accuracy over the random predictor's (Nguyen 2017 eq. 4.2)."""
+    return accuracy / r if r > 0 else float("nan")
+
+
+def run_probabilities(model: Pipeline, rows: pd.DataFrame, columns: list[str], classes: list[str]) -> pd.Series:
+    """The class probabilities of one run: the mean over its pairs, over ``classes`` (0 for unseen)."""
+    proba = model.predict_proba(rows[columns].to_numpy(dtype=float)).mean(axis=0)
+    return pd.Series(proba, index=list(model.classes_)).reindex(classes, fill_value=0.0)
+
+
+def fit_rows(template: Pipeline, frame: pd.DataFrame, columns: list[str]) -> Pipeline:
+    """A fresh copy of ``template`` fitted on ``frame`` (k-NN's k capped at the number of rows)."""
+    model = clone(template)
+    k = model.get_params().get("clf__n_neighbors")
+    if k is not None and k > len(frame):
+        model.set_params(clf__n_neighbors=max(1, len(frame)))
+    model.fit(frame[columns].to_numpy(dtype=float), frame["cause"].to_numpy())
+    return model
+
+
+def train_mask(frame: pd.DataFrame, held_out: set[str]) -> np.ndarray:
+    """Rows that use none of ``held_out`` as target or baseline."""
+    return ~(frame["target"].isin(held_out) | frame["baseline"].isin(held_out)).to_numpy()
+
+
+def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Leave-one-run-out class probabilities, one row per run (Nguyen 2017 §8.4)."""
+    classes = sorted(frame["cause"].unique())
+    out = {}
+    for run_id in sorted(frame["target"].unique()):
+        train = frame[train_mask(frame, {run_id})]
+        if train["cause"].nunique() < 2:
+            continue
+        model = fit_rows(template, train, columns)
+        out[run_id] = run_probabilities(model, frame[frame["target"] == run_id], columns, classes)
+    return pd.DataFrame(out).T
+
+
+def run_labels(frame: pd.DataFrame) -> pd.Series:
+    return frame.groupby("target")["cause"].first()
+
+
+def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], *, max_runs: int,
+                   repeats: int, seed: int) -> list[dict[str, Any]]:
+    """Accuracy with ``n`` = 1..``max_runs`` training runs per cause (Nguyen 2017 §8.5)."""
+    rng = np.random.default_rng(seed)
+    labels = run_labels(frame)
+    classes = sorted(labels.unique())
+    rows = []
+    for n in range(1, max_runs + 1):
+        hits = []
+        for _ in range(repeats):
+            test = str(rng.choice(labels.index.to_numpy()))
+            chosen = set()
+            for cause in classes:
+                pool = [r for r in labels.index[labels == cause] if r != test]
+                if pool:
+                    chosen |= set(rng.choice(pool, size=min(n, len(pool)), replace=False).tolist())
+            train = frame[frame["target"].isin(chosen) & train_mask(frame, {test})]
+            if train["cause"].nunique() < 2:
+                continue
+            model = fit_rows(template, train, columns)
+            proba = run_probabilities(model, frame[frame["target"] == test], columns, classes)
+            hits.append(proba.idxmax() == labels[test])
+        rows.append({"runs_per_cause": n, "accuracy": round(float(np.mean(hits)), 4) if hits else None,
+                     "trials": len(hits)})
+    return rows
+
+
+def held_out_cause_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str],
+                                 causes: list[str]) -> dict[str, pd.Series]:
+    """Per cause, the largest class probability of its runs when no run of it was trained on."""
+    labels = run_labels(frame)
+    out = {}
+    for cause in causes:
+        runs = set(labels.index[labels == cause])
+        train = frame[train_mask(frame, runs)]
+        if train["cause"].nunique() < 2:
+            continue
+        model = fit_rows(template, train, columns)
+        classes = sorted(train["cause"].unique())
+        out[cause] = pd.Series({r: float(run_probabilities(model, frame[frame["target"] == r], columns,
+                                                            classes).max()) for r in sorted(runs)})
+    return out
+
+
+def best_threshold(known: np.ndarray, unknown: np.ndarray) -> float:
+    """The ``tau`` that maximises balanced accuracy of "unknown = max probability < tau"."""
+    known, unknown = np.asarray(known, dtype=float), np.asarray(unknown, dtype=float)
+    if known.size == 0 or unknown.size == 0:
+        return 0.0
+    candidates = np.unique(np.concatenate([known, unknown, [1.0 + 1e-9]]))
+    best, best_score = 0.0, -1.0
+    for tau in candidates:
+        score = (np.mean(unknown < tau) + np.mean(known >= tau)) / 2.0
+        if score > best_score + 1e-12:
+            best, best_score = float(tau), score
+    return best
+
+
+def unknown_cause_figures(known_max: pd.Series, labels: pd.Series, held_out: dict[str, pd.Series]
+                          ) -> dict[str, Any]:
+    """Hold each cause out in turn: calibrate ``tau`` without it, then apply it to its runs.
+
+    Returns per cause the share of its runs called unknown and the share of the other
+    (known) runs wrongly called unknown, their means, and ``tau`` from every cause.
+    """
+    per_cause = {}
+    for cause, scores in held_out.items():
+        other_unknown = np.concatenate([s.to_numpy() for c, s in held_out.items() if c != cause] or [np.zeros(0)])
+        known = known_max[labels.reindex(known_max.index) != cause].to_numpy()
+        tau = best_threshold(known, other_unknown)
+        per_cause[cause] = {"tau": round(tau, 4), "runs": int(len(scores)),
+                            "called_unknown": round(float(np.mean(scores.to_numpy() < tau)), 4),
+                            "known_called_unknown": round(float(np.mean(known < tau)), 4) if known.size else None}
+    all_unknown = np.concatenate([s.to_numpy() for s in held_out.values()] or [np.zeros(0)])
+    tau = best_threshold(known_max.to_numpy(), all_unknown)
+    vals = list(per_cause.values())
+    return {"tau": round(tau, 4), "per_held_out_cause": per_cause,
+            "unknown_recall": round(float(np.mean([v["called_unknown"] for v in vals])), 4) if vals else None,
+            "known_called_unknown": round(float(np.mean([v["known_called_unknown"] for v in vals
+                                                         if v["known_called_unknown"] is not None])), 4)
+            if vals else None}
+
+
+def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> dict[str, Any]:
+    """Everything train_causes learns for one system: per-learner LOO, best model, curve, unknown-cause tau."""
+    columns = features.feature_columns(frame)
+    labels = run_labels(frame)
+    r = random_accuracy(list(labels))
+    seed = int(params.get("seed", 0))
+    candidates = {k: v for k, v in learners(seed).items() if k in params["learners"]}
+    table, loo = {}, {}
+    for i, (name, template) in enumerate(candidates.items(), 1):
+        proba = loo_probabilities(template, frame, columns)
+        loo[name] = proba
+        predicted = proba.idxmax(axis=1)
+        acc = float((predicted == labels.reindex(predicted.index)).mean()) if len(predicted) else 0.0
+        table[name] = {"accuracy": round(acc, 4), "gain": round(gain(acc, r), 4), "runs": int(len(predicted))}
+        if progress:
+            progress(i, len(candidates), name, acc)
+    order = list(candidates)
+    ranked = sorted(table, key=lambda k: (-table[k]["accuracy"], -table[k]["gain"], order.index(k)))
+    best = ranked[0]
+    curve = []
+    for name in ranked[: int(params["learning_curve_learners"])]:
+        for row in learning_curve(candidates[name], frame, columns, max_runs=int(params["learning_curve_max_runs"]),
+                                  repeats=int(params["learning_curve_repeats"]), seed=seed):
+            curve.append({"learner": name, **row})
+    fault_causes = sorted(c for c in labels.unique() if c != "none")
+    held = held_out_cause_probabilities(candidates[best], frame, columns, fault_causes)
+    known_max = loo[best].max(axis=1)
+    unknown = unknown_cause_figures(known_max, labels, held)
+    model = fit_rows(candidates[best], frame, columns)
+    return {"learners": table, "best": best, "random_accuracy": round(r, 4), "learning_curve": curve,
+            "unknown": unknown, "model": model, "columns": columns, "classes": sorted(labels.unique()),
+            "runs": int(len(labels)), "pairs": int(len(frame)),
+            "loo_predictions": {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
+                                      "probability": round(float(loo[best].loc[run].max()), 4)}
+                                for run in loo[best].index}}
+
+
+def load_model(path) -> Pipeline:
+    """Load a saved model, trusting only scikit-learn/numpy types (skops; never pickle)."""
+    untrusted = sio.get_untrusted_types(file=path)
+    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
+    if foreign:
+        raise ValueError(f"{path}: refusing to load types outside scikit-learn/numpy: {foreign}")
+    return sio.load(path, trusted=untrusted)
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def verified_history_digest(index: dict[str, Any], system: str) -> str:
+    """A hash of a system's verified runs (id, verdict, cause, validated content)."""
+    rows = sorted((r, row.get("verdict"), row.get("cause"), row.get("_validation_key"))
+                  for r, row in index.items() if row["system"] == system and row.get("verdict") in ("pass", "fail"))
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def verified_runs_changed() -> list[str]:
+    """The systems whose verified runs differ from those their current cause model learned from."""
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    changed = []
+    for system in history.systems(index):
+        latest = latest_path(system)
+        meta = archive.read_json(models_dir(system) / archive.read_json(latest)["meta"]) if latest.exists() else {}
+        if meta.get("verified_history") != verified_history_digest(index, system):
+            changed.append(system)
+    return changed
+
+
+def models_dir(system: str):
+    return config.PROCESSED / "cause_models" / system
+
+
+def latest_path(system: str):
+    return models_dir(system) / "latest.json"
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("train_causes")
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    metrics: dict[str, Any] = {}
+    curves = []
+    for system in history.systems(index):
+        path = features.features_path(system)
+        if not path.exists():
+            continue
+        frame = pd.read_parquet(path)
+        if frame["cause"].nunique() < 2:
+            log.warning("train_causes %s: fewer than two causes in the history, nothing to learn", system)
+            continue
+        digest = features.frame_digest(frame)
+        version = hashlib.sha256(json.dumps([digest, params, CODE_VERSION], sort_keys=True).encode()).hexdigest()[:16]
+        meta_file = models_dir(system) / f"{version}.json"
+        if meta_file.exists() and (models_dir(system) / f"{version}.skops").exists():
+            meta = archive.read_json(meta_file)
+            log.info("train_causes %s: model %s is current (training data unchanged)", system, version)
+            if meta.get("verified_history") != verified_history_digest(index, system):
+                meta["verified_history"] = verified_history_digest(index, system)
+                archive.write_json_atomic(meta_file, meta)
+        else:
+            prog = Progress(log, f"train_causes {system}", len(params["learners"]), what="learners")
+            result = train_system(frame, params,
+                                  progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
+            model = result.pop("model")
+            with archive.atomic_path(models_dir(system) / f"{version}.skops") as tmp:
+                sio.dump(model, tmp)
+            meta = {"system": system, "version": version, "training_data_sha256": digest,
+                    "verified_history": verified_history_digest(index, system),
+                    "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}
+            archive.write_json_atomic(meta_file, meta)
+        archive.write_json_atomic(latest_path(system), {"version": version, "model": f"{version}.skops",
+                                                        "meta": f"{version}.json"})
+        best = meta["learners"][meta["best"]]
+        metrics[system] = {"best": meta["best"], "accuracy": best["accuracy"], "gain": best["gain"],
+                           "random_accuracy": meta["random_accuracy"], "runs": meta["runs"],
+                           "learners": meta["learners"], "unknown_cause": {
+                               k: meta["unknown"][k] for k in ("tau", "unknown_recall", "known_called_unknown")},
+                           "model_version": version}
+        curves += [{"system": system, **row} for row in meta["learning_curve"]]
+        print(f"[train_causes] {system}: best {meta['best']} LOO accuracy {best['accuracy']} gain {best['gain']} "
+              f"(r={meta['random_accuracy']}); unknown causes: tau {meta['unknown']['tau']}, "
+              f"recall {meta['unknown']['unknown_recall']}, known called unknown {meta['unknown']['known_called_unknown']}")
+    if metrics:
+        metrics["mean_best_accuracy"] = round(float(np.mean([m["accuracy"] for m in metrics.values()])), 4)
+    config.METRICS.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.METRICS / "causes.json", metrics)
+    with archive.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
+        pd.DataFrame(curves, columns=["system", "learner", "runs_per_cause", "accuracy", "trials"]).to_csv(tmp, index=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The HTML reports in a real headless browser (Debian's chromium driven by chromedriver).
+
+Pages are rendered by ``pipelines.report`` from a verdict document shaped like the
+pipeline's, with hostile strings from an "archive" in every field, then opened from disk
+as a release manager would: no console error, the key elements present, no script run.
+A page with a known console error and a missing image proves the check can fail.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from pipelines import report
+
+EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
+
+
+def _chrome() -> webdriver.Chrome:
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert binary and driver, "chromium and chromedriver are installed by `make test` (apt-get install chromium chromium-driver)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    drv = _chrome()
+    yield drv
+    drv.quit()
+
+
+def _errors(drv) -> list[dict]:
+    return [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+
+
+def _doc() -> dict:
+    counters = [f"app.response_time_ms{EVIL}", "db01.cpu_pct", "tomcat.cpu_pct"]
+    rules = {c: [{"model": f"run-{EVIL}", "premise": [f"db01.cpu_pct=2"], "consequent": f"{c}=1..3",
+                  "confidence_history": 0.97, "confidence_new": 0.1, "delta": 0.8, "premise_intervals": 40}]
+             for c in counters[:2]}
+    return {
+        "schema_version": 1, "run_id": f"shop-t1{EVIL}", "system": "shop", "verdict": "fail", "score": 0.81,
+        "flagged_counters": counters[:2], "counter_scores": {c: 0.9 - 0.1 * i for i, c in enumerate(counters)},
+        "cause": {"label": f"extra_db_query{EVIL}", "probability": 0.78, "known": True},
+        "baseline_runs": [{"run_id": "shop-r1", "weight": 0.6}, {"run_id": "shop-r2", "weight": 0.4}],
+        "methods": {"association_rules_stacking": {"verdict": "fail", "flagged_counters": counters[:2]},
+                    "control_charts": {"verdict": "fail", "violation_ratio": 0.31, "threshold": 0.05,
+                                       "flagged_counters": counters[:1], "load_independent_counters": [],
+                                       "baseline_runs": ["shop-r1"]}},
+        "details": {"verdict_rule": "all", "n_intervals": 60, "interval_s": 30.0,
+                    "stacking_score": {counters[0]: 1.0}, "bagging_votes": {counters[0]: 2},
+                    "violated_rules": rules, "violation_intervals": {counters[0]: [3, 4, 5, 40], counters[1]: [7]},
+                    "not_analysed": {"missing_in_target": [EVIL]},
+                    "control_charts": {"ratios": {counters[0]: {"lower": 0.0, "upper": 0.9, "average": 0.45,
+                                                                "sum": 0.9}}}},
+    }
+
+
+def _charts() -> dict:
+    rng = np.random.default_rng(0)
+    target = (100 + rng.normal(0, 5, 60)).round(2).tolist()
+    return {"baseline_runs": ["shop-r1"], "charts": {
+        f"app.response_time_ms{EVIL}": {"cl": [100.0] * 60, "lcl": [90.0] * 60, "ucl": [110.0] * 60,
+                                        "target": target}}}
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reports")
+    (root / "runs").mkdir()
+    doc = _doc()
+    html = report.render_run(doc, {"version": EVIL, "started_at": "2026-11-21T02:00:00Z",
+                                   "environment": {"cpu_model": EVIL, "db_version": "5.1"}}, _charts(),
+                             baseline_envs={"shop-r1": {"cpu_model": "Xeon", "db_version": "5.1"}},
+                             raw_href="../../data/raw/shop-t1.tar.gz", raw_name="shop-t1.tar.gz")
+    run_page = root / "runs" / "run.html"
+    run_page.write_text(html)
+    rows = [report.index_row(doc) | {"change": "new"},
+            {"run_id": "shop-t2", "system": "shop", "verdict": "pass", "score": 0.05, "cause": "none",
+             "probability": 0.9, "cause_known": True, "top": [], "change": "unchanged"}]
+    index = root / "index.html"
+    index.write_text(report.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL]))
+    return run_page, index
+
+
+def test_the_error_check_can_fail(browser, tmp_path):
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><img src="missing.png"><script>console.error("boom")</script></body></html>')
+    browser.get(bad.as_uri())
+    assert len(_errors(browser)) >= 1
+
+
+def test_run_page_loads_cleanly_with_its_key_elements(browser, pages):
+    run_page, _ = pages
+    browser.get(run_page.as_uri())
+    assert _errors(browser) == []
+    banner = browser.find_element(By.ID, "verdict-banner")
+    assert "FAIL" in banner.text and "0.81" in banner.text
+    assert "Probable cause" in browser.find_element(By.ID, "cause").text
+    for element in ("methods", "top-counters", "violated-rules", "baseline", "timeline", "control-charts"):
+        assert browser.find_element(By.ID, element).is_displayed(), element
+    images = browser.find_elements(By.CSS_SELECTOR, "#control-charts img, #timeline")
+    assert images and all(browser.execute_script("return arguments[0].naturalWidth", i) > 0 for i in images)
+    # the hostile strings are shown as text, never run
+    assert browser.execute_script("return window.__pwned") is None
+    assert browser.execute_script("return document.scripts.length") == 0
+    assert "<script>" in browser.find_element(By.ID, "top-counters").text
+
+
+def test_index_page_loads_cleanly_and_links_every_run(browser, pages):
+    _, index = pages
+    browser.get(index.as_uri())
+    assert _errors(browser) == []
+    assert "1 of 2 runs regressed" in browser.find_element(By.ID, "night-banner").text
+    links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#runs a")]
+    assert len(links) == 2 and all("/runs/" in h for h in links)
+    assert browser.execute_script("return window.__pwned") is None

@@ -1,0 +1,99 @@
+"""Cause classifiers: gain, LOO by run, unknown-cause threshold, safe model files (Nguyen 2017 ch. 8)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import skops.io as sio
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from pipelines import features, predict_causes, train_causes
+
+
+def test_random_predictor_accuracy_and_gain_by_hand():
+    # 3 runs of a, 1 of b: r = (3/4)^2 + (1/4)^2 = 0.625; accuracy 0.75 -> gain 1.2
+    r = train_causes.random_accuracy(["a", "a", "a", "b"])
+    assert r == pytest.approx(0.625)
+    assert train_causes.gain(0.75, r) == pytest.approx(1.2)
+    # the thesis' Commercial 2: five causes of six runs -> r = 20 %
+    assert train_causes.random_accuracy([c for c in "abcde" for _ in range(6)]) == pytest.approx(0.2)
+
+
+def test_best_threshold_separates_known_from_unknown():
+    assert train_causes.best_threshold(np.array([0.9, 0.8, 0.95]), np.array([0.4, 0.5])) == pytest.approx(0.8)
+    assert train_causes.best_threshold(np.array([0.9]), np.array([])) == 0.0
+
+
+def _toy_features(rng, causes=("none", "cpu", "db"), runs_per_cause=4, pairs=2):
+    """Three causes that move different counters; a pair row per (run, baseline)."""
+    rows = []
+    shift = {"none": (0.0, 0.0), "cpu": (0.9, 0.0), "db": (0.0, 0.9)}
+    for cause in causes:
+        for i in range(runs_per_cause):
+            for b in range(pairs):
+                up_cpu, up_db = shift[cause]
+                rows.append({"target": f"{cause}-{i}", "baseline": f"base-{b}", "system": "s", "cause": cause,
+                             "lower:cpu": 0.0, "upper:cpu": up_cpu + rng.uniform(0, 0.05),
+                             "lower:db": 0.0, "upper:db": up_db + rng.uniform(0, 0.05)})
+    return pd.DataFrame(rows)
+
+
+def test_loo_holds_out_every_row_of_the_run_and_learns_separable_causes():
+    frame = _toy_features(np.random.default_rng(0))
+    template = train_causes.learners()["random_forest"]
+    proba = train_causes.loo_probabilities(template, frame, features.feature_columns(frame))
+    labels = train_causes.run_labels(frame)
+    assert len(proba) == 12 and (proba.idxmax(axis=1) == labels.reindex(proba.index)).all()
+    mask = train_causes.train_mask(frame, {"cpu-0"})
+    assert not frame[mask]["target"].eq("cpu-0").any()
+    assert train_causes.train_mask(frame.assign(baseline="cpu-0"), {"cpu-0"}).sum() == 0   # never as baseline either
+
+
+def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
+    frame = _toy_features(np.random.default_rng(1))
+    cols = features.feature_columns(frame)
+    template = train_causes.learners()["random_forest"]
+    held = train_causes.held_out_cause_probabilities(template, frame, cols, ["cpu", "db"])
+    assert set(held) == {"cpu", "db"} and all(len(s) == 4 for s in held.values())
+    known = train_causes.loo_probabilities(template, frame, cols).max(axis=1)
+    figures = train_causes.unknown_cause_figures(known, train_causes.run_labels(frame), held)
+    assert set(figures["per_held_out_cause"]) == {"cpu", "db"}
+    assert 0.0 <= figures["unknown_recall"] <= 1.0 and 0.0 < figures["tau"] <= 1.0
+
+
+def test_train_system_reports_every_learner_and_refits_the_best():
+    frame = _toy_features(np.random.default_rng(2))
+    params = {"learners": list(train_causes.learners()), "learning_curve_max_runs": 2,
+              "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0}
+    out = train_causes.train_system(frame, params)
+    assert set(out["learners"]) == set(train_causes.learners()) and len(out["learners"]) >= 6
+    assert out["random_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
+    assert out["learners"][out["best"]]["accuracy"] == max(v["accuracy"] for v in out["learners"].values())
+    assert [r["runs_per_cause"] for r in out["learning_curve"]] == [1, 2]
+    one = frame[frame["target"] == "db-0"]
+    pred = predict_causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5)
+    assert pred["label"] == "db" and pred["fault"]["label"] == "db" and pred["known"]
+
+
+def test_prediction_handles_counters_the_model_never_saw_or_the_run_lacks():
+    frame = _toy_features(np.random.default_rng(3))
+    cols = features.feature_columns(frame)
+    model = train_causes.fit_rows(train_causes.learners()["logistic_regression"], frame, cols)
+    rows = frame[frame["target"] == "cpu-1"].drop(columns=["lower:db", "upper:db"]).assign(**{"upper:new": 0.5})
+    pred = predict_causes.predict_cause(model, rows, cols, sorted(frame["cause"].unique()), tau=0.0)
+    assert pred["features_not_in_model"] == 1 and pred["label"] in {"none", "cpu", "db"}
+
+
+def _shout(x):
+    return x
+
+
+def test_model_files_with_foreign_types_are_refused(tmp_path):
+    safe = train_causes.fit_rows(train_causes.learners()["decision_tree"], _toy_features(np.random.default_rng(4)),
+                                 ["upper:cpu", "upper:db"])
+    sio.dump(safe, tmp_path / "ok.skops")
+    assert train_causes.load_model(tmp_path / "ok.skops").predict(np.array([[0.9, 0.0]]))[0] == "cpu"
+    sio.dump(make_pipeline(FunctionTransformer(_shout)), tmp_path / "evil.skops")
+    with pytest.raises(ValueError, match="refusing"):
+        train_causes.load_model(tmp_path / "evil.skops")
