@@ -44,7 +44,7 @@ def _errors(drv) -> list[dict]:
 
 def _doc() -> dict:
     counters = [f"app.response_time_ms{EVIL}", "db01.cpu_pct", "tomcat.cpu_pct"]
-    rules = {c: [{"model": f"run-{EVIL}", "premise": [f"db01.cpu_pct=2"], "consequent": f"{c}=1..3",
+    rules = {c: [{"model": f"run-{EVIL}", "premise": ["db01.cpu_pct=2"], "consequent": f"{c}=1..3",
                   "confidence_history": 0.97, "confidence_new": 0.1, "delta": 0.8, "premise_intervals": 40}]
              for c in counters[:2]}
     return {
