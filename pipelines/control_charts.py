@@ -340,17 +340,18 @@ def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, 
     return out
 
 
-def evaluate_history(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str],
-                     passed: list[str], *, params: dict[str, Any]) -> list[dict[str, Any]]:
+def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str], passed: list[str],
+               *, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
-    passed runs, with the threshold calibrated without it.  One row per run."""
-    from pipelines.evaluate import counter_prf, roc_auc
+    passed runs (most similar environment), with the threshold calibrated without it.
 
+    Returns per run the :func:`judge` result plus its ``counter_scores`` (sum ratios).
+    """
     envs = {r: index[r].get("environment") or {} for r in frames}
     versions = {r: index[r].get("version") for r in frames}
     charter = Charter(frames, params)
     calibrations: dict[str, dict[str, Any]] = {}
-    rows = []
+    out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
     for i, run_id in enumerate(verified, 1):
         others = [r for r in passed if r != run_id]
@@ -362,14 +363,26 @@ def evaluate_history(frames: dict[str, pd.DataFrame], index: dict[str, Any], ver
         ratios, _, _ = charter(base, run_id)
         result = judge(ratios, calibrations[key], top_fraction=float(params["top_fraction"]),
                        counter_flag_floor=float(params["counter_flag_floor"]))
+        result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
+        out[run_id] = result
+        progress.step(i)
+    return out
+
+
+def evaluate_history(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str],
+                     passed: list[str], *, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`loo_charts` scored against the truth: one row per run."""
+    from pipelines.evaluate import counter_prf, roc_auc
+
+    rows = []
+    for run_id, result in loo_charts(frames, index, verified, passed, params=params).items():
         expected = index[run_id].get("regressed_counters") or []
         p, r, f = counter_prf(result["flagged_counters"], expected)
         rows.append({"run_id": run_id, "system": index[run_id]["system"], "cause": index[run_id].get("cause"),
                      "truth": index[run_id]["verdict"], "verdict": result["verdict"],
                      "score": result["violation_ratio"], "threshold": result["threshold"],
                      "flagged": len(result["flagged_counters"]), "precision": p, "recall": r, "f": f,
-                     "roc_auc": roc_auc(ratios["sum"].dropna().to_dict(), set(expected))})
-        progress.step(i)
+                     "roc_auc": roc_auc(result["counter_scores"], set(expected))})
     return rows
 
 

@@ -13,6 +13,11 @@ right when the combiner's verdict (fail = at least one flagged counter) equals t
 analyst's.  Unanalysed targets whose truth is known (``evaluate.labels`` files, such as
 the simulator's ``target_labels.json``) are scored from their verdict files.
 
+The report's **headline** (rules and control charts together, ``report.verdict_rule``) is
+scored the same way, with the control charts' leave-one-out results of the same runs
+(``control_charts.loo_charts``).  Targets are scored from their verdict files: the three
+combiners from ``detect``'s, the headline from the report's.
+
 Writes ``metrics/detection.json`` (DVC metrics) and ``metrics/detection_runs.csv``
 (one row per run and combiner, for ``dvc plots``).
 """
@@ -25,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, detect, discretize, history
+from pipelines import archive, config, control_charts, detect, discretize, history, report
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
@@ -97,7 +102,10 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
 
 
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
-               disc_params: dict[str, Any], exclude: set[str]) -> list[dict[str, Any]]:
+               disc_params: dict[str, Any], exclude: set[str], charts: dict[str, dict] | None = None,
+               verdict_rule: str = "all") -> list[dict[str, Any]]:
+    """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
+    the control charts' leave-one-out results of the same runs)."""
     passed = history.passed_runs(index, system, exclude=exclude)
     verified = [r for r, row in sorted(index.items()) if row["system"] == system and row.get("verdict") in ("pass", "fail")
                 and r not in exclude]
@@ -121,6 +129,12 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
                            row.get("regressed_counters") or [],
                            {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
+        if charts is not None:            # the report's headline: rules and control charts together
+            headline = report.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
+                                      verdict_rule=verdict_rule)
+            rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
+                               row.get("regressed_counters") or [], {"headline": headline["flagged_counters"]},
+                               headline["counter_scores"], "loo")
         progress.step(i)
     return rows
 
@@ -131,14 +145,45 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
         if not path.exists():
             continue
         for run_id, truth in archive.read_json(path).items():
-            report = config.DETECTIONS / f"{run_id}.json"
-            if run_id not in index or not report.exists():
+            detection = config.DETECTIONS / f"{run_id}.json"
+            if run_id not in index or not detection.exists():
                 continue
-            doc = archive.read_json(report)
+            doc = archive.read_json(detection)
             flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
+            verdict_file = config.RUN_REPORTS / f"{run_id}.json"
+            if verdict_file.exists():
+                head = archive.read_json(verdict_file)
+                rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                                   truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
+                                   head["counter_scores"], "targets")
     return rows
+
+
+def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict[str, Any]:
+    """How the targets' causes compare with the truth: for failed targets of a cause seen in the
+    history, the nearest label and whether it was called known; for unseen causes, whether the
+    run was called unknown."""
+    seen = {(row["system"], row.get("cause")) for row in index.values() if row.get("verdict") == "fail"}
+    known_rows, unseen_rows = [], []
+    for path in label_files:
+        if not path.exists():
+            continue
+        for run_id, truth in archive.read_json(path).items():
+            verdict_file = config.RUN_REPORTS / f"{run_id}.json"
+            if run_id not in index or truth.get("verdict") != "fail" or not verdict_file.exists():
+                continue
+            cause = archive.read_json(verdict_file)["cause"]
+            if (index[run_id]["system"], truth.get("cause")) in seen:
+                known_rows.append((cause["label"] == truth["cause"], bool(cause["known"])))
+            else:
+                unseen_rows.append(not cause["known"])
+    return {"seen_cause_runs": len(known_rows),
+            "seen_cause_label_correct": round(float(np.mean([a for a, _ in known_rows])), 4) if known_rows else None,
+            "seen_cause_called_known": round(float(np.mean([b for _, b in known_rows])), 4) if known_rows else None,
+            "unseen_cause_runs": len(unseen_rows),
+            "unseen_cause_called_unknown": round(float(np.mean(unseen_rows)), 4) if unseen_rows else None}
 
 
 def main() -> None:
@@ -149,9 +194,17 @@ def main() -> None:
     ev_params = config.load_params("evaluate")
     exclude = set(config.load_params("history").get("exclude", []))
     index = archive.read_json(config.VALID_INDEX)["valid"]
+    cc_params = config.load_params("control_charts")
+    verdict_rule = config.load_params("report")["verdict_rule"]
     rows = []
     for system in history.systems(index):
-        rows += loo_system(system, index, params, mine_params, disc_params, exclude)
+        store = control_charts.FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+        verified = [r for r in sorted(index) if index[r]["system"] == system
+                    and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+        passed = history.passed_runs(index, system, exclude=exclude)
+        charts = control_charts.loo_charts({r: store[r] for r in set(verified) | set(passed)}, index, verified,
+                                           passed, params=cc_params)
+        rows += loo_system(system, index, params, mine_params, disc_params, exclude, charts, verdict_rule)
     rows += target_rows(index, [config.ROOT / p for p in ev_params.get("labels", [])])
     frame = pd.DataFrame(rows)
     metrics: dict[str, Any] = {}
@@ -160,17 +213,19 @@ def main() -> None:
             metrics[source] = summarize(g)
             for system, gs in g.groupby("system"):
                 metrics[f"{source}_{system}"] = summarize(gs)
+    metrics["targets_causes"] = target_cause_figures(index, [config.ROOT / p for p in ev_params.get("labels", [])])
     config.METRICS.mkdir(parents=True, exist_ok=True)
     archive.write_json_atomic(config.METRICS / "detection.json", metrics)
     with archive.atomic_path(config.METRICS / "detection_runs.csv") as tmp:
         frame.to_csv(tmp, index=False)
     for source in ("loo", "targets"):
-        for c in COMBINERS:
+        for c in COMBINERS + ("headline",):
             m = metrics.get(source, {}).get(c)
             if m:
                 print(f"[evaluate] {source:7s} {c:8s} P={m['precision']} R={m['recall']} F={m['f']} "
                       f"normal runs flagged={m['normal_runs_with_flags']}/{m['normal_runs']} "
                       f"run accuracy={m['run_accuracy']} AUC={m['counter_roc_auc']}")
+    print(f"[evaluate] target causes: {metrics['targets_causes']}")
 
 
 if __name__ == "__main__":

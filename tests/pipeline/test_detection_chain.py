@@ -32,8 +32,8 @@ def analysed(cause_lab, tmp_path_factory):
         mp.setenv("REGRESSLAB_ROOT", str(tree))
         config.use_root(tree)
         try:
-            for stage in (pull, validate, normalize, discretize, mine_rules, detect, evaluate, control_charts,
-                          features, train_causes, predict_causes, report):
+            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features,
+                          train_causes, predict_causes, report, evaluate):
                 stage.main()
             yield tree, truth
         finally:
@@ -75,7 +75,7 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         m = metrics["loo"][combiner]
         assert 0.0 <= m["f"] <= 1.0 and m["runs"] == len([r for r in truth if "-r" in r])
     rows = pd.read_csv(config.METRICS / "detection_runs.csv")
-    assert set(rows["combiner"]) == {"single", "bagging", "stacking"}
+    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline"}
     assert set(rows["source"]) == {"loo", "targets"}
 
 
