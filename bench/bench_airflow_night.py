@@ -94,13 +94,14 @@ def main() -> None:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["pull"]["source"] = str(Path(args.source).resolve())
     (root / "params.yaml").write_text(yaml.safe_dump(params))
+    port = 8080 + os.getpid() % 500
     env = dict(os.environ, AIRFLOW_HOME=str(home), REGRESSLAB_ROOT=str(root), PYTHONPATH=str(REPO),
                AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"), AIRFLOW__CORE__PLUGINS_FOLDER=str(REPO / "plugins"),
                AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
                AIRFLOW__CORE__PARALLELISM=str(args.parallelism),
                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
                AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5", AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5",
-               AIRFLOW__API__PORT=str(8080 + os.getpid() % 500))
+               AIRFLOW__API__PORT=str(port), AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://localhost:{port}/execution/")
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     airflow(["db", "migrate"], env, timeout=600)
     log = open(scratch / "standalone.log", "w")
