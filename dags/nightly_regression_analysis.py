@@ -2,8 +2,9 @@
 ### Nightly regression analysis
 
 Every night: pull the new test-run archives, validate them with Great Expectations,
-normalise every run (one mapped task per run), learn the bin edges, mine one
-association-rule model per prior passed run (mapped), calibrate the control charts, then
+normalise each new run (one mapped task per run), learn the bin edges, mine the
+association-rule model of each prior passed run not mined yet (mapped), calibrate the
+control charts, then
 **one mapped task group per target run**: association-rule detection, control charts,
 probable cause, and the run's report (`reports/runs/<run_id>.json` + `.html`). The night
 ends with `reports/index.html` and a summary line.
@@ -36,9 +37,9 @@ def _notify_failure(context) -> None:
           f"{context.get('exception')}")
 
 
-def _stage(name: str):
+def _stage(name: str, trigger_rule: str = "all_success"):
     """A task that runs the whole stage ``pipelines.<name>.main()``."""
-    @task(task_id=name, execution_timeout=TIMEOUT)
+    @task(task_id=name, execution_timeout=TIMEOUT, trigger_rule=trigger_rule)
     def run_stage() -> None:
         import importlib
 
@@ -48,9 +49,9 @@ def _stage(name: str):
 
 
 @task(execution_timeout=TIMEOUT)
-def valid_runs() -> list[str]:
-    from pipelines import history
-    return history.valid_run_ids()
+def new_runs() -> list[str]:
+    from pipelines import normalize
+    return normalize.pending_runs()
 
 
 @task(task_id="normalize_run", execution_timeout=PER_RUN_TIMEOUT)
@@ -60,9 +61,9 @@ def normalize_run(run_name: str) -> str:
 
 
 @task(execution_timeout=TIMEOUT)
-def training_runs() -> list[str]:
+def new_models() -> list[str]:
     from pipelines import mine_rules
-    return mine_rules.training_runs()
+    return mine_rules.pending_models()
 
 
 @task(task_id="mine_run", execution_timeout=PER_RUN_TIMEOUT)
@@ -153,12 +154,12 @@ def summary(night: dict) -> str:
 )
 def nightly_regression_analysis():
     validated = _stage("pull")() >> _stage("validate")()
-    runs = valid_runs()
+    runs = new_runs()
     validated >> [runs, announce_verified_runs()]
-    normalized = normalize_run.expand(run_name=runs) >> _stage("normalize")() >> _stage("discretize")()
-    history_runs = training_runs()
+    normalized = normalize_run.expand(run_name=runs) >> _stage("normalize", "none_failed")() >> _stage("discretize")()
+    history_runs = new_models()
     normalized >> history_runs
-    mined = mine_run.expand(run_name=history_runs) >> _stage("mine_rules")()
+    mined = mine_run.expand(run_name=history_runs) >> _stage("mine_rules", "none_failed")()
     targets = target_runs()
     mined >> calibrate_control_charts() >> targets
     night = night_index()

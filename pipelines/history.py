@@ -55,13 +55,6 @@ def most_similar(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, An
     return [r for r, e in equal.items() if e == best]
 
 
-def valid_run_ids() -> list[str]:
-    """Every validated run, oldest first (the normalize fan-out of the nightly DAG)."""
-    from pipelines import archive, config
-    index = archive.read_json(config.VALID_INDEX)["valid"]
-    return sorted(index, key=lambda r: (index[r]["started_at"], r))
-
-
 def target_run_ids() -> list[str]:
     """The runs to analyse tonight (the per-run fan-out of the nightly DAG)."""
     from pipelines import archive, config

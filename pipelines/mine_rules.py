@@ -207,11 +207,16 @@ def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str
     return rules
 
 
-def training_runs() -> list[str]:
-    """The runs that get a model: the training runs of every system's edges."""
+def pending_models() -> list[str]:
+    """The training runs (of every system's edges) whose model is not cached yet: tonight's fan-out."""
+    params = config.load_params("mine_rules")
     index = archive.read_json(config.VALID_INDEX)["valid"]
-    return [r for system in history.systems(index)
-            for r in archive.read_json(discretize.edges_path(system))["training_runs"]]
+    out = []
+    for system in history.systems(index):
+        spec = archive.read_json(discretize.edges_path(system))
+        out += [r for r in spec["training_runs"]
+                if not model_path(r, spec["counters"], params, models_dir(system), spec.get("reference_load"))[0].exists()]
+    return out
 
 
 def run_one(run_id: str) -> int:

@@ -187,10 +187,8 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     meta = archive.read_json(meta_path)
     key = run_key(meta["_validation_key"], params)
     out, info_file = frame_path(run_id), info_path(run_id)
-    if out.exists() and info_file.exists():
-        info = archive.read_json(info_file)
-        if info.get("key") == key:
-            return info
+    if is_current(run_id, params):
+        return archive.read_json(info_file)
     frames, meta = load_valid_run(run_id)
     frame, info = normalize_run(frames, meta, interval_s=float(params["interval_s"]),
                                 load_scaling=bool(params.get("load_scaling", False)),
@@ -199,6 +197,22 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     archive.write_parquet_atomic(out, frame)
     archive.write_json_atomic(info_file, info)
     return info
+
+
+def is_current(run_id: str, params: dict[str, Any]) -> bool:
+    """Whether the run's normalised frame exists and was made from its current validation and params."""
+    out, info_file = frame_path(run_id), info_path(run_id)
+    if not (out.exists() and info_file.exists()):
+        return False
+    key = run_key(archive.read_json(config.VALID / run_id / "meta.json")["_validation_key"], params)
+    return archive.read_json(info_file).get("key") == key
+
+
+def pending_runs() -> list[str]:
+    """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
+    params = config.load_params("normalize")
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r)) if not is_current(r, params)]
 
 
 def run_one(run_id: str) -> dict[str, Any]:
