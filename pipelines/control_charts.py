@@ -24,13 +24,14 @@ Nguyen 2017 (seed 004; METHODS.md §A, C):
   of that score over normal runs of the history, each charted against the others.
 
 The baseline of a target is the passed runs of its history whose environment is most
-like its own (``history.most_similar``): a lab with another CPU or database version
-moves counters for reasons that are not regressions, and pooling it would widen every
-limit.  A counter is *flagged* when its sum ratio is above both its own maximum over the
+like its own (``history.most_similar``), the newest ``max_baseline_runs`` of them: a lab
+with another CPU or database version moves counters for reasons that are not regressions,
+and pooling it would widen every limit.  A counter is *flagged* when its sum ratio is above both its own maximum over the
 normal runs of the history and ``counter_flag_floor``.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -258,6 +259,31 @@ def load_independent_counters(pair_ratios: list[pd.Series], *, max_ratio: float 
     return sorted(share[share > min_share].index)
 
 
+def chart_baseline(candidates: dict[str, dict[str, Any]], target_env: dict[str, Any], max_runs: int | None
+                   ) -> list[str]:
+    """The baseline of a chart: the candidates (oldest first) in the environment most like the
+    target's, the newest ``max_runs`` of them."""
+    base = history.most_similar(candidates, target_env)
+    return base[-max_runs:] if max_runs else base
+
+
+def repeat_pairs(runs: list[str], envs: dict[str, dict[str, Any]], versions: dict[str, str | None]
+                 ) -> list[tuple[str, str]]:
+    """"We run the same test again" (Nguyen 2017 §5.4): each run with the previous run (in
+    ``runs`` order) of the same version in the same lab.  One pair per run, not every pair:
+    a history of one long-lived version would otherwise cost n² charts."""
+    last: dict[str, str] = {}
+    pairs = []
+    for run in runs:
+        if versions.get(run) is None:
+            continue
+        key = json.dumps([versions[run], envs.get(run) or {}], sort_keys=True, default=str)
+        if key in last:
+            pairs.append((last[key], run))
+        last[key] = run
+    return pairs
+
+
 def chart_params(params: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`chart` from the stage's params block."""
     return {"method": params.get("method", "percentile"), "lower_pct": float(params.get("lower_pct", 1.0)),
@@ -267,41 +293,51 @@ def chart_params(params: dict[str, Any]) -> dict[str, Any]:
             "min_mode_share": float(params.get("multimodal_min_share", 0.02))}
 
 
-def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], versions: dict[str, str],
-              *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
-    """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
-
-    Each passed run is charted against the others (most similar environments); the run
-    threshold is the maximum run score, each counter's limit its maximum sum ratio.
-    Load-independent counters come from the pairs of passed runs of one version and one
-    environment.
-    """
+def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]],
+                      versions: dict[str, str | None], *, params: dict[str, Any],
+                      charter: Charter | None = None) -> dict[str, Any]:
+    """The charts a calibration is made of: each passed run against the others (most similar
+    environment, newest ``max_baseline_runs``), and each repeat pair (:func:`repeat_pairs`)."""
     charter = charter or Charter(frames, params)
-    pairs = []
-    for a in frames:
-        for b in frames:
-            # "we run the same test again" (§5.4): same version, same lab
-            if a != b and versions.get(a) is not None and versions.get(a) == versions.get(b) and envs[a] == envs[b]:
-                ratios, _, _ = charter([a], b)
-                pairs.append(ratios["sum"])
+    pairs = {(a, b): charter([a], b)[0]["sum"] for a, b in repeat_pairs(list(frames), envs, versions)}
+    runs = {}
+    for run_id in frames:
+        base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id],
+                              params.get("max_baseline_runs"))
+        if base:
+            runs[run_id] = charter(base, run_id)[0][["average", "sum"]]
+    return {"pairs": pairs, "runs": runs}
+
+
+def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out: str | None = None
+                     ) -> dict[str, Any]:
+    """A calibration from its charts, optionally without one run (its own chart and its pairs)."""
+    pairs = [v for (a, b), v in parts["pairs"].items() if leave_out not in (a, b)]
     independent = load_independent_counters(pairs, max_ratio=float(params["load_independent_ratio"]),
                                             min_share=float(params["load_independent_share"]))
-    scores, sums = {}, []
-    for run_id in frames:
-        base = history.most_similar({r: envs[r] for r in frames if r != run_id}, envs[run_id])
-        if not base:
-            continue
-        ratios, _, _ = charter(base, run_id)
-        scores[run_id] = run_score(ratios["average"], top_fraction=float(params["top_fraction"]),
-                                   exclude=independent)
-        sums.append(ratios["sum"])
-    counter_max = pd.DataFrame(sums).max(axis=0) if sums else pd.Series(dtype=float)
+    runs = {r: x for r, x in parts["runs"].items() if r != leave_out}
+    scores = {r: run_score(x["average"], top_fraction=float(params["top_fraction"]), exclude=independent)
+              for r, x in runs.items()}
+    counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     threshold = params.get("threshold")
     return {"threshold": float(threshold) if threshold is not None else (max(scores.values()) if scores else 0.0),
             "threshold_from": "params" if threshold is not None else "max over normal runs",
             "normal_scores": scores, "load_independent": independent,
             "counter_normal_max": {c: float(v) for c, v in counter_max.dropna().items()},
             "same_version_pairs": len(pairs)}
+
+
+def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], versions: dict[str, str],
+              *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
+    """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
+
+    Each passed run is charted against the others (most similar environments); the run
+    threshold is the maximum run score, each counter's limit its maximum sum ratio.
+    Load-independent counters come from consecutive passed runs of one version in one
+    environment (:func:`repeat_pairs`).
+    """
+    return calibration_from(calibration_parts(frames, envs, versions, params=params, charter=charter),
+                            params=params)
 
 
 def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
@@ -343,25 +379,27 @@ def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, 
 def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str], passed: list[str],
                *, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
-    passed runs (most similar environment), with the threshold calibrated without it.
+    passed runs (most similar environment), judged by a calibration without it.
 
-    Returns per run the :func:`judge` result plus its ``counter_scores`` (sum ratios).
+    The calibration without a held-out passed run drops its own chart and its repeat pairs;
+    the other passed runs' charts are computed once, so a baseline of theirs may include
+    the held-out run (it widens their limits a little: their scores, and so the threshold,
+    can only be lower — the held-out run is judged slightly more strictly).  This keeps the
+    cost linear in the history instead of quadratic.  Returns per run the :func:`judge`
+    result plus its ``counter_scores`` (sum ratios).
     """
     envs = {r: index[r].get("environment") or {} for r in frames}
     versions = {r: index[r].get("version") for r in frames}
     charter = Charter(frames, params)
-    calibrations: dict[str, dict[str, Any]] = {}
+    parts = calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params, charter=charter)
     out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
     for i, run_id in enumerate(verified, 1):
         others = [r for r in passed if r != run_id]
-        key = run_id if run_id in passed else ""
-        if key not in calibrations:
-            calibrations[key] = calibrate({r: frames[r] for r in others}, envs, versions, params=params,
-                                          charter=charter)
-        base = history.most_similar({r: envs[r] for r in others}, envs[run_id])
+        calibration = calibration_from(parts, params=params, leave_out=run_id if run_id in passed else None)
+        base = chart_baseline({r: envs[r] for r in others}, envs[run_id], params.get("max_baseline_runs"))
         ratios, _, _ = charter(base, run_id)
-        result = judge(ratios, calibrations[key], top_fraction=float(params["top_fraction"]),
+        result = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
                        counter_flag_floor=float(params["counter_flag_floor"]))
         result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
         out[run_id] = result
@@ -432,7 +470,8 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], store: Fr
               calibration: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Control charts of one target against the most similar runs of its baseline; the result file."""
     env = index[run_id].get("environment") or {}
-    base = history.most_similar({b: index[b].get("environment") or {} for b in baseline}, env)
+    base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
+                          params.get("max_baseline_runs"))
     if not base:
         return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline"}
     target = store[run_id]

@@ -44,10 +44,12 @@ def pair_features(charter: control_charts.Charter, target: str, baselines: list[
     return pd.DataFrame(rows)
 
 
-def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any]]) -> list[str]:
-    """The passed runs (never the run itself) whose environment is most like the run's."""
+def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any]],
+                   max_runs: int | None = None) -> list[str]:
+    """The passed runs (never the run itself) whose environment is most like the run's, the
+    newest ``max_runs`` of them (``passed`` is oldest first)."""
     others = [r for r in passed if r != run_id]
-    return sorted(history.most_similar({r: envs[r] for r in others}, envs[run_id]))
+    return sorted(control_charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], max_runs))
 
 
 def feature_columns(frame: pd.DataFrame) -> list[str]:
@@ -85,7 +87,8 @@ def main() -> None:
         progress = Progress(log, f"features {system}", len(verified), every=10)
         parts = []
         for i, run_id in enumerate(verified, 1):
-            part = pair_features(charter, run_id, pair_baselines(run_id, passed, envs))
+            part = pair_features(charter, run_id, pair_baselines(run_id, passed, envs,
+                                                                 cc_params.get("max_baseline_runs")))
             part["system"] = system
             part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
             parts.append(part)

@@ -88,7 +88,8 @@ def run_one(run_id: str, index: dict[str, Any] | None = None, models: CauseModel
             charter = control_charts.Charter(store, config.load_params("control_charts"))
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
-        pairs = features.pair_baselines(run_id, baseline, envs)
+        pairs = features.pair_baselines(run_id, baseline, envs,
+                                        config.load_params("control_charts").get("max_baseline_runs"))
         if not pairs:
             result = {"label": None, "probability": None, "known": False, "reason": "no passed baseline run"}
         else:

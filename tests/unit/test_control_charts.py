@@ -157,3 +157,10 @@ def test_judge_flags_counters_over_their_normal_maximum_only_when_the_run_fails(
     assert out["flagged_counters"] == ["a"]          # c: 0.05 is over its normal max but under the floor
     calm = cc.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1)
     assert calm["verdict"] == "pass" and calm["flagged_counters"] == [] and calm["counters_over_limit"] == ["a"]
+
+
+def test_repeat_pairs_are_consecutive_runs_of_one_version_in_one_lab():
+    envs = {"a": {"cpu": 1}, "b": {"cpu": 1}, "c": {"cpu": 2}, "d": {"cpu": 1}, "e": {"cpu": 1}}
+    versions = {"a": "1.0", "b": "1.0", "c": "1.0", "d": "1.1", "e": "1.0"}
+    # c is another lab, d another version: a-b and b-e are the same test run again
+    assert cc.repeat_pairs(list("abcde"), envs, versions) == [("a", "b"), ("b", "e")]
