@@ -28,8 +28,9 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
                   top: int = 3) -> dict[str, Any]:
     """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
 
-    ``fault`` is the most probable cause other than ``none`` with its probability among
-    the causes (for a run the detectors fail whatever the classifier thinks).
+    ``fault`` is the most probable cause other than ``none`` with its own probability (not
+    renormalised: a run the classifier finds normal shows a low one), for a run the
+    detectors fail whatever the classifier thinks.
     Counters the model was trained on but the run lacks are NaN (imputed with their
     missing indicator); counters the model never saw are ignored and listed.
     """
@@ -38,7 +39,7 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     label, p = str(proba.index[0]), float(proba.iloc[0])
     unseen = sorted(set(features.feature_columns(rows)) - set(columns))
     faults = proba.drop("none", errors="ignore")
-    fault = {"label": str(faults.index[0]), "probability": round(float(faults.iloc[0] / max(faults.sum(), 1e-12)), 4)} \
+    fault = {"label": str(faults.index[0]), "probability": round(float(faults.iloc[0]), 4)} \
         if len(faults) else {"label": None, "probability": None}
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
             "fault": fault, "none_probability": round(float(proba.get("none", 0.0)), 4),
