@@ -460,6 +460,11 @@ class FrameStore:
     def __init__(self, reference: float | None):
         self.reference, self._frames = reference, {}
 
+    @classmethod
+    def of_system(cls, system: str) -> "FrameStore":
+        """The store of a system, at the reference load its bin edges were learned at."""
+        return cls(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+
     def __getitem__(self, run_id: str) -> pd.DataFrame:
         if run_id not in self._frames:
             self._frames[run_id] = discretize.load_scaled(run_id, self.reference)
@@ -495,7 +500,7 @@ def calibrate_system(system: str, index: dict[str, Any] | None = None, store: Fr
     params = config.load_params("control_charts")
     hist = config.load_params("history")
     index = index or archive.read_json(config.VALID_INDEX)["valid"]
-    store = store or FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+    store = store or FrameStore.of_system(system)
     passed = history.passed_runs(index, system, exclude=set(hist.get("exclude", [])), window=hist["window"])
     calibration = calibrate({r: store[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                             {r: index[r].get("version") for r in passed}, params=params)
@@ -517,7 +522,7 @@ def run_one(run_id: str, index: dict[str, Any] | None = None, store: FrameStore 
     hist = config.load_params("history")
     index = index or archive.read_json(config.VALID_INDEX)["valid"]
     system = index[run_id]["system"]
-    store = store or FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+    store = store or FrameStore.of_system(system)
     calibration = archive.read_json(calibration_path(system))
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
     result = chart_run(run_id, baseline, index, store, calibration, params)
@@ -535,14 +540,13 @@ def main() -> None:
     done = 0
     loo_rows = []
     for system in history.systems(index):
-        store = FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+        store = FrameStore.of_system(system)
         calibrate_system(system, index, store)
         for run_id in [t for t in todo if index[t]["system"] == system]:
             result = run_one(run_id, index, store)
             done += 1
             progress.step(done, f"{run_id} -> {result['verdict']}, score {result.get('violation_ratio')}")
-        verified = [r for r in sorted(index) if index[r]["system"] == system
-                    and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+        verified = history.verified_runs(index, system, exclude=exclude)
         all_passed = history.passed_runs(index, system, exclude=exclude)
         loo_rows += evaluate_history({r: store[r] for r in set(verified) | set(all_passed)}, index, verified,
                                      all_passed, params=params)

@@ -107,8 +107,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
     """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
     the control charts' leave-one-out results of the same runs)."""
     passed = history.passed_runs(index, system, exclude=exclude)
-    verified = [r for r, row in sorted(index.items()) if row["system"] == system and row.get("verdict") in ("pass", "fail")
-                and r not in exclude]
+    verified = history.verified_runs(index, system, exclude=exclude)
     cache = config.DATA / "cache" / "loo" / system
     all_ref = discretize.reference_load(passed)
     all_edges = discretize.learn_edges([discretize.load_scaled(r, all_ref) for r in passed],
@@ -198,9 +197,8 @@ def main() -> None:
     verdict_rule = config.load_params("report")["verdict_rule"]
     rows = []
     for system in history.systems(index):
-        store = control_charts.FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
-        verified = [r for r in sorted(index) if index[r]["system"] == system
-                    and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+        store = control_charts.FrameStore.of_system(system)
+        verified = history.verified_runs(index, system, exclude=exclude)
         passed = history.passed_runs(index, system, exclude=exclude)
         charts = control_charts.loo_charts({r: store[r] for r in set(verified) | set(passed)}, index, verified,
                                            passed, params=cc_params)

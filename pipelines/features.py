@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, discretize, history
+from pipelines import archive, config, control_charts, history
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.features")
@@ -77,13 +77,11 @@ def main() -> None:
     exclude = set(config.load_params("history").get("exclude", []))
     index = archive.read_json(config.VALID_INDEX)["valid"]
     for system in history.systems(index):
-        spec = archive.read_json(discretize.edges_path(system))
-        store = control_charts.FrameStore(spec.get("reference_load"))
+        store = control_charts.FrameStore.of_system(system)
         charter = control_charts.Charter(store, cc_params)
         passed = history.passed_runs(index, system, exclude=exclude)
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
-        verified = [r for r in sorted(index) if index[r]["system"] == system
-                    and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+        verified = history.verified_runs(index, system, exclude=exclude)
         progress = Progress(log, f"features {system}", len(verified), every=10)
         parts = []
         for i, run_id in enumerate(verified, 1):

@@ -22,6 +22,12 @@ def passed_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[s
     return ids[-window:] if window else ids
 
 
+def verified_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset()) -> list[str]:
+    """The runs of ``system`` an analyst has verified (passed or failed), by run_id."""
+    return [r for r in sorted(index) if index[r].get("system") == system
+            and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+
+
 def targets(index: dict[str, dict[str, Any]]) -> list[str]:
     """Runs nobody has analysed yet (``verdict`` null), oldest first."""
     return [rid for rid, row in sorted(index.items(), key=lambda kv: (kv[1]["started_at"], kv[0]))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, discretize, features, history, train_causes
+from pipelines import archive, config, control_charts, features, history, train_causes
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.predict_causes")
@@ -85,7 +85,7 @@ def run_one(run_id: str, index: dict[str, Any] | None = None, models: CauseModel
     else:
         model, meta = loaded
         if charter is None:
-            store = control_charts.FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+            store = control_charts.FrameStore.of_system(system)
             charter = control_charts.Charter(store, config.load_params("control_charts"))
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
@@ -113,7 +113,7 @@ def main() -> None:
     for i, run_id in enumerate(todo, 1):
         system = index[run_id]["system"]
         if system not in charters:
-            store = control_charts.FrameStore(archive.read_json(discretize.edges_path(system)).get("reference_load"))
+            store = control_charts.FrameStore.of_system(system)
             charters[system] = control_charts.Charter(store, config.load_params("control_charts"))
         result = run_one(run_id, index, models, charters[system])
         progress.step(i, f"{run_id} -> {result['label']} p={result['probability']} known={result['known']}")

@@ -263,8 +263,8 @@ def load_model(path) -> Pipeline:
 
 def verified_history_digest(index: dict[str, Any], system: str) -> str:
     """A hash of a system's verified runs (id, verdict, cause, validated content)."""
-    rows = sorted((r, row.get("verdict"), row.get("cause"), row.get("_validation_key"))
-                  for r, row in index.items() if row["system"] == system and row.get("verdict") in ("pass", "fail"))
+    rows = [(r, index[r].get("verdict"), index[r].get("cause"), index[r].get("_validation_key"))
+            for r in history.verified_runs(index, system)]
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
