@@ -33,6 +33,7 @@ from pipelines import config, detect, discretize, mine_rules  # noqa: E402
 
 # the project's own mining params (params.yaml: mine_rules); the algorithm varies per case
 PARAMS = {k: v for k, v in config.load_params("mine_rules").items() if k != "algorithm"}
+DISC = config.load_params("discretize")          # bins as the pipeline learns them (open edge bins, log span)
 
 
 def synthetic_run(n_counters: int, n_intervals: int, seed: int, shift: dict[int, float] | None = None) -> pd.DataFrame:
@@ -65,7 +66,7 @@ def synthetic_run(n_counters: int, n_intervals: int, seed: int, shift: dict[int,
 
 def case_mine(n_counters: int, n_intervals: int, algorithm: str) -> dict:
     frame = synthetic_run(n_counters, n_intervals, seed=1)
-    edges = discretize.learn_edges([frame], log_base=10)
+    edges = discretize.edges_for([frame], DISC)
     binned = discretize.apply_edges(frame, edges)
     t0 = time.perf_counter()
     rules = mine_rules.mine_model(binned, edges, dict(PARAMS, algorithm=algorithm))
@@ -75,7 +76,7 @@ def case_mine(n_counters: int, n_intervals: int, algorithm: str) -> dict:
 
 def case_detect(n_counters: int, n_intervals: int, history: int) -> dict:
     runs = [synthetic_run(n_counters, n_intervals, seed=100 + i) for i in range(history)]
-    edges = discretize.learn_edges(runs, log_base=10)
+    edges = discretize.edges_for(runs, DISC)
     params = dict(PARAMS, algorithm="apriori")
     t0 = time.perf_counter()
     models = [detect.Model(f"r{i}", mine_rules.mine_model(discretize.apply_edges(r, edges), edges, params),

@@ -18,12 +18,32 @@ Foo et al. 2015 (seed 003; METHODS.md §B.3-6):
   takes part in a violated rule; flagged counters are ranked by ``s`` (stacking) or
   votes (bagging), then severity.
 
+Two additions, each a param of ``detect`` and measured in README ("Detector accuracy"):
+
+* **practical change** (``min_rel_change``): a rule model flags a counter that crossed
+  a bin edge however small the move (a 2.7 % rise of a thread count in a narrow range
+  crosses two bins).  A flagged counter stays flagged only when, over the intervals in
+  which its rules were violated, its median distance from the band of the target
+  lab's passed runs (their 5th-95th percentiles) is at least ``min_rel_change`` of its
+  level (:func:`change_magnitude`); the others are listed in the verdict file's
+  ``details.below_min_rel_change``.  A whole-run shift scores about its size less half
+  the band, a burst its height, noise that happened to break a rule about 0.
+* **new environment** (``new_environment_abstain``): stacking weighs the models by
+  environment similarity, but when no prior run ran in the target's environment every
+  model describes another lab.  Counters whose level differs between the labs of the
+  history (Kruskal-Wallis over the labs' run medians, ``p < environment_alpha``, by at
+  least ``min_rel_change``) cannot be judged there; every model abstains on them and
+  the verdict file lists them under ``details.not_analysed``.  A component that never
+  varied in the history (one CPU model only) cannot be tested this way — the report's
+  "New lab environment" warning says so.
+
 Writes ``data/processed/detections/<run_id>.json``, shaped like the verdict file of
 ``DATA_CONTRACT.md`` §2; the ``report`` stage merges it with the control charts and the
 cause into ``reports/runs/<run_id>.json``.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -328,6 +348,73 @@ def detect_run(binned: pd.DataFrame, target_env: dict[str, Any], models: list[Mo
     return result
 
 
+def change_magnitude(values: np.ndarray, intervals: list[int] | None, low: float, level: float,
+                     high: float) -> float:
+    """How far a counter is from its usual band where its rules were violated.
+
+    The median over the violation intervals of the distance of the value from the
+    reference runs' band ``[low, high]`` (their 5th and 95th percentiles; 0 inside it),
+    relative to ``max(|level|, high - low)`` (``level`` = their median; the spread keeps a
+    counter that idles near 0 from turning a tiny absolute move into a huge relative
+    one).  A counter that moved as a whole scores about its shift less half the band; a
+    burst scores its height; ordinary noise that happened to break a rule scores ~0.
+    NaN when there is nothing to measure.
+    """
+    x = np.asarray(values, dtype=float)
+    if intervals:
+        x = x[np.asarray(intervals, dtype=int)]
+    x = x[~np.isnan(x)]
+    scale = max(abs(level), high - low)
+    if x.size == 0 or not np.isfinite(scale) or scale <= 0:
+        return float("nan")
+    return float(np.median(np.maximum(low - x, 0) + np.maximum(x - high, 0)) / scale)
+
+
+def practical_filter(result: dict[str, Any], magnitude: dict[str, float], min_rel_change: float) -> dict[str, float]:
+    """Unflag, in every combiner, the counters whose change is smaller than ``min_rel_change``.
+
+    A rule model sees a counter that moved from one bin to the next as regressed however
+    small the move; an analyst does not call a 2 % move a regression.  Returns the
+    unflagged counters with their magnitude.
+    """
+    small = {c: m for c, m in magnitude.items() if np.isfinite(m) and m < min_rel_change}
+    for combiner in ("single", "bagging", "stacking"):
+        result[combiner] = [c for c in result[combiner] if c not in small]
+    return small
+
+
+def environment_dependent(levels: pd.DataFrame, env_keys: list[str], *, alpha: float,
+                          min_rel_change: float) -> dict[str, float]:
+    """Counters whose level differs between the environments of the history.
+
+    ``levels``: one row per prior run (its median of every counter, load-scaled), and
+    ``env_keys`` the environment of each row.  A counter depends on the environment when
+    its run levels differ between environments (Kruskal-Wallis over the environment
+    groups, ``p < alpha``) by at least ``min_rel_change`` of its overall level (range of
+    the group medians).  Returns counter -> p-value for the dependent ones; nothing when
+    the history has a single environment (nothing to compare).
+    """
+    from scipy.stats import kruskal
+
+    keys = pd.Series(env_keys, index=levels.index)
+    if keys.nunique() < 2:
+        return {}
+    out: dict[str, float] = {}
+    for counter in levels.columns:
+        col = levels[counter].dropna()
+        groups = [g.to_numpy() for _, g in col.groupby(keys.loc[col.index])]
+        if len(groups) < 2 or col.nunique() < 2:
+            continue
+        medians = [float(np.median(g)) for g in groups]
+        scale = abs(float(col.median()))
+        if scale <= 0 or (max(medians) - min(medians)) / scale < min_rel_change:
+            continue
+        p = float(kruskal(*groups).pvalue)
+        if p < alpha:
+            out[counter] = p
+    return out
+
+
 def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], *, interval_s: float,
                      not_analysed: dict[str, list[str]]) -> dict[str, Any]:
     """The per-run verdict file (DATA_CONTRACT.md §2), headline from stacking."""
@@ -361,6 +448,9 @@ def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], 
             "violation_intervals": {c: v for c, v in result["intervals"].items()
                                     if c in set(stack) | set(result["bagging"])},
             "not_analysed": not_analysed,
+            # flagged by the rules but moved less than detect.min_rel_change: counter -> magnitude
+            "below_min_rel_change": {c: round(float(m), 4) for c, m in
+                                     sorted((result.get("small_changes") or {}).items())},
         },
     }
 
@@ -397,27 +487,55 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
     return rules
 
 
+def _levels(runs: list[str], reference: float | None, memo: dict) -> pd.DataFrame:
+    """One row per run: its median of every counter (load-scaled), cached in ``memo``."""
+    for r in runs:
+        if ("level", reference, r) not in memo:
+            memo[("level", reference, r)] = discretize.load_scaled(r, reference).median()
+    return pd.DataFrame({r: memo[("level", reference, r)] for r in runs}).T
+
+
+def _bands(refs: list[str], reference: float | None, memo: dict) -> pd.DataFrame:
+    """The 5th, 50th and 95th percentile of every counter over the reference runs pooled."""
+    key = ("bands", reference, tuple(refs))
+    if key not in memo:
+        pooled = pd.concat([discretize.load_scaled(r, reference) for r in refs], ignore_index=True)
+        memo[key] = pooled.quantile([0.05, 0.5, 0.95])
+    return memo[key]
+
+
 def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict[str, Any],
             mine_params: dict[str, Any], params: dict[str, Any], directory,
             memo: dict | None = None, reference: float | None = None) -> tuple[dict, dict]:
     """Detect on one run against a baseline; return (detect_run result, verdict document).
 
-    ``reference`` is the system's reference load the bin edges were learned at.
+    ``reference`` is the system's reference load the bin edges were learned at.  Steps:
+    the prior runs' models; in a new environment, abstention on environment-dependent
+    counters; pruning of rules that the target environment's passed runs break; the
+    three combiners; the practical-change filter.
     """
+    memo = {} if memo is None else memo
     frame = discretize.load_scaled(run_id, reference)
     info = read_info(run_id)
     target_env = index[run_id].get("environment") or {}
+    envs = {b: index[b].get("environment") or {} for b in baseline}
+    refs = history.most_similar(envs, target_env)      # known-good runs of the target's (nearest) lab
     models = []
     model_counters: set[str] = set()
     for b in baseline:
         recorded = set(read_info(b)["counters"])
         model_counters |= recorded
         models.append(Model(b, mine_rules.mine_for_run(b, edges, mine_params, directory, reference),
-                            index[b].get("environment") or {}, frozenset(recorded & set(edges))))
+                            envs[b], frozenset(recorded & set(edges))))
+    env_dependent: dict[str, float] = {}
+    if params.get("new_environment_abstain", False) and baseline and target_env not in envs.values():
+        env_dependent = environment_dependent(_levels(baseline, reference, memo),
+                                              [json.dumps(envs[b], sort_keys=True) for b in baseline],
+                                              alpha=params["environment_alpha"],
+                                              min_rel_change=params.get("min_rel_change") or 0.0)
+        models = [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(env_dependent)) for m in models]
     dropped: dict[str, int] = {}
     if params.get("prune_unstable_rules", True) and models:
-        refs = history.most_similar({b: index[b].get("environment") or {} for b in baseline}, target_env)
-        memo = {} if memo is None else memo
         tag = f"{discretize.edges_digest(edges)}@{reference}"
         ref_frames = {}
         for r in refs:
@@ -429,14 +547,26 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
                                        min_premise_intervals=params["min_premise_intervals"], memo=memo,
                                        memo_tag=tag)
     single = single_model(baseline, edges, mine_params, directory, reference) if baseline else None
-    binned = discretize.apply_edges(frame, edges)
-    result = detect_run(binned, target_env, models, single,
+    result = detect_run(discretize.apply_edges(frame, edges), target_env, models, single,
                         delta_threshold=params["delta_threshold"],
                         min_premise_intervals=params["min_premise_intervals"],
                         stacking_threshold=params["stacking_threshold"])
     result["pruned_rules"] = dropped
+    result["single"] = [c for c in result["single"] if c not in env_dependent]
+    result["environment_dependent"] = env_dependent
+    result["small_changes"] = {}
+    if params.get("min_rel_change") and refs:
+        q = _bands(refs, reference, memo)
+        flagged = set(result["single"]) | set(result["bagging"]) | set(result["stacking"])
+        magnitude = {c: change_magnitude(frame[c].to_numpy(dtype=float), result["intervals"].get(c),
+                                         float(q.at[0.05, c]), float(q.at[0.5, c]), float(q.at[0.95, c]))
+                     for c in flagged if c in frame.columns and c in q.columns}
+        result["small_changes"] = practical_filter(result, magnitude, params["min_rel_change"])
+    not_analysed = split_counters(frame, edges, model_counters)
+    if env_dependent:
+        not_analysed["environment_dependent_in_new_environment"] = sorted(env_dependent)
     doc = verdict_document(run_id, index[run_id], result, interval_s=info["interval_s"],
-                           not_analysed=split_counters(frame, edges, model_counters))
+                           not_analysed=not_analysed)
     return result, doc
 
 

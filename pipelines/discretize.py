@@ -6,9 +6,24 @@ runs pooled (``u`` = its number of unique values there).  The paper does not nam
 logarithm's base; it is ``discretize.log_base`` (default 10: with the natural log a
 counter with 1,920 distinct values gets 15 bins and on a roughly normal counter no bin
 reaches support 0.3, so almost no rule survives — see README for the measurement).
-``k`` is ``floor(2·log_b(u))``.  Values of a new run outside the learned range fall
-into the edge bins.  A counter with a single value over the training runs (zero
-variance) gets no edges and is not analysed.
+``k`` is ``floor(2·log_b(u))``.  A counter with a single value over the training runs
+(zero variance) gets no edges and is not analysed.
+
+"Values of a new run outside the range fall into the edge bins."  Two measured changes
+(README, "Detector accuracy"), both params:
+
+* ``open_edge_bins``: the edge bins are *open* bins beyond the training range,
+  ``(-inf, lo)`` and ``(hi, +inf)``, next to the ``k`` inner bins.  Clamping into the
+  outermost inner bin made every regression of a counter that already sat at the top
+  (or bottom) of the pooled range invisible: a lab whose CPU idles at 54 % — the top
+  bin of the range pooled over all labs — stayed in that bin at 97 %.
+* ``log_span``: a right-skewed counter — whose pooled range is at least ``log_span``
+  times the height of its median above its minimum — gets bins of equal width in
+  ``log(x - lo + h)`` (``h`` = median - lo).  Linear bins over a range set by a nightly
+  batch (PostgreSQL CPU 3 % most of the run, 54 % during the batch) put the whole
+  ordinary level into bin 0, so tripling it went unseen; the shifted log keeps a
+  resolution of about ``h`` at the ordinary level and a relative one above it
+  (a started-log transform; the edges are stored in the counter's own units).
 """
 from __future__ import annotations
 
@@ -37,11 +52,15 @@ def bin_count(unique: int, *, log_base: float) -> int:
     return max(1, int(math.floor(2.0 * math.log(unique) / math.log(log_base) + 1e-12)))
 
 
-def learn_edges(frames: list[pd.DataFrame], *, log_base: float) -> dict[str, dict[str, Any]]:
+def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool = False,
+                log_span: float | None = None) -> dict[str, dict[str, Any]]:
     """Equal-width edges per counter over all training frames pooled.
 
     Returns counter -> ``{"edges": [k+1 floats], "k": k, "unique": u}``; counters with
-    zero variance over the pool are left out.
+    zero variance over the pool are left out.  With ``open_edges`` two open edge bins
+    flank the ``k`` inner ones: ``"k": k + 2, "open": true``.  Right-skewed counters
+    (see the module docstring; ``log_span`` None = never) get ``"scale": "log"`` and
+    log-spaced edges.
     """
     pooled = pd.concat(frames, axis=0, ignore_index=True) if frames else pd.DataFrame()
     out: dict[str, dict[str, Any]] = {}
@@ -54,12 +73,28 @@ def learn_edges(frames: list[pd.DataFrame], *, log_base: float) -> dict[str, dic
             continue                               # zero variance: nothing to learn
         u = int(np.unique(values).size)
         k = bin_count(u, log_base=log_base)
-        out[counter] = {"edges": np.linspace(lo, hi, k + 1).tolist(), "k": k, "unique": u}
+        height = float(np.median(values)) - lo    # the ordinary level above the floor
+        if log_span and height > 0 and (hi - lo) / height >= log_span:
+            edges = np.exp(np.linspace(math.log(height), math.log(hi - lo + height), k + 1)) + lo - height
+            edges[0], edges[-1] = lo, hi           # exact ends despite rounding
+            spec = {"edges": edges.tolist(), "k": k, "unique": u, "scale": "log"}
+        else:
+            spec = {"edges": np.linspace(lo, hi, k + 1).tolist(), "k": k, "unique": u}
+        if open_edges:
+            spec.update(k=k + 2, open=True)
+        out[counter] = spec
     return out
 
 
+def edges_for(frames: list[pd.DataFrame], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """:func:`learn_edges` with the ``discretize`` block of params.yaml."""
+    return learn_edges(frames, log_base=params["log_base"], open_edges=params.get("open_edge_bins", False),
+                       log_span=params.get("log_span"))
+
+
 def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Bin index (0..k-1) of every value; values outside the range clamp to the edge bins.
+    """Bin index (0..k-1) of every value; values outside the range fall into the edge bins
+    (the open ones ``0`` and ``k - 1`` when the edges have them, else the outermost inner bins).
 
     Counters without edges are left out; a missing value stays missing (``<NA>``).
     """
@@ -67,9 +102,14 @@ def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.Dat
     for counter, spec in edges.items():
         if counter not in frame.columns:
             continue
-        inner = np.asarray(spec["edges"][1:-1], dtype=float)
         values = frame[counter].to_numpy(dtype=float)
-        bins = np.searchsorted(inner, values, side="right")      # a value on an edge opens the upper bin
+        if spec.get("open"):
+            e = np.asarray(spec["edges"], dtype=float)
+            bins = np.searchsorted(e, values, side="right")       # below lo -> 0, above hi -> k + 1
+            bins = np.where(values == e[-1], len(e) - 1, bins)    # hi itself closes the last inner bin
+        else:
+            inner = np.asarray(spec["edges"][1:-1], dtype=float)
+            bins = np.searchsorted(inner, values, side="right")  # a value on an edge opens the upper bin
         cols[counter] = pd.array(np.where(np.isnan(values), -1, bins), dtype="Int64")
     out = pd.DataFrame(cols, index=frame.index)
     return out.mask(out == -1)
@@ -112,12 +152,14 @@ def main() -> None:
         training = history.passed_runs(index, system, exclude=set(hist.get("exclude", [])),
                                        window=hist["window"])
         ref = reference_load(training)
-        edges = learn_edges([load_scaled(r, ref) for r in training], log_base=params["log_base"])
+        edges = edges_for([load_scaled(r, ref) for r in training], params)
         archive.write_json_atomic(edges_path(system), {
             "system": system, "training_runs": training, "log_base": params["log_base"],
+            "open_edge_bins": bool(params.get("open_edge_bins", False)), "log_span": params.get("log_span"),
             "reference_load": ref, "digest": edges_digest(edges), "counters": edges})
         ks = [e["k"] for e in edges.values()]
-        print(f"[discretize] {system}: {len(edges)} counters from {len(training)} runs, "
+        n_log = sum(1 for e in edges.values() if e.get("scale") == "log")
+        print(f"[discretize] {system}: {len(edges)} counters ({n_log} log-scaled) from {len(training)} runs, "
               f"bins per counter {min(ks, default=0)}..{max(ks, default=0)}")
 
 

@@ -110,8 +110,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
     verified = history.verified_runs(index, system, exclude=exclude)
     cache = config.DATA / "cache" / "loo" / system
     all_ref = discretize.reference_load(passed)
-    all_edges = discretize.learn_edges([discretize.load_scaled(r, all_ref) for r in passed],
-                                       log_base=disc_params["log_base"])
+    all_edges = discretize.edges_for([discretize.load_scaled(r, all_ref) for r in passed], disc_params)
     memo: dict = {}
     rows = []
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
@@ -120,8 +119,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         baseline = [r for r in passed if r != run_id]
         if run_id in passed:          # learn the bins again without the held-out run
             ref = discretize.reference_load(baseline)
-            edges = discretize.learn_edges([discretize.load_scaled(r, ref) for r in baseline],
-                                           log_base=disc_params["log_base"])
+            edges = discretize.edges_for([discretize.load_scaled(r, ref) for r in baseline], disc_params)
         else:
             ref, edges = all_ref, all_edges
         result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, cache, memo, ref)

@@ -126,3 +126,50 @@ def test_control_chart_results_and_metrics(analysed):
         assert all(0.0 <= v <= 1.0 for v in res["counter_scores"].values())
     metrics = json.loads((config.METRICS / "control_charts.json").read_text())
     assert metrics["loo"]["runs"] == len([r for r in truth if "-r" in r])
+
+
+def test_rule_flags_respect_the_practical_change_and_new_environment_filters(analysed):
+    tree, truth = analysed
+    from pipelines import archive, history
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    new_env = [r for r, t in truth.items() if t.get("new_environment")]
+    assert new_env
+    for run_id in sorted(r for r in truth if "-t" in r):
+        doc = json.loads((config.DETECTIONS / f"{run_id}.json").read_text())
+        flagged = {c for m in doc["methods"].values() for c in m["flagged_counters"]}
+        small = doc["details"]["below_min_rel_change"]
+        assert all(v < 0.02 for v in small.values()) and not set(small) & flagged
+        skipped = set(doc["details"]["not_analysed"].get("environment_dependent_in_new_environment", []))
+        assert not skipped & flagged
+        baseline = history.baseline_for(run_id, index, window=40)
+        seen = [index[b]["environment"] for b in baseline]
+        if index[run_id]["environment"] in seen or len({json.dumps(e, sort_keys=True) for e in seen}) < 2:
+            assert not skipped               # a known lab, or a history of one lab: nothing to skip
+
+
+def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_labs(tree, tmp_path_factory):
+    """Eight passed runs over the simulator's labs, then a normal run on a lab none of them used."""
+    from tests.conftest import write_lab
+    from pipelines import archive, history
+
+    lab = tmp_path_factory.mktemp("labs")
+    truth = write_lab(lab, history_causes=[], n_per_cause=0, target_causes=[], n_normal=8, n_targets_normal=0)
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["pull"]["source"] = str(lab)
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    for stage in (pull, validate, normalize, discretize, mine_rules, detect):
+        stage.main()
+    index = archive.read_json(config.VALID_INDEX)["valid"]
+    new = [r for r, t in truth.items() if t.get("new_environment")]
+    assert len(new) == 1
+    baseline = history.baseline_for(new[0], index, window=40)
+    assert len({json.dumps(index[b]["environment"], sort_keys=True) for b in baseline}) >= 2
+    doc = json.loads((config.DETECTIONS / f"{new[0]}.json").read_text())
+    skipped = doc["details"]["not_analysed"]["environment_dependent_in_new_environment"]
+    levels = pd.DataFrame({b: discretize.load_scaled(b, json.loads(discretize.edges_path("shop").read_text())
+                                                     ["reference_load"]).median() for b in baseline}).T
+    # every skipped counter's lab medians really differ by >= 2 % of its level
+    for c in skipped:
+        by_lab = levels[c].groupby([json.dumps(index[b]["environment"], sort_keys=True) for b in baseline]).median()
+        assert (by_lab.max() - by_lab.min()) / abs(levels[c].median()) >= 0.02
+    assert skipped and not set(skipped) & {c for m in doc["methods"].values() for c in m["flagged_counters"]}

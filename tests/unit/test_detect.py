@@ -131,3 +131,38 @@ def test_detect_run_end_to_end_on_a_shifted_counter():
     # Δ of conf 1.0 -> 0.25: 1 - 0.25 / sqrt(0.25^2 + 0.75^2) = 0.683772
     assert res["counter_scores"]["x.cpu"] == pytest.approx(0.683772, abs=1e-6)
     assert res["counter_scores"]["x.mem"] == 0.0
+
+
+def test_change_magnitude_is_the_median_distance_outside_the_band():
+    values = np.array([10.0, 10, 12, 13, 30])
+    # violation intervals 2, 3: distances from [9, 11] are 1 and 2 -> median 1.5; scale max(|10|, 11 - 9) = 10
+    assert detect.change_magnitude(values, [2, 3], 9.0, 10.0, 11.0) == pytest.approx(0.15)
+    # a burst: interval 4 only -> (30 - 11) / 10
+    assert detect.change_magnitude(values, [4], 9.0, 10.0, 11.0) == pytest.approx(1.9)
+    # inside the band: 0, whatever broke the rule
+    assert detect.change_magnitude(values, [0, 1], 9.0, 10.0, 11.0) == 0.0
+    # a counter idling near 0: the band width (0.002), not the level (0.001), is the scale
+    assert detect.change_magnitude(np.array([0.003]), [0], 0.0, 0.001, 0.002) == pytest.approx(0.5)
+    assert math.isnan(detect.change_magnitude(np.array([np.nan]), [0], 0.0, 0.0, 0.0))
+
+
+def test_practical_filter_unflags_small_changes_in_every_combiner():
+    result = {"single": ["a", "b"], "bagging": ["a", "b", "c"], "stacking": ["b", "c"]}
+    small = detect.practical_filter(result, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
+    assert small == {"a": 0.01}
+    assert result == {"single": ["b"], "bagging": ["b", "c"], "stacking": ["b", "c"]}   # NaN: nothing to measure, kept
+
+
+def test_environment_dependent_counters_by_kruskal_wallis():
+    # two labs of four runs; "lab" separates them completely: ranks 1-4 vs 5-8,
+    # H = 12 / (8 * 9) * (10² / 4 + 26² / 4) - 3 * 9 = 5.3333, p = chi2(1).sf(5.3333) = 0.02092
+    env = ["A"] * 4 + ["B"] * 4
+    levels = pd.DataFrame({
+        "c.lab": [10.0, 10.1, 9.9, 10.2, 20.0, 20.2, 19.8, 20.1],
+        "c.same": [5.0, 5.3, 4.9, 5.1, 5.2, 4.8, 5.05, 5.15],         # interleaved: no lab effect
+        "c.tiny": [100.0, 100.1, 100.05, 100.15, 100.6, 100.7, 100.65, 100.8],  # separated but 0.6 % apart
+    })
+    dep = detect.environment_dependent(levels, env, alpha=0.05, min_rel_change=0.02)
+    assert set(dep) == {"c.lab"} and dep["c.lab"] == pytest.approx(0.02092, abs=1e-5)
+    assert detect.environment_dependent(levels, env, alpha=0.01, min_rel_change=0.02) == {}
+    assert detect.environment_dependent(levels, ["A"] * 8, alpha=0.05, min_rel_change=0.0) == {}   # one lab: untestable
