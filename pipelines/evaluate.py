@@ -103,7 +103,7 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
 
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
                disc_params: dict[str, Any], exclude: set[str], charts: dict[str, dict] | None = None,
-               verdict_rule: str = "all") -> list[dict[str, Any]]:
+               verdict_rule: str = "all", flag_rule: str = "union") -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
     the control charts' leave-one-out results of the same runs)."""
     passed = history.passed_runs(index, system, exclude=exclude)
@@ -128,7 +128,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                            {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
         if charts is not None:            # the report's headline: rules and control charts together
             headline = report.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
-                                      verdict_rule=verdict_rule)
+                                      verdict_rule=verdict_rule, flag_rule=flag_rule)
             rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
                                row.get("regressed_counters") or [], {"headline": headline["flagged_counters"]},
                                headline["counter_scores"], "loo")
@@ -192,7 +192,8 @@ def main() -> None:
     exclude = set(config.load_params("history").get("exclude", []))
     index = archive.read_json(config.VALID_INDEX)["valid"]
     cc_params = config.load_params("control_charts")
-    verdict_rule = config.load_params("report")["verdict_rule"]
+    report_params = config.load_params("report")
+    verdict_rule, flag_rule = report_params["verdict_rule"], report_params.get("flag_rule", "union")
     rows = []
     for system in history.systems(index):
         store = control_charts.FrameStore.of_system(system)
@@ -200,7 +201,7 @@ def main() -> None:
         passed = history.passed_runs(index, system, exclude=exclude)
         charts = control_charts.loo_charts({r: store[r] for r in set(verified) | set(passed)}, index, verified,
                                            passed, params=cc_params)
-        rows += loo_system(system, index, params, mine_params, disc_params, exclude, charts, verdict_rule)
+        rows += loo_system(system, index, params, mine_params, disc_params, exclude, charts, verdict_rule, flag_rule)
     rows += target_rows(index, [config.ROOT / p for p in ev_params.get("labels", [])])
     frame = pd.DataFrame(rows)
     metrics: dict[str, Any] = {}

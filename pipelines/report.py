@@ -11,7 +11,9 @@ detector that could judge it fails it.  The two detectors make different mistake
 break on environment shifts the pruning did not catch; control charts on counters that
 wander between runs), so requiring both removes most false alarms; each method's own
 verdict stays in ``methods``.  ``any``, ``stacking`` and ``control_charts`` are the
-alternatives.  The score is the mean of the methods' scores (stacking: the largest
+alternatives.  The flagged counters of a failed run (``report.flag_rule``) are stacking's
+(``rules``, default: its precision is the higher, README) or the union with the control
+charts' (``union``).  The score is the mean of the methods' scores (stacking: the largest
 counter score; control charts: twice the top-50 % average violation ratio, both in
 [0, 1]); a counter's score is the mean of its stacked confidence change and its control
 chart sum violation ratio.
@@ -77,8 +79,11 @@ def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
-            *, verdict_rule: str) -> dict[str, Any]:
-    """The verdict file of one run (DATA_CONTRACT.md §2) from the stages' results."""
+            *, verdict_rule: str, flag_rule: str = "union") -> dict[str, Any]:
+    """The verdict file of one run (DATA_CONTRACT.md §2) from the stages' results.
+
+    ``flag_rule`` names the flagged counters of a failed run: ``union`` (stacking's and the
+    control charts'), or ``rules`` (stacking's when it failed the run, else the charts')."""
     methods = {k: detection["methods"][k] for k in RULE_METHODS}
     rule_scores = detection.get("counter_scores", {})
     verdicts = {"stacking": methods["association_rules_stacking"]["verdict"]}
@@ -95,9 +100,15 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     counter_scores = combine_scores(rule_scores, cc_scores)
     flagged: list[str] = []
     if verdict == "fail":
-        union = set(methods["association_rules_stacking"]["flagged_counters"])
-        union |= set(methods.get("control_charts", {}).get("flagged_counters", []))
-        flagged = [c for c in counter_scores if c in union]
+        rules = set(methods["association_rules_stacking"]["flagged_counters"])
+        charted = set(methods.get("control_charts", {}).get("flagged_counters", []))
+        if flag_rule == "union":
+            chosen = rules | charted
+        elif flag_rule == "rules":
+            chosen = rules or charted
+        else:
+            raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
+        flagged = [c for c in counter_scores if c in chosen]
     doc = {
         "schema_version": 1,
         "run_id": detection["run_id"],
@@ -109,7 +120,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         "cause": cause_of(verdict, predicted),
         "baseline_runs": detection["baseline_runs"],
         "methods": methods,
-        "details": {**detection.get("details", {}), "verdict_rule": verdict_rule,
+        "details": {**detection.get("details", {}), "verdict_rule": verdict_rule, "flag_rule": flag_rule,
                     "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
                     if charts and charts.get("verdict") else None,
                     "cause_prediction": predicted},
@@ -257,7 +268,7 @@ part of what differs may be the lab, not the build. Confirm against a run of thi
  (threshold {{ '%.3f'|format(m.threshold) }}); {% endif %}{{ m.flagged_counters|length }} counters flagged</td></tr>
 {% endfor %}
 </table>
-<p class="muted">Headline rule: <code>{{ doc.details.verdict_rule }}</code> (see README). Flagged counters: {{ doc.flagged_counters|length }}.</p>
+<p class="muted">Headline rule: <code>{{ doc.details.verdict_rule }}</code>, flagged counters: <code>{{ doc.details.flag_rule }}</code> (see README). Flagged counters: {{ doc.flagged_counters|length }}.</p>
 
 <h2>Top counters</h2>
 <table id="top-counters"><tr><th>counter</th><th>score</th><th>stacking s</th><th>bagging votes</th>
@@ -400,7 +411,8 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     detection = archive.read_json(config.DETECTIONS / f"{run_id}.json")
     charts = read_optional(control_charts.result_path(run_id))
     predicted = read_optional(predict_causes.result_path(run_id))
-    doc = compose(detection, charts, predicted, verdict_rule=params["verdict_rule"])
+    doc = compose(detection, charts, predicted, verdict_rule=params["verdict_rule"],
+                  flag_rule=params.get("flag_rule", "union"))
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])

@@ -88,3 +88,18 @@ def test_novel_environment_lists_components_no_baseline_shares():
     target = {"cpu": "new", "db": "5.1", "os": "x"}
     assert report.novel_environment(target, [{"cpu": "old", "db": "5.1"}, {"cpu": "older", "os": "x"}]) == {"cpu": "new"}
     assert report.novel_environment(target, []) == target
+
+
+def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2, "c": 0.1}, "baseline_runs": [],
+           "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in report.RULE_METHODS}}
+    charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b", "c"],
+              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
+    union = report.compose(det, charts, None, verdict_rule="all", flag_rule="union")
+    rules = report.compose(det, charts, None, verdict_rule="all", flag_rule="rules")
+    assert set(union["flagged_counters"]) == {"a", "b", "c"} and rules["flagged_counters"] == ["a"]
+    passed_rules = {**det, "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in report.RULE_METHODS}}
+    either = report.compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules")
+    assert either["verdict"] == "fail" and set(either["flagged_counters"]) == {"b", "c"}
+    with pytest.raises(ValueError, match="flag_rule"):
+        report.compose(det, charts, None, verdict_rule="all", flag_rule="vote")
