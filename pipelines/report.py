@@ -268,7 +268,7 @@ part of what differs may be the lab, not the build. Confirm against a run of thi
  (threshold {{ '%.3f'|format(m.threshold) }}); {% endif %}{{ m.flagged_counters|length }} counters flagged</td></tr>
 {% endfor %}
 </table>
-<p class="muted">Headline rule: <code>{{ doc.details.verdict_rule }}</code>, flagged counters: <code>{{ doc.details.flag_rule }}</code> (see README). Flagged counters: {{ doc.flagged_counters|length }}.</p>
+<p class="muted">Headline rule: <code>{{ doc.details.verdict_rule }}</code>, flagged counters: <code>{{ doc.details.get("flag_rule") or "union" }}</code> (see README). Flagged counters: {{ doc.flagged_counters|length }}.</p>
 
 <h2>Top counters</h2>
 <table id="top-counters"><tr><th>counter</th><th>score</th><th>stacking s</th><th>bagging votes</th>
