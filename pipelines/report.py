@@ -313,7 +313,8 @@ part of what differs may be the lab, not the build. Confirm against a run of thi
 
 <h2>Not analysed</h2>
 <ul>{% for k, v in not_analysed %}<li>{{ k }}: {{ v|join(', ') or 'none' }}</li>{% endfor %}
-{% if load_independent %}<li>load-independent counters (left out of the control-chart verdict): {{ load_independent|join(', ') }}</li>{% endif %}</ul>
+{% if load_independent %}<li>load-independent counters (left out of the control-chart verdict): {{ load_independent|join(', ') }}</li>{% endif %}
+{% if small %}<li>broke their rules but moved less than the practical threshold (detect.min_rel_change), not flagged: {% for c, m in small %}{{ c }} ({{ '%.1f'|format(100 * m) }} %){% if not loop.last %}, {% endif %}{% endfor %}</li>{% endif %}</ul>
 
 <h2>Data</h2>
 <ul><li>raw archive: <a href="{{ raw_href }}">{{ raw_name }}</a></li>
@@ -382,6 +383,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         doc=doc, meta=meta, style=STYLE, top=top, timeline=timeline,
         rules=[(c, d["violated_rules"][c][:3]) for c in flagged_rules[:10]], charts=plots, baselines=baselines,
         not_analysed=sorted((d.get("not_analysed") or {}).items()), load_independent=cc.get("load_independent_counters", []),
+        small=sorted((d.get("below_min_rel_change") or {}).items()),
         raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()))
 
 

@@ -63,6 +63,7 @@ def _doc():
                                                   "consequent": f"{counter}=2", "confidence_history": 0.95,
                                                   "confidence_new": 0.1, "delta": 0.8, "premise_intervals": 10}]},
                     "violation_intervals": {counter: [1, 2, 3]}, "not_analysed": {"missing_in_target": [EVIL]},
+                    "below_min_rel_change": {f"tiny{EVIL}": 0.0136},
                     "control_charts": None},
     }
 
@@ -76,6 +77,7 @@ def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
     assert "Unknown cause" in html                       # known: false is said plainly
     assert not re.search(r'(src|href)="https?://', html)  # nothing fetched from the network
     assert 'id="timeline"' in html and "data:image/png;base64," in html
+    assert "tiny&lt;script&gt;" in html and "(1.4 %)" in html   # the small-change list, escaped, in percent
 
 
 def test_index_page_escapes_and_orders():
