@@ -24,8 +24,8 @@ Two additions, each a param of ``detect`` and measured in README ("Detector accu
   a bin edge however small the move (a 2.7 % rise of a thread count in a narrow range
   crosses two bins).  A flagged counter stays flagged only when, over the intervals in
   which its rules were violated, its median distance from the band of the target
-  lab's passed runs (their 5th-95th percentiles) is at least ``min_rel_change`` of its
-  level (:func:`change_magnitude`); the others are listed in the verdict file's
+  lab's passed runs (5th-95th percentiles, ``change_band_pct``) is at least
+  ``min_rel_change`` of its level (:func:`change_magnitude`); the others are listed in the verdict file's
   ``details.below_min_rel_change``.  A whole-run shift scores about its size less half
   the band, a burst its height, noise that happened to break a rule about 0.
 * **new environment** (``new_environment_abstain``): stacking weighs the models by
@@ -370,17 +370,17 @@ def change_magnitude(values: np.ndarray, intervals: list[int] | None, low: float
     return float(np.median(np.maximum(low - x, 0) + np.maximum(x - high, 0)) / scale)
 
 
-def practical_filter(result: dict[str, Any], magnitude: dict[str, float], min_rel_change: float) -> dict[str, float]:
-    """Unflag, in every combiner, the counters whose change is smaller than ``min_rel_change``.
+def practical_filter(flagged: dict[str, list[str]], magnitude: dict[str, float], min_rel_change: float
+                     ) -> tuple[dict[str, list[str]], dict[str, float]]:
+    """The combiners' flagged counters without those that moved less than ``min_rel_change``.
 
     A rule model sees a counter that moved from one bin to the next as regressed however
-    small the move; an analyst does not call a 2 % move a regression.  Returns the
-    unflagged counters with their magnitude.
+    small the move; an analyst does not call a 2 % move a regression.  ``flagged`` maps a
+    combiner to its counters; returns the same without the small changes, and those
+    counters with their magnitude (a NaN magnitude — nothing to measure — keeps the flag).
     """
     small = {c: m for c, m in magnitude.items() if np.isfinite(m) and m < min_rel_change}
-    for combiner in ("single", "bagging", "stacking"):
-        result[combiner] = [c for c in result[combiner] if c not in small]
-    return small
+    return {k: [c for c in v if c not in small] for k, v in flagged.items()}, small
 
 
 def environment_dependent(levels: pd.DataFrame, env_keys: list[str], *, alpha: float,
@@ -495,12 +495,14 @@ def _levels(runs: list[str], reference: float | None, memo: dict) -> pd.DataFram
     return pd.DataFrame({r: memo[("level", reference, r)] for r in runs}).T
 
 
-def _bands(refs: list[str], reference: float | None, memo: dict) -> pd.DataFrame:
-    """The 5th, 50th and 95th percentile of every counter over the reference runs pooled."""
-    key = ("bands", reference, tuple(refs))
+def _bands(refs: list[str], reference: float | None, memo: dict, pct: tuple[float, float]) -> pd.DataFrame:
+    """Rows low / level / high: the ``pct`` percentiles and the median of every counter over
+    the reference runs pooled."""
+    key = ("bands", reference, tuple(refs), tuple(pct))
     if key not in memo:
         pooled = pd.concat([discretize.load_scaled(r, reference) for r in refs], ignore_index=True)
-        memo[key] = pooled.quantile([0.05, 0.5, 0.95])
+        q = pooled.quantile([pct[0] / 100.0, 0.5, pct[1] / 100.0])
+        memo[key] = q.set_axis(["low", "level", "high"], axis=0)
     return memo[key]
 
 
@@ -556,12 +558,14 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     result["environment_dependent"] = env_dependent
     result["small_changes"] = {}
     if params.get("min_rel_change") and refs:
-        q = _bands(refs, reference, memo)
+        q = _bands(refs, reference, memo, tuple(params.get("change_band_pct", (5, 95))))
         flagged = set(result["single"]) | set(result["bagging"]) | set(result["stacking"])
         magnitude = {c: change_magnitude(frame[c].to_numpy(dtype=float), result["intervals"].get(c),
-                                         float(q.at[0.05, c]), float(q.at[0.5, c]), float(q.at[0.95, c]))
+                                         float(q.at["low", c]), float(q.at["level", c]), float(q.at["high", c]))
                      for c in flagged if c in frame.columns and c in q.columns}
-        result["small_changes"] = practical_filter(result, magnitude, params["min_rel_change"])
+        kept, result["small_changes"] = practical_filter({k: result[k] for k in ("single", "bagging", "stacking")},
+                                                         magnitude, params["min_rel_change"])
+        result.update(kept)
     not_analysed = split_counters(frame, edges, model_counters)
     if env_dependent:
         not_analysed["environment_dependent_in_new_environment"] = sorted(env_dependent)

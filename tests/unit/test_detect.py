@@ -147,10 +147,11 @@ def test_change_magnitude_is_the_median_distance_outside_the_band():
 
 
 def test_practical_filter_unflags_small_changes_in_every_combiner():
-    result = {"single": ["a", "b"], "bagging": ["a", "b", "c"], "stacking": ["b", "c"]}
-    small = detect.practical_filter(result, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
+    flagged = {"single": ["a", "b"], "bagging": ["a", "b", "c"], "stacking": ["b", "c"]}
+    kept, small = detect.practical_filter(flagged, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
     assert small == {"a": 0.01}
-    assert result == {"single": ["b"], "bagging": ["b", "c"], "stacking": ["b", "c"]}   # NaN: nothing to measure, kept
+    assert kept == {"single": ["b"], "bagging": ["b", "c"], "stacking": ["b", "c"]}   # NaN: nothing to measure, kept
+    assert flagged["single"] == ["a", "b"]                                               # the input is left alone
 
 
 def test_environment_dependent_counters_by_kruskal_wallis():
