@@ -33,6 +33,7 @@ def use_root(root: str | Path) -> None:
     g["NORMALIZED"] = interim / "normalized"
     g["PROCESSED"] = processed = data / "processed"
     g["DETECTIONS"] = processed / "detections"    # association-rule results per target run
+    g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
     g["REPORTS"] = reports = root / "reports"
     g["VALIDATION_DOCS"] = reports / "validation"
     g["RUN_REPORTS"] = reports / "runs"
@@ -52,6 +53,7 @@ QUARANTINE: Path
 NORMALIZED: Path
 PROCESSED: Path
 DETECTIONS: Path
+CAUSE_MODELS: Path
 REPORTS: Path
 VALIDATION_DOCS: Path
 RUN_REPORTS: Path

@@ -281,7 +281,7 @@ def verified_runs_changed() -> list[str]:
 
 
 def models_dir(system: str):
-    return config.PROCESSED / "cause_models" / system
+    return config.CAUSE_MODELS / system
 
 
 def latest_path(system: str):
@@ -294,6 +294,7 @@ def main() -> None:
     index = archive.read_json(config.VALID_INDEX)["valid"]
     metrics: dict[str, Any] = {}
     curves = []
+    config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn
     for system in history.systems(index):
         path = features.features_path(system)
         if not path.exists():

@@ -148,7 +148,9 @@ def test_rule_flags_respect_the_practical_change_and_new_environment_filters(ana
 
 
 def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_labs(tree, tmp_path_factory):
-    """Eight passed runs over the simulator's labs, then a normal run on a lab none of them used."""
+    """Eight passed runs over the simulator's labs, then a normal run on a lab none of them used.
+
+    The history has no failed run (as SMD's): every later stage must still write its outputs."""
     from tests.conftest import write_lab
     from pipelines import archive, history
 
@@ -157,10 +159,15 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in (pull, validate, normalize, discretize, mine_rules, detect):
+    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features,
+                  train_causes, predict_causes, report, evaluate):
         stage.main()
+    assert config.CAUSE_MODELS.is_dir() and json.loads((config.METRICS / "causes.json").read_text()) == {}
     index = archive.read_json(config.VALID_INDEX)["valid"]
     new = [r for r, t in truth.items() if t.get("new_environment")]
+    verdict = json.loads((config.RUN_REPORTS / f"{new[0]}.json").read_text())
+    assert CONTRACT_KEYS <= set(verdict) and verdict["cause"]["known"] is False     # no cause model to say it
+    assert json.loads((config.METRICS / "detection.json").read_text())["loo"]["stacking"]["normal_runs"] == 8
     assert len(new) == 1
     baseline = history.baseline_for(new[0], index, window=40)
     assert len({json.dumps(index[b]["environment"], sort_keys=True) for b in baseline}) >= 2
