@@ -22,30 +22,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Asset, dag, task, task_group
+from airflow.sdk import dag, task, task_group
 
-VERIFIED_RUNS = Asset("regresslab://history/verified-runs")
+from pipelines.orchestration import notify_failure, stage_task, verified_runs_asset
+
+VERIFIED_RUNS = verified_runs_asset()
 TIMEOUT = timedelta(hours=2)
 PER_RUN_TIMEOUT = timedelta(minutes=30)
 
 
-def _notify_failure(context) -> None:
-    ti = context.get("task_instance")
-    index = getattr(ti, "map_index", -1)
-    which = f" (mapped run #{index})" if index is not None and index >= 0 else ""
-    print(f"regresslab: stage {getattr(ti, 'task_id', '?')}{which} failed in DAG run {context.get('run_id')}: "
-          f"{context.get('exception')}")
-
-
 def _stage(name: str, trigger_rule: str = "all_success"):
-    """A task that runs the whole stage ``pipelines.<name>.main()``."""
-    @task(task_id=name, execution_timeout=TIMEOUT, trigger_rule=trigger_rule)
-    def run_stage() -> None:
-        import importlib
-
-        importlib.import_module(f"pipelines.{name}").main()
-
-    return run_stage
+    return stage_task(name, timeout=TIMEOUT, trigger_rule=trigger_rule)
 
 
 @task(execution_timeout=TIMEOUT)
@@ -150,7 +137,7 @@ def summary(night: dict) -> str:
     tags=["regresslab", "nightly"],
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=5), "retry_exponential_backoff": True,
-                  "on_failure_callback": _notify_failure},
+                  "on_failure_callback": notify_failure},
 )
 def nightly_regression_analysis():
     validated = _stage("pull")() >> _stage("validate")()

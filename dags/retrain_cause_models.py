@@ -12,25 +12,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Asset, dag, task
+from airflow.sdk import dag
 
-VERIFIED_RUNS = Asset("regresslab://history/verified-runs")
+from pipelines.orchestration import notify_failure, stage_task, verified_runs_asset
 
-
-def _notify_failure(context) -> None:
-    ti = context.get("task_instance")
-    print(f"regresslab: retraining stage {getattr(ti, 'task_id', '?')} failed in DAG run {context.get('run_id')}: "
-          f"{context.get('exception')}")
+VERIFIED_RUNS = verified_runs_asset()
 
 
 def _stage(name: str):
-    @task(task_id=name, execution_timeout=timedelta(hours=2))
-    def run_stage() -> None:
-        import importlib
-
-        importlib.import_module(f"pipelines.{name}").main()
-
-    return run_stage
+    return stage_task(name, timeout=timedelta(hours=2))
 
 
 @dag(
@@ -42,7 +32,7 @@ def _stage(name: str):
     tags=["regresslab", "retrain"],
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=5), "retry_exponential_backoff": True,
-                  "on_failure_callback": _notify_failure},
+                  "on_failure_callback": notify_failure},
 )
 def retrain_cause_models():
     _stage("features")() >> _stage("train_causes")()
