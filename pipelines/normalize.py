@@ -183,36 +183,36 @@ def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]
 
 def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """Normalise one validated run unless its cached result is current; return its index row."""
-    meta_path = config.VALID / run_id / "meta.json"
-    meta = archive.read_json(meta_path)
-    key = run_key(meta["_validation_key"], params)
-    out, info_file = frame_path(run_id), info_path(run_id)
-    if is_current(run_id, params):
-        return archive.read_json(info_file)
+    key = expected_key(run_id, params)
+    if is_current(run_id, key):
+        return archive.read_json(info_path(run_id))
     frames, meta = load_valid_run(run_id)
     frame, info = normalize_run(frames, meta, interval_s=float(params["interval_s"]),
                                 load_scaling=bool(params.get("load_scaling", False)),
                                 min_load_correlation=float(params.get("min_load_correlation", 0.6)))
     info.update({"key": key, "run_id": run_id, "system": meta["system"]})
-    archive.write_parquet_atomic(out, frame)
-    archive.write_json_atomic(info_file, info)
+    archive.write_parquet_atomic(frame_path(run_id), frame)
+    archive.write_json_atomic(info_path(run_id), info)
     return info
 
 
-def is_current(run_id: str, params: dict[str, Any]) -> bool:
-    """Whether the run's normalised frame exists and was made from its current validation and params."""
-    out, info_file = frame_path(run_id), info_path(run_id)
-    if not (out.exists() and info_file.exists()):
-        return False
-    key = run_key(archive.read_json(config.VALID / run_id / "meta.json")["_validation_key"], params)
-    return archive.read_json(info_file).get("key") == key
+def expected_key(run_id: str, params: dict[str, Any]) -> str:
+    """The cache key a normalised run must carry: its validation's key and the params."""
+    return run_key(archive.read_json(config.VALID / run_id / "meta.json")["_validation_key"], params)
+
+
+def is_current(run_id: str, key: str) -> bool:
+    """Whether the run's normalised frame exists and was made under ``key``."""
+    info_file = info_path(run_id)
+    return frame_path(run_id).exists() and info_file.exists() and archive.read_json(info_file).get("key") == key
 
 
 def pending_runs() -> list[str]:
     """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
     params = config.load_params("normalize")
     index = archive.read_json(config.VALID_INDEX)["valid"]
-    return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r)) if not is_current(r, params)]
+    return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r))
+            if not is_current(r, expected_key(r, params))]
 
 
 def run_one(run_id: str) -> dict[str, Any]:
