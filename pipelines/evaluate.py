@@ -136,25 +136,31 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
     return rows
 
 
+def labelled_targets(index: dict[str, Any], label_files: list[Path]):
+    """``(run_id, truth)`` of every run of the index that a labels file knows the truth of."""
+    for path in label_files:
+        if path.exists():
+            for run_id, truth in archive.read_json(path).items():
+                if run_id in index:
+                    yield run_id, truth
+
+
 def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str, Any]]:
     rows = []
-    for path in label_files:
-        if not path.exists():
+    for run_id, truth in labelled_targets(index, label_files):
+        detection = config.DETECTIONS / f"{run_id}.json"
+        if not detection.exists():
             continue
-        for run_id, truth in archive.read_json(path).items():
-            detection = config.DETECTIONS / f"{run_id}.json"
-            if run_id not in index or not detection.exists():
-                continue
-            doc = archive.read_json(detection)
-            flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
+        doc = archive.read_json(detection)
+        flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
+        rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                           truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
+        verdict_file = config.RUN_REPORTS / f"{run_id}.json"
+        if verdict_file.exists():
+            head = archive.read_json(verdict_file)
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                               truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
-            verdict_file = config.RUN_REPORTS / f"{run_id}.json"
-            if verdict_file.exists():
-                head = archive.read_json(verdict_file)
-                rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                                   truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
-                                   head["counter_scores"], "targets")
+                               truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
+                               head["counter_scores"], "targets")
     return rows
 
 
@@ -164,18 +170,15 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
     run was called unknown."""
     seen = {(row["system"], row.get("cause")) for row in index.values() if row.get("verdict") == "fail"}
     known_rows, unseen_rows = [], []
-    for path in label_files:
-        if not path.exists():
+    for run_id, truth in labelled_targets(index, label_files):
+        verdict_file = config.RUN_REPORTS / f"{run_id}.json"
+        if truth.get("verdict") != "fail" or not verdict_file.exists():
             continue
-        for run_id, truth in archive.read_json(path).items():
-            verdict_file = config.RUN_REPORTS / f"{run_id}.json"
-            if run_id not in index or truth.get("verdict") != "fail" or not verdict_file.exists():
-                continue
-            cause = archive.read_json(verdict_file)["cause"]
-            if (index[run_id]["system"], truth.get("cause")) in seen:
-                known_rows.append((cause["label"] == truth["cause"], bool(cause["known"])))
-            else:
-                unseen_rows.append(not cause["known"])
+        cause = archive.read_json(verdict_file)["cause"]
+        if (index[run_id]["system"], truth.get("cause")) in seen:
+            known_rows.append((cause["label"] == truth["cause"], bool(cause["known"])))
+        else:
+            unseen_rows.append(not cause["known"])
     return {"seen_cause_runs": len(known_rows),
             "seen_cause_label_correct": round(float(np.mean([a for a, _ in known_rows])), 4) if known_rows else None,
             "seen_cause_called_known": round(float(np.mean([b for _, b in known_rows])), 4) if known_rows else None,
