@@ -84,6 +84,8 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
 
     ``flag_rule`` names the flagged counters of a failed run: ``union`` (stacking's and the
     control charts'), or ``rules`` (stacking's when it failed the run, else the charts')."""
+    if flag_rule not in ("union", "rules"):
+        raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
     methods = {k: detection["methods"][k] for k in RULE_METHODS}
     rule_scores = detection.get("counter_scores", {})
     verdicts = {"stacking": methods["association_rules_stacking"]["verdict"]}
@@ -102,12 +104,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     if verdict == "fail":
         rules = set(methods["association_rules_stacking"]["flagged_counters"])
         charted = set(methods.get("control_charts", {}).get("flagged_counters", []))
-        if flag_rule == "union":
-            chosen = rules | charted
-        elif flag_rule == "rules":
-            chosen = rules or charted
-        else:
-            raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
+        chosen = rules | charted if flag_rule == "union" else rules or charted
         flagged = [c for c in counter_scores if c in chosen]
     doc = {
         "schema_version": 1,
