@@ -10,7 +10,8 @@ probable cause, and the run's report (`reports/runs/<run_id>.json` + `.html`). T
 ends with `reports/index.html` and a summary line.
 
 Each task calls the function the DVC stage of the same name calls (`pipelines/<stage>.py`:
-`run_one(run_id)` per run, `main()` for the whole stage), so a night run by Airflow and a
+`run_one(run_id)` per run, task id = the stage name; `main()` for the whole stage, task id
+= the stage name, or `<stage>_all` where the stage is also mapped per run), so a night run by Airflow and a
 `dvc repro` afterwards compute the same files, and per-run results are cached by content:
 neither redoes the other's work. Set `REGRESSLAB_ROOT` on the workers to the checkout the
 stages read and write (a shared volume when the workers are several machines).
@@ -24,15 +25,19 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, task, task_group
 
-from pipelines.orchestration import notify_failure, stage_task, verified_runs_asset
+from pipelines.orchestration import notify_failure, run_task, stage_task, verified_runs_asset
 
 VERIFIED_RUNS = verified_runs_asset()
 TIMEOUT = timedelta(hours=2)
 PER_RUN_TIMEOUT = timedelta(minutes=30)
 
 
-def _stage(name: str, trigger_rule: str = "all_success"):
-    return stage_task(name, timeout=TIMEOUT, trigger_rule=trigger_rule)
+def _stage(name: str, trigger_rule: str = "all_success", task_id: str | None = None):
+    return stage_task(name, timeout=TIMEOUT, trigger_rule=trigger_rule, task_id=task_id)
+
+
+def _per_run(name: str):
+    return run_task(name, timeout=PER_RUN_TIMEOUT)
 
 
 @task(execution_timeout=TIMEOUT)
@@ -41,22 +46,10 @@ def new_runs() -> list[str]:
     return normalize.pending_runs()
 
 
-@task(task_id="normalize_run", execution_timeout=PER_RUN_TIMEOUT)
-def normalize_run(run_name: str) -> str:
-    from pipelines import normalize
-    return normalize.run_one(run_name)["run_id"]
-
-
 @task(execution_timeout=TIMEOUT)
 def new_models() -> list[str]:
     from pipelines import mine_rules
     return mine_rules.pending_models()
-
-
-@task(task_id="mine_run", execution_timeout=PER_RUN_TIMEOUT)
-def mine_run(run_name: str) -> int:
-    from pipelines import mine_rules
-    return mine_rules.run_one(run_name)
 
 
 @task(task_id="calibrate_control_charts", execution_timeout=TIMEOUT)
@@ -67,8 +60,8 @@ def calibrate_control_charts() -> list[str]:
 
 @task(execution_timeout=TIMEOUT)
 def target_runs() -> list[str]:
-    from pipelines import history
-    return history.target_run_ids()
+    from pipelines import history, store
+    return history.targets(store.valid_index())
 
 
 @task(task_id="announce_verified_runs", outlets=[VERIFIED_RUNS], execution_timeout=TIMEOUT)
@@ -83,34 +76,11 @@ def announce_verified_runs() -> list[str]:
     return changed
 
 
-@task(task_id="detect", execution_timeout=PER_RUN_TIMEOUT)
-def detect_run(run_name: str) -> str:
-    from pipelines import detect
-    return detect.run_one(run_name)["verdict"]
-
-
-@task(task_id="control_charts", execution_timeout=PER_RUN_TIMEOUT)
-def chart_run(run_name: str) -> str | None:
-    from pipelines import control_charts
-    return control_charts.run_one(run_name)["verdict"]
-
-
-@task(task_id="predict_causes", execution_timeout=PER_RUN_TIMEOUT)
-def cause_run(run_name: str) -> str | None:
-    from pipelines import predict_causes
-    return predict_causes.run_one(run_name)["label"]
-
-
-@task(task_id="report", execution_timeout=PER_RUN_TIMEOUT)
-def report_run(run_name: str) -> dict:
-    from pipelines import report
-    return report.run_one(run_name)
-
-
 @task_group
 def analyse_run(run_name: str):
     """Everything about one target run; its report once the three analyses are done."""
-    [detect_run(run_name), chart_run(run_name), cause_run(run_name)] >> report_run(run_name)
+    [_per_run("detect")(run_name), _per_run("control_charts")(run_name),
+     _per_run("predict_causes")(run_name)] >> _per_run("report")(run_name)
 
 
 @task(task_id="night_index", execution_timeout=TIMEOUT, trigger_rule="none_failed")
@@ -143,10 +113,12 @@ def nightly_regression_analysis():
     validated = _stage("pull")() >> _stage("validate")()
     runs = new_runs()
     validated >> [runs, announce_verified_runs()]
-    normalized = normalize_run.expand(run_name=runs) >> _stage("normalize", "none_failed")() >> _stage("discretize")()
+    normalized = (_per_run("normalize").expand(run_name=runs)
+                  >> _stage("normalize", "none_failed", task_id="normalize_all")() >> _stage("discretize")())
     history_runs = new_models()
     normalized >> history_runs
-    mined = mine_run.expand(run_name=history_runs) >> _stage("mine_rules", "none_failed")()
+    mined = (_per_run("mine_rules").expand(run_name=history_runs)
+             >> _stage("mine_rules", "none_failed", task_id="mine_rules_all")())
     targets = target_runs()
     mined >> calibrate_control_charts() >> targets
     night = night_index()

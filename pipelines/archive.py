@@ -21,7 +21,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import tarfile
 import tempfile
 import zipfile
@@ -34,8 +33,10 @@ from typing import IO, Any
 
 import pandas as pd
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-HOST_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+from pipelines import config
+from pipelines.config import RUN_ID_RE
+
+HOST_RE = RUN_ID_RE                   # host names become file stems: the same grammar as run_ids
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 
 DEFAULT_LIMITS = {
@@ -240,6 +241,32 @@ def sha256_file(path: str | Path, chunk: int = 2**20) -> str:
             for block in iter(lambda: fh.read(chunk), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- the manifest of data/raw
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One line of ``data/raw/manifest.jsonl``: an archive pulled once, never rewritten."""
+
+    run_id: str
+    file: str
+    sha256: str
+    size: int
+    first_seen: str
+    source: str
+
+
+def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
+    path = path or config.MANIFEST
+    entries: dict[str, ManifestEntry] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                entries[row["run_id"]] = ManifestEntry(**row)
+    return entries
 
 
 # --------------------------------------------------------------------------- atomic writes

@@ -1,21 +1,28 @@
-"""Paths and parameters, in one place.
+"""Paths, identifiers and parameters, in one place.
 
 Every input and output path of the pipeline is spelled here (and mirrored in
-``dvc.yaml``); stage modules import these names instead of writing paths.
-``REGRESSLAB_ROOT`` moves the whole tree (the tests and the Airflow DAGs use it).
+``dvc.yaml``); stage modules, the DAGs and the plugin import these names instead of
+writing paths.  Per-run and per-system files are reached through the small functions at
+the end, which take the identifier and nothing else.  ``REGRESSLAB_ROOT`` moves the whole
+tree (the tests and the Airflow DAGs use it).
 """
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-
+# The grammar of run_ids (and archive host names): DATA_CONTRACT.md §1.
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 # The Airflow asset the nightly DAG emits when verified runs were added; the retraining DAG listens.
 VERIFIED_RUNS_ASSET = "regresslab://history/verified-runs"
+
+# Where the page templates and their one style sheet live (shared by `report` and the plugin).
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def use_root(root: str | Path) -> None:
@@ -27,16 +34,27 @@ def use_root(root: str | Path) -> None:
     g["RAW"] = raw = data / "raw"                  # immutable copies of pulled archives
     g["MANIFEST"] = raw / "manifest.jsonl"         # run_id, sha256, size, first seen
     g["INTERIM"] = interim = data / "interim"
+    g["PULL_SUMMARY"] = interim / "pull_summary.json"
     g["VALID"] = interim / "valid"                 # validated runs, one parquet per host
     g["VALID_INDEX"] = interim / "valid_runs.json"
+    g["GX"] = interim / "gx"                       # the Great Expectations project (results store)
     g["QUARANTINE"] = data / "quarantine"          # rejected runs with their reason
     g["NORMALIZED"] = interim / "normalized"
+    g["NORMALIZED_INDEX"] = interim / "normalized_runs.json"
     g["PROCESSED"] = processed = data / "processed"
+    g["EDGES"] = processed / "edges"               # bin edges per system
+    g["MODELS"] = processed / "models"             # rule models per system and run
     g["DETECTIONS"] = processed / "detections"    # association-rule results per target run
+    g["CONTROL_CHARTS"] = processed / "control_charts"   # calibrations per system, charts per target
+    g["FEATURES"] = processed / "features"         # violation-ratio features per system
     g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
+    g["CAUSES"] = processed / "causes"             # predicted cause per target run
+    g["LOO_CACHE"] = data / "cache" / "loo"        # rule models of the leave-one-out evaluation
     g["REPORTS"] = reports = root / "reports"
     g["VALIDATION_DOCS"] = reports / "validation"
     g["RUN_REPORTS"] = reports / "runs"
+    g["NIGHTS"] = reports / "nights"
+    g["NIGHT_INDEX"] = reports / "index.html"
     g["METRICS"] = root / "metrics"
     g["PARAMS"] = root / "params.yaml"
 
@@ -47,16 +65,27 @@ EXAMPLE: Path
 RAW: Path
 MANIFEST: Path
 INTERIM: Path
+PULL_SUMMARY: Path
 VALID: Path
 VALID_INDEX: Path
+GX: Path
 QUARANTINE: Path
 NORMALIZED: Path
+NORMALIZED_INDEX: Path
 PROCESSED: Path
+EDGES: Path
+MODELS: Path
 DETECTIONS: Path
+CONTROL_CHARTS: Path
+FEATURES: Path
 CAUSE_MODELS: Path
+CAUSES: Path
+LOO_CACHE: Path
 REPORTS: Path
 VALIDATION_DOCS: Path
 RUN_REPORTS: Path
+NIGHTS: Path
+NIGHT_INDEX: Path
 METRICS: Path
 PARAMS: Path
 use_root(os.environ.get("REGRESSLAB_ROOT", Path(__file__).resolve().parent.parent))
@@ -67,3 +96,71 @@ def load_params(stage: str | None = None, path: Path | None = None) -> dict[str,
     with open(path or PARAMS, encoding="utf-8") as fh:
         params = yaml.safe_load(fh) or {}
     return params.get(stage, {}) if stage else params
+
+
+# --------------------------------------------------------------------------- per-run and per-system files
+
+
+def valid_dir(run_id: str) -> Path:
+    """A validated run: one parquet per host and ``meta.json``."""
+    return VALID / run_id
+
+
+def quarantine_path(run_id: str) -> Path:
+    return QUARANTINE / f"{run_id}.json"
+
+
+def frame_path(run_id: str) -> Path:
+    """The interval frame of a normalised run."""
+    return NORMALIZED / f"{run_id}.parquet"
+
+
+def info_path(run_id: str) -> Path:
+    """What normalisation decided for a run (interval, counters, load fits, key)."""
+    return NORMALIZED / f"{run_id}.json"
+
+
+def edges_path(system: str) -> Path:
+    return EDGES / f"{system}.json"
+
+
+def models_dir(system: str) -> Path:
+    return MODELS / system
+
+
+def detection_path(run_id: str) -> Path:
+    return DETECTIONS / f"{run_id}.json"
+
+
+def calibration_path(system: str) -> Path:
+    return CONTROL_CHARTS / "calibration" / f"{system}.json"
+
+
+def chart_path(run_id: str) -> Path:
+    return CONTROL_CHARTS / "runs" / f"{run_id}.json"
+
+
+def features_path(system: str) -> Path:
+    return FEATURES / f"{system}.parquet"
+
+
+def cause_models_dir(system: str) -> Path:
+    return CAUSE_MODELS / system
+
+
+def latest_cause_model(system: str) -> Path:
+    """The file naming a system's current cause-model version (its model and metadata files)."""
+    return cause_models_dir(system) / "latest.json"
+
+
+def cause_path(run_id: str) -> Path:
+    return CAUSES / f"{run_id}.json"
+
+
+def run_report_path(run_id: str, ext: str = "json") -> Path:
+    """The verdict file (``json``) or the page (``html``) of an analysed run."""
+    return RUN_REPORTS / f"{run_id}.{ext}"
+
+
+def loo_cache_dir(system: str) -> Path:
+    return LOO_CACHE / system

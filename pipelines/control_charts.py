@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import find_peaks
 
-from pipelines import archive, config, discretize, history
+from pipelines import archive, config, history, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.control_charts")
@@ -61,8 +61,8 @@ class Limits:
     scope: str
 
 
-def control_limits(frames: list[pd.DataFrame], *, method: str = "percentile", lower_pct: float = 1.0,
-                   upper_pct: float = 99.0, sigma: float = 3.0, scope: str = "run") -> Limits:
+def control_limits(frames: list[pd.DataFrame], *, method: str, lower_pct: float, upper_pct: float, sigma: float,
+                   scope: str) -> Limits:
     """Control limits of every counter from the baseline runs' intervals (Nguyen 2017 §3.2.1).
 
     Parameters
@@ -140,7 +140,7 @@ def density(values: np.ndarray, *, grid: int = 512) -> tuple[np.ndarray, np.ndar
     return xs, d / (d.sum() * step)
 
 
-def minor_mode(values: np.ndarray, *, max_dip: float = 0.5, min_share: float = 0.02, grid: int = 512
+def minor_mode(values: np.ndarray, *, max_dip: float, min_share: float, grid: int = 512
                ) -> tuple[float, str, float] | None:
     """The secondary mode of a bimodal counter (Nguyen 2017 §5.3), or None.
 
@@ -184,7 +184,7 @@ def drop_minor_mode(values: pd.Series, cut: float, side: str, share: float) -> p
     return pd.Series(out, index=values.index, name=values.name)
 
 
-def find_modes(baseline: list[pd.DataFrame], *, max_dip: float = 0.5, min_mode_share: float = 0.02
+def find_modes(baseline: list[pd.DataFrame], *, max_dip: float, min_mode_share: float
                ) -> dict[str, dict[str, Any]]:
     """Per bimodal counter of the pooled baseline, its minor mode (``cut``, ``side``, ``share``)."""
     counters = sorted({c for f in baseline for c in f.columns})
@@ -197,9 +197,8 @@ def find_modes(baseline: list[pd.DataFrame], *, max_dip: float = 0.5, min_mode_s
     return modes
 
 
-def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str = "percentile",
-          lower_pct: float = 1.0, upper_pct: float = 99.0, sigma: float = 3.0, scope: str = "run",
-          multimodal_filter: bool = True, max_dip: float = 0.5, min_mode_share: float = 0.02,
+def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lower_pct: float, upper_pct: float,
+          sigma: float, scope: str, multimodal_filter: bool, max_dip: float, min_mode_share: float,
           modes: dict[str, dict[str, Any]] | None = None
           ) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
     """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
@@ -239,7 +238,7 @@ class Charter:
         return chart([self.frames[b] for b in key], self.frames[target], modes=self._modes.get(key), **self.kw)
 
 
-def run_score(average: pd.Series, *, top_fraction: float = 0.5, exclude=()) -> float:
+def run_score(average: pd.Series, *, top_fraction: float, exclude=()) -> float:
     """Mean average-violation ratio of the top ``top_fraction`` counters (Nguyen 2017 §7.5.2)."""
     a = average.drop(list(exclude), errors="ignore").dropna().sort_values(ascending=False)
     if a.empty:
@@ -248,8 +247,7 @@ def run_score(average: pd.Series, *, top_fraction: float = 0.5, exclude=()) -> f
     return float(a.iloc[:k].mean())
 
 
-def load_independent_counters(pair_ratios: list[pd.Series], *, max_ratio: float = 0.10,
-                              min_share: float = 0.5) -> list[str]:
+def load_independent_counters(pair_ratios: list[pd.Series], *, max_ratio: float, min_share: float) -> list[str]:
     """Counters whose violation ratio exceeds ``max_ratio`` in more than ``min_share`` of the
     normal-normal pairs of one version (Nguyen 2017 §5.4: 10 % on one such pair)."""
     if not pair_ratios:
@@ -286,11 +284,10 @@ def repeat_pairs(runs: list[str], envs: dict[str, dict[str, Any]], versions: dic
 
 def chart_params(params: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`chart` from the stage's params block."""
-    return {"method": params.get("method", "percentile"), "lower_pct": float(params.get("lower_pct", 1.0)),
-            "upper_pct": float(params.get("upper_pct", 99.0)), "sigma": float(params.get("sigma", 3.0)),
-            "scope": params.get("scope", "run"), "multimodal_filter": bool(params.get("multimodal_filter", True)),
-            "max_dip": float(params.get("multimodal_max_dip", 0.5)),
-            "min_mode_share": float(params.get("multimodal_min_share", 0.02))}
+    return {"method": params["method"], "lower_pct": float(params["lower_pct"]),
+            "upper_pct": float(params["upper_pct"]), "sigma": float(params["sigma"]),
+            "scope": params["scope"], "multimodal_filter": bool(params["multimodal_filter"]),
+            "max_dip": float(params["multimodal_max_dip"]), "min_mode_share": float(params["multimodal_min_share"])}
 
 
 def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]],
@@ -303,7 +300,7 @@ def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str,
     runs = {}
     for run_id in frames:
         base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id],
-                              params.get("max_baseline_runs"))
+                              params["max_baseline_runs"])
         if base:
             runs[run_id] = charter(base, run_id)[0][["average", "sum"]]
     return {"pairs": pairs, "runs": runs}
@@ -319,7 +316,7 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
     scores = {r: run_score(x["average"], top_fraction=float(params["top_fraction"]), exclude=independent)
               for r, x in runs.items()}
     counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
-    threshold = params.get("threshold")
+    threshold = params["threshold"]
     return {"threshold": float(threshold) if threshold is not None else (max(scores.values()) if scores else 0.0),
             "threshold_from": "params" if threshold is not None else "max over normal runs",
             "normal_scores": scores, "load_independent": independent,
@@ -376,111 +373,19 @@ def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, 
     return out
 
 
-def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str], passed: list[str],
-               *, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Leave-one-out on the labelled history: each verified run charted against the other
-    passed runs (most similar environment), judged by a calibration without it.
-
-    The calibration without a held-out passed run drops its own chart and its repeat pairs;
-    the other passed runs' charts are computed once, so a baseline of theirs may include
-    the held-out run (it widens their limits a little: their scores, and so the threshold,
-    can only be lower — the held-out run is judged slightly more strictly).  This keeps the
-    cost linear in the history instead of quadratic.  Returns per run the :func:`judge`
-    result plus its ``counter_scores`` (sum ratios).
-    """
-    envs = {r: index[r].get("environment") or {} for r in frames}
-    versions = {r: index[r].get("version") for r in frames}
-    charter = Charter(frames, params)
-    parts = calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params, charter=charter)
-    out = {}
-    progress = Progress(log, "control_charts LOO", len(verified), every=8)
-    for i, run_id in enumerate(verified, 1):
-        others = [r for r in passed if r != run_id]
-        calibration = calibration_from(parts, params=params, leave_out=run_id if run_id in passed else None)
-        base = chart_baseline({r: envs[r] for r in others}, envs[run_id], params.get("max_baseline_runs"))
-        ratios, _, _ = charter(base, run_id)
-        result = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
-                       counter_flag_floor=float(params["counter_flag_floor"]))
-        result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
-        out[run_id] = result
-        progress.step(i)
-    return out
-
-
-def evaluate_history(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str],
-                     passed: list[str], *, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """:func:`loo_charts` scored against the truth: one row per run."""
-    from pipelines.evaluate import counter_prf, roc_auc
-
-    rows = []
-    for run_id, result in loo_charts(frames, index, verified, passed, params=params).items():
-        expected = index[run_id].get("regressed_counters") or []
-        p, r, f = counter_prf(result["flagged_counters"], expected)
-        rows.append({"run_id": run_id, "system": index[run_id]["system"], "cause": index[run_id].get("cause"),
-                     "truth": index[run_id]["verdict"], "verdict": result["verdict"],
-                     "score": result["violation_ratio"], "threshold": result["threshold"],
-                     "flagged": len(result["flagged_counters"]), "precision": p, "recall": r, "f": f,
-                     "roc_auc": roc_auc(result["counter_scores"], set(expected))})
-    return rows
-
-
-def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
-    """Run-verdict precision/recall/accuracy (fail = positive), counter F and ROC AUC on failed runs."""
-    fail_t, fail_p = rows["truth"] == "fail", rows["verdict"] == "fail"
-    tp = int((fail_t & fail_p).sum())
-    failed = rows[fail_t]
-    return {"runs": int(len(rows)), "failed_runs": int(fail_t.sum()),
-            "run_precision": round(tp / int(fail_p.sum()), 4) if fail_p.any() else None,
-            "run_recall": round(tp / int(fail_t.sum()), 4) if fail_t.any() else None,
-            "run_accuracy": round(float((fail_t == fail_p).mean()), 4),
-            "normal_runs_failed": int((~fail_t & fail_p).sum()),
-            "counter_f": round(float(failed["f"].mean()), 4) if len(failed) else None,
-            "counter_roc_auc": round(float(failed["roc_auc"].dropna().mean()), 4)
-            if failed["roc_auc"].notna().any() else None}
-
-
 # --------------------------------------------------------------------------- I/O shell
 
 
-def runs_dir():
-    return config.PROCESSED / "control_charts" / "runs"
-
-
-def calibration_path(system: str):
-    return config.PROCESSED / "control_charts" / "calibration" / f"{system}.json"
-
-
-def result_path(run_id: str):
-    return runs_dir() / f"{run_id}.json"
-
-
-class FrameStore:
-    """Load-scaled interval frames of a system's runs, read once per stage."""
-
-    def __init__(self, reference: float | None):
-        self.reference, self._frames = reference, {}
-
-    @classmethod
-    def of_system(cls, system: str) -> "FrameStore":
-        """The store of a system, at the reference load its bin edges were learned at."""
-        return cls(archive.read_json(discretize.edges_path(system)).get("reference_load"))
-
-    def __getitem__(self, run_id: str) -> pd.DataFrame:
-        if run_id not in self._frames:
-            self._frames[run_id] = discretize.load_scaled(run_id, self.reference)
-        return self._frames[run_id]
-
-
-def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], store: FrameStore,
+def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: store.FrameStore,
               calibration: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Control charts of one target against the most similar runs of its baseline; the result file."""
     env = index[run_id].get("environment") or {}
     base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
-                          params.get("max_baseline_runs"))
+                          params["max_baseline_runs"])
     if not base:
         return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline"}
-    target = store[run_id]
-    ratios, limits, modes = Charter(store, params)(base, run_id)
+    target = frames[run_id]
+    ratios, limits, modes = Charter(frames, params)(base, run_id)
     out = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
                 counter_flag_floor=float(params["counter_flag_floor"]))
     out.update({
@@ -494,71 +399,58 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], store: Fr
     return out
 
 
-def calibrate_system(system: str, index: dict[str, Any] | None = None, store: FrameStore | None = None
-                     ) -> dict[str, Any]:
-    """Calibrate one system on its history and write the calibration file (nightly DAG task)."""
-    params = config.load_params("control_charts")
-    hist = config.load_params("history")
-    index = index or archive.read_json(config.VALID_INDEX)["valid"]
-    store = store or FrameStore.of_system(system)
-    passed = history.passed_runs(index, system, exclude=set(hist.get("exclude", [])), window=hist["window"])
-    calibration = calibrate({r: store[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+                     hist: dict[str, Any]) -> dict[str, Any]:
+    """Calibrate one system on its history and write the calibration file."""
+    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    calibration = calibrate({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                             {r: index[r].get("version") for r in passed}, params=params)
-    archive.write_json_atomic(calibration_path(system), {"system": system, "runs": passed, **calibration})
+    archive.write_json_atomic(config.calibration_path(system), {"system": system, "runs": passed, **calibration})
     return calibration
 
 
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
-    systems = history.systems(archive.read_json(config.VALID_INDEX)["valid"])
+    params, hist = config.load_params("control_charts"), config.load_params("history")
+    index = store.valid_index()
+    systems = history.systems(index)
     for system in systems:
-        calibrate_system(system)
+        calibrate_system(system, index, store.FrameStore.of_system(system), params, hist)
     return systems
 
 
-def run_one(run_id: str, index: dict[str, Any] | None = None, store: FrameStore | None = None) -> dict[str, Any]:
-    """Chart one target against its baseline with its system's calibration; write the result (DAG task)."""
-    params = config.load_params("control_charts")
-    hist = config.load_params("history")
-    index = index or archive.read_json(config.VALID_INDEX)["valid"]
-    system = index[run_id]["system"]
-    store = store or FrameStore.of_system(system)
-    calibration = archive.read_json(calibration_path(system))
-    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
-    result = chart_run(run_id, baseline, index, store, calibration, params)
-    archive.write_json_atomic(result_path(run_id), result)
+def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+              hist: dict[str, Any]) -> dict[str, Any]:
+    """Chart one target against its baseline with its system's calibration; write the result."""
+    calibration = archive.read_json(config.calibration_path(index[run_id]["system"]))
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    result = chart_run(run_id, baseline, index, frames, calibration, params)
+    archive.write_json_atomic(config.chart_path(run_id), result)
     return result
+
+
+def run_one(run_id: str) -> dict[str, Any]:
+    """Chart one target (the per-run task of the nightly DAG)."""
+    index = store.valid_index()
+    return chart_one(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
+                     config.load_params("control_charts"), config.load_params("history"))
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    params = config.load_params("control_charts")
-    exclude = set(config.load_params("history").get("exclude", []))
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    params, hist = config.load_params("control_charts"), config.load_params("history")
+    index = store.valid_index()
     todo = history.targets(index)
     progress = Progress(log, "control_charts", len(todo))
     done = 0
-    loo_rows = []
     for system in history.systems(index):
-        store = FrameStore.of_system(system)
-        calibrate_system(system, index, store)
+        frames = store.FrameStore.of_system(system)
+        calibrate_system(system, index, frames, params, hist)
         for run_id in [t for t in todo if index[t]["system"] == system]:
-            result = run_one(run_id, index, store)
+            result = chart_one(run_id, index, frames, params, hist)
             done += 1
             progress.step(done, f"{run_id} -> {result['verdict']}, score {result.get('violation_ratio')}")
-        verified = history.verified_runs(index, system, exclude=exclude)
-        all_passed = history.passed_runs(index, system, exclude=exclude)
-        loo_rows += evaluate_history({r: store[r] for r in set(verified) | set(all_passed)}, index, verified,
-                                     all_passed, params=params)
-    frame = pd.DataFrame(loo_rows)
-    metrics = {"loo": summarize_runs(frame)} if len(frame) else {}
-    for system, g in (frame.groupby("system") if len(frame) else []):
-        metrics[f"loo_{system}"] = summarize_runs(g)
-    config.METRICS.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.METRICS / "control_charts.json", metrics)
-    with archive.atomic_path(config.METRICS / "control_charts_runs.csv") as tmp:
-        frame.to_csv(tmp, index=False)
-    print(f"[control_charts] {len(todo)} target runs charted -> {runs_dir()}; LOO {metrics.get('loo')}")
+    print(f"[control_charts] {len(todo)} target runs charted -> {config.CONTROL_CHARTS / 'runs'}")
 
 
 if __name__ == "__main__":

@@ -52,8 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, discretize, history, mine_rules
-from pipelines.normalize import read_info
+from pipelines import archive, config, discretize, history, mine_rules, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.detect")
@@ -468,47 +467,62 @@ def split_counters(frame: pd.DataFrame, edges: dict[str, Any], model_counters: s
 # --------------------------------------------------------------------------- I/O shell
 
 
+class DetectCache:
+    """What detect derives from the history, shared by the targets of one process.
+
+    ``frames`` is the shared load-scaled frame cache (``store.FrameStore``); the others
+    hold what is computed from those frames: the reference runs encoded under a set of
+    bin edges, the rule masks of pruning (:func:`prune_models`) and the change bands.
+    """
+
+    def __init__(self, frames: store.FrameStore):
+        self.frames = frames
+        self.encoded: dict[tuple[str, str], Encoded] = {}
+        self.unstable: dict = {}
+        self.bands: dict[tuple, pd.DataFrame] = {}
+
+    def encoded_run(self, run_id: str, edges: dict[str, Any], reference: float | None, tag: str) -> Encoded:
+        """A run binned under ``edges`` (``tag`` names the edges and reference load)."""
+        if (tag, run_id) not in self.encoded:
+            self.encoded[(tag, run_id)] = Encoded.of(discretize.apply_edges(self.frames.at(run_id, reference), edges))
+        return self.encoded[(tag, run_id)]
+
+    def levels(self, runs: list[str], reference: float | None) -> pd.DataFrame:
+        """One row per run: its median of every counter (load-scaled)."""
+        return pd.DataFrame({r: self.frames.at(r, reference).median() for r in runs}).T
+
+    def band(self, refs: list[str], reference: float | None, pct: tuple[float, float]) -> pd.DataFrame:
+        """Rows low / level / high: the ``pct`` percentiles and the median of every counter over
+        the reference runs pooled."""
+        key = (reference, tuple(refs), tuple(pct))
+        if key not in self.bands:
+            pooled = pd.concat([self.frames.at(r, reference) for r in refs], ignore_index=True)
+            q = pooled.quantile([pct[0] / 100.0, 0.5, pct[1] / 100.0])
+            self.bands[key] = q.set_axis(["low", "level", "high"], axis=0)
+        return self.bands[key]
+
+
 def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, Any], directory,
-                 reference: float | None = None) -> pd.DataFrame:
+                 frames: store.FrameStore, reference: float | None) -> pd.DataFrame:
     """The pooled model of all baseline runs (cached by the baseline's content keys)."""
     import hashlib
-    import json
 
-    keys = [read_info(r)["key"] for r in baseline]
+    keys = [store.read_info(r)["key"] for r in baseline]
     digest = hashlib.sha256(json.dumps([keys, discretize.edges_digest(edges), params, reference,
                                         mine_rules.CODE_VERSION],
                                        sort_keys=True).encode()).hexdigest()
     path = directory / "single" / f"{digest[:16]}.parquet"
     if path.exists():
         return mine_rules.rules_from_frame(pd.read_parquet(path))
-    pooled = pd.concat([discretize.load_scaled(r, reference) for r in baseline], ignore_index=True)
+    pooled = pd.concat([frames.at(r, reference) for r in baseline], ignore_index=True)
     rules = mine_rules.mine_model(discretize.apply_edges(pooled, edges), edges, params)
     archive.write_parquet_atomic(path, mine_rules.rules_to_frame(rules))
     return rules
 
 
-def _levels(runs: list[str], reference: float | None, memo: dict) -> pd.DataFrame:
-    """One row per run: its median of every counter (load-scaled), cached in ``memo``."""
-    for r in runs:
-        if ("level", reference, r) not in memo:
-            memo[("level", reference, r)] = discretize.load_scaled(r, reference).median()
-    return pd.DataFrame({r: memo[("level", reference, r)] for r in runs}).T
-
-
-def _bands(refs: list[str], reference: float | None, memo: dict, pct: tuple[float, float]) -> pd.DataFrame:
-    """Rows low / level / high: the ``pct`` percentiles and the median of every counter over
-    the reference runs pooled."""
-    key = ("bands", reference, tuple(refs), tuple(pct))
-    if key not in memo:
-        pooled = pd.concat([discretize.load_scaled(r, reference) for r in refs], ignore_index=True)
-        q = pooled.quantile([pct[0] / 100.0, 0.5, pct[1] / 100.0])
-        memo[key] = q.set_axis(["low", "level", "high"], axis=0)
-    return memo[key]
-
-
 def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict[str, Any],
-            mine_params: dict[str, Any], params: dict[str, Any], directory,
-            memo: dict | None = None, reference: float | None = None) -> tuple[dict, dict]:
+            mine_params: dict[str, Any], params: dict[str, Any], directory, cache: DetectCache,
+            reference: float | None) -> tuple[dict, dict]:
     """Detect on one run against a baseline; return (detect_run result, verdict document).
 
     ``reference`` is the system's reference load the bin edges were learned at.  Steps:
@@ -516,39 +530,33 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     counters; pruning of rules that the target environment's passed runs break; the
     three combiners; the practical-change filter.
     """
-    memo = {} if memo is None else memo
-    frame = discretize.load_scaled(run_id, reference)
-    info = read_info(run_id)
+    frame = cache.frames.at(run_id, reference)
+    info = store.read_info(run_id)
     target_env = index[run_id].get("environment") or {}
     envs = {b: index[b].get("environment") or {} for b in baseline}
     refs = history.most_similar(envs, target_env)      # known-good runs of the target's (nearest) lab
     models = []
     model_counters: set[str] = set()
     for b in baseline:
-        recorded = set(read_info(b)["counters"])
+        recorded = set(store.read_info(b)["counters"])
         model_counters |= recorded
         models.append(Model(b, mine_rules.mine_for_run(b, edges, mine_params, directory, reference),
                             envs[b], frozenset(recorded & set(edges))))
     env_dependent: dict[str, float] = {}
-    if params.get("new_environment_abstain", False) and baseline and target_env not in envs.values():
-        env_dependent = environment_dependent(_levels(baseline, reference, memo),
+    if params["new_environment_abstain"] and baseline and target_env not in envs.values():
+        env_dependent = environment_dependent(cache.levels(baseline, reference),
                                               [json.dumps(envs[b], sort_keys=True) for b in baseline],
                                               alpha=params["environment_alpha"],
-                                              min_rel_change=params.get("min_rel_change") or 0.0)
+                                              min_rel_change=params["min_rel_change"] or 0.0)
         models = [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(env_dependent)) for m in models]
     dropped: dict[str, int] = {}
-    if params.get("prune_unstable_rules", True) and models:
+    if params["prune_unstable_rules"] and models:
         tag = f"{discretize.edges_digest(edges)}@{reference}"
-        ref_frames = {}
-        for r in refs:
-            if (tag, "encoded", r) not in memo:
-                memo[(tag, "encoded", r)] = Encoded.of(discretize.apply_edges(discretize.load_scaled(r, reference),
-                                                                              edges))
-            ref_frames[r] = memo[(tag, "encoded", r)]
+        ref_frames = {r: cache.encoded_run(r, edges, reference, tag) for r in refs}
         models, dropped = prune_models(models, ref_frames, delta_threshold=params["delta_threshold"],
-                                       min_premise_intervals=params["min_premise_intervals"], memo=memo,
+                                       min_premise_intervals=params["min_premise_intervals"], memo=cache.unstable,
                                        memo_tag=tag)
-    single = single_model(baseline, edges, mine_params, directory, reference) if baseline else None
+    single = single_model(baseline, edges, mine_params, directory, cache.frames, reference) if baseline else None
     result = detect_run(discretize.apply_edges(frame, edges), target_env, models, single,
                         delta_threshold=params["delta_threshold"],
                         min_premise_intervals=params["min_premise_intervals"],
@@ -557,8 +565,8 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     result["single"] = [c for c in result["single"] if c not in env_dependent]
     result["environment_dependent"] = env_dependent
     result["small_changes"] = {}
-    if params.get("min_rel_change") and refs:
-        q = _bands(refs, reference, memo, tuple(params.get("change_band_pct", (5, 95))))
+    if params["min_rel_change"] and refs:
+        q = cache.band(refs, reference, tuple(params["change_band_pct"]))
         flagged = set(result["single"]) | set(result["bagging"]) | set(result["stacking"])
         magnitude = {c: change_magnitude(frame[c].to_numpy(dtype=float), result["intervals"].get(c),
                                          float(q.at["low", c]), float(q.at["level", c]), float(q.at["high", c]))
@@ -574,29 +582,35 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     return result, doc
 
 
-def run_one(run_id: str, memo: dict | None = None) -> dict[str, Any]:
-    """Detect on one target run and write its result (the per-run task of the nightly DAG)."""
+def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[str, Any]:
+    """Detect on one target run and write its result (the per-run task of the nightly DAG).
+
+    ``caches`` keeps one :class:`DetectCache` per system across the targets of one process.
+    """
     params = config.load_params("detect")
     mine_params = config.load_params("mine_rules")
     hist = config.load_params("history")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = store.valid_index()
     system = index[run_id]["system"]
-    spec = archive.read_json(discretize.edges_path(system))
-    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
-    _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params,
-                     mine_rules.models_dir(system), memo, spec.get("reference_load"))
-    archive.write_json_atomic(config.DETECTIONS / f"{run_id}.json", doc)
+    spec = store.read_edges(system)
+    caches = {} if caches is None else caches
+    if system not in caches:
+        caches[system] = DetectCache(store.FrameStore(spec["reference_load"]))
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params, config.models_dir(system),
+                     caches[system], spec["reference_load"])
+    archive.write_json_atomic(config.detection_path(run_id), doc)
     return doc
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = store.valid_index()
     todo = history.targets(index)
     progress = Progress(log, "detect", len(todo))
-    memo: dict = {}
+    caches: dict[str, DetectCache] = {}
     for i, run_id in enumerate(todo, 1):
-        doc = run_one(run_id, memo)
+        doc = run_one(run_id, caches)
         progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged")
     print(f"[detect] {len(todo)} target runs analysed -> {config.DETECTIONS}")
 

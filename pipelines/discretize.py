@@ -36,8 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, history
-from pipelines.normalize import frame_path, read_info, scale_to_load
+from pipelines import archive, config, history, store
 
 log = logging.getLogger("regresslab.discretize")
 
@@ -52,8 +51,8 @@ def bin_count(unique: int, *, log_base: float) -> int:
     return max(1, int(math.floor(2.0 * math.log(unique) / math.log(log_base) + 1e-12)))
 
 
-def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool = False,
-                log_span: float | None = None) -> dict[str, dict[str, Any]]:
+def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool,
+                log_span: float | None) -> dict[str, dict[str, Any]]:
     """Equal-width edges per counter over all training frames pooled.
 
     Returns counter -> ``{"edges": [k+1 floats], "k": k, "unique": u}``; counters with
@@ -88,8 +87,8 @@ def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool
 
 def edges_for(frames: list[pd.DataFrame], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """:func:`learn_edges` with the ``discretize`` block of params.yaml."""
-    return learn_edges(frames, log_base=params["log_base"], open_edges=params.get("open_edge_bins", False),
-                       log_span=params.get("log_span"))
+    return learn_edges(frames, log_base=params["log_base"], open_edges=params["open_edge_bins"],
+                       log_span=params["log_span"])
 
 
 def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -122,40 +121,18 @@ def edges_digest(edges: dict[str, dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def load_normalized(run_id: str) -> pd.DataFrame:
-    return pd.read_parquet(frame_path(run_id))
-
-
-def reference_load(runs: list[str]) -> float | None:
-    """The system's reference load: the median of the training runs' median loads."""
-    loads = [read_info(r).get("median_load") for r in runs]
-    loads = [x for x in loads if x is not None]
-    return float(np.median(loads)) if loads else None
-
-
-def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
-    """A normalised run with its load-following counters scaled to the reference load."""
-    info = read_info(run_id)
-    return scale_to_load(load_normalized(run_id), info.get("load_counter"), info.get("load_fits") or {}, reference)
-
-
-def edges_path(system: str):
-    return config.PROCESSED / "edges" / f"{system}.json"
-
-
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("discretize")
     hist = config.load_params("history")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = store.valid_index()
     for system in history.systems(index):
-        training = history.passed_runs(index, system, exclude=set(hist.get("exclude", [])),
-                                       window=hist["window"])
-        ref = reference_load(training)
-        edges = edges_for([load_scaled(r, ref) for r in training], params)
-        archive.write_json_atomic(edges_path(system), {
+        training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+        ref = store.reference_load(training)
+        edges = edges_for([store.load_scaled(r, ref) for r in training], params)
+        archive.write_json_atomic(config.edges_path(system), {
             "system": system, "training_runs": training, "log_base": params["log_base"],
-            "open_edge_bins": bool(params.get("open_edge_bins", False)), "log_span": params.get("log_span"),
+            "open_edge_bins": bool(params["open_edge_bins"]), "log_span": params["log_span"],
             "reference_load": ref, "digest": edges_digest(edges), "counters": edges})
         ks = [e["k"] for e in edges.values()]
         n_log = sum(1 for e in edges.values() if e.get("scale") == "log")

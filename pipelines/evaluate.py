@@ -13,13 +13,16 @@ right when the combiner's verdict (fail = at least one flagged counter) equals t
 analyst's.  Unanalysed targets whose truth is known (``evaluate.labels`` files, such as
 the simulator's ``target_labels.json``) are scored from their verdict files.
 
-The report's **headline** (rules and control charts together, ``report.verdict_rule``) is
-scored the same way, with the control charts' leave-one-out results of the same runs
-(``control_charts.loo_charts``).  Targets are scored from their verdict files: the three
+The control charts (Nguyen 2017 §7.5, seed 004) are evaluated here too, once per
+``dvc repro``: each verified run charted against the other passed runs and judged by a
+calibration without it (:func:`loo_charts`), scored by run verdict and counter F / ROC AUC.
+The report's **headline** (rules and control charts together, ``headline.compose``) is
+scored with those same charts.  Targets are scored from their verdict files: the three
 combiners from ``detect``'s, the headline from the report's.
 
-Writes ``metrics/detection.json`` (DVC metrics) and ``metrics/detection_runs.csv``
-(one row per run and combiner, for ``dvc plots``).
+Writes ``metrics/detection.json`` and ``metrics/control_charts.json`` (DVC metrics),
+``metrics/detection_runs.csv`` and ``metrics/control_charts_runs.csv`` (one row per run,
+for ``dvc plots``).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, control_charts, detect, discretize, history, report
+from pipelines import archive, config, control_charts, detect, discretize, headline, history, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
@@ -98,40 +101,102 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str], passed: list[str],
+               *, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Leave-one-out on the labelled history: each verified run charted against the other
+    passed runs (most similar environment), judged by a calibration without it.
+
+    The calibration without a held-out passed run drops its own chart and its repeat pairs;
+    the other passed runs' charts are computed once, so a baseline of theirs may include
+    the held-out run (it widens their limits a little: their scores, and so the threshold,
+    can only be lower — the held-out run is judged slightly more strictly).  This keeps the
+    cost linear in the history instead of quadratic.  Returns per run the
+    :func:`control_charts.judge` result plus its ``counter_scores`` (sum ratios).
+    """
+    envs = {r: index[r].get("environment") or {} for r in frames}
+    versions = {r: index[r].get("version") for r in frames}
+    charter = control_charts.Charter(frames, params)
+    parts = control_charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
+                                             charter=charter)
+    out = {}
+    progress = Progress(log, "control_charts LOO", len(verified), every=8)
+    for i, run_id in enumerate(verified, 1):
+        others = [r for r in passed if r != run_id]
+        calibration = control_charts.calibration_from(parts, params=params,
+                                                      leave_out=run_id if run_id in passed else None)
+        base = control_charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params["max_baseline_runs"])
+        ratios, _, _ = charter(base, run_id)
+        result = control_charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
+                                      counter_flag_floor=float(params["counter_flag_floor"]))
+        result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
+        out[run_id] = result
+        progress.step(i)
+    return out
+
+
+def chart_rows(charts: dict[str, dict[str, Any]], index: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`loo_charts` results scored against the truth: one row per run."""
+    rows = []
+    for run_id, result in charts.items():
+        expected = index[run_id].get("regressed_counters") or []
+        p, r, f = counter_prf(result["flagged_counters"], expected)
+        rows.append({"run_id": run_id, "system": index[run_id]["system"], "cause": index[run_id].get("cause"),
+                     "truth": index[run_id]["verdict"], "verdict": result["verdict"],
+                     "score": result["violation_ratio"], "threshold": result["threshold"],
+                     "flagged": len(result["flagged_counters"]), "precision": p, "recall": r, "f": f,
+                     "roc_auc": roc_auc(result["counter_scores"], set(expected))})
+    return rows
+
+
+def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
+    """Run-verdict precision/recall/accuracy (fail = positive), counter F and ROC AUC on failed runs."""
+    fail_t, fail_p = rows["truth"] == "fail", rows["verdict"] == "fail"
+    tp = int((fail_t & fail_p).sum())
+    failed = rows[fail_t]
+    return {"runs": int(len(rows)), "failed_runs": int(fail_t.sum()),
+            "run_precision": round(tp / int(fail_p.sum()), 4) if fail_p.any() else None,
+            "run_recall": round(tp / int(fail_t.sum()), 4) if fail_t.any() else None,
+            "run_accuracy": round(float((fail_t == fail_p).mean()), 4),
+            "normal_runs_failed": int((~fail_t & fail_p).sum()),
+            "counter_f": round(float(failed["f"].mean()), 4) if len(failed) else None,
+            "counter_roc_auc": round(float(failed["roc_auc"].dropna().mean()), 4)
+            if failed["roc_auc"].notna().any() else None}
+
+
 # --------------------------------------------------------------------------- I/O shell
 
 
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
-               disc_params: dict[str, Any], exclude: set[str], charts: dict[str, dict] | None = None,
-               verdict_rule: str = "all", flag_rule: str = "union") -> list[dict[str, Any]]:
+               disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
+               charts: dict[str, dict] | None, verdict_rule: str, flag_rule: str) -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
     the control charts' leave-one-out results of the same runs)."""
     passed = history.passed_runs(index, system, exclude=exclude)
     verified = history.verified_runs(index, system, exclude=exclude)
-    cache = config.DATA / "cache" / "loo" / system
-    all_ref = discretize.reference_load(passed)
-    all_edges = discretize.edges_for([discretize.load_scaled(r, all_ref) for r in passed], disc_params)
-    memo: dict = {}
+    directory = config.loo_cache_dir(system)
+    all_ref = store.reference_load(passed)
+    all_edges = discretize.edges_for([frames.at(r, all_ref) for r in passed], disc_params)
+    cache = detect.DetectCache(frames)
     rows = []
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
     for i, run_id in enumerate(verified, 1):
         row = index[run_id]
         baseline = [r for r in passed if r != run_id]
         if run_id in passed:          # learn the bins again without the held-out run
-            ref = discretize.reference_load(baseline)
-            edges = discretize.edges_for([discretize.load_scaled(r, ref) for r in baseline], disc_params)
+            ref = store.reference_load(baseline)
+            edges = discretize.edges_for([frames.at(r, ref) for r in baseline], disc_params)
         else:
             ref, edges = all_ref, all_edges
-        result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, cache, memo, ref)
+        result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, directory, cache, ref)
         rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
                            row.get("regressed_counters") or [],
                            {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
         if charts is not None:            # the report's headline: rules and control charts together
-            headline = report.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
-                                      verdict_rule=verdict_rule, flag_rule=flag_rule)
+            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
+                                    verdict_rule=verdict_rule, flag_rule=flag_rule)
             rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
-                               row.get("regressed_counters") or [], {"headline": headline["flagged_counters"]},
-                               headline["counter_scores"], "loo")
+                               row.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
+                               head["counter_scores"], "loo")
         progress.step(i)
     return rows
 
@@ -148,14 +213,14 @@ def labelled_targets(index: dict[str, Any], label_files: list[Path]):
 def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for run_id, truth in labelled_targets(index, label_files):
-        detection = config.DETECTIONS / f"{run_id}.json"
+        detection = config.detection_path(run_id)
         if not detection.exists():
             continue
         doc = archive.read_json(detection)
         flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
         rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                            truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
-        verdict_file = config.RUN_REPORTS / f"{run_id}.json"
+        verdict_file = config.run_report_path(run_id)
         if verdict_file.exists():
             head = archive.read_json(verdict_file)
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
@@ -171,7 +236,7 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
     seen = {(row["system"], row.get("cause")) for row in index.values() if row.get("verdict") == "fail"}
     known_rows, unseen_rows = [], []
     for run_id, truth in labelled_targets(index, label_files):
-        verdict_file = config.RUN_REPORTS / f"{run_id}.json"
+        verdict_file = config.run_report_path(run_id)
         if truth.get("verdict") != "fail" or not verdict_file.exists():
             continue
         cause = archive.read_json(verdict_file)["cause"]
@@ -186,26 +251,42 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
             "unseen_cause_called_unknown": round(float(np.mean(unseen_rows)), 4) if unseen_rows else None}
 
 
+def write_table(metrics: dict[str, Any], frame: pd.DataFrame, name: str) -> None:
+    """``metrics/<name>.json`` and ``metrics/<name>_runs.csv``, atomically."""
+    config.METRICS.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.METRICS / f"{name}.json", metrics)
+    with archive.atomic_path(config.METRICS / f"{name}_runs.csv") as tmp:
+        frame.to_csv(tmp, index=False)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("detect")
     mine_params = config.load_params("mine_rules")
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")
-    exclude = set(config.load_params("history").get("exclude", []))
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    exclude = set(config.load_params("history")["exclude"])
     cc_params = config.load_params("control_charts")
     report_params = config.load_params("report")
-    verdict_rule, flag_rule = report_params["verdict_rule"], report_params.get("flag_rule", "union")
-    rows = []
+    label_files = [config.ROOT / p for p in ev_params["labels"]]
+    index = store.valid_index()
+    rows, cc_rows = [], []
     for system in history.systems(index):
-        store = control_charts.FrameStore.of_system(system)
+        frames = store.FrameStore.of_system(system)
         verified = history.verified_runs(index, system, exclude=exclude)
         passed = history.passed_runs(index, system, exclude=exclude)
-        charts = control_charts.loo_charts({r: store[r] for r in set(verified) | set(passed)}, index, verified,
-                                           passed, params=cc_params)
-        rows += loo_system(system, index, params, mine_params, disc_params, exclude, charts, verdict_rule, flag_rule)
-    rows += target_rows(index, [config.ROOT / p for p in ev_params.get("labels", [])])
+        charts = loo_charts({r: frames[r] for r in set(verified) | set(passed)}, index, verified, passed,
+                            params=cc_params)
+        cc_rows += chart_rows(charts, index)
+        rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
+                           report_params["verdict_rule"], report_params["flag_rule"])
+    cc_frame = pd.DataFrame(cc_rows)
+    cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}
+    for system, g in (cc_frame.groupby("system") if len(cc_frame) else []):
+        cc_metrics[f"loo_{system}"] = summarize_runs(g)
+    write_table(cc_metrics, cc_frame, "control_charts")
+    print(f"[evaluate] control charts LOO {cc_metrics.get('loo')}")
+    rows += target_rows(index, label_files)
     frame = pd.DataFrame(rows)
     metrics: dict[str, Any] = {}
     if len(frame):
@@ -213,11 +294,8 @@ def main() -> None:
             metrics[source] = summarize(g)
             for system, gs in g.groupby("system"):
                 metrics[f"{source}_{system}"] = summarize(gs)
-    metrics["targets_causes"] = target_cause_figures(index, [config.ROOT / p for p in ev_params.get("labels", [])])
-    config.METRICS.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.METRICS / "detection.json", metrics)
-    with archive.atomic_path(config.METRICS / "detection_runs.csv") as tmp:
-        frame.to_csv(tmp, index=False)
+    metrics["targets_causes"] = target_cause_figures(index, label_files)
+    write_table(metrics, frame, "detection")
     for source in ("loo", "targets"):
         for c in COMBINERS + ("headline",):
             m = metrics.get(source, {}).get(c)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, history
+from pipelines import archive, config, control_charts, history, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.features")
@@ -45,7 +45,7 @@ def pair_features(charter: control_charts.Charter, target: str, baselines: list[
 
 
 def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any]],
-                   max_runs: int | None = None) -> list[str]:
+                   max_runs: int | None) -> list[str]:
     """The passed runs (never the run itself) whose environment is most like the run's, the
     newest ``max_runs`` of them (``passed`` is oldest first)."""
     others = [r for r in passed if r != run_id]
@@ -67,18 +67,13 @@ def frame_digest(frame: pd.DataFrame) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def features_path(system: str):
-    return config.PROCESSED / "features" / f"{system}.parquet"
-
-
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params = config.load_params("control_charts")
-    exclude = set(config.load_params("history").get("exclude", []))
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    exclude = set(config.load_params("history")["exclude"])
+    index = store.valid_index()
     for system in history.systems(index):
-        store = control_charts.FrameStore.of_system(system)
-        charter = control_charts.Charter(store, cc_params)
+        charter = control_charts.Charter(store.FrameStore.of_system(system), cc_params)
         passed = history.passed_runs(index, system, exclude=exclude)
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
         verified = history.verified_runs(index, system, exclude=exclude)
@@ -86,14 +81,14 @@ def main() -> None:
         parts = []
         for i, run_id in enumerate(verified, 1):
             part = pair_features(charter, run_id, pair_baselines(run_id, passed, envs,
-                                                                 cc_params.get("max_baseline_runs")))
+                                                                 cc_params["max_baseline_runs"]))
             part["system"] = system
             part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
             parts.append(part)
             progress.step(i)
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
         frame = frame[KEY_COLUMNS + feature_columns(frame)]
-        archive.write_parquet_atomic(features_path(system), frame)
+        archive.write_parquet_atomic(config.features_path(system), frame)
         print(f"[features] {system}: {len(frame)} pairs of {len(verified)} runs, "
               f"{len(feature_columns(frame))} features, causes {sorted(frame['cause'].unique())}")
 

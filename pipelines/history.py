@@ -59,9 +59,3 @@ def most_similar(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, An
     equal = {r: sum(1 for k, v in target_env.items() if k in env and env[k] == v) for r, env in prior_envs.items()}
     best = max(equal.values())
     return [r for r, e in equal.items() if e == best]
-
-
-def target_run_ids() -> list[str]:
-    """The runs to analyse tonight (the per-run fan-out of the nightly DAG)."""
-    from pipelines import archive, config
-    return targets(archive.read_json(config.VALID_INDEX)["valid"])

@@ -787,14 +787,14 @@ def main(argv: list[str] | None = None) -> None:
     params = config.load_params("labsim")
     parser = argparse.ArgumentParser(prog="python -m pipelines.labsim", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(config.EXAMPLE), help="directory for the archives")
-    parser.add_argument("--seed", type=int, default=params.get("seed", 7))
-    parser.add_argument("--systems", nargs="+", default=params.get("systems", list(SYSTEMS)))
-    parser.add_argument("--n-normal", type=int, default=params.get("n_normal", 12))
-    parser.add_argument("--n-per-cause", type=int, default=params.get("n_per_cause", 6))
-    parser.add_argument("--history-causes", nargs="+", default=params.get("history_causes"))
-    parser.add_argument("--target-causes", nargs="+", default=params.get("target_causes"))
-    parser.add_argument("--n-targets-normal", type=int, default=params.get("n_targets_normal", 2))
-    parser.add_argument("--start", default=params.get("start", "2026-09-01"))
+    parser.add_argument("--seed", type=int, default=params["seed"])
+    parser.add_argument("--systems", nargs="+", default=params["systems"])
+    parser.add_argument("--n-normal", type=int, default=params["n_normal"])
+    parser.add_argument("--n-per-cause", type=int, default=params["n_per_cause"])
+    parser.add_argument("--history-causes", nargs="+", default=params["history_causes"])
+    parser.add_argument("--target-causes", nargs="+", default=params["target_causes"])
+    parser.add_argument("--n-targets-normal", type=int, default=params["n_targets_normal"])
+    parser.add_argument("--start", default=params["start"])
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -804,7 +804,7 @@ def main(argv: list[str] | None = None) -> None:
             seed=args.seed, systems=args.systems, history_causes=args.history_causes,
             target_causes=args.target_causes, n_normal=args.n_normal, n_per_cause=args.n_per_cause,
             n_targets_normal=args.n_targets_normal, start=args.start,
-            min_effect=params.get("min_effect", 3.0), min_rel_change=params.get("min_rel_change", 0.05),
+            min_effect=params["min_effect"], min_rel_change=params["min_rel_change"],
             progress=True):
         archive.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
         written += 1

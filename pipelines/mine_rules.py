@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, discretize, history
-from pipelines.normalize import read_info
+from pipelines import archive, config, discretize, history, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.mine_rules")
@@ -106,8 +105,8 @@ def range_item(counter: str, lo: int, hi: int) -> str:
 
 
 def mine_rules(onehot: pd.DataFrame, *, min_support: float, min_confidence: float, max_len: int,
-               algorithm: str = "fpgrowth", max_rules_per_consequent: int = 25,
-               stationarity: dict[str, float] | None = None, max_mined_items: int | None = None) -> pd.DataFrame:
+               algorithm: str, max_rules_per_consequent: int | None, max_mined_items: int | None,
+               stationarity: dict[str, float] | None = None) -> pd.DataFrame:
     """Rules of one model; columns ``premise`` (tuple of items), ``consequent`` (item),
     ``support``, ``confidence``, ``lift``.  ``stationarity`` (from :func:`usual_ranges`)
     adds the empty-premise rules.
@@ -157,7 +156,7 @@ def mine_model(binned: pd.DataFrame, edges: dict[str, dict[str, Any]], params: d
     return mine_rules(one_hot(binned), min_support=params["min_support"], min_confidence=params["min_confidence"],
                       max_len=params["max_len"], algorithm=params["algorithm"],
                       max_rules_per_consequent=params["max_rules_per_consequent"],
-                      max_mined_items=params.get("max_mined_items"),
+                      max_mined_items=params["max_mined_items"],
                       stationarity=usual_ranges(binned, {c: e["k"] for c, e in edges.items()},
                                                 min_confidence=params["min_confidence"]))
 
@@ -181,14 +180,10 @@ def rules_from_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def models_dir(system: str):
-    return config.PROCESSED / "models" / system
-
-
 def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, Any], directory,
                reference: float | None = None) -> tuple:
     """Where the model of ``run_id`` under ``edges`` is cached, and the edges of its own counters."""
-    info = read_info(run_id)
+    info = store.read_info(run_id)
     own_edges = {c: edges[c] for c in info["counters"] if c in edges}
     key = model_key(info["key"], own_edges, params, reference)
     return directory / f"{run_id}.{key[:16]}.parquet", own_edges
@@ -201,7 +196,7 @@ def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str
     path, own_edges = model_path(run_id, edges, params, directory, reference)
     if path.exists():
         return rules_from_frame(pd.read_parquet(path))
-    frame = discretize.load_scaled(run_id, reference)
+    frame = store.load_scaled(run_id, reference)
     rules = mine_model(discretize.apply_edges(frame, own_edges), own_edges, params)
     archive.write_parquet_atomic(path, rules_to_frame(rules))
     return rules
@@ -210,36 +205,35 @@ def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str
 def pending_models() -> list[str]:
     """The training runs (of every system's edges) whose model is not cached yet: tonight's fan-out."""
     params = config.load_params("mine_rules")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
     out = []
-    for system in history.systems(index):
-        spec = archive.read_json(discretize.edges_path(system))
-        out += [r for r in spec["training_runs"]
-                if not model_path(r, spec["counters"], params, models_dir(system), spec.get("reference_load"))[0].exists()]
+    for system in history.systems(store.valid_index()):
+        spec = store.read_edges(system)
+        out += [r for r in spec["training_runs"] if not model_path(r, spec["counters"], params, config.models_dir(system),
+                                                                   spec["reference_load"])[0].exists()]
     return out
 
 
 def run_one(run_id: str) -> int:
     """Mine (or find cached) the model of one training run; its number of rules (nightly DAG task)."""
     params = config.load_params("mine_rules")
-    system = archive.read_json(config.VALID_INDEX)["valid"][run_id]["system"]
-    spec = archive.read_json(discretize.edges_path(system))
-    return int(len(mine_for_run(run_id, spec["counters"], params, models_dir(system), spec.get("reference_load"))))
+    system = store.valid_index()[run_id]["system"]
+    spec = store.read_edges(system)
+    return int(len(mine_for_run(run_id, spec["counters"], params, config.models_dir(system), spec["reference_load"])))
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("mine_rules")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = store.valid_index()
     summary = {}
     for system in history.systems(index):
-        spec = archive.read_json(discretize.edges_path(system))
+        spec = store.read_edges(system)
         runs = spec["training_runs"]
-        directory = models_dir(system)
+        directory = config.models_dir(system)
         progress = Progress(log, f"mine_rules {system}", len(runs), what="models")
         keep = set()
         for i, run_id in enumerate(runs, 1):
-            ref = spec.get("reference_load")
+            ref = spec["reference_load"]
             rules = mine_for_run(run_id, spec["counters"], params, directory, ref)
             keep.add(model_path(run_id, spec["counters"], params, directory, ref)[0].name)
             summary[run_id] = {"system": system, "rules": int(len(rules)),
@@ -248,7 +242,7 @@ def main() -> None:
         for stale in directory.glob("*.parquet"):
             if stale.name not in keep:       # models of runs that left the window, or of old edges
                 stale.unlink()
-    archive.write_json_atomic(config.PROCESSED / "models" / "index.json", summary)
+    archive.write_json_atomic(config.MODELS / "index.json", summary)
     print(f"[mine_rules] {len(summary)} models, {sum(r['rules'] for r in summary.values())} rules")
 
 

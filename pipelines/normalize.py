@@ -133,8 +133,7 @@ def scale_to_load(frame: pd.DataFrame, load_counter: str | None, fits: dict[str,
 
 
 def normalize_run(host_frames: dict[str, pd.DataFrame], meta: dict[str, Any], *, interval_s: float,
-                  load_scaling: bool = False, min_load_correlation: float = 0.6
-                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
+                  load_scaling: bool, min_load_correlation: float) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Normalise one validated run; return the interval frame and what was decided."""
     start = pd.Timestamp(meta["started_at"]).timestamp()
     periods = {h: sampling_period(f["ts"]) for h, f in host_frames.items()}
@@ -160,57 +159,49 @@ def run_key(validation_key: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def frame_path(run_id: str):
-    """Where the interval frame of a normalised run is stored."""
-    return config.NORMALIZED / f"{run_id}.parquet"
-
-
-def info_path(run_id: str):
-    """Where what normalisation decided for a run (interval, counters, load fits, key) is stored."""
-    return config.NORMALIZED / f"{run_id}.json"
-
-
-def read_info(run_id: str) -> dict[str, Any]:
-    return archive.read_json(info_path(run_id))
-
-
 def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    run_dir = config.VALID / run_id
+    """A validated run's host frames and metadata (only this stage reads them)."""
+    run_dir = config.valid_dir(run_id)
     meta = archive.read_json(run_dir / "meta.json")
     frames = {h: pd.read_parquet(run_dir / f"{h}.parquet") for h in meta["_hosts"]}
     return frames, meta
+
+
+def read_valid_index() -> dict[str, dict[str, Any]]:
+    """``validate``'s index (``store.valid_index`` for every later stage; ``store`` imports this module)."""
+    return archive.read_json(config.VALID_INDEX)["valid"]
 
 
 def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """Normalise one validated run unless its cached result is current; return its index row."""
     key = expected_key(run_id, params)
     if is_current(run_id, key):
-        return archive.read_json(info_path(run_id))
+        return archive.read_json(config.info_path(run_id))
     frames, meta = load_valid_run(run_id)
     frame, info = normalize_run(frames, meta, interval_s=float(params["interval_s"]),
-                                load_scaling=bool(params.get("load_scaling", False)),
-                                min_load_correlation=float(params.get("min_load_correlation", 0.6)))
+                                load_scaling=bool(params["load_scaling"]),
+                                min_load_correlation=float(params["min_load_correlation"]))
     info.update({"key": key, "run_id": run_id, "system": meta["system"]})
-    archive.write_parquet_atomic(frame_path(run_id), frame)
-    archive.write_json_atomic(info_path(run_id), info)
+    archive.write_parquet_atomic(config.frame_path(run_id), frame)
+    archive.write_json_atomic(config.info_path(run_id), info)
     return info
 
 
 def expected_key(run_id: str, params: dict[str, Any]) -> str:
     """The cache key a normalised run must carry: its validation's key and the params."""
-    return run_key(archive.read_json(config.VALID / run_id / "meta.json")["_validation_key"], params)
+    return run_key(archive.read_json(config.valid_dir(run_id) / "meta.json")["_validation_key"], params)
 
 
 def is_current(run_id: str, key: str) -> bool:
     """Whether the run's normalised frame exists and was made under ``key``."""
-    info_file = info_path(run_id)
-    return frame_path(run_id).exists() and info_file.exists() and archive.read_json(info_file).get("key") == key
+    info_file = config.info_path(run_id)
+    return config.frame_path(run_id).exists() and info_file.exists() and archive.read_json(info_file).get("key") == key
 
 
 def pending_runs() -> list[str]:
     """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
     params = config.load_params("normalize")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = read_valid_index()
     return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r))
             if not is_current(r, expected_key(r, params))]
 
@@ -223,7 +214,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("normalize")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = read_valid_index()
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
     rows = {}
@@ -234,7 +225,7 @@ def main() -> None:
         if stale.stem not in index:      # a run quarantined after a suite change
             stale.unlink()
             stale.with_suffix(".json").unlink(missing_ok=True)
-    archive.write_json_atomic(config.INTERIM / "normalized_runs.json", rows)
+    archive.write_json_atomic(config.NORMALIZED_INDEX, rows)
     print(f"[normalize] {len(rows)} runs normalised")
 
 

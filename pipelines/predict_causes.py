@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, features, history, train_causes
+from pipelines import archive, config, control_charts, features, history, store, train_causes
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.predict_causes")
@@ -50,47 +50,18 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
 # --------------------------------------------------------------------------- I/O shell
 
 
-def result_path(run_id: str):
-    return config.PROCESSED / "causes" / f"{run_id}.json"
-
-
-class CauseModels:
-    """The current cause model of each system, loaded once (None when a system has none yet)."""
-
-    def __init__(self):
-        self._models: dict[str, tuple | None] = {}
-
-    def __getitem__(self, system: str):
-        if system not in self._models:
-            latest = train_causes.latest_path(system)
-            if not latest.exists():
-                self._models[system] = None
-            else:
-                pointer = archive.read_json(latest)
-                meta = archive.read_json(train_causes.models_dir(system) / pointer["meta"])
-                self._models[system] = (train_causes.load_model(train_causes.models_dir(system) / pointer["model"]),
-                                        meta)
-        return self._models[system]
-
-
-def run_one(run_id: str, index: dict[str, Any] | None = None, models: CauseModels | None = None,
-            charter: control_charts.Charter | None = None) -> dict[str, Any]:
-    """Predict the cause of one target run and write it (the per-run task of the nightly DAG)."""
-    hist = config.load_params("history")
-    index = index or archive.read_json(config.VALID_INDEX)["valid"]
+def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, charter: control_charts.Charter,
+                cc_params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
+    """Predict the cause of one target run and write it."""
     system = index[run_id]["system"]
-    loaded = (models or CauseModels())[system]
+    loaded = models[system]
     if loaded is None:
         result = {"label": None, "probability": None, "known": False, "reason": "no cause model yet"}
     else:
         model, meta = loaded
-        if charter is None:
-            store = control_charts.FrameStore.of_system(system)
-            charter = control_charts.Charter(store, config.load_params("control_charts"))
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist.get("exclude", [])))
-        pairs = features.pair_baselines(run_id, baseline, envs,
-                                        config.load_params("control_charts").get("max_baseline_runs"))
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        pairs = features.pair_baselines(run_id, baseline, envs, cc_params["max_baseline_runs"])
         if not pairs:
             result = {"label": None, "probability": None, "known": False, "reason": "no passed baseline run"}
         else:
@@ -99,23 +70,31 @@ def run_one(run_id: str, index: dict[str, Any] | None = None, models: CauseModel
             result["baseline_runs"] = pairs
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id
-    archive.write_json_atomic(result_path(run_id), result)
+    archive.write_json_atomic(config.cause_path(run_id), result)
     return result
+
+
+def run_one(run_id: str) -> dict[str, Any]:
+    """Predict the cause of one target run (the per-run task of the nightly DAG)."""
+    index = store.valid_index()
+    cc_params = config.load_params("control_charts")
+    charter = control_charts.Charter(store.FrameStore.of_system(index[run_id]["system"]), cc_params)
+    return predict_one(run_id, index, store.CauseModels(), charter, cc_params, config.load_params("history"))
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    cc_params, hist = config.load_params("control_charts"), config.load_params("history")
+    index = store.valid_index()
     todo = history.targets(index)
     progress = Progress(log, "predict_causes", len(todo))
-    models = CauseModels()
+    models = store.CauseModels()
     charters: dict[str, control_charts.Charter] = {}
     for i, run_id in enumerate(todo, 1):
         system = index[run_id]["system"]
         if system not in charters:
-            store = control_charts.FrameStore.of_system(system)
-            charters[system] = control_charts.Charter(store, config.load_params("control_charts"))
-        result = run_one(run_id, index, models, charters[system])
+            charters[system] = control_charts.Charter(store.FrameStore.of_system(system), cc_params)
+        result = predict_one(run_id, index, models, charters[system], cc_params, hist)
         progress.step(i, f"{run_id} -> {result['label']} p={result['probability']} known={result['known']}")
     print(f"[predict_causes] {len(todo)} target runs")
 

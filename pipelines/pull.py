@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,17 +25,7 @@ from pipelines.progress import Progress
 log = logging.getLogger("regresslab.pull")
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
-    run_id: str
-    file: str
-    sha256: str
-    size: int
-    first_seen: str
-    source: str
-
-
-def decide(entry: ManifestEntry | None, sha256: str) -> str:
+def decide(entry: archive.ManifestEntry | None, sha256: str) -> str:
     """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
 
     ``changed`` (same run_id, other content) is refused: raw data is immutable.
@@ -49,18 +38,7 @@ def decide(entry: ManifestEntry | None, sha256: str) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
-    path = path or config.MANIFEST
-    entries: dict[str, ManifestEntry] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                entries[row["run_id"]] = ManifestEntry(**row)
-    return entries
-
-
-def _append_manifest(entry: ManifestEntry, path: Path) -> None:
+def _append_manifest(entry: archive.ManifestEntry, path: Path) -> None:
     # append-only; a torn last line is impossible because each line is one small write + fsync
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry.__dict__) + "\n")
@@ -128,7 +106,7 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
     """Copy new archives from every source into ``raw_dir``; return a summary."""
     raw_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = raw_dir / config.MANIFEST.name
-    manifest = read_manifest(manifest_path)
+    manifest = archive.read_manifest(manifest_path)
     summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "missing_sources": []}
     for location in sources:
         try:
@@ -166,7 +144,7 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
                     summary["refused"].append({"run_id": run_id, "reason": reason})
                     continue
                 tmp.rename(target)
-                new = ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
+                new = archive.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
                                     first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     source=location)
                 _append_manifest(new, manifest_path)
@@ -182,11 +160,11 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("pull")
-    sources = params.get("source", str(config.EXAMPLE))
+    sources = params["source"]
     sources = [sources] if isinstance(sources, str) else list(sources)
     sources = [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
-    summary = pull(sources, config.RAW, max_archive_bytes=int(params.get("max_archive_bytes", 2**31)))
-    archive.write_json_atomic(config.INTERIM / "pull_summary.json", summary)
+    summary = pull(sources, config.RAW, max_archive_bytes=int(params["max_archive_bytes"]))
+    archive.write_json_atomic(config.PULL_SUMMARY, summary)
     print(f"[pull] {len(summary['new'])} new, {len(summary['known'])} already present, "
           f"{len(summary['refused'])} refused")
     for r in summary["refused"]:

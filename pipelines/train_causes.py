@@ -47,12 +47,11 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier
 
-from pipelines import archive, config, features, history
+from pipelines import archive, config, features, history, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.train_causes")
 CODE_VERSION = 1
-TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 
 
 # --------------------------------------------------------------------------- pure core
@@ -217,7 +216,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     columns = features.feature_columns(frame)
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
-    seed = int(params.get("seed", 0))
+    seed = int(params["seed"])
     candidates = {k: v for k, v in learners(seed).items() if k in params["learners"]}
     table, loo = {}, {}
     for i, (name, template) in enumerate(candidates.items(), 1):
@@ -249,15 +248,6 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
                                 for run in loo[best].index}}
 
 
-def load_model(path) -> Pipeline:
-    """Load a saved model, trusting only scikit-learn/numpy types (skops; never pickle)."""
-    untrusted = sio.get_untrusted_types(file=path)
-    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
-    if foreign:
-        raise ValueError(f"{path}: refusing to load types outside scikit-learn/numpy: {foreign}")
-    return sio.load(path, trusted=untrusted)
-
-
 # --------------------------------------------------------------------------- I/O shell
 
 
@@ -270,33 +260,20 @@ def verified_history_digest(index: dict[str, Any], system: str) -> str:
 
 def verified_runs_changed() -> list[str]:
     """The systems whose verified runs differ from those their current cause model learned from."""
-    index = archive.read_json(config.VALID_INDEX)["valid"]
-    changed = []
-    for system in history.systems(index):
-        latest = latest_path(system)
-        meta = archive.read_json(models_dir(system) / archive.read_json(latest)["meta"]) if latest.exists() else {}
-        if meta.get("verified_history") != verified_history_digest(index, system):
-            changed.append(system)
-    return changed
-
-
-def models_dir(system: str):
-    return config.CAUSE_MODELS / system
-
-
-def latest_path(system: str):
-    return models_dir(system) / "latest.json"
+    index = store.valid_index()
+    return [system for system in history.systems(index)
+            if store.latest_model_meta(system).get("verified_history") != verified_history_digest(index, system)]
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("train_causes")
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = store.valid_index()
     metrics: dict[str, Any] = {}
     curves = []
     config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn
     for system in history.systems(index):
-        path = features.features_path(system)
+        path = config.features_path(system)
         if not path.exists():
             continue
         frame = pd.read_parquet(path)
@@ -305,8 +282,8 @@ def main() -> None:
             continue
         digest = features.frame_digest(frame)
         version = hashlib.sha256(json.dumps([digest, params, CODE_VERSION], sort_keys=True).encode()).hexdigest()[:16]
-        meta_file = models_dir(system) / f"{version}.json"
-        if meta_file.exists() and (models_dir(system) / f"{version}.skops").exists():
+        meta_file = config.cause_models_dir(system) / f"{version}.json"
+        if meta_file.exists() and (config.cause_models_dir(system) / f"{version}.skops").exists():
             meta = archive.read_json(meta_file)
             log.info("train_causes %s: model %s is current (training data unchanged)", system, version)
             if meta.get("verified_history") != verified_history_digest(index, system):
@@ -317,13 +294,13 @@ def main() -> None:
             result = train_system(frame, params,
                                   progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
             model = result.pop("model")
-            with archive.atomic_path(models_dir(system) / f"{version}.skops") as tmp:
+            with archive.atomic_path(config.cause_models_dir(system) / f"{version}.skops") as tmp:
                 sio.dump(model, tmp)
             meta = {"system": system, "version": version, "training_data_sha256": digest,
                     "verified_history": verified_history_digest(index, system),
                     "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}
             archive.write_json_atomic(meta_file, meta)
-        archive.write_json_atomic(latest_path(system), {"version": version, "model": f"{version}.skops",
+        archive.write_json_atomic(config.latest_cause_model(system), {"version": version, "model": f"{version}.skops",
                                                         "meta": f"{version}.json"})
         best = meta["learners"][meta["best"]]
         metrics[system] = {"best": meta["best"], "accuracy": best["accuracy"], "gain": best["gain"],

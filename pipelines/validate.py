@@ -300,7 +300,7 @@ def validate_archive(path: Path, validator: Validator, params: dict[str, Any]) -
     """Validate one archive; return (raw run or None, host frames, failures)."""
     expected_id = archive.archive_stem(path) if path.is_file() else path.name
     try:
-        raw = archive.read_archive(path, params.get("limits"))
+        raw = archive.read_archive(path, params["limits"])
         frames = {h: archive.parse_counter_csv(b, h) for h, b in sorted(raw.csv_bytes.items())}
     except archive.ArchiveError as exc:
         return None, {}, [{"suite": "archive", "expectation": "readable_safe_archive", "reason": str(exc)}]
@@ -331,13 +331,13 @@ def cache_key(sha256: str, params: dict[str, Any]) -> str:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("validate")
-    manifest = _read_manifest()
+    manifest = archive.read_manifest()
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)
     validator = Validator(build_suites(
         min_samples_per_host=params["min_samples_per_host"], min_coverage=params["min_coverage"],
         max_duration_s=params["max_duration_s"], pct_range=tuple(params["pct_range"]),
-        value_mostly=params["value_mostly"]), project_dir=config.INTERIM / "gx", docs_dir=config.VALIDATION_DOCS)
+        value_mostly=params["value_mostly"]), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
     index: dict[str, Any] = {}
     quarantined: dict[str, Any] = {}
     done = 0
@@ -345,8 +345,8 @@ def main() -> None:
     progress = Progress(log, "validate", len(todo), what="archives", every=10)
     for i, entry in enumerate(todo, 1):
         key = cache_key(entry.sha256, params)
-        run_dir = config.VALID / entry.run_id
-        q_path = config.QUARANTINE / f"{entry.run_id}.json"
+        run_dir = config.valid_dir(entry.run_id)
+        q_path = config.quarantine_path(entry.run_id)
         marker = run_dir / "meta.json"
         if marker.exists() and archive.read_json(marker).get("_validation_key") == key:
             index[entry.run_id] = _index_row(archive.read_json(marker))
@@ -397,12 +397,6 @@ def main() -> None:
 def _index_row(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
                                      "environment", "baseline", "workload", "regressed_counters", "_hosts")}
-
-
-def _read_manifest():
-    from pipelines.pull import read_manifest
-
-    return read_manifest(config.MANIFEST)
 
 
 if __name__ == "__main__":

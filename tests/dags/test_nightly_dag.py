@@ -57,13 +57,15 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
     assert nightly["tags"] == ["nightly", "regresslab"] and nightly["catchup"] is False
     assert "0 2 * * *" in nightly["schedule"]
     tasks = nightly["tasks"]
-    for stage in ("pull", "validate", "normalize", "discretize", "mine_rules", "night_index", "summary"):
+    for stage in ("pull", "validate", "normalize", "normalize_all", "discretize", "mine_rules", "mine_rules_all",
+                  "night_index", "summary"):
         assert stage in tasks
-    # one mapped task per run: normalise and mine per run, and the whole analysis per target
-    for mapped in ("normalize_run", "mine_run", "analyse_run.detect", "analyse_run.control_charts",
+    # one mapped task per run, named after its stage: normalise and mine per run, the analysis per target
+    for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts",
                    "analyse_run.predict_causes", "analyse_run.report"):
         assert tasks[mapped][4] is True, mapped
-    assert tasks["validate"][4] is False
+    for whole in ("validate", "normalize_all", "discretize", "mine_rules_all"):
+        assert tasks[whole][4] is False, whole
     for retries, backoff, callback, timeout, _ in tasks.values():
         assert retries == 2 and backoff and callback and timeout
     assert nightly["outlets"] == {"announce_verified_runs": ["regresslab://history/verified-runs"]}

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines import (config, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
-                       predict_causes, pull, report, train_causes, validate)
+                       predict_causes, pull, report, store, train_causes, validate)
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flagged_counters", "counter_scores",
@@ -91,7 +91,7 @@ def test_new_night_with_nothing_new_re_mines_nothing(analysed):
 
 def test_edges_are_learned_over_the_passed_runs_only(analysed):
     tree, truth = analysed
-    spec = json.loads(discretize.edges_path("shop").read_text())
+    spec = json.loads(config.edges_path("shop").read_text())
     passed = {r for r, t in truth.items() if "-r" in r and t["verdict"] == "pass"}
     assert set(spec["training_runs"]) == passed
     assert spec["reference_load"] > 0
@@ -99,29 +99,29 @@ def test_edges_are_learned_over_the_passed_runs_only(analysed):
 
 def test_cause_models_are_versioned_safe_files_with_metrics(analysed):
     tree, truth = analysed
-    latest = json.loads(train_causes.latest_path("shop").read_text())
-    meta = json.loads((train_causes.models_dir("shop") / latest["meta"]).read_text())
-    assert meta["training_data_sha256"] == features.frame_digest(pd.read_parquet(features.features_path("shop")))
-    model = train_causes.load_model(train_causes.models_dir("shop") / latest["model"])
+    latest = json.loads(config.latest_cause_model("shop").read_text())
+    meta = json.loads((config.cause_models_dir("shop") / latest["meta"]).read_text())
+    assert meta["training_data_sha256"] == features.frame_digest(pd.read_parquet(config.features_path("shop")))
+    model = store.load_model(config.cause_models_dir("shop") / latest["model"])
     assert sorted(model.classes_) == ["cpu_hot_path", "extra_db_query", "none"]
     metrics = json.loads((config.METRICS / "causes.json").read_text())
     assert len(metrics["shop"]["learners"]) >= 6
     for m in metrics["shop"]["learners"].values():
         assert 0.0 <= m["accuracy"] <= 1.0 and m["gain"] == pytest.approx(m["accuracy"] / metrics["shop"]["random_accuracy"], abs=1e-3)
     # a second night with no new verified run retrains nothing
-    before = sorted(p.name for p in train_causes.models_dir("shop").iterdir())
-    stamp = (train_causes.models_dir("shop") / latest["model"]).stat().st_mtime_ns
+    before = sorted(p.name for p in config.cause_models_dir("shop").iterdir())
+    stamp = (config.cause_models_dir("shop") / latest["model"]).stat().st_mtime_ns
     train_causes.main()
-    assert sorted(p.name for p in train_causes.models_dir("shop").iterdir()) == before
-    assert (train_causes.models_dir("shop") / latest["model"]).stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in config.cause_models_dir("shop").iterdir()) == before
+    assert (config.cause_models_dir("shop") / latest["model"]).stat().st_mtime_ns == stamp
 
 
 def test_control_chart_results_and_metrics(analysed):
     tree, truth = analysed
-    cal = json.loads(control_charts.calibration_path("shop").read_text())
+    cal = json.loads(config.calibration_path("shop").read_text())
     assert cal["threshold"] == pytest.approx(max(cal["normal_scores"].values()))
     for run_id in (r for r in truth if "-t" in r):
-        res = json.loads(control_charts.result_path(run_id).read_text())
+        res = json.loads(config.chart_path(run_id).read_text())
         assert res["verdict"] == ("fail" if res["violation_ratio"] > res["threshold"] else "pass")
         assert all(0.0 <= v <= 1.0 for v in res["counter_scores"].values())
     metrics = json.loads((config.METRICS / "control_charts.json").read_text())
@@ -173,7 +173,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     assert len({json.dumps(index[b]["environment"], sort_keys=True) for b in baseline}) >= 2
     doc = json.loads((config.DETECTIONS / f"{new[0]}.json").read_text())
     skipped = doc["details"]["not_analysed"]["environment_dependent_in_new_environment"]
-    levels = pd.DataFrame({b: discretize.load_scaled(b, json.loads(discretize.edges_path("shop").read_text())
+    levels = pd.DataFrame({b: store.load_scaled(b, json.loads(config.edges_path("shop").read_text())
                                                      ["reference_load"]).median() for b in baseline}).T
     # every skipped counter's lab medians really differ by >= 2 % of its level
     for c in skipped:

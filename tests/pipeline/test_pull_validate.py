@@ -22,7 +22,7 @@ def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_pa
     shutil.copytree(lab, src)
     set_source(tree, src, tmp_path / "no-such-dir")
     pull.main()
-    manifest = pull.read_manifest()
+    manifest = archive.read_manifest()
     assert set(manifest) == set(truth)
     summary = json.loads((config.INTERIM / "pull_summary.json").read_text())
     assert summary["missing_sources"][0]["source"].endswith("no-such-dir")
@@ -39,7 +39,7 @@ def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_pa
     assert [r["run_id"] for r in summary["refused"]] == [some]
     assert "content changed" in summary["refused"][0]["reason"]
     assert (config.RAW / f"{some}.tar.gz").read_bytes() == first[f"{some}.tar.gz"]   # raw untouched
-    assert len(pull.read_manifest()) == len(truth) + 1
+    assert len(archive.read_manifest()) == len(truth) + 1
     assert not list(config.RAW.glob(".incoming-*"))
 
 
@@ -87,6 +87,6 @@ def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):
     lab, truth = tiny_lab
     set_source(tree, lab.as_uri())                      # file:///... goes through fsspec
     pull.main()
-    assert set(pull.read_manifest()) == set(truth)
+    assert set(archive.read_manifest()) == set(truth)
     some = sorted(truth)[0]
     assert (config.RAW / f"{some}.tar.gz").read_bytes() == (lab / f"{some}.tar.gz").read_bytes()

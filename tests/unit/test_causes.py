@@ -8,7 +8,7 @@ import skops.io as sio
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
-from pipelines import features, predict_causes, train_causes
+from pipelines import features, predict_causes, store, train_causes
 
 
 def test_random_predictor_accuracy_and_gain_by_hand():
@@ -93,7 +93,7 @@ def test_model_files_with_foreign_types_are_refused(tmp_path):
     safe = train_causes.fit_rows(train_causes.learners()["decision_tree"], _toy_features(np.random.default_rng(4)),
                                  ["upper:cpu", "upper:db"])
     sio.dump(safe, tmp_path / "ok.skops")
-    assert train_causes.load_model(tmp_path / "ok.skops").predict(np.array([[0.9, 0.0]]))[0] == "cpu"
+    assert store.load_model(tmp_path / "ok.skops").predict(np.array([[0.9, 0.0]]))[0] == "cpu"
     sio.dump(make_pipeline(FunctionTransformer(_shout)), tmp_path / "evil.skops")
     with pytest.raises(ValueError, match="refusing"):
-        train_causes.load_model(tmp_path / "evil.skops")
+        store.load_model(tmp_path / "evil.skops")

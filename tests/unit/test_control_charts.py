@@ -8,6 +8,11 @@ import pytest
 from pipelines import control_charts as cc
 from pipelines import normalize
 
+# The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.
+LIMITS = {"method": "percentile", "lower_pct": 1.0, "upper_pct": 99.0, "sigma": 3.0, "scope": "run"}
+CHART = {**LIMITS, "multimodal_filter": True, "max_dip": 0.5, "min_mode_share": 0.02}
+MODES = {"max_dip": 0.5, "min_share": 0.02}
+
 
 def _table_3_3_runs():
     """A baseline of 0..100 (1st/99th percentiles 1 and 99) and a 47-point target per counter shaped
@@ -25,7 +30,7 @@ def _table_3_3_runs():
 
 def test_limits_are_the_baseline_percentiles_and_median():
     base, _ = _table_3_3_runs()
-    limits = cc.control_limits([base])
+    limits = cc.control_limits([base], **LIMITS)
     assert limits.lcl.iloc[0]["CPU"] == pytest.approx(1.0)
     assert limits.ucl.iloc[0]["CPU"] == pytest.approx(99.0)
     assert limits.cl.iloc[0]["CPU"] == pytest.approx(50.0)
@@ -33,7 +38,7 @@ def test_limits_are_the_baseline_percentiles_and_median():
 
 def test_violation_ratios_reproduce_table_3_3():
     base, target = _table_3_3_runs()
-    ratios = cc.violation_ratios(target, cc.control_limits([base]))
+    ratios = cc.violation_ratios(target, cc.control_limits([base], **LIMITS))
     expected = {  # Table 3.3, in percent: lower, upper, average, sum
         "CPU": (0.00, 95.74, 47.87, 95.74),
         "NetRx": (14.89, 0.00, 7.45, 14.89),
@@ -48,7 +53,7 @@ def test_violation_ratios_reproduce_table_3_3():
 
 def test_sigma_limits_by_hand():
     base = pd.DataFrame({"x": [1.0, 2, 3, 4, 5]})            # mean 3, sd 1.5811
-    limits = cc.control_limits([base], method="sigma", sigma=3)
+    limits = cc.control_limits([base], **{**LIMITS, "method": "sigma", "sigma": 3})
     assert limits.lcl.iloc[0]["x"] == pytest.approx(3 - 3 * 1.5811388, abs=1e-6)
     ratios = cc.violation_ratios(pd.DataFrame({"x": [-2.0, 0.0, 8.5, 9.0]}), limits)
     assert ratios.loc["x", "lower"] == 0.25 and ratios.loc["x", "upper"] == 0.5
@@ -57,19 +62,18 @@ def test_sigma_limits_by_hand():
 def test_interval_scope_compares_each_position_with_its_own_limits():
     b1 = pd.DataFrame({"x": [10.0, 100.0]})
     b2 = pd.DataFrame({"x": [12.0, 110.0]})
-    limits = cc.control_limits([b1, b2], lower_pct=0, upper_pct=100, scope="interval")
+    limits = cc.control_limits([b1, b2], **{**LIMITS, "lower_pct": 0, "upper_pct": 100, "scope": "interval"})
     # position 0 limits 10..12, position 1 limits 100..110: 50 is low at 1 and high at 0
     ratios = cc.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), limits)
     assert ratios.loc["x", "upper"] == 0.5 and ratios.loc["x", "lower"] == 0.5
-    whole = cc.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), cc.control_limits([b1, b2], lower_pct=0,
-                                                                                       upper_pct=100))
+    whole = cc.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), cc.control_limits([b1, b2], **{**LIMITS, "lower_pct": 0, "upper_pct": 100}))
     assert whole.loc["x", "sum"] == 0.0
 
 
 def test_missing_counter_and_missing_points_are_not_violations():
     base = pd.DataFrame({"x": [1.0, 2, 3], "gone": [1.0, 1, 1]})
     target = pd.DataFrame({"x": [np.nan, 10.0, 2.0], "new": [5.0, 5, 5]})
-    ratios = cc.violation_ratios(target, cc.control_limits([base], lower_pct=0, upper_pct=100))
+    ratios = cc.violation_ratios(target, cc.control_limits([base], **{**LIMITS, "lower_pct": 0, "upper_pct": 100}))
     assert list(ratios.index) == ["x"]                        # only counters both sides have
     assert ratios.loc["x", "upper"] == 0.5 and ratios.loc["x", "n"] == 2
 
@@ -77,21 +81,21 @@ def test_missing_counter_and_missing_points_are_not_violations():
 @pytest.mark.parametrize("bad", [{"method": "iqr"}, {"scope": "hour"}])
 def test_unknown_options_are_refused(bad):
     with pytest.raises(ValueError):
-        cc.control_limits([pd.DataFrame({"x": [1.0]})], **bad)
+        cc.control_limits([pd.DataFrame({"x": [1.0]})], **{**LIMITS, **bad})
 
 
 def test_run_score_is_the_mean_of_the_top_half():
     avg = pd.Series({"a": 0.5, "b": 0.1, "c": 0.0, "d": 0.3})
     assert cc.run_score(avg, top_fraction=0.5) == pytest.approx(0.4)          # (0.5 + 0.3) / 2
     assert cc.run_score(avg, top_fraction=0.5, exclude=["a"]) == pytest.approx(0.2)   # b, c, d: top 2 = 0.3, 0.1
-    assert cc.run_score(pd.Series(dtype=float)) == 0.0
+    assert cc.run_score(pd.Series(dtype=float), top_fraction=0.5) == 0.0
 
 
 def test_load_independent_counters_from_normal_pairs():
     pairs = [pd.Series({"cache": 0.4, "cpu": 0.02, "io": 0.2}), pd.Series({"cache": 0.3, "cpu": 0.05, "io": 0.01})]
     # cache above 10 % in both pairs, io in one of two (not more than half)
     assert cc.load_independent_counters(pairs, max_ratio=0.10, min_share=0.5) == ["cache"]
-    assert cc.load_independent_counters(pairs[:1]) == ["cache", "io"]   # the thesis: one pair, > 10 %
+    assert cc.load_independent_counters(pairs[:1], max_ratio=0.10, min_share=0.5) == ["cache", "io"]  # the thesis: one pair
 
 
 def _mixture(rng, n_major, n_minor):
@@ -100,16 +104,16 @@ def _mixture(rng, n_major, n_minor):
 
 def test_minor_mode_found_between_the_peaks_of_a_known_mixture():
     rng = np.random.default_rng(0)
-    cut, side, share = cc.minor_mode(_mixture(rng, 900, 100))
+    cut, side, share = cc.minor_mode(_mixture(rng, 900, 100), **MODES)
     assert 20 < cut < 85 and side == "low"
     assert share == pytest.approx(0.1, abs=0.005)
-    assert cc.minor_mode(rng.normal(100, 5, 1000)) is None              # unimodal: nothing to filter
+    assert cc.minor_mode(rng.normal(100, 5, 1000), **MODES) is None              # unimodal: nothing to filter
 
 
 def test_minor_mode_on_the_high_side_for_a_batch_job():
     rng = np.random.default_rng(1)
     values = np.concatenate([rng.normal(100, 5, 850), rng.normal(300, 10, 150)])
-    cut, side, share = cc.minor_mode(values)
+    cut, side, share = cc.minor_mode(values, **MODES)
     assert 120 < cut < 270 and side == "high" and share == pytest.approx(0.15, abs=0.005)
 
 
@@ -118,13 +122,13 @@ def test_target_keeps_minor_mode_points_beyond_the_baseline_share():
     base = pd.DataFrame({"x": _mixture(rng, 900, 100)})
     same = pd.DataFrame({"x": _mixture(rng, 90, 10)})          # the baseline's idle share
     more = pd.DataFrame({"x": _mixture(rng, 60, 40)})          # 30 % more time in the low mode
-    r_same, _, modes = cc.chart([base], same)
-    r_more, _, _ = cc.chart([base], more)
+    r_same, _, modes = cc.chart([base], same, **CHART)
+    r_more, _, _ = cc.chart([base], more, **CHART)
     assert "x" in modes
     assert r_same.loc["x", "lower"] < 0.05
     # 10 of the 40 low points are dropped as idle; the other 30 of the 90 kept are below the LCL
     assert r_more.loc["x", "lower"] == pytest.approx(30 / 90, abs=0.02)
-    r_off, _, _ = cc.chart([base], more, multimodal_filter=False)
+    r_off, _, _ = cc.chart([base], more, **{**CHART, "multimodal_filter": False})
     # unfiltered, the low mode widens the limits down to it: most of the extra idle time is hidden
     assert r_off.loc["x", "lower"] < 0.15
 
@@ -135,14 +139,14 @@ def test_load_scaling_removes_a_pure_load_difference():
     l_base, l_target = 100 + rng.normal(0, 3, 60), 150 + rng.normal(0, 3, 60)
     base = pd.DataFrame({"load": l_base, "c": 2 * l_base + 10 + rng.normal(0, 1, 60)})
     target = pd.DataFrame({"load": l_target, "c": 2 * l_target + 10 + rng.normal(0, 1, 60)})
-    raw, _, _ = cc.chart([base], target, multimodal_filter=False)
+    raw, _, _ = cc.chart([base], target, **{**CHART, "multimodal_filter": False})
     assert raw.loc["c", "upper"] > 0.9
     fits = {"c": [2.0, 10.0]}
     scaled_b = normalize.scale_to_load(base, "load", fits, 100.0)
     scaled_t = normalize.scale_to_load(target, "load", fits, 100.0)
     # c' = c (2·100 + 10) / (2 l + 10): both runs are brought to load 100
     assert scaled_t["c"].mean() == pytest.approx(210, abs=1.0)
-    scaled, _, _ = cc.chart([scaled_b], scaled_t.drop(columns="load"), multimodal_filter=False)
+    scaled, _, _ = cc.chart([scaled_b], scaled_t.drop(columns="load"), **{**CHART, "multimodal_filter": False})
     assert scaled.loc["c", "sum"] < 0.1
 
 

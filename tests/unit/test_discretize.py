@@ -20,7 +20,7 @@ def test_bin_count(u, base, k):
 def test_edges_pooled_over_training_runs_and_applied_with_clamping():
     a = pd.DataFrame({"c.x": [0.0, 1, 2, 3, 4, 5], "c.flat": [3.0] * 6})
     b = pd.DataFrame({"c.x": [6.0, 7, 8, 9, 10, np.nan], "c.flat": [3.0] * 6})
-    edges = discretize.learn_edges([a, b], log_base=10)
+    edges = discretize.learn_edges([a, b], log_base=10, open_edges=False, log_span=None)
     assert "c.flat" not in edges                                   # zero variance over the pool
     assert edges["c.x"]["unique"] == 11 and edges["c.x"]["k"] == 2
     assert edges["c.x"]["edges"] == [0.0, 5.0, 10.0]
@@ -33,10 +33,10 @@ def test_edges_pooled_over_training_runs_and_applied_with_clamping():
 
 def test_equal_width_not_equal_frequency():
     skewed = pd.DataFrame({"c.x": [0.0] * 95 + [90.0, 100, 100, 100, 100]})
-    edges = discretize.learn_edges([skewed], log_base=10)          # u = 3 -> k = max(1, floor(0.95)) = 1
+    edges = discretize.learn_edges([skewed], log_base=10, open_edges=False, log_span=None)          # u = 3 -> k = max(1, floor(0.95)) = 1
     assert edges["c.x"]["k"] == 1
     wide = pd.DataFrame({"c.x": np.r_[np.zeros(90), np.linspace(1, 100, 10)]})
-    e = discretize.learn_edges([wide], log_base=10)["c.x"]         # u = 11 -> k = 2, width 50
+    e = discretize.learn_edges([wide], log_base=10, open_edges=False, log_span=None)["c.x"]         # u = 11 -> k = 2, width 50
     b = discretize.apply_edges(wide, {"c.x": e})["c.x"]
     # 1, 12, 23, 34, 45 fall below 50 with the 90 zeros; 56 .. 100 above
     assert (b == 0).sum() == 95 and (b == 1).sum() == 5             # most values in one bin: EW, not EF
@@ -44,7 +44,7 @@ def test_equal_width_not_equal_frequency():
 
 def test_open_edge_bins_take_values_beyond_the_training_range():
     a = pd.DataFrame({"c.x": [0.0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})      # u = 11 -> k = 2 inner bins
-    edges = discretize.learn_edges([a], log_base=10, open_edges=True)["c.x"]
+    edges = discretize.learn_edges([a], log_base=10, open_edges=True, log_span=None)["c.x"]
     assert edges["edges"] == [0.0, 5.0, 10.0] and edges["k"] == 4 and edges["open"] is True
     new = pd.DataFrame({"c.x": [-3.0, 0, 4.9, 5.0, 10, 10.5, np.nan]})
     b = discretize.apply_edges(new, {"c.x": edges})["c.x"]
@@ -57,8 +57,8 @@ def test_a_regression_at_the_top_of_the_pooled_range_is_seen_only_with_open_edge
     lab_a = pd.DataFrame({"c.cpu": np.linspace(25, 30, 40)})
     lab_b = pd.DataFrame({"c.cpu": np.linspace(52, 58, 40)})
     regressed = pd.DataFrame({"c.cpu": np.full(10, 97.0)})
-    clamped = discretize.learn_edges([lab_a, lab_b], log_base=10)
-    opened = discretize.learn_edges([lab_a, lab_b], log_base=10, open_edges=True)
+    clamped = discretize.learn_edges([lab_a, lab_b], log_base=10, open_edges=False, log_span=None)
+    opened = discretize.learn_edges([lab_a, lab_b], log_base=10, open_edges=True, log_span=None)
     top = clamped["c.cpu"]["k"] - 1
     assert set(discretize.apply_edges(lab_b, clamped)["c.cpu"].tolist()) >= {top}
     assert set(discretize.apply_edges(regressed, clamped)["c.cpu"].tolist()) == {top}        # same bin as normal B
@@ -71,13 +71,13 @@ def test_right_skewed_counter_gets_log_spaced_edges():
     # 18 values: 1, nine 2s, 3..9, 101 -> u = 10 -> k = 2; median 2, so h = median - min = 1 and
     # (max - min) / h = 100 >= 10: edges exp(linspace(log 1, log 101, 3)) + min - h = 1, sqrt(101), 101
     x = pd.DataFrame({"c.q": [1.0] + [2.0] * 9 + [3.0, 4, 5, 6, 7, 8, 9, 101]})
-    e = discretize.learn_edges([x], log_base=10, log_span=10)["c.q"]
+    e = discretize.learn_edges([x], log_base=10, log_span=10, open_edges=False)["c.q"]
     assert e["scale"] == "log" and e["k"] == 2
     assert e["edges"] == pytest.approx([1.0, math.sqrt(101), 101.0])
     assert discretize.apply_edges(pd.DataFrame({"c.q": [2.0, 9.0, 11.0, 101]}), {"c.q": e})["c.q"].tolist() == [0, 0, 1, 1]
     # linear edges would be 1, 51, 101: tripling the ordinary level (2 -> 6) would stay in bin 0 either way,
     # but 2 -> 20 crosses an edge only on the log scale
-    lin = discretize.learn_edges([x], log_base=10)["c.q"]
+    lin = discretize.learn_edges([x], log_base=10, open_edges=False, log_span=None)["c.q"]
     assert lin["edges"] == [1.0, 51.0, 101.0] and "scale" not in lin
     assert discretize.apply_edges(pd.DataFrame({"c.q": [2.0, 20.0]}), {"c.q": lin})["c.q"].tolist() == [0, 0]
     assert discretize.apply_edges(pd.DataFrame({"c.q": [2.0, 20.0]}), {"c.q": e})["c.q"].tolist() == [0, 1]
@@ -86,6 +86,6 @@ def test_right_skewed_counter_gets_log_spaced_edges():
 def test_symmetric_counter_keeps_linear_edges_under_log_span():
     # min 0, median 5, max 10: range / (median - min) = 2 < 10 -> linear; a zero median height never logs
     x = pd.DataFrame({"c.x": np.arange(11.0), "c.idle": [0.0] * 9 + [1.0, 2.0]})
-    e = discretize.learn_edges([x], log_base=10, log_span=10)
+    e = discretize.learn_edges([x], log_base=10, log_span=10, open_edges=False)
     assert "scale" not in e["c.x"] and e["c.x"]["edges"] == [0.0, 5.0, 10.0]
     assert "scale" not in e["c.idle"]

@@ -6,6 +6,8 @@ import pytest
 
 from pipelines import mine_rules
 
+MINE = {"algorithm": "apriori", "max_rules_per_consequent": 25, "max_mined_items": None}   # the cores take no defaults
+
 
 def binned(**cols):
     return pd.DataFrame({k: pd.array(v, dtype="Int64") for k, v in cols.items()})
@@ -32,7 +34,7 @@ def test_mined_rules_have_hand_computed_support_and_confidence():
     cpu = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
     mem = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
     oh = mine_rules.one_hot(binned(**{"app.load": load, "x.cpu": cpu, "x.mem": mem}))
-    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3)
+    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **MINE)
     got = {(r.premise, r.consequent): (r.support, r.confidence) for r in rules.itertuples()}
     # cpu=1 -> load=1: support 5/10, confidence 5/5 = 1.0
     assert got[(("x.cpu=1",), "app.load=1")] == pytest.approx((0.5, 1.0))
@@ -51,8 +53,8 @@ def test_both_algorithms_agree(algorithm):
     cpu = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0] * 3
     io = [1, 1, 1, 1, 1, 1, 0, 0, 0, 1] * 3
     oh = mine_rules.one_hot(binned(**{"app.load": load, "x.cpu": cpu, "x.io": io}))
-    ref = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, algorithm="fpgrowth")
-    got = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, algorithm=algorithm)
+    ref = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **{**MINE, "algorithm": "fpgrowth"})
+    got = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **{**MINE, "algorithm": algorithm})
     key = ["premise", "consequent"]
     assert got.sort_values(key).reset_index(drop=True)[key].equals(ref.sort_values(key).reset_index(drop=True)[key])
     assert any(len(p) == 2 for p in ref["premise"])                      # premises of two counters occur
@@ -61,13 +63,13 @@ def test_both_algorithms_agree(algorithm):
 def test_rules_per_consequent_are_bounded():
     cols = {f"x.c{i}": [1, 1, 1, 1, 1, 1, 0, 0, 0, 0] for i in range(8)}
     oh = mine_rules.one_hot(binned(**cols))
-    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=2, max_rules_per_consequent=3)
+    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=2, **{**MINE, "max_rules_per_consequent": 3})
     assert rules.groupby("consequent").size().max() == 3
 
 
 def test_stationarity_rules_are_added_with_their_support():
     oh = mine_rules.one_hot(binned(**{"a.x": [1] * 10}))
-    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3,
+    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **MINE,
                                   stationarity={"a.x=1": 1.0})
     assert rules.to_dict("records") == [{"premise": (), "consequent": "a.x=1", "support": 1.0,
                                          "confidence": 1.0, "lift": 1.0}]

@@ -1,41 +1,9 @@
-"""The verdict file's headline and the HTML pages (escaping, self-contained)."""
+"""The HTML pages (escaping, self-contained) and the night's changes."""
 from __future__ import annotations
 
 import re
 
-import pytest
-
 from pipelines import report
-
-
-@pytest.mark.parametrize("rule,stacking,charts,expected", [
-    ("all", "fail", "fail", "fail"), ("all", "fail", "pass", "pass"), ("all", "fail", None, "fail"),
-    ("any", "pass", "fail", "fail"), ("any", "pass", "pass", "pass"),
-    ("stacking", "fail", "pass", "fail"), ("control_charts", "fail", "pass", "pass"),
-])
-def test_headline_verdict(rule, stacking, charts, expected):
-    assert report.headline_verdict({"stacking": stacking, "control_charts": charts}, rule) == expected
-
-
-def test_headline_rule_must_be_known():
-    with pytest.raises(ValueError):
-        report.headline_verdict({"stacking": "fail", "control_charts": "pass"}, "most")
-
-
-def test_counter_scores_are_the_mean_over_methods_that_scored_the_counter():
-    out = report.combine_scores({"a": 0.2, "b": 1.0}, {"a": 0.6, "c": 0.1})
-    assert out == {"b": 1.0, "a": pytest.approx(0.4), "c": 0.1}
-    assert list(out) == ["b", "a", "c"]
-
-
-def test_cause_of_a_failed_run_is_a_fault_and_known_only_when_the_classifier_agrees():
-    pred = {"label": "none", "probability": 0.6, "known": False, "fault": {"label": "cpu", "probability": 0.7},
-            "none_probability": 0.6}
-    assert report.cause_of("fail", pred) == {"label": "cpu", "probability": 0.7, "known": False}
-    sure = {**pred, "label": "cpu", "known": True}
-    assert report.cause_of("fail", sure)["known"] is True
-    assert report.cause_of("pass", pred) == {"label": "none", "probability": 0.6, "known": True}
-    assert report.cause_of("fail", None) == {"label": None, "probability": None, "known": False}
 
 
 def test_night_changes():
@@ -90,18 +58,3 @@ def test_novel_environment_lists_components_no_baseline_shares():
     target = {"cpu": "new", "db": "5.1", "os": "x"}
     assert report.novel_environment(target, [{"cpu": "old", "db": "5.1"}, {"cpu": "older", "os": "x"}]) == {"cpu": "new"}
     assert report.novel_environment(target, []) == target
-
-
-def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
-    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2, "c": 0.1}, "baseline_runs": [],
-           "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in report.RULE_METHODS}}
-    charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b", "c"],
-              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
-    union = report.compose(det, charts, None, verdict_rule="all", flag_rule="union")
-    rules = report.compose(det, charts, None, verdict_rule="all", flag_rule="rules")
-    assert set(union["flagged_counters"]) == {"a", "b", "c"} and rules["flagged_counters"] == ["a"]
-    passed_rules = {**det, "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in report.RULE_METHODS}}
-    either = report.compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules")
-    assert either["verdict"] == "fail" and set(either["flagged_counters"]) == {"b", "c"}
-    with pytest.raises(ValueError, match="flag_rule"):
-        report.compose(det, charts, None, verdict_rule="all", flag_rule="vote")

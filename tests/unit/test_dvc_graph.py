@@ -1,0 +1,111 @@
+"""The DVC graph cannot go stale: every stage lists each project module it imports, directly or
+through others, and every params block its module reads; the modules import no circle.
+
+Imports are read from the code with ``ast`` (module-level and inside functions alike), so a
+new import that ``dvc.yaml`` misses fails here instead of letting ``dvc repro`` call stale
+results current.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "pipelines"
+
+
+def module_files() -> dict[str, Path]:
+    return {f"pipelines.{f.stem}": f for f in sorted(PACKAGE.glob("*.py")) if f.stem != "__init__"}
+
+
+def project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The ``pipelines.*`` modules a file imports (``from pipelines import x``, ``from pipelines.x import y``,
+    ``import pipelines.x``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "pipelines":
+                out |= {f"pipelines.{a.name}" for a in node.names}
+            elif node.module.startswith("pipelines."):
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("pipelines.")}
+    return {m for m in out if m in modules}
+
+
+def params_read(path: Path) -> set[str]:
+    """The params blocks a module reads: the literal argument of every ``config.load_params("...")``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load_params"
+                and node.args and isinstance(node.args[0], ast.Constant)):
+            out.add(node.args[0].value)
+    return out
+
+
+def closure(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += graph[m]
+    return seen
+
+
+MODULES = module_files()
+GRAPH = {m: project_imports(f, MODULES) - {m} for m, f in MODULES.items()}
+STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+
+
+def stage_module(stage: dict) -> str:
+    cmd = stage["cmd"] if isinstance(stage["cmd"], str) else " ".join(stage["cmd"])
+    return cmd.split("-m ", 1)[1].split()[0]
+
+
+def covered(path: str, deps: list[str]) -> bool:
+    return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def test_the_import_reader_sees_imports_inside_functions(tmp_path):
+    code = tmp_path / "m.py"
+    code.write_text("from pipelines import config\n\ndef f():\n    from pipelines.store import read_info\n"
+                    "    import pipelines.history\n")
+    assert project_imports(code, MODULES) == {"pipelines.config", "pipelines.store", "pipelines.history"}
+
+
+def test_no_import_circle_among_the_pipeline_modules():
+    circular = sorted(m for m in GRAPH if any(m in closure(n, GRAPH) for n in GRAPH[m]))
+    assert circular == [], f"modules that import each other in a circle: {circular}"
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_every_stage_lists_each_project_module_it_imports(name):
+    stage = STAGES[name]
+    module = stage_module(stage)
+    deps = [str(d) for d in stage.get("deps", [])]
+    needed = sorted(str(MODULES[m].relative_to(REPO)) for m in closure(module, GRAPH))
+    missing = [p for p in needed if not covered(p, deps)]
+    assert missing == [], f"dvc.yaml stage {name} imports but does not list {missing}"
+    # the page templates are code too: a stage whose modules read them lists the folder
+    if any("TEMPLATES" in MODULES[m].read_text(encoding="utf-8") and m != "pipelines.config"
+           for m in closure(module, GRAPH)):
+        assert covered("pipelines/templates/run.html.j2", deps), f"stage {name} renders pages: list pipelines/templates"
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_every_stage_lists_the_params_blocks_its_module_reads(name):
+    stage = STAGES[name]
+    listed = {p if isinstance(p, str) else next(iter(p)) for p in stage.get("params", [])}
+    missing = sorted(params_read(MODULES[stage_module(stage)]) - listed)
+    assert missing == [], f"dvc.yaml stage {name} reads params {missing} without listing them"
+
+
+def test_no_stage_lists_a_module_that_does_not_exist():
+    for name, stage in STAGES.items():
+        for dep in stage.get("deps", []):
+            if str(dep).startswith("pipelines/"):
+                assert (REPO / dep).exists(), f"stage {name} lists {dep}"
