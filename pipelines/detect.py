@@ -442,7 +442,10 @@ def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], 
             "n_intervals": result["n_intervals"],
             "stacking_score": {c: round(float(result["s"][c]), 4) for c in result["s"].index if result["s"][c] > 0},
             "bagging_votes": {c: int(result["votes"][c]) for c in result["votes"].index if result["votes"][c] > 0},
-            "severity": {c: round(float(result["severity"][c]), 4) for c in set(stack) | set(result["bagging"])},
+            # flagged order (stacking's, then bagging's others): a set here made the file's bytes depend on
+            # the process's hash seed
+            "severity": {c: round(float(result["severity"][c]), 4)
+                         for c in dict.fromkeys(stack + result["bagging"])},
             "violated_rules": result["violated_rules"],
             "violation_intervals": {c: v for c, v in result["intervals"].items()
                                     if c in set(stack) | set(result["bagging"])},
