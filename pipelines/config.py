@@ -15,8 +15,24 @@ from typing import Any
 
 import yaml
 
-# The grammar of run_ids (and archive host names): DATA_CONTRACT.md §1.
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+# The grammar of run_ids and systems (DATA_CONTRACT.md §1), also applied to host names: each becomes
+# part of a file name.  It starts with a letter or digit (never "." or ".."), has no "/" and, with \Z
+# rather than $, no trailing newline.  ASCII only.
+RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z", re.ASCII)
+
+
+def is_identifier(value: Any) -> bool:
+    """Whether ``value`` is a string in the identifier grammar (safe as a file-name part)."""
+    return isinstance(value, str) and RUN_ID_RE.match(value) is not None
+
+
+def identifier(value: Any, what: str = "identifier") -> str:
+    """``value`` when it is an identifier; otherwise ``ValueError``.  Every path built from a run_id,
+    system or host goes through this check (the path functions below), so no archive can name a
+    path outside the tree."""
+    if not is_identifier(value):
+        raise ValueError(f"{what} {value!r:.80} is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{{0,127}})")
+    return value
 
 # The Airflow asset the nightly DAG emits when verified runs were added; the retraining DAG listens.
 VERIFIED_RUNS_ASSET = "regresslab://history/verified-runs"
@@ -103,49 +119,49 @@ def load_params(stage: str | None = None, path: Path | None = None) -> dict[str,
 
 def valid_dir(run_id: str) -> Path:
     """A validated run: one parquet per host and ``meta.json``."""
-    return VALID / run_id
+    return VALID / identifier(run_id, "run_id")
 
 
 def quarantine_path(run_id: str) -> Path:
-    return QUARANTINE / f"{run_id}.json"
+    return QUARANTINE / f"{identifier(run_id, 'run_id')}.json"
 
 
 def frame_path(run_id: str) -> Path:
     """The interval frame of a normalised run."""
-    return NORMALIZED / f"{run_id}.parquet"
+    return NORMALIZED / f"{identifier(run_id, 'run_id')}.parquet"
 
 
 def info_path(run_id: str) -> Path:
     """What normalisation decided for a run (interval, counters, load fits, key)."""
-    return NORMALIZED / f"{run_id}.json"
+    return NORMALIZED / f"{identifier(run_id, 'run_id')}.json"
 
 
 def edges_path(system: str) -> Path:
-    return EDGES / f"{system}.json"
+    return EDGES / f"{identifier(system, 'system')}.json"
 
 
 def models_dir(system: str) -> Path:
-    return MODELS / system
+    return MODELS / identifier(system, "system")
 
 
 def detection_path(run_id: str) -> Path:
-    return DETECTIONS / f"{run_id}.json"
+    return DETECTIONS / f"{identifier(run_id, 'run_id')}.json"
 
 
 def calibration_path(system: str) -> Path:
-    return CONTROL_CHARTS / "calibration" / f"{system}.json"
+    return CONTROL_CHARTS / "calibration" / f"{identifier(system, 'system')}.json"
 
 
 def chart_path(run_id: str) -> Path:
-    return CONTROL_CHARTS / "runs" / f"{run_id}.json"
+    return CONTROL_CHARTS / "runs" / f"{identifier(run_id, 'run_id')}.json"
 
 
 def features_path(system: str) -> Path:
-    return FEATURES / f"{system}.parquet"
+    return FEATURES / f"{identifier(system, 'system')}.parquet"
 
 
 def cause_models_dir(system: str) -> Path:
-    return CAUSE_MODELS / system
+    return CAUSE_MODELS / identifier(system, "system")
 
 
 def latest_cause_model(system: str) -> Path:
@@ -154,13 +170,15 @@ def latest_cause_model(system: str) -> Path:
 
 
 def cause_path(run_id: str) -> Path:
-    return CAUSES / f"{run_id}.json"
+    return CAUSES / f"{identifier(run_id, 'run_id')}.json"
 
 
 def run_report_path(run_id: str, ext: str = "json") -> Path:
     """The verdict file (``json``) or the page (``html``) of an analysed run."""
-    return RUN_REPORTS / f"{run_id}.{ext}"
+    if ext not in ("json", "html"):
+        raise ValueError(f"a run report is .json or .html, not .{ext!r:.20}")
+    return RUN_REPORTS / f"{identifier(run_id, 'run_id')}.{ext}"
 
 
 def loo_cache_dir(system: str) -> Path:
-    return LOO_CACHE / system
+    return LOO_CACHE / identifier(system, "system")

@@ -186,7 +186,7 @@ def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, 
     info = store.read_info(run_id)
     own_edges = {c: edges[c] for c in info["counters"] if c in edges}
     key = model_key(info["key"], own_edges, params, reference)
-    return directory / f"{run_id}.{key[:16]}.parquet", own_edges
+    return directory / f"{config.identifier(run_id, 'run_id')}.{key[:16]}.parquet", own_edges
 
 
 def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, Any],

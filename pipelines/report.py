@@ -192,8 +192,9 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
     archive.write_json_atomic(config.run_report_path(run_id), doc)
-    raw = sorted(config.RAW.glob(f"{run_id}.*"))
-    raw_name = raw[0].name if raw else f"{run_id} (not in data/raw)"
+    raw = [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
+           if (config.RAW / name).exists()]          # the run's own archive: "a" never links to "a.b.tar.gz"
+    raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
     html = render_run(doc, index[run_id], charts,
                       baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                      for b in doc["baseline_runs"]},

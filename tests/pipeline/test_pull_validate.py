@@ -90,3 +90,41 @@ def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):
     assert set(archive.read_manifest()) == set(truth)
     some = sorted(truth)[0]
     assert (config.RAW / f"{some}.tar.gz").read_bytes() == (lab / f"{some}.tar.gz").read_bytes()
+
+
+def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tiny_lab, tmp_path):
+    """A system or run_id that would become a path outside data/ (or wipe it) never reaches a path:
+    refused by pull or quarantined by validate, and every later stage runs on the good runs."""
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    for name, system in (("shop-up", "../../../../escaped"), ("shop-abs", str(tmp_path / "abs")),
+                         ("shop-nl", "shop\n"), ("shop-nul", "sh\x00op"), ("shop-emoji", "😀" * 100)):
+        write_tgz(src / f"{name}.tar.gz", members(good_meta(name, system=system), good_frames()))
+    for stem in (".", ".."):                               # "..tar.gz" and "...tar.gz"
+        write_tgz(src / f"{stem}.tar.gz", members(good_meta(stem), good_frames()))
+    set_source(tree, src)
+    before = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
+                    and p != tree)
+    pull.main()
+    summary = json.loads(config.PULL_SUMMARY.read_text())
+    assert {r["run_id"] for r in summary["refused"]} == {".", ".."}
+    validate.main()
+    index = json.loads(config.VALID_INDEX.read_text())
+    assert set(index["valid"]) == set(truth)
+    assert set(index["quarantined"]) == {"shop-up", "shop-abs", "shop-nl", "shop-nul", "shop-emoji"}
+    for name in index["quarantined"]:
+        reason = json.loads((config.QUARANTINE / f"{name}.json").read_text())
+        assert any(f["kwargs"].get("column") == "system_is_identifier" for f in reason["failed_expectations"])
+    assert config.VALID.is_dir() and (config.VALID / sorted(truth)[0] / "meta.json").exists()
+    from pipelines import (control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
+                           report, train_causes)
+    for stage in (normalize, discretize, mine_rules, detect, control_charts, features, train_causes,
+                  predict_causes, report):
+        stage.main()                                         # the night goes on with the good runs
+    assert "runs regressed" in config.NIGHT_INDEX.read_text()
+    assert {p.stem for p in config.EDGES.glob("*.json")} == {"shop"}
+    after = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
+                   and p != tree)
+    assert after == before                                   # nothing written beside the tree
+    assert not (tmp_path / "abs").exists()
