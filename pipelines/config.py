@@ -61,6 +61,7 @@ def use_root(root: str | Path) -> None:
     g["EDGES"] = processed / "edges"               # bin edges per system
     g["MODELS"] = processed / "models"             # rule models per system and run
     g["DETECTIONS"] = processed / "detections"    # association-rule results per target run
+    g["SINGLE_MODELS"] = processed / "single_models"  # pooled rule models of the targets' baselines
     g["CONTROL_CHARTS"] = processed / "control_charts"   # calibrations per system, charts per target
     g["FEATURES"] = processed / "features"         # violation-ratio features per system
     g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
@@ -92,6 +93,7 @@ PROCESSED: Path
 EDGES: Path
 MODELS: Path
 DETECTIONS: Path
+SINGLE_MODELS: Path
 CONTROL_CHARTS: Path
 FEATURES: Path
 CAUSE_MODELS: Path
@@ -142,6 +144,11 @@ def edges_path(system: str) -> Path:
 
 def models_dir(system: str) -> Path:
     return MODELS / identifier(system, "system")
+
+
+def single_models_dir(system: str) -> Path:
+    """``detect``'s own cache of pooled models (not in ``models_dir``: that is ``mine_rules``' output)."""
+    return SINGLE_MODELS / identifier(system, "system")
 
 
 def detection_path(run_id: str) -> Path:

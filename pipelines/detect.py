@@ -505,7 +505,7 @@ class DetectCache:
         return self.bands[key]
 
 
-def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, Any], directory,
+def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, Any], single_dir,
                  frames: store.FrameStore, reference: float | None) -> pd.DataFrame:
     """The pooled model of all baseline runs (cached by the baseline's content keys)."""
     import hashlib
@@ -514,7 +514,7 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
     digest = hashlib.sha256(json.dumps([keys, discretize.edges_digest(edges), params, reference,
                                         mine_rules.CODE_VERSION],
                                        sort_keys=True).encode()).hexdigest()
-    path = directory / "single" / f"{digest[:16]}.parquet"
+    path = single_dir / f"{digest[:16]}.parquet"
     if path.exists():
         return mine_rules.rules_from_frame(pd.read_parquet(path))
     pooled = pd.concat([frames.at(r, reference) for r in baseline], ignore_index=True)
@@ -525,7 +525,7 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
 
 def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict[str, Any],
             mine_params: dict[str, Any], params: dict[str, Any], directory, cache: DetectCache,
-            reference: float | None) -> tuple[dict, dict]:
+            reference: float | None, single_dir) -> tuple[dict, dict]:
     """Detect on one run against a baseline; return (detect_run result, verdict document).
 
     ``reference`` is the system's reference load the bin edges were learned at.  Steps:
@@ -559,7 +559,7 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
         models, dropped = prune_models(models, ref_frames, delta_threshold=params["delta_threshold"],
                                        min_premise_intervals=params["min_premise_intervals"], memo=cache.unstable,
                                        memo_tag=tag)
-    single = single_model(baseline, edges, mine_params, directory, cache.frames, reference) if baseline else None
+    single = single_model(baseline, edges, mine_params, single_dir, cache.frames, reference) if baseline else None
     result = detect_run(discretize.apply_edges(frame, edges), target_env, models, single,
                         delta_threshold=params["delta_threshold"],
                         min_premise_intervals=params["min_premise_intervals"],
@@ -601,7 +601,7 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
         caches[system] = DetectCache(store.FrameStore(spec["reference_load"]))
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
     _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params, config.models_dir(system),
-                     caches[system], spec["reference_load"])
+                     caches[system], spec["reference_load"], config.single_models_dir(system))
     archive.write_json_atomic(config.detection_path(run_id), doc)
     return doc
 

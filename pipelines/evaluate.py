@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, control_charts, detect, discretize, headline, history, store
+from pipelines import anchors, archive, config, control_charts, detect, discretize, headline, history, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
@@ -187,7 +187,8 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
             edges = discretize.edges_for([frames.at(r, ref) for r in baseline], disc_params)
         else:
             ref, edges = all_ref, all_edges
-        result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, directory, cache, ref)
+        result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, directory, cache, ref,
+                                     directory / "single")
         rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
                            row.get("regressed_counters") or [],
                            {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
@@ -198,6 +199,43 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                                row.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
                                head["counter_scores"], "loo")
         progress.step(i)
+    return rows
+
+
+def anchor_rows(system: str, index: dict[str, Any], frames: store.FrameStore, exclude: set[str],
+                labels: dict[str, dict[str, Any]], *, params: dict[str, Any], window: int) -> list[dict[str, Any]]:
+    """The anchors (``anchors``) scored like the detectors: in leave-one-out on the verified runs
+    (the other passed runs are the baseline), and on the targets whose truth is known (their
+    baseline as the pipeline chooses it).  Frames are the normalised ones, not load-scaled."""
+    raw = {r: frames.at(r, None) for r in index if index[r]["system"] == system}
+    passed = history.passed_runs(index, system, exclude=exclude)
+    kw = {k: params[k] for k in ("lower_pct", "upper_pct", "top_fraction")}
+    null = anchors.plain_chart_null({r: raw[r] for r in passed}, **kw)
+    rows = []
+
+    def score(run_id: str, baseline: list[str], threshold: float, truth: dict[str, Any], source: str) -> None:
+        judged = anchors.judge_anchors([raw[b] for b in baseline], raw[run_id], threshold, params=params)
+        for name, j in judged.items():
+            rows.extend(score_rows(run_id, system, truth["verdict"], truth.get("cause") or "none",
+                                   truth.get("regressed_counters") or [], {name: j["flagged_counters"]},
+                                   j["counter_scores"], source))
+
+    for run_id in history.verified_runs(index, system, exclude=exclude):
+        baseline = [r for r in passed if r != run_id]
+        if baseline:
+            score(run_id, baseline, max((v for r, v in null.items() if r != run_id), default=0.0), index[run_id],
+                  "loo")
+    nulls: dict[tuple, dict[str, float]] = {}
+    for run_id, truth in labels.items():
+        if index[run_id]["system"] != system:
+            continue
+        baseline = history.baseline_for(run_id, index, window=window, exclude=exclude)
+        if not baseline:
+            continue
+        key = tuple(sorted(baseline))
+        if key not in nulls:
+            nulls[key] = anchors.plain_chart_null({r: raw[r] for r in baseline}, **kw)
+        score(run_id, baseline, max(nulls[key].values(), default=0.0), truth, "targets")
     return rows
 
 
@@ -265,21 +303,24 @@ def main() -> None:
     mine_params = config.load_params("mine_rules")
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")
-    exclude = set(config.load_params("history")["exclude"])
     cc_params = config.load_params("control_charts")
     report_params = config.load_params("report")
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = store.valid_index()
+    hist = config.load_params("history")
+    exclude = set(hist["exclude"])
+    labels = dict(labelled_targets(index, label_files))
     rows, cc_rows = [], []
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         verified = history.verified_runs(index, system, exclude=exclude)
         passed = history.passed_runs(index, system, exclude=exclude)
-        charts = loo_charts({r: frames[r] for r in set(verified) | set(passed)}, index, verified, passed,
+        charts = loo_charts({r: frames[r] for r in dict.fromkeys(verified + passed)}, index, verified, passed,
                             params=cc_params)
         cc_rows += chart_rows(charts, index)
         rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
                            report_params["verdict_rule"], report_params["flag_rule"])
+        rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
     cc_frame = pd.DataFrame(cc_rows)
     cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}
     for system, g in (cc_frame.groupby("system") if len(cc_frame) else []):
@@ -297,7 +338,7 @@ def main() -> None:
     metrics["targets_causes"] = target_cause_figures(index, label_files)
     write_table(metrics, frame, "detection")
     for source in ("loo", "targets"):
-        for c in COMBINERS + ("headline",):
+        for c in COMBINERS + ("headline",) + anchors.ANCHORS:
             m = metrics.get(source, {}).get(c)
             if m:
                 print(f"[evaluate] {source:7s} {c:8s} P={m['precision']} R={m['recall']} F={m['f']} "
