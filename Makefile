@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test setup browser bench reset screenshots
+.PHONY: run test setup browser bench reset screenshots real-data
 
 $(BIN)/.installed: requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,24 @@ test: setup browser
 
 bench: setup
 	$(BIN)/python bench/bench_rules.py
+
+# The whole pipeline on a real labelled set of the shared data (smd, nezha, hpc), in its own tree
+# build/<set>/ (params.yaml with pull.source and evaluate.labels pointed at the set), stages in
+# dvc.yaml's order; the set's metrics are copied to metrics/<set>/, beside the example's.
+SHARED ?= $(CURDIR)/../shared
+STAGES := pull validate normalize discretize mine_rules detect control_charts features train_causes \
+          predict_causes report evaluate
+real-%: setup
+	rm -rf build/$*
+	mkdir -p build/$* metrics/$*
+	$(BIN)/python -c 'import sys, yaml; p = yaml.safe_load(open("params.yaml")); \
+	  p["pull"]["source"] = "$(SHARED)/data/$*/archives"; p["evaluate"]["labels"] = ["$(SHARED)/data/$*/target_labels.json"]; \
+	  yaml.safe_dump(p, open("build/$*/params.yaml", "w"), sort_keys=False)'
+	for stage in $(STAGES); do REGRESSLAB_ROOT=$(CURDIR)/build/$* $(BIN)/python -m pipelines.$$stage || exit 1; done
+	cp build/$*/metrics/* metrics/$*/
+	@echo "Night report: build/$*/reports/index.html   Metrics: metrics/$*/"
+
+real-data: real-smd real-nezha real-hpc
 
 # Forget every derived file (raw copies included) of this checkout; the next `make run` starts over.
 reset:

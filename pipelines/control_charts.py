@@ -104,11 +104,13 @@ def _broadcast(limit: pd.DataFrame, target: pd.DataFrame, scope: str) -> np.ndar
     return limit.reindex(index=target.index, columns=cols).to_numpy(dtype=float)
 
 
-def violation_ratios(target: pd.DataFrame, limits: Limits) -> pd.DataFrame:
+def violation_ratios(target: pd.DataFrame, limits: Limits, *, window_share: float | None = None) -> pd.DataFrame:
     """Lower, upper, average and sum violation ratio per counter (Nguyen 2017 §3.2.2, Table 3.3).
 
     Ratios are shares in [0, 1] of the target's points that have limits; a counter the
-    baseline or the target lacks gets NaN ratios (``n`` = 0).
+    baseline or the target lacks gets NaN ratios (``n`` = 0).  With ``window_share``, the
+    ``window`` column is the sum ratio of the strongest window of consecutive intervals
+    (:func:`window_ratio`): a regression that covers part of the run is not diluted by the rest.
     """
     counters = [c for c in target.columns if c in limits.lcl.columns]
     t = target[counters].to_numpy(dtype=float)
@@ -124,7 +126,29 @@ def violation_ratios(target: pd.DataFrame, limits: Limits) -> pd.DataFrame:
     out["average"] = (out["lower"] + out["upper"]) / 2.0
     out["sum"] = out["lower"] + out["upper"]
     out["n"] = n
+    if window_share is not None:
+        with np.errstate(invalid="ignore"):
+            violated = np.where(comparable, (t < lo) | (t > hi), np.nan)
+        out["window"] = window_ratio(violated, window_share=window_share)
     return out
+
+
+def window_width(n_intervals: int, window_share: float) -> int:
+    """Intervals in a window: ``ceil(window_share · n)``, at least 2 (one interval is noise), at most n."""
+    return int(min(max(n_intervals, 1), max(2, math.ceil(window_share * n_intervals - 1e-9))))
+
+
+def window_ratio(violated: np.ndarray, *, window_share: float) -> np.ndarray:
+    """Per column, the largest share of violated points over windows of consecutive intervals.
+
+    ``violated`` is (intervals x counters): 1 outside the limits, 0 inside, NaN without a
+    comparable point; a window counts its comparable points only (at least half of it).
+    The width is :func:`window_width`; a run shorter than a window is one window.
+    """
+    frame = pd.DataFrame(violated)
+    width = window_width(len(frame), window_share)
+    rolled = frame.rolling(width, min_periods=max(1, width // 2)).mean().iloc[width - 1:]   # whole windows only
+    return rolled.max(axis=0).to_numpy(dtype=float)
 
 
 def density(values: np.ndarray, *, grid: int = 512) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +223,7 @@ def find_modes(baseline: list[pd.DataFrame], *, max_dip: float, min_mode_share: 
 
 def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lower_pct: float, upper_pct: float,
           sigma: float, scope: str, multimodal_filter: bool, max_dip: float, min_mode_share: float,
-          modes: dict[str, dict[str, Any]] | None = None
+          window_share: float, modes: dict[str, dict[str, Any]] | None = None
           ) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
     """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
 
@@ -221,7 +245,7 @@ def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lo
                 target[counter] = drop_minor_mode(target[counter], m["cut"], m["side"], m["share"])
     limits = control_limits(baseline, method=method, lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma,
                             scope=scope)
-    return violation_ratios(target, limits), limits, modes
+    return violation_ratios(target, limits, window_share=window_share), limits, modes
 
 
 class Charter:
@@ -287,7 +311,8 @@ def chart_params(params: dict[str, Any]) -> dict[str, Any]:
     return {"method": params["method"], "lower_pct": float(params["lower_pct"]),
             "upper_pct": float(params["upper_pct"]), "sigma": float(params["sigma"]),
             "scope": params["scope"], "multimodal_filter": bool(params["multimodal_filter"]),
-            "max_dip": float(params["multimodal_max_dip"]), "min_mode_share": float(params["multimodal_min_share"])}
+            "max_dip": float(params["multimodal_max_dip"]), "min_mode_share": float(params["multimodal_min_share"]),
+            "window_share": float(params["window_share"])}
 
 
 def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]],
@@ -302,25 +327,46 @@ def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str,
         base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id],
                               params["max_baseline_runs"])
         if base:
-            runs[run_id] = charter(base, run_id)[0][["average", "sum"]]
+            runs[run_id] = charter(base, run_id)[0][["average", "sum", "window"]]
     return {"pairs": pairs, "runs": runs}
+
+
+def capped_filter(removed: list[str], counters: int, *, max_share: float) -> tuple[list[str], str | None]:
+    """A filter may set aside at most ``max_share`` of the counters; past that it is not applied
+    (it would eat the evidence) and the reason says so."""
+    if counters and len(removed) > max_share * counters:
+        return [], (f"not applied: it would set aside {len(removed)} of {counters} counters "
+                    f"(more than {max_share:.0%})")
+    return removed, None
 
 
 def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out: str | None = None
                      ) -> dict[str, Any]:
-    """A calibration from its charts, optionally without one run (its own chart and its pairs)."""
+    """A calibration from its charts, optionally without one run (its own chart and its pairs).
+
+    ``normal_scores`` and ``window_scores`` are the null distributions of the run score and of
+    the strongest-window score (each normal run charted against the others); ``threshold``
+    (the largest normal score, Nguyen 2017 §7.5.3) is kept for the report and for a fixed
+    ``params.threshold``.
+    """
     pairs = [v for (a, b), v in parts["pairs"].items() if leave_out not in (a, b)]
     independent = load_independent_counters(pairs, max_ratio=float(params["load_independent_ratio"]),
                                             min_share=float(params["load_independent_share"]))
     runs = {r: x for r, x in parts["runs"].items() if r != leave_out}
-    scores = {r: run_score(x["average"], top_fraction=float(params["top_fraction"]), exclude=independent)
-              for r, x in runs.items()}
+    counters = len(set().union(*(x.index for x in runs.values()))) if runs else 0
+    independent, skipped = capped_filter(independent, counters, max_share=float(params["max_filtered_share"]))
+    top = float(params["top_fraction"])
+    scores = {r: run_score(x["average"], top_fraction=top, exclude=independent) for r, x in runs.items()}
+    windows = {r: run_score(x["window"], top_fraction=top, exclude=independent) for r, x in runs.items()}
     counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
+    window_max = pd.DataFrame([x["window"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     threshold = params["threshold"]
     return {"threshold": float(threshold) if threshold is not None else (max(scores.values()) if scores else 0.0),
             "threshold_from": "params" if threshold is not None else "max over normal runs",
-            "normal_scores": scores, "load_independent": independent,
+            "normal_scores": scores, "window_scores": windows, "load_independent": independent,
+            "load_independent_skipped": skipped,
             "counter_normal_max": {c: float(v) for c, v in counter_max.dropna().items()},
+            "counter_window_max": {c: float(v) for c, v in window_max.dropna().items()},
             "same_version_pairs": len(pairs)}
 
 
@@ -337,24 +383,80 @@ def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], 
                             params=params)
 
 
-def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
-          counter_flag_floor: float) -> dict[str, Any]:
-    """Run verdict, score and flagged counters of one target from its violation ratios.
+def calibrated_pvalue(score: float, null: list[float], *, resolution: float) -> float:
+    """How likely a normal run scores at least ``score``, from the normal runs' scores ``null``.
 
-    Counters over their limit are flagged only when the run fails (a passing run lists
-    them as ``counters_over_limit``, for the report).
+    Scores are compared on ``log(score + resolution)`` (violation ratios are skewed and often
+    0; ``resolution`` is the smallest non-zero ratio of the run, 1/intervals).  Location and
+    scale are the median and the MAD (× 1.4826), robust to one odd normal run, which with the
+    maximum as threshold (Nguyen 2017 §7.5.3) silences every fault; the tail is Student's t
+    with ``n - 1`` degrees of freedom on the prediction scale ``s·sqrt(1 + 1/n)``, the
+    small-sample correction for judging one new run from ``n`` (a prediction interval).  When
+    the MAD is 0 the standard deviation is used; when every normal score is the same, the
+    empirical ``1/(n + 1)`` for a higher score.  NaN with fewer than 2 normal runs.
+    """
+    from scipy.stats import t as student
+
+    values = np.log(np.asarray(list(null), dtype=float) + resolution)
+    n = values.size
+    if n < 2 or not np.isfinite(score):
+        return float("nan")
+    y = math.log(score + resolution)
+    m = float(np.median(values))
+    s = 1.4826 * float(np.median(np.abs(values - m)))
+    if s <= 0:
+        s = float(values.std(ddof=1))
+    if s <= 0:
+        return 1.0 if y <= m else 1.0 / (n + 1)
+    return float(student.sf((y - m) / (s * math.sqrt(1.0 + 1.0 / n)), df=n - 1))
+
+
+def combined_pvalue(pvalues: list[float]) -> float:
+    """The minimum p-value with Bonferroni's correction: valid whatever the dependence between tests."""
+    finite = [p for p in pvalues if np.isfinite(p)]
+    return float(min(1.0, len(finite) * min(finite))) if finite else float("nan")
+
+
+def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
+          counter_flag_floor: float, false_alarm_rate: float) -> dict[str, Any]:
+    """Run verdict, score, p-value and flagged counters of one target from its violation ratios.
+
+    Two scores, each turned into a p-value against its null distribution from the history's
+    normal runs (:func:`calibrated_pvalue`): the run score (Nguyen 2017 §7.5.2) and the
+    strongest-window score (a regression covering part of the run).  The run fails when their
+    Bonferroni-combined p-value is at most ``false_alarm_rate``, the one parameter of the
+    decision: the share of normal runs allowed to fail.  A fixed ``threshold`` in the
+    calibration (``params.threshold`` set) decides instead.  Counters over their limit (whole
+    run or window: above their own normal maximum and ``counter_flag_floor``) are flagged only
+    when the run fails (a passing run lists them as ``counters_over_limit``, for the report).
     """
     independent = set(calibration["load_independent"])
     score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
-    normal_max = pd.Series(calibration["counter_normal_max"], dtype=float).reindex(ratios.index).fillna(0.0)
-    limit = normal_max.clip(lower=counter_flag_floor)
-    over = ratios[(ratios["sum"] > limit) & ~ratios.index.isin(list(independent))]
-    over_limit = list(over.sort_values(["average", "sum"], ascending=False).index)
-    verdict = "fail" if score > calibration["threshold"] else "pass"
-    return {"verdict": verdict, "violation_ratio": round(score, 4),
-            "threshold": round(float(calibration["threshold"]), 4),
+    window = run_score(ratios["window"], top_fraction=top_fraction, exclude=independent)
+    resolution = 1.0 / max(1.0, float(ratios["n"].max()) if len(ratios) else 1.0)
+    p_run = calibrated_pvalue(score, list(calibration["normal_scores"].values()), resolution=resolution)
+    p_window = calibrated_pvalue(window, list(calibration["window_scores"].values()), resolution=resolution)
+    p = combined_pvalue([p_run, p_window])
+    if calibration["threshold_from"] == "params" or not np.isfinite(p):
+        failed = score > calibration["threshold"]
+    else:
+        failed = p <= false_alarm_rate
+    limit = pd.Series(calibration["counter_normal_max"], dtype=float).reindex(ratios.index).fillna(0.0)
+    window_limit = pd.Series(calibration["counter_window_max"], dtype=float).reindex(ratios.index).fillna(0.0)
+    over = ratios[((ratios["sum"] > limit.clip(lower=counter_flag_floor))
+                   | (ratios["window"] > window_limit.clip(lower=counter_flag_floor)))
+                  & ~ratios.index.isin(list(independent))]
+    over_limit = list(over.sort_values(["average", "window", "sum"], ascending=False).index)
+    verdict = "fail" if failed else "pass"
+
+    def rounded(x: float) -> float | None:
+        return round(float(x), 6) if np.isfinite(x) else None
+    return {"verdict": verdict, "violation_ratio": round(score, 4), "window_ratio": round(window, 4),
+            "p_value": rounded(p), "p_run": rounded(p_run), "p_window": rounded(p_window),
+            "false_alarm_rate": false_alarm_rate, "threshold": round(float(calibration["threshold"]), 4),
             "flagged_counters": over_limit if verdict == "fail" else [], "counters_over_limit": over_limit,
-            "load_independent_counters": sorted(independent & set(ratios.index))}
+            "load_independent_counters": sorted(independent & set(ratios.index)),
+            "load_independent_skipped": calibration.get("load_independent_skipped")}
 
 
 def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, top: int) -> dict[str, Any]:
@@ -387,7 +489,8 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
     target = frames[run_id]
     ratios, limits, modes = Charter(frames, params)(base, run_id)
     out = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
-                counter_flag_floor=float(params["counter_flag_floor"]))
+                counter_flag_floor=float(params["counter_flag_floor"]),
+                false_alarm_rate=float(params["false_alarm_rate"]))
     out.update({
         "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base,
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}

@@ -127,7 +127,8 @@ def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified:
         base = control_charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params["max_baseline_runs"])
         ratios, _, _ = charter(base, run_id)
         result = control_charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
-                                      counter_flag_floor=float(params["counter_flag_floor"]))
+                                      counter_flag_floor=float(params["counter_flag_floor"]),
+                                      false_alarm_rate=float(params["false_alarm_rate"]))
         result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
         out[run_id] = result
         progress.step(i)
@@ -192,7 +193,11 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
                            row.get("regressed_counters") or [],
                            {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
-        if charts is not None:            # the report's headline: rules and control charts together
+        if charts is not None:            # the control charts alone, and the report's headline: both together
+            rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
+                               row.get("regressed_counters") or [],
+                               {"control_charts": charts[run_id]["flagged_counters"]},
+                               charts[run_id]["counter_scores"], "loo")
             head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
                                     verdict_rule=verdict_rule, flag_rule=flag_rule)
             rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
@@ -258,6 +263,11 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
         flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
         rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                            truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
+        chart = store.read_optional(config.chart_path(run_id))
+        if chart and chart.get("verdict"):
+            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                               truth.get("regressed_counters") or [], {"control_charts": chart["flagged_counters"]},
+                               chart["counter_scores"], "targets")
         verdict_file = config.run_report_path(run_id)
         if verdict_file.exists():
             head = archive.read_json(verdict_file)
@@ -287,6 +297,26 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
             "seen_cause_called_known": round(float(np.mean([b for _, b in known_rows])), 4) if known_rows else None,
             "unseen_cause_runs": len(unseen_rows),
             "unseen_cause_called_unknown": round(float(np.mean(unseen_rows)), 4) if unseen_rows else None}
+
+
+DETECTORS = ("headline", "control_charts") + COMBINERS + anchors.ANCHORS
+
+
+def detector_table(metrics: dict[str, Any]) -> list[str]:
+    """The detectors beside the anchors, one markdown row each: run accuracy, normal runs failed and
+    counter F / ROC AUC, in leave-one-out and on the targets whose truth is known."""
+    def cell(source: str, name: str) -> str:
+        m = metrics.get(source, {}).get(name)
+        if not m:
+            return "— | — | — | —"
+        fmt = lambda v: "—" if v is None else f"{v:.3f}"     # noqa: E731
+        return (f"{fmt(m['run_accuracy'])} | {m['normal_runs_with_flags']}/{m['normal_runs']} | {fmt(m['f'])} | "
+                f"{fmt(m['counter_roc_auc'])}")
+    lines = ["| detector | LOO run accuracy | LOO normal failed | LOO counter F | LOO AUC | targets run accuracy "
+             "| targets normal failed | targets counter F | targets AUC |", "|" + "---|" * 9]
+    lines += [f"| {name} | {cell('loo', name)} | {cell('targets', name)} |" for name in DETECTORS
+              if name in metrics.get("loo", {}) or name in metrics.get("targets", {})]
+    return lines
 
 
 def write_table(metrics: dict[str, Any], frame: pd.DataFrame, name: str) -> None:
@@ -337,13 +367,8 @@ def main() -> None:
                 metrics[f"{source}_{system}"] = summarize(gs)
     metrics["targets_causes"] = target_cause_figures(index, label_files)
     write_table(metrics, frame, "detection")
-    for source in ("loo", "targets"):
-        for c in COMBINERS + ("headline",) + anchors.ANCHORS:
-            m = metrics.get(source, {}).get(c)
-            if m:
-                print(f"[evaluate] {source:7s} {c:8s} P={m['precision']} R={m['recall']} F={m['f']} "
-                      f"normal runs flagged={m['normal_runs_with_flags']}/{m['normal_runs']} "
-                      f"run accuracy={m['run_accuracy']} AUC={m['counter_roc_auc']}")
+    for line in detector_table(metrics):
+        print(f"[evaluate] {line}")
     print(f"[evaluate] target causes: {metrics['targets_causes']}")
 
 

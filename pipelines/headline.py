@@ -81,6 +81,8 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     if charts and charts.get("verdict"):
         methods["control_charts"] = {k: charts[k] for k in ("verdict", "violation_ratio", "threshold",
                                                             "flagged_counters", "load_independent_counters")}
+        methods["control_charts"].update({k: charts[k] for k in ("p_value", "window_ratio", "false_alarm_rate",
+                                                                 "load_independent_skipped") if k in charts})
         methods["control_charts"]["baseline_runs"] = charts["baseline_runs"]
         verdicts["control_charts"] = charts["verdict"]
         scores.append(min(1.0, 2.0 * float(charts["violation_ratio"])))

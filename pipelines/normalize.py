@@ -48,12 +48,18 @@ def sampling_period(ts: pd.Series) -> float:
     return float(np.median(np.diff(values))) if values.size > 1 else 0.0
 
 
-def choose_interval(periods: list[float], interval_s: float) -> float:
-    """``interval_s``, or its next multiple at or above the slowest host's sampling period."""
+def choose_interval(periods: list[float], interval_s: float, *, duration_s: float, min_intervals: int) -> float:
+    """``interval_s``, shortened so that a short run still has ``min_intervals`` intervals, then
+    enlarged to its next multiple at or above the slowest host's sampling period (every interval
+    of every host holds a sample).  A run sampled too slowly for ``min_intervals`` keeps the
+    resolution it has: fewer intervals, one sampling period each."""
+    base = float(interval_s)
+    if min_intervals and duration_s > 0 and duration_s / base < min_intervals:
+        base = duration_s / min_intervals
     slowest = max(periods, default=0.0)
-    if slowest <= interval_s:
-        return float(interval_s)
-    return float(interval_s * math.ceil(slowest / interval_s - 1e-9))
+    if slowest <= base:
+        return base
+    return float(base * math.ceil(slowest / base - 1e-9))
 
 
 def interval_medians(host_frames: dict[str, pd.DataFrame], *, start: float, duration_s: float,
@@ -133,11 +139,13 @@ def scale_to_load(frame: pd.DataFrame, load_counter: str | None, fits: dict[str,
 
 
 def normalize_run(host_frames: dict[str, pd.DataFrame], meta: dict[str, Any], *, interval_s: float,
-                  load_scaling: bool, min_load_correlation: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+                  min_intervals: int, load_scaling: bool, min_load_correlation: float
+                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Normalise one validated run; return the interval frame and what was decided."""
     start = pd.Timestamp(meta["started_at"]).timestamp()
     periods = {h: sampling_period(f["ts"]) for h, f in host_frames.items()}
-    step = choose_interval(list(periods.values()), interval_s)
+    step = choose_interval(list(periods.values()), interval_s, duration_s=float(meta["duration_s"]),
+                           min_intervals=min_intervals)
     frame = interval_medians(host_frames, start=start, duration_s=float(meta["duration_s"]), interval_s=step)
     fits: dict[str, list[float]] = {}
     load_counter = (meta.get("workload") or {}).get("load_counter")
@@ -179,7 +187,7 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         return archive.read_json(config.info_path(run_id))
     frames, meta = load_valid_run(run_id)
     frame, info = normalize_run(frames, meta, interval_s=float(params["interval_s"]),
-                                load_scaling=bool(params["load_scaling"]),
+                                min_intervals=int(params["min_intervals"]), load_scaling=bool(params["load_scaling"]),
                                 min_load_correlation=float(params["min_load_correlation"]))
     info.update({"key": key, "run_id": run_id, "system": meta["system"]})
     archive.write_parquet_atomic(config.frame_path(run_id), frame)

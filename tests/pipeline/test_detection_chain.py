@@ -75,7 +75,11 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         m = metrics["loo"][combiner]
         assert 0.0 <= m["f"] <= 1.0 and m["runs"] == len([r for r in truth if "-r" in r])
     rows = pd.read_csv(config.METRICS / "detection_runs.csv")
-    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline"}
+    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "anchor_chart",
+                                     "anchor_mannwhitney", "anchor_median"}
+    for anchor in ("anchor_chart", "anchor_mannwhitney", "anchor_median"):      # the anchors beside the detectors
+        assert metrics["loo"][anchor]["runs"] == len([r for r in truth if "-r" in r])
+        assert metrics["targets"][anchor]["runs"] == len([r for r in truth if "-t" in r])
     assert set(rows["source"]) == {"loo", "targets"}
 
 
@@ -122,7 +126,10 @@ def test_control_chart_results_and_metrics(analysed):
     assert cal["threshold"] == pytest.approx(max(cal["normal_scores"].values()))
     for run_id in (r for r in truth if "-t" in r):
         res = json.loads(config.chart_path(run_id).read_text())
-        assert res["verdict"] == ("fail" if res["violation_ratio"] > res["threshold"] else "pass")
+        # calibrated: Bonferroni's minimum of the run score's and the window score's p-values
+        assert res["p_value"] == pytest.approx(min(1.0, 2 * min(res["p_run"], res["p_window"])), abs=1e-6)
+        assert res["verdict"] == ("fail" if res["p_value"] <= res["false_alarm_rate"] else "pass")
+        assert len(cal["normal_scores"]) == len(cal["window_scores"]) >= 2
         assert all(0.0 <= v <= 1.0 for v in res["counter_scores"].values())
     metrics = json.loads((config.METRICS / "control_charts.json").read_text())
     assert metrics["loo"]["runs"] == len([r for r in truth if "-r" in r])

@@ -10,7 +10,7 @@ from pipelines import normalize
 
 # The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.
 LIMITS = {"method": "percentile", "lower_pct": 1.0, "upper_pct": 99.0, "sigma": 3.0, "scope": "run"}
-CHART = {**LIMITS, "multimodal_filter": True, "max_dip": 0.5, "min_mode_share": 0.02}
+CHART = {**LIMITS, "multimodal_filter": True, "max_dip": 0.5, "min_mode_share": 0.02, "window_share": 0.2}
 MODES = {"max_dip": 0.5, "min_share": 0.02}
 
 
@@ -150,17 +150,83 @@ def test_load_scaling_removes_a_pure_load_difference():
     assert scaled.loc["c", "sum"] < 0.1
 
 
-def test_judge_flags_counters_over_their_normal_maximum_only_when_the_run_fails():
-    ratios = pd.DataFrame({"lower": [0.0, 0.0, 0.0], "upper": [0.8, 0.3, 0.05]}, index=["a", "b", "c"])
+def _ratios(upper: list[float], window: list[float], names="abc") -> pd.DataFrame:
+    ratios = pd.DataFrame({"lower": 0.0, "upper": upper, "window": window}, index=list(names))
     ratios["average"] = (ratios["lower"] + ratios["upper"]) / 2
     ratios["sum"] = ratios["lower"] + ratios["upper"]
-    calibration = {"threshold": 0.1, "load_independent": ["b"], "counter_normal_max": {"a": 0.2, "c": 0.01}}
-    out = cc.judge(ratios, calibration, top_fraction=0.5, counter_flag_floor=0.1)
+    ratios["n"] = 20
+    return ratios
+
+
+def test_judge_with_a_fixed_threshold_flags_counters_over_their_normal_maximum_only_when_the_run_fails():
+    ratios = _ratios([0.8, 0.3, 0.05], [0.8, 0.3, 0.05])
+    calibration = {"threshold": 0.1, "threshold_from": "params", "load_independent": ["b"],
+                   "counter_normal_max": {"a": 0.2, "c": 0.01}, "counter_window_max": {"a": 0.9, "c": 0.01},
+                   "normal_scores": {}, "window_scores": {}}
+    out = cc.judge(ratios, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
     # b is load-independent: top half of (a 0.4, c 0.025) = 0.4 > 0.1
     assert out["verdict"] == "fail" and out["violation_ratio"] == 0.4
     assert out["flagged_counters"] == ["a"]          # c: 0.05 is over its normal max but under the floor
-    calm = cc.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1)
+    calm = cc.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1,
+                    false_alarm_rate=0.05)
     assert calm["verdict"] == "pass" and calm["flagged_counters"] == [] and calm["counters_over_limit"] == ["a"]
+
+
+def test_calibrated_pvalue_by_hand():
+    # null 0.09, 0.19, 0.29, 0.39, 0.49 with resolution 0.01: log values ln 0.1 .. ln 0.5, median ln 0.3;
+    # |deviations| ln 3, ln 1.5, 0, ln(4/3), ln(5/3), sorted 0, 0.2877, 0.4055, 0.5108, 1.0986:
+    # MAD = ln 1.5 = 0.405465; s = 1.4826 * MAD = 0.601142
+    null = [0.09, 0.19, 0.29, 0.39, 0.49]
+    from scipy.stats import t
+    # a score of 0.99: y = ln 1.0 = 0; t = (0 - ln 0.3) / (0.601142 * sqrt(1.2)) = 1.203973 / 0.658519 = 1.828304
+    expected = t.sf(1.828304, df=4)
+    assert cc.calibrated_pvalue(0.99, null, resolution=0.01) == pytest.approx(expected, rel=1e-4)
+    assert 0.06 < expected < 0.08
+    assert cc.calibrated_pvalue(0.29, null, resolution=0.01) == pytest.approx(0.5)     # the median itself
+    assert np.isnan(cc.calibrated_pvalue(0.5, [0.1], resolution=0.01))                   # one run: cannot judge
+    assert cc.calibrated_pvalue(0.5, [0.0, 0.0, 0.0], resolution=0.01) == pytest.approx(0.25)  # all equal: 1/(n+1)
+    assert cc.calibrated_pvalue(0.0, [0.0, 0.0, 0.0], resolution=0.01) == 1.0
+
+
+def test_combined_pvalue_is_bonferronis_minimum():
+    assert cc.combined_pvalue([0.01, 0.2]) == pytest.approx(0.02)
+    assert cc.combined_pvalue([0.6, 0.9]) == 1.0
+    assert cc.combined_pvalue([float("nan"), 0.03]) == pytest.approx(0.03)
+    assert np.isnan(cc.combined_pvalue([float("nan")]))
+
+
+def test_one_odd_normal_run_silences_a_fault_under_the_maximum_but_not_under_the_calibrated_p_value():
+    # nine normal runs score about 0.05, one odd normal run 0.6; a fault scores 0.4
+    normal = {f"n{i}": v for i, v in enumerate([0.04, 0.05, 0.05, 0.06, 0.05, 0.04, 0.06, 0.05, 0.05, 0.6])}
+    calibration = {"threshold": max(normal.values()), "threshold_from": "max over normal runs", "load_independent": [],
+                   "counter_normal_max": {}, "counter_window_max": {}, "normal_scores": normal,
+                   "window_scores": {k: 2 * v for k, v in normal.items()}}
+    fault = _ratios([0.8, 0.8], [0.9, 0.9], names="ab")                 # run score 0.4, window 0.9
+    assert 0.4 < calibration["threshold"]                                 # the maximum rule: pass, the fault missed
+    out = cc.judge(fault, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
+    assert out["verdict"] == "fail" and out["p_value"] < 0.001 and out["flagged_counters"] == ["a", "b"]
+    normal_like = _ratios([0.1, 0.1], [0.1, 0.1], names="ab")            # scores 0.05 and 0.1: ordinary
+    assert cc.judge(normal_like, calibration, top_fraction=0.5, counter_flag_floor=0.1,
+                    false_alarm_rate=0.05)["verdict"] == "pass"
+
+
+def test_window_ratio_finds_a_regression_in_part_of_the_run():
+    # 20 intervals, the last 4 out of limits: whole-run ratio 0.2, strongest window of 4 (20 %) -> 1.0
+    violated = np.zeros((20, 2))
+    violated[16:, 0] = 1
+    violated[::5, 1] = 1                                                   # scattered: 4 of 20, never 2 in a row
+    assert cc.window_width(20, 0.2) == 4 and cc.window_width(10, 0.2) == 2 and cc.window_width(1, 0.2) == 1
+    assert cc.window_ratio(violated, window_share=0.2).tolist() == pytest.approx([1.0, 0.25])
+    limits = cc.control_limits([pd.DataFrame({"x": np.arange(101.0)})], **LIMITS)
+    target = pd.DataFrame({"x": [50.0] * 16 + [500.0] * 4})
+    ratios = cc.violation_ratios(target, limits, window_share=0.2)
+    assert ratios.loc["x", "sum"] == pytest.approx(0.2) and ratios.loc["x", "window"] == pytest.approx(1.0)
+
+
+def test_a_filter_that_would_eat_the_evidence_is_not_applied():
+    assert cc.capped_filter(["a"], 10, max_share=0.3) == (["a"], None)
+    kept, reason = cc.capped_filter(list("abcd"), 10, max_share=0.3)      # 4 of 10 > 30 %
+    assert kept == [] and "4 of 10" in reason
 
 
 def test_repeat_pairs_are_consecutive_runs_of_one_version_in_one_lab():

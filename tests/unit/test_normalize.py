@@ -33,7 +33,18 @@ def test_empty_interval_is_nan_not_dropped():
 @pytest.mark.parametrize("periods,interval,expected", [([5, 10], 30, 30), ([5, 45], 30, 60), ([60], 30, 60),
                                                        ([], 30, 30), ([31], 10, 40)])
 def test_interval_adapts_to_the_slowest_host(periods, interval, expected):
-    assert normalize.choose_interval(periods, interval) == expected
+    assert normalize.choose_interval(periods, interval, duration_s=3600, min_intervals=10) == expected
+
+
+@pytest.mark.parametrize("periods,duration,expected", [
+    ([1.0], 60, 6.0),      # a 1-minute run sampled every second: 10 intervals of 6 s, not 2 of 30 s
+    ([60.0], 600, 60.0),   # a 10-minute run sampled once a minute: 10 intervals of 60 s
+    ([2.5], 60, 6.0),      # sampled every 2.5 s: 6 s intervals hold two or three samples each
+    ([8.0], 60, 12.0),     # sampled every 8 s: 6 s enlarged to its next multiple above 8 (5 intervals)
+    ([90.0], 600, 90.0),   # sampled too slowly for 10 intervals: the resolution it has (7 intervals of 90 s)
+])
+def test_short_runs_keep_at_least_min_intervals_where_the_sampling_allows(periods, duration, expected):
+    assert normalize.choose_interval(periods, 30, duration_s=duration, min_intervals=10) == expected
 
 
 def test_load_scaling_on_a_known_linear_relation():
