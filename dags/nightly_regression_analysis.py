@@ -60,8 +60,8 @@ def calibrate_control_charts() -> list[str]:
 
 @task(execution_timeout=TIMEOUT)
 def target_runs() -> list[str]:
-    from pipelines import history, store
-    return history.targets(store.valid_index())
+    from pipelines import archive, history
+    return history.targets(archive.read_valid_index())
 
 
 @task(task_id="announce_verified_runs", outlets=[VERIFIED_RUNS], execution_timeout=TIMEOUT)

@@ -269,6 +269,11 @@ def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
     return entries
 
 
+def read_valid_index() -> dict[str, dict[str, Any]]:
+    """run_id -> the validated run's metadata row (``validate``'s index, where every later stage starts)."""
+    return read_json(config.VALID_INDEX)["valid"]
+
+
 # --------------------------------------------------------------------------- atomic writes
 
 

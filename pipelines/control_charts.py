@@ -515,7 +515,7 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
     params, hist = config.load_params("control_charts"), config.load_params("history")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     systems = history.systems(index)
     for system in systems:
         calibrate_system(system, index, store.FrameStore.of_system(system), params, hist)
@@ -534,7 +534,7 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
 
 def run_one(run_id: str) -> dict[str, Any]:
     """Chart one target (the per-run task of the nightly DAG)."""
-    index = store.valid_index()
+    index = archive.read_valid_index()
     return chart_one(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
                      config.load_params("control_charts"), config.load_params("history"))
 
@@ -542,7 +542,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params, hist = config.load_params("control_charts"), config.load_params("history")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "control_charts", len(todo))
     done = 0

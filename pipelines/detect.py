@@ -593,7 +593,7 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
     params = config.load_params("detect")
     mine_params = config.load_params("mine_rules")
     hist = config.load_params("history")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     system = index[run_id]["system"]
     spec = store.read_edges(system)
     caches = {} if caches is None else caches
@@ -608,7 +608,7 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "detect", len(todo))
     caches: dict[str, DetectCache] = {}

@@ -125,7 +125,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("discretize")
     hist = config.load_params("history")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     for system in history.systems(index):
         training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         ref = store.reference_load(training)

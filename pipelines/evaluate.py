@@ -336,7 +336,7 @@ def main() -> None:
     cc_params = config.load_params("control_charts")
     report_params = config.load_params("report")
     label_files = [config.ROOT / p for p in ev_params["labels"]]
-    index = store.valid_index()
+    index = archive.read_valid_index()
     hist = config.load_params("history")
     exclude = set(hist["exclude"])
     labels = dict(labelled_targets(index, label_files))

@@ -71,7 +71,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params = config.load_params("control_charts")
     exclude = set(config.load_params("history")["exclude"])
-    index = store.valid_index()
+    index = archive.read_valid_index()
     for system in history.systems(index):
         charter = control_charts.Charter(store.FrameStore.of_system(system), cc_params)
         passed = history.passed_runs(index, system, exclude=exclude)

@@ -206,7 +206,7 @@ def pending_models() -> list[str]:
     """The training runs (of every system's edges) whose model is not cached yet: tonight's fan-out."""
     params = config.load_params("mine_rules")
     out = []
-    for system in history.systems(store.valid_index()):
+    for system in history.systems(archive.read_valid_index()):
         spec = store.read_edges(system)
         out += [r for r in spec["training_runs"] if not model_path(r, spec["counters"], params, config.models_dir(system),
                                                                    spec["reference_load"])[0].exists()]
@@ -216,7 +216,7 @@ def pending_models() -> list[str]:
 def run_one(run_id: str) -> int:
     """Mine (or find cached) the model of one training run; its number of rules (nightly DAG task)."""
     params = config.load_params("mine_rules")
-    system = store.valid_index()[run_id]["system"]
+    system = archive.read_valid_index()[run_id]["system"]
     spec = store.read_edges(system)
     return int(len(mine_for_run(run_id, spec["counters"], params, config.models_dir(system), spec["reference_load"])))
 
@@ -224,7 +224,7 @@ def run_one(run_id: str) -> int:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("mine_rules")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     summary = {}
     for system in history.systems(index):
         spec = store.read_edges(system)

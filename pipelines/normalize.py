@@ -175,11 +175,6 @@ def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]
     return frames, meta
 
 
-def read_valid_index() -> dict[str, dict[str, Any]]:
-    """``validate``'s index (``store.valid_index`` for every later stage; ``store`` imports this module)."""
-    return archive.read_json(config.VALID_INDEX)["valid"]
-
-
 def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """Normalise one validated run unless its cached result is current; return its index row."""
     key = expected_key(run_id, params)
@@ -209,7 +204,7 @@ def is_current(run_id: str, key: str) -> bool:
 def pending_runs() -> list[str]:
     """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
     params = config.load_params("normalize")
-    index = read_valid_index()
+    index = archive.read_valid_index()
     return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r))
             if not is_current(r, expected_key(r, params))]
 
@@ -222,7 +217,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("normalize")
-    index = read_valid_index()
+    index = archive.read_valid_index()
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
     rows = {}

@@ -76,7 +76,7 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
 
 def run_one(run_id: str) -> dict[str, Any]:
     """Predict the cause of one target run (the per-run task of the nightly DAG)."""
-    index = store.valid_index()
+    index = archive.read_valid_index()
     cc_params = config.load_params("control_charts")
     charter = control_charts.Charter(store.FrameStore.of_system(index[run_id]["system"]), cc_params)
     return predict_one(run_id, index, store.CauseModels(), charter, cc_params, config.load_params("history"))
@@ -85,7 +85,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params, hist = config.load_params("control_charts"), config.load_params("history")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "predict_causes", len(todo))
     models = store.CauseModels()

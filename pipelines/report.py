@@ -205,14 +205,14 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
 
 def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
-    return index_row(report_run(run_id, store.valid_index(), config.load_params("report")))
+    return index_row(report_run(run_id, archive.read_valid_index(), config.load_params("report")))
 
 
 def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
     import pandas as pd
     params = config.load_params("report")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     if rows is None:
         rows = {r: index_row(archive.read_json(config.run_report_path(r))) for r in history.targets(index)
                 if config.run_report_path(r).exists()}
@@ -236,7 +236,7 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("report")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))
     rows = {}

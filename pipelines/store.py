@@ -1,11 +1,12 @@
-"""What several stages read: the validated index, normalised runs, the load-scaled frame
-cache, bin edges and saved cause models.
+"""What several stages read: normalised runs, the load-scaled frame cache, bin edges and saved
+cause models.
 
 The science stays in the stage modules and stays pure; this module only finds and reads
 what the stages wrote (paths from ``config``, bytes through ``archive``).  Writers stay
 with the stage that owns the output; readers live here so that no stage imports another
-stage for its files.  The raw archives' manifest is read and written by ``archive`` (with
-the archives themselves), so ``pull`` and ``validate`` depend on no analysis module.
+stage for its files.  The raw archives' manifest and ``validate``'s index are read by
+``archive`` (``read_manifest``, ``read_valid_index``), so ``pull``, ``validate`` and ``normalize``
+depend on no analysis module.
 """
 from __future__ import annotations
 
@@ -19,14 +20,6 @@ from pipelines import archive, config
 from pipelines.normalize import scale_to_load
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
-
-
-# --------------------------------------------------------------------------- validated runs
-
-
-def valid_index() -> dict[str, dict[str, Any]]:
-    """run_id -> the validated run's metadata row (``validate``'s index)."""
-    return archive.read_json(config.VALID_INDEX)["valid"]
 
 
 def read_optional(path: Path) -> Any | None:

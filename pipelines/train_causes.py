@@ -260,7 +260,7 @@ def verified_history_digest(index: dict[str, Any], system: str) -> str:
 
 def verified_runs_changed() -> list[str]:
     """The systems whose verified runs differ from those their current cause model learned from."""
-    index = store.valid_index()
+    index = archive.read_valid_index()
     return [system for system in history.systems(index)
             if store.latest_model_meta(system).get("verified_history") != verified_history_digest(index, system)]
 
@@ -268,7 +268,7 @@ def verified_runs_changed() -> list[str]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("train_causes")
-    index = store.valid_index()
+    index = archive.read_valid_index()
     metrics: dict[str, Any] = {}
     curves = []
     config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn
