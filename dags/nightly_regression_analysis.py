@@ -4,7 +4,7 @@
 Every night: pull the new test-run archives, validate them with Great Expectations,
 normalise each new run (one mapped task per run), learn the bin edges, mine the
 association-rule model of each prior passed run not mined yet (mapped), calibrate the
-control charts, then
+control charts and stacking (each normal run of the history judged against the others), then
 **one mapped task group per target run**: association-rule detection, control charts,
 probable cause, and the run's report (`reports/runs/<run_id>.json` + `.html`). The night
 ends with `reports/index.html` and a summary line.
@@ -56,6 +56,12 @@ def new_models() -> list[str]:
 def calibrate_control_charts() -> list[str]:
     from pipelines import control_charts
     return control_charts.calibrate_all()
+
+
+@task(task_id="calibrate_stacking", execution_timeout=TIMEOUT)
+def calibrate_stacking() -> list[str]:
+    from pipelines import detect
+    return detect.calibrate_all()
 
 
 @task(execution_timeout=TIMEOUT)
@@ -120,7 +126,7 @@ def nightly_regression_analysis():
     mined = (_per_run("mine_rules").expand(run_name=history_runs)
              >> _stage("mine_rules", "none_failed", task_id="mine_rules_all")())
     targets = target_runs()
-    mined >> calibrate_control_charts() >> targets
+    mined >> [calibrate_control_charts(), calibrate_stacking()] >> targets
     night = night_index()
     analyse_run.expand(run_name=targets) >> night
     summary(night)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import lzma
 import os
 import tarfile
 import tempfile
@@ -139,13 +140,27 @@ def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, byt
                     continue
                 if (info.external_attr >> 16) & 0o170000 == 0o120000:
                     raise ArchiveError(f"member {info.filename!r} is a symbolic link")
-                with zf.open(info) as fh:
-                    data = _read_capped(fh, limits["max_member_bytes"], info.filename)
+                if info.flag_bits & 0x1:
+                    raise ArchiveError(f"member {info.filename!r} is encrypted")
+                try:
+                    with zf.open(info) as fh:
+                        data = _read_capped(fh, limits["max_member_bytes"], info.filename)
+                except NotImplementedError as exc:      # zipfile's word for an unknown compression method
+                    raise ArchiveError(f"member {info.filename!r}: unsupported compression method "
+                                       f"{info.compress_type}") from exc
+                except (zipfile.BadZipFile, RuntimeError, zlib.error, lzma.LZMAError, EOFError, OSError,
+                        ValueError) as exc:             # bad CRC, truncated or corrupt stream
+                    raise ArchiveError(f"member {info.filename!r} is corrupt: {exc}") from exc
                 account(info.filename, data)
                 yield info.filename, data
         return
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic != b"\x1f\x8b":
+        raise ArchiveError(f"{name} is not gzip-compressed (named {name.split('.', 1)[-1]}; "
+                           f"an xz or bzip2 stream, or a plain tar, under a gzip name)")
     try:
-        tf = tarfile.open(path, mode="r:*")
+        tf = tarfile.open(path, mode="r:gz")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise ArchiveError(f"not a readable tar archive: {exc}") from exc
     with tf:
@@ -161,8 +176,57 @@ def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, byt
                 data = _read_capped(fh, limits["max_member_bytes"], member.name)
                 account(member.name, data)
                 yield member.name, data
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
             raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"duplicate key(s) {repeated[:5]} (the last one would silently win)")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def strict_json(data: bytes, what: str, *, max_depth: int = 64) -> Any:
+    """Parse untrusted JSON strictly: UTF-8, no duplicate keys, no NaN/Infinity, nesting at most
+    ``max_depth`` deep (checked before parsing: the parser itself recurses).
+
+    Raises
+    ------
+    ArchiveError
+        Naming what is wrong.
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:                    # a bracket counter that skips strings: O(n), no recursion
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > max_depth:
+                    raise ArchiveError(f"{what} is nested more than {max_depth} levels deep")
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise ArchiveError(f"{what} is not valid UTF-8: {exc}") from exc
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise ArchiveError(f"{what} is not valid JSON: {exc}") from exc
 
 
 def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawRun:
@@ -185,6 +249,8 @@ def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawR
     for name, data in _iter_members(path, limits):
         kind, host = _classify_member(name)
         if kind == "run.json":
+            if meta_bytes is not None:
+                raise ArchiveError("run.json appears more than once (which one is the run?)")
             meta_bytes = data
         elif kind == "csv":
             if host in csvs:
@@ -192,10 +258,7 @@ def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawR
             csvs[host] = data
     if meta_bytes is None:
         raise ArchiveError("run.json is missing")
-    try:
-        meta = json.loads(meta_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArchiveError(f"run.json is not valid UTF-8 JSON: {exc}") from exc
+    meta = strict_json(meta_bytes, "run.json")
     if not isinstance(meta, dict):
         raise ArchiveError("run.json must hold a JSON object")
     if not csvs:
@@ -309,7 +372,27 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+    """Write strict JSON (RFC 8259): a non-finite number (NaN, ±inf) becomes null, so every output
+    parses with a strict parser (``allow_nan=False`` would otherwise refuse it)."""
+    write_text_atomic(path, json.dumps(finite(obj), indent=2, sort_keys=False, default=_json_default,
+                                       allow_nan=False) + "\n")
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float (numpy's too) replaced by None."""
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.ndarray):
+        return finite(obj.tolist())
+    return obj
 
 
 def _json_default(obj: Any) -> Any:

@@ -62,6 +62,7 @@ def use_root(root: str | Path) -> None:
     g["MODELS"] = processed / "models"             # rule models per system and run
     g["DETECTIONS"] = processed / "detections"    # association-rule results per target run
     g["SINGLE_MODELS"] = processed / "single_models"  # pooled rule models of the targets' baselines
+    g["STACKING_CALIBRATION"] = processed / "stacking_calibration"  # normal runs' stacking scores per system
     g["CONTROL_CHARTS"] = processed / "control_charts"   # calibrations per system, charts per target
     g["FEATURES"] = processed / "features"         # violation-ratio features per system
     g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
@@ -94,6 +95,7 @@ EDGES: Path
 MODELS: Path
 DETECTIONS: Path
 SINGLE_MODELS: Path
+STACKING_CALIBRATION: Path
 CONTROL_CHARTS: Path
 FEATURES: Path
 CAUSE_MODELS: Path
@@ -138,6 +140,13 @@ def info_path(run_id: str) -> Path:
     return NORMALIZED / f"{identifier(run_id, 'run_id')}.json"
 
 
+def ensure_dirs(*dirs: Path) -> None:
+    """Create a stage's output folders: DVC expects every declared output to exist, also after a
+    night with nothing to analyse."""
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+
+
 def edges_path(system: str) -> Path:
     return EDGES / f"{identifier(system, 'system')}.json"
 
@@ -149,6 +158,10 @@ def models_dir(system: str) -> Path:
 def single_models_dir(system: str) -> Path:
     """``detect``'s own cache of pooled models (not in ``models_dir``: that is ``mine_rules``' output)."""
     return SINGLE_MODELS / identifier(system, "system")
+
+
+def stacking_calibration_path(system: str) -> Path:
+    return STACKING_CALIBRATION / f"{identifier(system, 'system')}.json"
 
 
 def detection_path(run_id: str) -> Path:

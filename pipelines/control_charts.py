@@ -26,8 +26,11 @@ Nguyen 2017 (seed 004; METHODS.md §A, C):
 The baseline of a target is the passed runs of its history whose environment is most
 like its own (``history.most_similar``), the newest ``max_baseline_runs`` of them: a lab
 with another CPU or database version moves counters for reasons that are not regressions,
-and pooling it would widen every limit.  A counter is *flagged* when its sum ratio is above both its own maximum over the
-normal runs of the history and ``counter_flag_floor``.
+and pooling it would widen every limit.  When none of them shares the target's lab, the
+target is first moved by its lab's level and the counters that wander between that lab's
+runs are left out (``labs``); with too few runs of the lab to learn from, the result says
+"insufficient baseline".  A counter is *flagged* when its sum ratio is above both its own
+maximum over the normal runs of the history and ``counter_flag_floor``.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import find_peaks
 
-from pipelines import archive, config, history, store
+from pipelines import archive, config, history, labs, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.control_charts")
@@ -254,12 +257,35 @@ class Charter:
     def __init__(self, frames, params: dict[str, Any]):
         self.frames, self.kw, self._modes = frames, chart_params(params), {}
 
-    def __call__(self, baseline: list[str], target: str):
+    def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None):
+        """Chart ``target`` (moved by ``-shift``, :func:`labs.shifted`) against ``baseline``."""
         key = tuple(sorted(baseline))
         if key not in self._modes and self.kw["multimodal_filter"]:
             self._modes[key] = find_modes([self.frames[b] for b in key], max_dip=self.kw["max_dip"],
                                           min_mode_share=self.kw["min_mode_share"])
-        return chart([self.frames[b] for b in key], self.frames[target], modes=self._modes.get(key), **self.kw)
+        return chart([self.frames[b] for b in key], labs.shifted(self.frames[target], shift),
+                     modes=self._modes.get(key), **self.kw)
+
+    def lab(self, target: str, baseline: list[str], index: dict[str, Any], lab_runs: dict[str, str],
+            lab_kw: dict[str, Any], candidates: list[str] = ()) -> dict[str, Any]:
+        """:func:`labs.lab_shift` of ``target`` against ``baseline`` (levels at the store's reference).
+
+        With an insufficient baseline, the counters whose level differs between the labs of
+        ``candidates`` (the passed history, :func:`labs.environment_dependent`) are not judged
+        either: another lab's runs say nothing about them (detect's rules abstain on them too)."""
+        envs = {r: index[r].get("environment") or {} for r in [target, *baseline, *lab_runs, *candidates]}
+        levels = lambda runs: self.frames.levels(runs, self.frames.reference)  # noqa: E731
+        lab = labs.lab_shift(target, baseline, envs, lab_runs, levels, **labs.shift_kw(lab_kw))
+        lab["environment_dependent"] = []
+        if lab["status"] == "insufficient" and len(candidates) > 1:
+            dependent = labs.environment_dependent(levels(list(candidates)),
+                                                   [labs.lab_key(envs[r]) for r in candidates],
+                                                   alpha=lab_kw["environment_alpha"], min_rel_change=0.0)
+            lab["environment_dependent"] = sorted(dependent)
+            if dependent:
+                lab["reason"] += (f"; {len(dependent)} counter(s) whose level differs between the history's "
+                                  f"labs are not judged")
+        return lab
 
 
 def run_score(average: pd.Series, *, top_fraction: float, exclude=()) -> float:
@@ -383,46 +409,12 @@ def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], 
                             params=params)
 
 
-def calibrated_pvalue(score: float, null: list[float], *, resolution: float) -> float:
-    """How likely a normal run scores at least ``score``, from the normal runs' scores ``null``.
-
-    Scores are compared on ``log(score + resolution)`` (violation ratios are skewed and often
-    0; ``resolution`` is the smallest non-zero ratio of the run, 1/intervals).  Location and
-    scale are the median and the MAD (× 1.4826), robust to one odd normal run, which with the
-    maximum as threshold (Nguyen 2017 §7.5.3) silences every fault; the tail is Student's t
-    with ``n - 1`` degrees of freedom on the prediction scale ``s·sqrt(1 + 1/n)``, the
-    small-sample correction for judging one new run from ``n`` (a prediction interval).  When
-    the MAD is 0 the standard deviation is used; when every normal score is the same, the
-    empirical ``1/(n + 1)`` for a higher score.  NaN with fewer than 2 normal runs.
-    """
-    from scipy.stats import t as student
-
-    values = np.log(np.asarray(list(null), dtype=float) + resolution)
-    n = values.size
-    if n < 2 or not np.isfinite(score):
-        return float("nan")
-    y = math.log(score + resolution)
-    m = float(np.median(values))
-    s = 1.4826 * float(np.median(np.abs(values - m)))
-    if s <= 0:
-        s = float(values.std(ddof=1))
-    if s <= 0:
-        return 1.0 if y <= m else 1.0 / (n + 1)
-    return float(student.sf((y - m) / (s * math.sqrt(1.0 + 1.0 / n)), df=n - 1))
-
-
-def combined_pvalue(pvalues: list[float]) -> float:
-    """The minimum p-value with Bonferroni's correction: valid whatever the dependence between tests."""
-    finite = [p for p in pvalues if np.isfinite(p)]
-    return float(min(1.0, len(finite) * min(finite))) if finite else float("nan")
-
-
 def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
           counter_flag_floor: float, false_alarm_rate: float) -> dict[str, Any]:
     """Run verdict, score, p-value and flagged counters of one target from its violation ratios.
 
     Two scores, each turned into a p-value against its null distribution from the history's
-    normal runs (:func:`calibrated_pvalue`): the run score (Nguyen 2017 §7.5.2) and the
+    normal runs (:func:`pvalues.calibrated_pvalue`): the run score (Nguyen 2017 §7.5.2) and the
     strongest-window score (a regression covering part of the run).  The run fails when their
     Bonferroni-combined p-value is at most ``false_alarm_rate``, the one parameter of the
     decision: the share of normal runs allowed to fail.  A fixed ``threshold`` in the
@@ -434,9 +426,9 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
     score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
     window = run_score(ratios["window"], top_fraction=top_fraction, exclude=independent)
     resolution = 1.0 / max(1.0, float(ratios["n"].max()) if len(ratios) else 1.0)
-    p_run = calibrated_pvalue(score, list(calibration["normal_scores"].values()), resolution=resolution)
-    p_window = calibrated_pvalue(window, list(calibration["window_scores"].values()), resolution=resolution)
-    p = combined_pvalue([p_run, p_window])
+    p_run = pvalues.calibrated_pvalue(score, list(calibration["normal_scores"].values()), resolution=resolution)
+    p_window = pvalues.calibrated_pvalue(window, list(calibration["window_scores"].values()), resolution=resolution)
+    p = pvalues.combined_pvalue([p_run, p_window])
     if calibration["threshold_from"] == "params" or not np.isfinite(p):
         failed = score > calibration["threshold"]
     else:
@@ -479,20 +471,27 @@ def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, 
 
 
 def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: store.FrameStore,
-              calibration: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Control charts of one target against the most similar runs of its baseline; the result file."""
+              calibration: dict[str, Any], params: dict[str, Any], *, lab_runs: dict[str, str],
+              lab_kw: dict[str, Any]) -> dict[str, Any]:
+    """Control charts of one target against the most similar runs of its baseline; the result file.
+
+    A target whose lab none of those runs shares is moved by its lab's level first
+    (:func:`labs.lab_shift`, from ``lab_runs``: verified run -> verdict)."""
     env = index[run_id].get("environment") or {}
     base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
                           params["max_baseline_runs"])
     if not base:
         return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline"}
-    target = frames[run_id]
-    ratios, limits, modes = Charter(frames, params)(base, run_id)
+    charter = Charter(frames, params)
+    lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=baseline)
+    target = labs.shifted(frames[run_id], lab["shift"])
+    ratios, limits, modes = charter(base, run_id, lab["shift"])
+    ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
     out = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
                 counter_flag_floor=float(params["counter_flag_floor"]),
                 false_alarm_rate=float(params["false_alarm_rate"]))
     out.update({
-        "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base,
+        "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
                    for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
         "counter_scores": {c: round(float(v), 4) for c, v in ratios["sum"].dropna().items()},
@@ -527,7 +526,9 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
     """Chart one target against its baseline with its system's calibration; write the result."""
     calibration = archive.read_json(config.calibration_path(index[run_id]["system"]))
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-    result = chart_run(run_id, baseline, index, frames, calibration, params)
+    result = chart_run(run_id, baseline, index, frames, calibration, params,
+                       lab_runs=history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"])),
+                       lab_kw=labs.lab_params(hist))
     archive.write_json_atomic(config.chart_path(run_id), result)
     return result
 
@@ -541,6 +542,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
     params, hist = config.load_params("control_charts"), config.load_params("history")
     index = archive.read_valid_index()
     todo = history.targets(index)

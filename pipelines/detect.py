@@ -31,7 +31,7 @@ Two additions, each a param of ``detect`` and measured in README ("Detector accu
 * **new environment** (``new_environment_abstain``): stacking weighs the models by
   environment similarity, but when no prior run ran in the target's environment every
   model describes another lab.  Counters whose level differs between the labs of the
-  history (Kruskal-Wallis over the labs' run medians, ``p < environment_alpha``, by at
+  history (Kruskal-Wallis over the labs' run medians, ``p < history.lab_environment_alpha``, by at
   least ``min_rel_change``) cannot be judged there; every model abstains on them and
   the verdict file lists them under ``details.not_analysed``.  A component that never
   varied in the history (one CPU model only) cannot be tested this way — the report's
@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, discretize, history, mine_rules, store
+from pipelines import archive, config, discretize, history, labs, mine_rules, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.detect")
@@ -268,19 +268,20 @@ def prune_models(models: list[Model], references: dict[str, Encoded], *, delta_t
 
     A counter whose every rule was dropped leaves the model's ``judges``: the model
     describes that counter only for its own environment and abstains on it.  ``memo``
-    caches the masks across targets; ``memo_tag`` must identify the bin edges.
+    caches the mask of each (model, reference run) pair across targets — the reference sets
+    of the targets (and of the stacking calibration, one per held-out run) overlap, so each
+    pair is evaluated once; ``memo_tag`` must identify the bin edges.
     """
     pruned, dropped = [], {}
+    memo = {} if memo is None else memo
     for m in models:
-        refs = tuple(sorted(r for r in references if r != m.run_id))
-        key = (memo_tag, m.run_id, refs)
-        if memo is not None and key in memo:
-            bad = memo[key]
-        else:
-            bad = unstable_rules(m.rules, [references[r] for r in refs], delta_threshold=delta_threshold,
-                                 min_premise_intervals=min_premise_intervals)
-            if memo is not None:
-                memo[key] = bad
+        bad = np.zeros(len(m.rules), dtype=bool)
+        for r in sorted(r for r in references if r != m.run_id):
+            key = (memo_tag, m.run_id, r)
+            if key not in memo:
+                memo[key] = unstable_rules(m.rules, [references[r]], delta_threshold=delta_threshold,
+                                           min_premise_intervals=min_premise_intervals)
+            bad |= memo[key]
         before = set(m.rules["consequent"].map(mine_rules.counter_of))
         kept = m.rules[~bad].reset_index(drop=True)
         gone = before - set(kept["consequent"].map(mine_rules.counter_of))
@@ -382,38 +383,6 @@ def practical_filter(flagged: dict[str, list[str]], magnitude: dict[str, float],
     return {k: [c for c in v if c not in small] for k, v in flagged.items()}, small
 
 
-def environment_dependent(levels: pd.DataFrame, env_keys: list[str], *, alpha: float,
-                          min_rel_change: float) -> dict[str, float]:
-    """Counters whose level differs between the environments of the history.
-
-    ``levels``: one row per prior run (its median of every counter, load-scaled), and
-    ``env_keys`` the environment of each row.  A counter depends on the environment when
-    its run levels differ between environments (Kruskal-Wallis over the environment
-    groups, ``p < alpha``) by at least ``min_rel_change`` of its overall level (range of
-    the group medians).  Returns counter -> p-value for the dependent ones; nothing when
-    the history has a single environment (nothing to compare).
-    """
-    from scipy.stats import kruskal
-
-    keys = pd.Series(env_keys, index=levels.index)
-    if keys.nunique() < 2:
-        return {}
-    out: dict[str, float] = {}
-    for counter in levels.columns:
-        col = levels[counter].dropna()
-        groups = [g.to_numpy() for _, g in col.groupby(keys.loc[col.index])]
-        if len(groups) < 2 or col.nunique() < 2:
-            continue
-        medians = [float(np.median(g)) for g in groups]
-        scale = abs(float(col.median()))
-        if scale <= 0 or (max(medians) - min(medians)) / scale < min_rel_change:
-            continue
-        p = float(kruskal(*groups).pvalue)
-        if p < alpha:
-            out[counter] = p
-    return out
-
-
 def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], *, interval_s: float,
                      not_analysed: dict[str, list[str]]) -> dict[str, Any]:
     """The per-run verdict file (DATA_CONTRACT.md §2), headline from stacking."""
@@ -467,6 +436,28 @@ def split_counters(frame: pd.DataFrame, edges: dict[str, Any], model_counters: s
     }
 
 
+def stacking_score(result: dict[str, Any]) -> float:
+    """A run's stacking evidence: ``Σ_c s(c)``, the expected number of counters the weighted
+    models flag, over the counters the practical-change filter kept (issue 11: a score that
+    :func:`pvalues.calibrated_pvalue` can judge against the history's normal runs; the
+    largest ``s`` alone saturates at 1)."""
+    s = result["s"].drop(list(result.get("small_changes") or {}), errors="ignore")
+    return float(s.clip(lower=0).sum())
+
+
+def stacking_pvalue(score: float, null: list[float], n_models: int) -> float:
+    """The stacking score's p-value against the normal runs' scores (resolution: one model's share)."""
+    return pvalues.calibrated_pvalue(score, null, resolution=1.0 / max(1, n_models))
+
+
+def stacking_evidence(result: dict[str, Any], null: list[float] | None) -> dict[str, Any]:
+    """What the verdict file's ``association_rules_stacking`` gains from the calibration."""
+    score = stacking_score(result)
+    p = stacking_pvalue(score, null, len(result["weights"])) if null else float("nan")
+    return {"score": round(score, 4), "p_value": round(p, 6) if np.isfinite(p) else None,
+            "normal_runs": len(null or [])}
+
+
 # --------------------------------------------------------------------------- I/O shell
 
 
@@ -492,7 +483,7 @@ class DetectCache:
 
     def levels(self, runs: list[str], reference: float | None) -> pd.DataFrame:
         """One row per run: its median of every counter (load-scaled)."""
-        return pd.DataFrame({r: self.frames.at(r, reference).median() for r in runs}).T
+        return self.frames.levels(runs, reference)
 
     def band(self, refs: list[str], reference: float | None, pct: tuple[float, float]) -> pd.DataFrame:
         """Rows low / level / high: the ``pct`` percentiles and the median of every counter over
@@ -525,19 +516,25 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
 
 def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict[str, Any],
             mine_params: dict[str, Any], params: dict[str, Any], directory, cache: DetectCache,
-            reference: float | None, single_dir) -> tuple[dict, dict]:
+            reference: float | None, single_dir, *, lab_runs: dict[str, str], lab_kw: dict[str, Any],
+            with_single: bool = True) -> tuple[dict, dict]:
     """Detect on one run against a baseline; return (detect_run result, verdict document).
 
     ``reference`` is the system's reference load the bin edges were learned at.  Steps:
-    the prior runs' models; in a new environment, abstention on environment-dependent
-    counters; pruning of rules that the target environment's passed runs break; the
-    three combiners; the practical-change filter.
+    the prior runs' models; when no run of the target's nearest lab shares its lab, the
+    target moved by its lab's level (:func:`labs.lab_shift`, from ``lab_runs``: verified
+    run -> verdict), or else abstention on environment-dependent counters; pruning of rules
+    that the target environment's passed runs break; the three combiners; the
+    practical-change filter.  ``with_single=False`` skips the pooled model (the calibration
+    needs only stacking's score, and a pooled model per held-out run would be mined for nothing).
     """
-    frame = cache.frames.at(run_id, reference)
     info = store.read_info(run_id)
     target_env = index[run_id].get("environment") or {}
     envs = {b: index[b].get("environment") or {} for b in baseline}
     refs = history.most_similar(envs, target_env)      # known-good runs of the target's (nearest) lab
+    lab = labs.lab_shift(run_id, refs, {r: index[r].get("environment") or {} for r in [run_id, *refs, *lab_runs]},
+                         lab_runs, lambda runs: cache.levels(runs, reference), **labs.shift_kw(lab_kw))
+    frame = labs.shifted(cache.frames.at(run_id, reference), lab["shift"])
     models = []
     model_counters: set[str] = set()
     for b in baseline:
@@ -546,12 +543,15 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
         models.append(Model(b, mine_rules.mine_for_run(b, edges, mine_params, directory, reference),
                             envs[b], frozenset(recorded & set(edges))))
     env_dependent: dict[str, float] = {}
-    if params["new_environment_abstain"] and baseline and target_env not in envs.values():
-        env_dependent = environment_dependent(cache.levels(baseline, reference),
-                                              [json.dumps(envs[b], sort_keys=True) for b in baseline],
-                                              alpha=params["environment_alpha"],
+    if (params["new_environment_abstain"] and baseline and target_env not in envs.values()
+            and lab["status"] != "adjusted"):
+        env_dependent = labs.environment_dependent(cache.levels(baseline, reference),
+                                                   [labs.lab_key(envs[b]) for b in baseline],
+                                                   alpha=lab_kw["environment_alpha"],
                                               min_rel_change=params["min_rel_change"] or 0.0)
         models = [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(env_dependent)) for m in models]
+    if lab["unstable"]:
+        models = [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(lab["unstable"])) for m in models]
     dropped: dict[str, int] = {}
     if params["prune_unstable_rules"] and models:
         tag = f"{discretize.edges_digest(edges)}@{reference}"
@@ -559,13 +559,14 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
         models, dropped = prune_models(models, ref_frames, delta_threshold=params["delta_threshold"],
                                        min_premise_intervals=params["min_premise_intervals"], memo=cache.unstable,
                                        memo_tag=tag)
-    single = single_model(baseline, edges, mine_params, single_dir, cache.frames, reference) if baseline else None
+    single = (single_model(baseline, edges, mine_params, single_dir, cache.frames, reference)
+              if baseline and with_single else None)
     result = detect_run(discretize.apply_edges(frame, edges), target_env, models, single,
                         delta_threshold=params["delta_threshold"],
                         min_premise_intervals=params["min_premise_intervals"],
                         stacking_threshold=params["stacking_threshold"])
     result["pruned_rules"] = dropped
-    result["single"] = [c for c in result["single"] if c not in env_dependent]
+    result["single"] = [c for c in result["single"] if c not in env_dependent and c not in set(lab["unstable"])]
     result["environment_dependent"] = env_dependent
     result["small_changes"] = {}
     if params["min_rel_change"] and refs:
@@ -580,9 +581,51 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     not_analysed = split_counters(frame, edges, model_counters)
     if env_dependent:
         not_analysed["environment_dependent_in_new_environment"] = sorted(env_dependent)
+    if lab["unstable"]:
+        not_analysed["wander_between_runs_of_this_lab"] = list(lab["unstable"])
     doc = verdict_document(run_id, index[run_id], result, interval_s=info["interval_s"],
                            not_analysed=not_analysed)
+    doc["details"]["lab"] = labs.summary(lab)
     return result, doc
+
+
+def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spec: dict[str, Any],
+                     mine_params: dict[str, Any], params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
+    """The stacking scores of the history's normal runs, each against the models of the others
+    (the null of :func:`stacking_pvalue`); written to ``config.stacking_calibration_path``.
+
+    The bin edges are the system's (learned with every passed run, the judged one included:
+    a normal run looks slightly more normal than a new one would, so the null is a little
+    low and the p-values a little strict, never lenient)."""
+    exclude = set(hist["exclude"])
+    passed = history.passed_runs(index, system, exclude=exclude, window=hist["window"])
+    verdicts = history.verdicts(index, system, exclude=exclude)
+    progress = Progress(log, f"detect calibration {system}", len(passed), what="normal runs")
+    scores = {}
+    for i, run_id in enumerate(passed, 1):
+        result, _ = analyse(run_id, [r for r in passed if r != run_id], index, spec["counters"], mine_params,
+                            params, config.models_dir(system), cache, spec["reference_load"],
+                            config.single_models_dir(system), lab_runs=verdicts, lab_kw=labs.lab_params(hist),
+                            with_single=False)
+        scores[run_id] = round(stacking_score(result), 6)
+        progress.step(i)
+    calibration = {"system": system, "runs": passed, "normal_scores": scores}
+    archive.write_json_atomic(config.stacking_calibration_path(system), calibration)
+    return calibration
+
+
+def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
+    """Calibrate stacking for every system; the systems (nightly DAG task)."""
+    params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
+        config.load_params("history")
+    index = archive.read_valid_index()
+    caches = {} if caches is None else caches
+    systems = [s for s in history.systems(index) if config.edges_path(s).exists()]
+    for system in systems:
+        spec = store.read_edges(system)
+        cache = caches.setdefault(system, DetectCache(store.FrameStore(spec["reference_load"])))
+        calibrate_system(system, index, cache, spec, mine_params, params, hist)
+    return systems
 
 
 def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[str, Any]:
@@ -600,18 +643,25 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
     if system not in caches:
         caches[system] = DetectCache(store.FrameStore(spec["reference_load"]))
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-    _, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params, config.models_dir(system),
-                     caches[system], spec["reference_load"], config.single_models_dir(system))
+    result, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params, config.models_dir(system),
+                          caches[system], spec["reference_load"], config.single_models_dir(system),
+                          lab_runs=history.verdicts(index, system, exclude=set(hist["exclude"])),
+                          lab_kw=labs.lab_params(hist))
+    calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
+    null = [v for r, v in (calibration.get("normal_scores") or {}).items() if r != run_id]
+    doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, null))
     archive.write_json_atomic(config.detection_path(run_id), doc)
     return doc
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.DETECTIONS, config.SINGLE_MODELS, config.STACKING_CALIBRATION)
     index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "detect", len(todo))
     caches: dict[str, DetectCache] = {}
+    calibrate_all(caches)
     for i, run_id in enumerate(todo, 1):
         doc = run_one(run_id, caches)
         progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged")

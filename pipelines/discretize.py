@@ -123,6 +123,7 @@ def edges_digest(edges: dict[str, dict[str, Any]]) -> str:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.EDGES)
     params = config.load_params("discretize")
     hist = config.load_params("history")
     index = archive.read_valid_index()

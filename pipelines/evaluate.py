@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import anchors, archive, config, control_charts, detect, discretize, headline, history, store
+from pipelines import anchors, archive, config, control_charts, detect, discretize, headline, history, labs, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
@@ -65,7 +65,9 @@ def roc_auc(scores: dict[str, float], positives: set[str]) -> float | None:
 
 
 def score_rows(run_id: str, system: str, truth_verdict: str, cause: str, expected: list[str],
-               flagged_by: dict[str, list[str]], scores: dict[str, float], source: str) -> list[dict[str, Any]]:
+               flagged_by: dict[str, list[str]], scores: dict[str, float], source: str,
+               failed: bool | None = None) -> list[dict[str, Any]]:
+    """One row per combiner; a combiner failed the run when it flagged a counter (or per ``failed``)."""
     rows = []
     auc = roc_auc(scores, set(expected))
     for combiner, flagged in flagged_by.items():
@@ -74,7 +76,7 @@ def score_rows(run_id: str, system: str, truth_verdict: str, cause: str, expecte
                      "truth": truth_verdict, "combiner": combiner, "flagged": len(flagged),
                      "expected": len(expected), "false": len(set(flagged) - set(expected)),
                      "precision": p, "recall": r, "f": f,
-                     "verdict_correct": (len(flagged) > 0) == (truth_verdict == "fail"),
+                     "verdict_correct": ((len(flagged) > 0) if failed is None else failed) == (truth_verdict == "fail"),
                      "roc_auc": auc})
     return rows
 
@@ -101,8 +103,8 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified: list[str], passed: list[str],
-               *, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[str], passed: list[str],
+               *, params: dict[str, Any], lab_kw: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
     passed runs (most similar environment), judged by a calibration without it.
 
@@ -110,11 +112,15 @@ def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified:
     the other passed runs' charts are computed once, so a baseline of theirs may include
     the held-out run (it widens their limits a little: their scores, and so the threshold,
     can only be lower — the held-out run is judged slightly more strictly).  This keeps the
-    cost linear in the history instead of quadratic.  Returns per run the
+    cost linear in the history instead of quadratic.  A held-out run whose lab its baseline
+    does not share is moved by its lab's level learned from the other verified runs
+    (:func:`labs.lab_shift`), as the nightly chart does.  Returns per run the
     :func:`control_charts.judge` result plus its ``counter_scores`` (sum ratios).
     """
-    envs = {r: index[r].get("environment") or {} for r in frames}
-    versions = {r: index[r].get("version") for r in frames}
+    runs = list(dict.fromkeys(verified + passed))
+    envs = {r: index[r].get("environment") or {} for r in runs}
+    versions = {r: index[r].get("version") for r in runs}
+    lab_runs = {r: index[r]["verdict"] for r in verified}
     charter = control_charts.Charter(frames, params)
     parts = control_charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
                                              charter=charter)
@@ -125,11 +131,14 @@ def loo_charts(frames: dict[str, pd.DataFrame], index: dict[str, Any], verified:
         calibration = control_charts.calibration_from(parts, params=params,
                                                       leave_out=run_id if run_id in passed else None)
         base = control_charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params["max_baseline_runs"])
-        ratios, _, _ = charter(base, run_id)
+        lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=others)
+        ratios, _, _ = charter(base, run_id, lab["shift"])
+        ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
         result = control_charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
                                       counter_flag_floor=float(params["counter_flag_floor"]),
                                       false_alarm_rate=float(params["false_alarm_rate"]))
         result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
+        result["lab"] = labs.summary(lab)
         out[run_id] = result
         progress.step(i)
     return out
@@ -169,19 +178,23 @@ def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
 
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
                disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
-               charts: dict[str, dict] | None, verdict_rule: str, flag_rule: str) -> list[dict[str, Any]]:
+               charts: dict[str, dict] | None, report_params: dict[str, Any], *, lab_kw: dict[str, Any]
+               ) -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
-    the control charts' leave-one-out results of the same runs)."""
+    the control charts' leave-one-out results of the same runs).
+
+    Every verified run is analysed against the passed runs without it; the passed runs'
+    stacking scores so obtained are the null of each held-out run's stacking p-value (its own
+    score left out), as ``detect.calibrate_system`` does for a night, at no extra cost."""
     passed = history.passed_runs(index, system, exclude=exclude)
     verified = history.verified_runs(index, system, exclude=exclude)
     directory = config.loo_cache_dir(system)
     all_ref = store.reference_load(passed)
     all_edges = discretize.edges_for([frames.at(r, all_ref) for r in passed], disc_params)
     cache = detect.DetectCache(frames)
-    rows = []
+    analysed: dict[str, tuple[dict, dict]] = {}
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
     for i, run_id in enumerate(verified, 1):
-        row = index[run_id]
         baseline = [r for r in passed if r != run_id]
         if run_id in passed:          # learn the bins again without the held-out run
             ref = store.reference_load(baseline)
@@ -189,21 +202,27 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         else:
             ref, edges = all_ref, all_edges
         result, doc = detect.analyse(run_id, baseline, index, edges, mine_params, params, directory, cache, ref,
-                                     directory / "single")
-        rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
-                           row.get("regressed_counters") or [],
-                           {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
-        if charts is not None:            # the control charts alone, and the report's headline: both together
-            rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
-                               row.get("regressed_counters") or [],
-                               {"control_charts": charts[run_id]["flagged_counters"]},
-                               charts[run_id]["counter_scores"], "loo")
-            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
-                                    verdict_rule=verdict_rule, flag_rule=flag_rule)
-            rows += score_rows(run_id, system, row["verdict"], row.get("cause") or "none",
-                               row.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
-                               head["counter_scores"], "loo")
+                                     directory / "single", lab_runs={r: index[r]["verdict"] for r in verified},
+                                     lab_kw=lab_kw)
+        analysed[run_id] = ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
+                                                                  "small_changes": result["small_changes"]}, doc)
         progress.step(i)
+    null = {r: detect.stacking_score(analysed[r][0]) for r in passed if r in analysed}
+    rows = []
+    for run_id, (result, doc) in analysed.items():
+        row = index[run_id]
+        truth = (run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
+        rows += score_rows(*truth, {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
+        if charts is not None:            # the control charts alone, and the report's headline: both together
+            rows += score_rows(*truth, {"control_charts": charts[run_id]["flagged_counters"]},
+                               charts[run_id]["counter_scores"], "loo")
+            doc["methods"]["association_rules_stacking"].update(
+                detect.stacking_evidence(result, [v for r, v in null.items() if r != run_id]))
+            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
+                                    verdict_rule=report_params["verdict_rule"], flag_rule=report_params["flag_rule"],
+                                    false_alarm_rate=float(report_params["false_alarm_rate"]))
+            rows += score_rows(*truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
+                               failed=head["verdict"] == "fail")
     return rows
 
 
@@ -267,13 +286,13 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
         if chart and chart.get("verdict"):
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], {"control_charts": chart["flagged_counters"]},
-                               chart["counter_scores"], "targets")
+                               chart["counter_scores"], "targets", failed=chart["verdict"] == "fail")
         verdict_file = config.run_report_path(run_id)
         if verdict_file.exists():
             head = archive.read_json(verdict_file)
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
-                               head["counter_scores"], "targets")
+                               head["counter_scores"], "targets", failed=head["verdict"] == "fail")
     return rows
 
 
@@ -345,11 +364,11 @@ def main() -> None:
         frames = store.FrameStore.of_system(system)
         verified = history.verified_runs(index, system, exclude=exclude)
         passed = history.passed_runs(index, system, exclude=exclude)
-        charts = loo_charts({r: frames[r] for r in dict.fromkeys(verified + passed)}, index, verified, passed,
-                            params=cc_params)
+        charts = loo_charts(frames, index, verified, passed, params=cc_params,
+                            lab_kw=labs.lab_params(hist))
         cc_rows += chart_rows(charts, index)
         rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
-                           report_params["verdict_rule"], report_params["flag_rule"])
+                           report_params, lab_kw=labs.lab_params(hist))
         rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
     cc_frame = pd.DataFrame(cc_rows)
     cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}

@@ -5,8 +5,9 @@ violation ratio of each counter on the control charts of a baseline run (§3.2.2
 per (target, baseline) pair, labelled with the verified cause (``none`` for a passed run).
 
 The baselines of a run are the passed runs of its history with the most similar
-environment (``history.most_similar``), each charted alone as in the thesis.  A passed
-run is never its own baseline.  A counter absent from the target or the baseline has
+environment (``history.most_similar``), each charted alone as in the thesis; a run none of
+them shares a lab with is first moved by its lab's level (``labs``), as in the nightly
+charts.  A passed run is never its own baseline.  A counter absent from the target or the baseline has
 NaN ratios: the classifiers impute them and see a missing-value indicator, so absence
 is a feature, not a silent zero.  Columns are ``lower:<counter>`` and ``upper:<counter>``.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, history, store
+from pipelines import archive, config, control_charts, history, labs, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.features")
@@ -35,11 +36,13 @@ def pair_row(ratios: pd.DataFrame) -> dict[str, float]:
     return row
 
 
-def pair_features(charter: control_charts.Charter, target: str, baselines: list[str]) -> pd.DataFrame:
-    """Feature rows of ``target`` against each of ``baselines`` (charted one at a time)."""
+def pair_features(charter: control_charts.Charter, target: str, baselines: list[str],
+                  shift: pd.Series | None = None) -> pd.DataFrame:
+    """Feature rows of ``target`` (moved by ``-shift`` into the baselines' lab, ``labs``) against
+    each of ``baselines`` (charted one at a time)."""
     rows = []
     for b in baselines:
-        ratios, _, _ = charter([b], target)
+        ratios, _, _ = charter([b], target, shift)
         rows.append({"target": target, "baseline": b, **pair_row(ratios)})
     return pd.DataFrame(rows)
 
@@ -70,7 +73,9 @@ def frame_digest(frame: pd.DataFrame) -> str:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params = config.load_params("control_charts")
-    exclude = set(config.load_params("history")["exclude"])
+    hist = config.load_params("history")
+    exclude = set(hist["exclude"])
+    config.ensure_dirs(config.FEATURES)
     index = archive.read_valid_index()
     for system in history.systems(index):
         charter = control_charts.Charter(store.FrameStore.of_system(system), cc_params)
@@ -79,9 +84,11 @@ def main() -> None:
         verified = history.verified_runs(index, system, exclude=exclude)
         progress = Progress(log, f"features {system}", len(verified), every=10)
         parts = []
+        lab_runs = history.verdicts(index, system, exclude=exclude)
         for i, run_id in enumerate(verified, 1):
-            part = pair_features(charter, run_id, pair_baselines(run_id, passed, envs,
-                                                                 cc_params["max_baseline_runs"]))
+            pairs = pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
+            lab = charter.lab(run_id, pairs, index, lab_runs, labs.lab_params(hist))
+            part = pair_features(charter, run_id, pairs, lab["shift"])
             part["system"] = system
             part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
             parts.append(part)

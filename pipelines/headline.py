@@ -6,16 +6,27 @@ The verdict file of ``DATA_CONTRACT.md`` §2 combines the association-rule ensem
 ``report`` writes it for the night's targets and ``evaluate`` scores the same decision in
 leave-one-out, so both use this module.  Pure: dicts in, dicts out.
 
-* **verdict** (``report.verdict_rule``): ``all`` fails a run when every detector that could
-  judge it fails it.  The two detectors make different mistakes (rules break on
-  environment shifts the pruning did not catch; control charts on counters that wander
-  between runs), so requiring both removes most false alarms; each method's own verdict
-  stays in ``methods``.  ``any``, ``stacking`` and ``control_charts`` are the alternatives.
+* **verdict** (``report.verdict_rule``): ``calibrated`` (issue 11) turns each detector's run
+  score into a p-value against the same score of the history's normal runs, each judged
+  against the others (stacking: ``detect.stacking_pvalue``; control charts: their combined
+  run and strongest-window p-value), and fails the run when the smallest, times the number
+  of detectors (Bonferroni: valid whatever their dependence), is at most
+  ``report.false_alarm_rate``, the one parameter: the share of normal runs allowed to fail.
+  No detector then vetoes another, and one odd normal run cannot silence every fault (the
+  p-values fit a log-t tail with a hurdle for the normal runs that score 0, and are never
+  below the share of normal runs that scored as much: ``pvalues``).  With no calibration at all (fewer than two
+  normal runs) it falls back to ``all``.  ``all`` fails a run when every detector that could
+  judge it fails it (the weakest decides); ``any``, ``stacking`` and ``control_charts`` are
+  the other alternatives; each method's own verdict stays in ``methods``.
 * **flagged counters** of a failed run (``report.flag_rule``): stacking's (``rules``: its
   precision is the higher, README) or the union with the control charts' (``union``).
 * **score**: the mean of the methods' scores (stacking: the largest counter score; control
   charts: twice the top-50 % average violation ratio, both in [0, 1]); a counter's score is
   the mean of its stacked confidence change and its control-chart sum violation ratio.
+* **baseline_status**: ``same_lab``, ``adjusted`` (no baseline run shares the run's lab; its
+  counters were moved by the lab's level, ``labs``) or ``insufficient`` (nothing in the
+  history teaches the run's lab: the verdict rests on another lab's runs and the report
+  says "insufficient baseline").
 * **cause**: a failed run gets its most probable fault cause, ``known`` only when the
   classifier's own top class is that cause with a probability of at least its ``tau``.
 """
@@ -25,6 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from pipelines import pvalues
+
+VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 
 
@@ -39,7 +53,18 @@ def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
         return "fail" if "fail" in judged.values() else "pass"
     if rule == "all":
         return "fail" if all(v == "fail" for v in judged.values()) else "pass"
-    raise ValueError(f"report.verdict_rule must be all, any, stacking or control_charts, not {rule!r}")
+    raise ValueError(f"report.verdict_rule must be calibrated, all, any, stacking or control_charts, not {rule!r}")
+
+
+def calibrated_verdict(verdicts: dict[str, str | None], p_values: dict[str, float | None],
+                       false_alarm_rate: float) -> tuple[str, float | None]:
+    """``calibrated``: fail when the Bonferroni-combined p-value of the detectors is at most
+    ``false_alarm_rate``; (verdict, combined p).  ``all`` of ``verdicts`` when no p-value exists."""
+    finite = [float(p) for p in p_values.values() if p is not None and np.isfinite(p)]
+    if not finite:
+        return headline_verdict(verdicts, "all"), None
+    p = pvalues.combined_pvalue(finite)
+    return ("fail" if p <= false_alarm_rate else "pass"), p
 
 
 def combine_scores(*scores: dict[str, float]) -> dict[str, float]:
@@ -65,17 +90,31 @@ def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
     return {"label": fault.get("label"), "probability": fault.get("probability"), "known": known}
 
 
+def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
+    """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
+    rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
+    found = [x for x in ((charts or {}).get("lab"), detection.get("details", {}).get("lab")) if x]
+    for status in ("insufficient", "adjusted"):
+        for x in found:
+            if x["status"] == status:
+                return x
+    return found[0] if found else {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
+
+
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
-            *, verdict_rule: str, flag_rule: str) -> dict[str, Any]:
+            *, verdict_rule: str, flag_rule: str, false_alarm_rate: float) -> dict[str, Any]:
     """The verdict file of one run (DATA_CONTRACT.md §2) from the stages' results.
 
     ``flag_rule`` names the flagged counters of a failed run: ``union`` (stacking's and the
     control charts'), or ``rules`` (stacking's when it failed the run, else the charts')."""
     if flag_rule not in ("union", "rules"):
         raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
+    if verdict_rule not in VERDICT_RULES:
+        raise ValueError(f"report.verdict_rule must be one of {', '.join(VERDICT_RULES)}, not {verdict_rule!r}")
     methods = {k: detection["methods"][k] for k in RULE_METHODS}
     rule_scores = detection.get("counter_scores", {})
     verdicts = {"stacking": methods["association_rules_stacking"]["verdict"]}
+    p_values = {"stacking": methods["association_rules_stacking"].get("p_value")}
     scores = [float(max(rule_scores.values(), default=0.0))]
     cc_scores: dict[str, float] = {}
     if charts and charts.get("verdict"):
@@ -84,17 +123,29 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         methods["control_charts"].update({k: charts[k] for k in ("p_value", "window_ratio", "false_alarm_rate",
                                                                  "load_independent_skipped") if k in charts})
         methods["control_charts"]["baseline_runs"] = charts["baseline_runs"]
+        if charts.get("lab"):
+            methods["control_charts"]["lab"] = charts["lab"]
         verdicts["control_charts"] = charts["verdict"]
+        p_values["control_charts"] = charts.get("p_value")
         scores.append(min(1.0, 2.0 * float(charts["violation_ratio"])))
         cc_scores = charts["counter_scores"]
-    verdict = headline_verdict(verdicts, verdict_rule)
+    p_value = None
+    if verdict_rule == "calibrated":
+        verdict, p_value = calibrated_verdict(verdicts, p_values, false_alarm_rate)
+    else:
+        verdict = headline_verdict(verdicts, verdict_rule)
     counter_scores = combine_scores(rule_scores, cc_scores)
     flagged: list[str] = []
     if verdict == "fail":
-        rules = set(methods["association_rules_stacking"]["flagged_counters"])
-        charted = set(methods.get("control_charts", {}).get("flagged_counters", []))
+        # a calibrated failure may come from evidence no single method turned into its own
+        # failure: then the counters over their limits, and bagging's, name what moved
+        rules = set(methods["association_rules_stacking"]["flagged_counters"]
+                    or methods["association_rules_bagging"]["flagged_counters"])
+        charted = set(methods.get("control_charts", {}).get("flagged_counters")
+                      or (charts or {}).get("counters_over_limit") or [])
         chosen = rules | charted if flag_rule == "union" else rules or charted
         flagged = [c for c in counter_scores if c in chosen]
+    lab = lab_status(detection, charts)
     doc = {
         "schema_version": 1,
         "run_id": detection["run_id"],
@@ -105,8 +156,11 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         "counter_scores": {c: round(v, 4) for c, v in counter_scores.items()},
         "cause": cause_of(verdict, predicted),
         "baseline_runs": detection["baseline_runs"],
+        "baseline_status": lab["status"],
+        "p_value": None if p_value is None else round(p_value, 6),
         "methods": methods,
         "details": {**detection.get("details", {}), "verdict_rule": verdict_rule, "flag_rule": flag_rule,
+                    "false_alarm_rate": false_alarm_rate, "p_values": p_values,
                     "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
                     if charts and charts.get("verdict") else None,
                     "cause_prediction": predicted},

@@ -28,6 +28,11 @@ def verified_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set
             and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
 
 
+def verdicts(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset()) -> dict[str, str]:
+    """The verified runs of ``system`` with their verdict (``pass``/``fail``)."""
+    return {r: index[r]["verdict"] for r in verified_runs(index, system, exclude=exclude)}
+
+
 def targets(index: dict[str, dict[str, Any]]) -> list[str]:
     """Runs nobody has analysed yet (``verdict`` null), oldest first."""
     return [rid for rid, row in sorted(index.items(), key=lambda kv: (kv[1]["started_at"], kv[0]))

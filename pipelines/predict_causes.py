@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, features, history, store, train_causes
+from pipelines import archive, config, control_charts, features, history, labs, store, train_causes
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.predict_causes")
@@ -65,8 +65,10 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
         if not pairs:
             result = {"label": None, "probability": None, "known": False, "reason": "no passed baseline run"}
         else:
-            result = predict_cause(model, features.pair_features(charter, run_id, pairs), meta["columns"],
-                                   meta["classes"], tau=meta["unknown"]["tau"])
+            lab = charter.lab(run_id, pairs, index,
+                              history.verdicts(index, system, exclude=set(hist["exclude"])), labs.lab_params(hist))
+            result = predict_cause(model, features.pair_features(charter, run_id, pairs, lab["shift"]),
+                                   meta["columns"], meta["classes"], tau=meta["unknown"]["tau"])
             result["baseline_runs"] = pairs
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id
@@ -84,6 +86,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.CAUSES)
     cc_params, hist = config.load_params("control_charts"), config.load_params("history")
     index = archive.read_valid_index()
     todo = history.targets(index)

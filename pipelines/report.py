@@ -165,17 +165,22 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()))
 
 
-def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str]) -> str:
+def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
+                 reasons: dict[str, str] | None = None, valid_runs: int | None = None) -> str:
+    """The night index: the targets, failed first; the quarantined archives with their reasons;
+    and, when there is no target, a sentence that says why (nothing new, or everything quarantined)."""
     failed = [r for r in rows if r["verdict"] == "fail"]
     return page_environment().get_template("index.html.j2").render(
-        rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined, style=style_sheet())
+        rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
+        reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet())
 
 
 def index_row(doc: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": doc["run_id"], "system": doc["system"], "verdict": doc["verdict"], "score": doc["score"],
             "cause": doc["cause"]["label"], "probability": doc["cause"]["probability"] or 0.0,
             "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],
-            "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline"))}
+            "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline")),
+            "insufficient_baseline": doc.get("baseline_status") == "insufficient"}
 
 
 # --------------------------------------------------------------------------- I/O shell
@@ -187,7 +192,7 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     doc = headline.compose(detection, charts, predicted, verdict_rule=params["verdict_rule"],
-                           flag_rule=params["flag_rule"])
+                           flag_rule=params["flag_rule"], false_alarm_rate=float(params["false_alarm_rate"]))
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
@@ -208,6 +213,20 @@ def run_one(run_id: str) -> dict[str, Any]:
     return index_row(report_run(run_id, archive.read_valid_index(), config.load_params("report")))
 
 
+def quarantine_reasons(limit: int = 400) -> dict[str, str]:
+    """Every archive quarantined by ``validate`` or refused by ``pull``, with its reason (shortened)."""
+    out: dict[str, str] = {}
+    for path in sorted(config.QUARANTINE.glob("*.json")) if config.QUARANTINE.exists() else []:
+        try:
+            out[path.stem] = str(archive.read_json(path).get("reason") or "")[:limit]
+        except (OSError, ValueError) as exc:
+            out[path.stem] = f"(quarantine file unreadable: {exc})"
+    summary = store.read_optional(config.PULL_SUMMARY) or {}
+    for refused in summary.get("refused") or []:
+        out.setdefault(str(refused.get("run_id")), f"refused by pull: {str(refused.get('reason'))[:limit]}")
+    return out
+
+
 def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
     import pandas as pd
@@ -224,17 +243,19 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -r["score"], r["run_id"]))
     for r in ordered:
         r["change"] = changes[r["run_id"]]
-    quarantined = sorted(p.stem for p in config.QUARANTINE.glob("*.json")) if config.QUARANTINE.exists() else []
+    reasons = quarantine_reasons()
+    quarantined = sorted(reasons)
     archive.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
     archive.write_text_atomic(config.NIGHT_INDEX,
                               render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
-                                           quarantined=quarantined))
+                                           quarantined=quarantined, reasons=reasons, valid_runs=len(index)))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS)
     params = config.load_params("report")
     index = archive.read_valid_index()
     todo = history.targets(index)

@@ -70,6 +70,7 @@ class FrameStore:
         self.reference = reference
         self._normalized: dict[str, tuple[pd.DataFrame, dict[str, Any]]] = {}
         self._scaled: dict[str, pd.DataFrame] = {}
+        self._levels: dict[tuple[str, float | None], pd.Series] = {}
 
     @classmethod
     def of_system(cls, system: str) -> "FrameStore":
@@ -89,6 +90,14 @@ class FrameStore:
 
     def __getitem__(self, run_id: str) -> pd.DataFrame:
         return self.at(run_id, self.reference)
+
+    def levels(self, runs: list[str], reference: float | None) -> pd.DataFrame:
+        """One row per run: its median of every counter at ``reference`` (kept: a run's levels are
+        read once per reference)."""
+        for r in runs:
+            if (r, reference) not in self._levels:
+                self._levels[(r, reference)] = self.at(r, reference).median()
+        return pd.DataFrame({r: self._levels[(r, reference)] for r in runs}).T
 
 
 # --------------------------------------------------------------------------- cause models

@@ -54,16 +54,22 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         assert sum(b["weight"] for b in doc["baseline_runs"]) == pytest.approx(1.0, abs=1e-3)
         assert {"association_rules_stacking", "association_rules_bagging", "association_rules_single"} <= set(
             doc["methods"])
-        verdicts = {m["verdict"] for m in doc["methods"].values()}
-        assert doc["verdict"] == ("fail" if verdicts == {"fail"} else "pass")      # verdict_rule: all
         assert "control_charts" in doc["methods"]
-        stacked = set(doc["methods"]["association_rules_stacking"]["flagged_counters"])
+        # verdict_rule: calibrated -- Bonferroni over the detectors' p-values, fail at <= 5 %
+        ps = [doc["methods"][m].get("p_value") for m in ("association_rules_stacking", "control_charts")]
+        ps = [p for p in ps if p is not None]
+        assert ps and doc["p_value"] == pytest.approx(min(1.0, len(ps) * min(ps)), abs=2e-6)
+        assert doc["verdict"] == ("fail" if doc["p_value"] <= 0.05 else "pass")
+        ruled = set(doc["methods"]["association_rules_stacking"]["flagged_counters"]) | set(
+            doc["methods"]["association_rules_bagging"]["flagged_counters"])
+        charted = set(doc["methods"]["control_charts"]["flagged_counters"]) | set(
+            doc["details"]["control_charts"]["counters_over_limit"])
         for c in doc["flagged_counters"]:
-            if c in stacked:
+            if c in ruled:
                 assert doc["details"]["violated_rules"][c]          # every rule flag comes with its rules
                 assert doc["details"]["violation_intervals"][c]     # and the intervals they broke in
             else:
-                assert c in doc["methods"]["control_charts"]["flagged_counters"]
+                assert c in charted
         if doc["verdict"] == "fail":
             assert doc["flagged_counters"] and doc["cause"]["label"] not in (None, "none")
         else:

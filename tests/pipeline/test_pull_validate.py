@@ -128,3 +128,65 @@ def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tin
                    and p != tree)
     assert after == before                                   # nothing written beside the tree
     assert not (tmp_path / "abs").exists()
+
+
+def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp_path):
+    """Issue 12, classes 2 and 8: archives that used to crash a reader (bad zip CRC, encrypted or
+    unknown-method members, xz under a gzip name, run.json 200,000 levels deep) or pass silently
+    (a started_at of digits, +inf samples, duplicate keys or run.json members, NaN in JSON) are
+    each quarantined with the fault named; the good runs are validated."""
+    from tests.hostile_corpus import write_corpus
+
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    expected = write_corpus(src)
+    set_source(tree, src)
+    pull.main()
+    validate.main()
+    index = json.loads(config.VALID_INDEX.read_text())
+    assert set(index["valid"]) == set(truth)
+    assert set(index["quarantined"]) == set(expected)
+    for run_id, words in expected.items():
+        reason = json.loads((config.QUARANTINE / f"{run_id}.json").read_text())
+        text = json.dumps(reason)
+        assert all(w in text for w in words), (run_id, words, reason["reason"][:300])
+        assert (config.RAW / reason["archive"].split("/")[-1]).exists()        # raw kept
+    for path in [config.VALID_INDEX, *config.QUARANTINE.glob("*.json")]:
+        json.loads(path.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+def test_a_night_with_every_archive_quarantined_still_ends_with_a_night_index(tree, tmp_path):
+    """Issue 12, class 7: nothing valid to analyse.  Every stage ends cleanly, every output DVC
+    expects exists (``dvc repro`` failed at discretize: "output 'data/processed/edges' does not
+    exist"), and the night index says what happened and lists each quarantined archive with
+    its reason."""
+    from pipelines import (control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
+                           predict_causes, report, train_causes)
+    from tests.hostile_corpus import write_corpus
+
+    src = tmp_path / "src"
+    expected = write_corpus(src)
+    set_source(tree, src)
+    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features,
+                  train_causes, predict_causes, report, evaluate):
+        stage.main()
+    stages = yaml.safe_load((config.ROOT.parent / "dvc.yaml").read_text())["stages"] \
+        if (config.ROOT.parent / "dvc.yaml").exists() else None
+    from tests.conftest import REPO
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    missing = []
+    for name, stage in stages.items():
+        if name == "labsim":
+            continue
+        for out in [*stage.get("outs", []), *stage.get("metrics", [])]:
+            path = next(iter(out)) if isinstance(out, dict) else out
+            if not (tree / path).exists():
+                missing.append(f"{name}: {path}")
+    assert missing == []
+    page = config.NIGHT_INDEX.read_text()
+    assert "0 runs" in page or "No run" in page or "no run" in page
+    for run_id in expected:
+        assert run_id in page
+    reason = json.loads((config.QUARANTINE / "sys-zip-enc.json").read_text())["reason"]
+    assert "encrypted" in reason and "encrypted" in page

@@ -74,7 +74,7 @@ def test_missing_run_json_and_bad_json_are_specific(tmp_path):
     with pytest.raises(archive.ArchiveError, match="run.json is missing"):
         archive.read_archive(write_tgz(tmp_path / "r1.tar.gz", files))
     files["run.json"] = b"{not json"
-    with pytest.raises(archive.ArchiveError, match="not valid UTF-8 JSON"):
+    with pytest.raises(archive.ArchiveError, match="run.json is not valid JSON"):
         archive.read_archive(write_tgz(tmp_path / "r2.tar.gz", files))
 
 

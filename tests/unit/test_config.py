@@ -26,7 +26,8 @@ def test_anything_else_is_refused(value):
                                   config.detection_path, config.chart_path, config.cause_path,
                                   config.run_report_path, config.edges_path, config.models_dir,
                                   config.calibration_path, config.features_path, config.cause_models_dir,
-                                  config.latest_cause_model, config.loo_cache_dir, config.single_models_dir])
+                                  config.latest_cause_model, config.loo_cache_dir, config.single_models_dir,
+                                  config.stacking_calibration_path])
 @pytest.mark.parametrize("bad", ["../../../../x", "/tmp/x", "..", "a\n"])
 def test_no_path_function_builds_a_path_from_a_non_identifier(make, bad):
     with pytest.raises(ValueError):

@@ -1,12 +1,15 @@
 """Control limits, violation ratios, multimodal filter, load scaling, run score (Nguyen 2017, seed 004)."""
 from __future__ import annotations
 
+import math
+import statistics
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from pipelines import control_charts as cc
-from pipelines import normalize
+from pipelines import normalize, pvalues
 
 # The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.
 LIMITS = {"method": "percentile", "lower_pct": 1.0, "upper_pct": 99.0, "sigma": 3.0, "scope": "run"}
@@ -173,38 +176,68 @@ def test_judge_with_a_fixed_threshold_flags_counters_over_their_normal_maximum_o
 
 
 def test_calibrated_pvalue_by_hand():
-    # null 0.09, 0.19, 0.29, 0.39, 0.49 with resolution 0.01: log values ln 0.1 .. ln 0.5, median ln 0.3;
-    # |deviations| ln 3, ln 1.5, 0, ln(4/3), ln(5/3), sorted 0, 0.2877, 0.4055, 0.5108, 1.0986:
-    # MAD = ln 1.5 = 0.405465; s = 1.4826 * MAD = 0.601142
+    # null 0.09, 0.19, 0.29, 0.39, 0.49 with resolution 0.01: logs ln 0.1 .. ln 0.5 (k = n = 5, no zeros)
     null = [0.09, 0.19, 0.29, 0.39, 0.49]
+    logs = [math.log(x) for x in (0.1, 0.2, 0.3, 0.4, 0.5)]
+    m, s = statistics.mean(logs), statistics.stdev(logs)       # -1.345087, 0.635509
+    assert m == pytest.approx(math.log(0.0012) / 5)
     from scipy.stats import t
-    # a score of 0.99: y = ln 1.0 = 0; t = (0 - ln 0.3) / (0.601142 * sqrt(1.2)) = 1.203973 / 0.658519 = 1.828304
-    expected = t.sf(1.828304, df=4)
-    assert cc.calibrated_pvalue(0.99, null, resolution=0.01) == pytest.approx(expected, rel=1e-4)
-    assert 0.06 < expected < 0.08
-    assert cc.calibrated_pvalue(0.29, null, resolution=0.01) == pytest.approx(0.5)     # the median itself
-    assert np.isnan(cc.calibrated_pvalue(0.5, [0.1], resolution=0.01))                   # one run: cannot judge
-    assert cc.calibrated_pvalue(0.5, [0.0, 0.0, 0.0], resolution=0.01) == pytest.approx(0.25)  # all equal: 1/(n+1)
-    assert cc.calibrated_pvalue(0.0, [0.0, 0.0, 0.0], resolution=0.01) == 1.0
+    # a score of 0.99: y = ln 1.0 = 0; t = (0 - m) / (s * sqrt(1 + 1/5)), 4 degrees of freedom;
+    # no normal score reaches 0.99, so no floor
+    expected = t.sf((0 - m) / (s * math.sqrt(1.2)), df=4)
+    assert pvalues.calibrated_pvalue(0.99, null, resolution=0.01) == pytest.approx(expected, rel=1e-9)
+    assert 0.06 < expected < 0.07
+    # the score whose log is the mean: t = 0, p = 1/2 -- but 3 of the 5 normal scores are at
+    # least that high (0.29, 0.39, 0.49): the floor 3/6 = 1/2 as well
+    at_mean = math.exp(m) - 0.01
+    assert pvalues.calibrated_pvalue(at_mean, null, resolution=0.01) == pytest.approx(0.5)
+    assert np.isnan(pvalues.calibrated_pvalue(0.5, [0.1], resolution=0.01))                   # one run: cannot judge
+    assert pvalues.calibrated_pvalue(0.5, [0.0, 0.0, 0.0], resolution=0.01) == pytest.approx(0.25)  # all zero: 1/(n+1)
+    assert pvalues.calibrated_pvalue(0.0, [0.0, 0.0, 0.0], resolution=0.01) == 1.0
+
+
+def test_calibrated_pvalue_with_a_point_mass_at_zero_is_a_hurdle_model():
+    """Most normal runs often score exactly 0.  Three zeros and the five positive scores above
+    (n = 8, k = 5): P(S > 0) = (5 + 1) / (8 + 1) = 2/3, times the same t tail as above."""
+    from scipy.stats import t
+    null = [0.0, 0.0, 0.0, 0.09, 0.19, 0.29, 0.39, 0.49]
+    logs = [math.log(x) for x in (0.1, 0.2, 0.3, 0.4, 0.5)]
+    tail = t.sf((0 - statistics.mean(logs)) / (statistics.stdev(logs) * math.sqrt(1.2)), df=4)
+    assert pvalues.calibrated_pvalue(0.99, null, resolution=0.01) == pytest.approx(2 / 3 * tail, rel=1e-9)
+    # one positive normal score: no tail to fit, P(S > 0) = (1 + 1) / (3 + 1)
+    assert pvalues.calibrated_pvalue(0.7, [0.0, 0.0, 0.5], resolution=0.01) == pytest.approx(0.5)
+    assert pvalues.calibrated_pvalue(0.0, null, resolution=0.01) == 1.0
+
+
+def test_calibrated_pvalue_is_never_below_the_share_of_normal_runs_that_scored_more():
+    """Ten normal runs near 0.3 and one at 1.3: the fitted tail gives a score of 1.1 a tiny
+    p-value, but 1 of 11 normal runs scored more: p >= 1/12.  Above every normal score the fit decides."""
+    null = [0.28, 0.29, 0.3, 0.3, 0.31, 0.3, 0.29, 0.31, 0.3, 0.3, 1.3]
+    assert pvalues.calibrated_pvalue(1.1, null, resolution=0.01) == pytest.approx(1 / 12)
+    assert pvalues.calibrated_pvalue(1.5, null, resolution=0.01) < 0.01
 
 
 def test_combined_pvalue_is_bonferronis_minimum():
-    assert cc.combined_pvalue([0.01, 0.2]) == pytest.approx(0.02)
-    assert cc.combined_pvalue([0.6, 0.9]) == 1.0
-    assert cc.combined_pvalue([float("nan"), 0.03]) == pytest.approx(0.03)
-    assert np.isnan(cc.combined_pvalue([float("nan")]))
+    assert pvalues.combined_pvalue([0.01, 0.2]) == pytest.approx(0.02)
+    assert pvalues.combined_pvalue([0.6, 0.9]) == 1.0
+    assert pvalues.combined_pvalue([float("nan"), 0.03]) == pytest.approx(0.03)
+    assert np.isnan(pvalues.combined_pvalue([float("nan")]))
 
 
 def test_one_odd_normal_run_silences_a_fault_under_the_maximum_but_not_under_the_calibrated_p_value():
-    # nine normal runs score about 0.05, one odd normal run 0.6; a fault scores 0.4
-    normal = {f"n{i}": v for i, v in enumerate([0.04, 0.05, 0.05, 0.06, 0.05, 0.04, 0.06, 0.05, 0.05, 0.6])}
+    # 39 normal runs (a history window) score about 0.05, one odd normal run 0.6; a fault scores 0.4.
+    # The fitted tail calls 0.4 extreme; one normal run of 40 scored more, so each test's p-value is
+    # 1/41 (the floor), and Bonferroni's 2/41 = 0.0488 <= 0.05 still fails the fault.
+    normal = {f"n{i}": v for i, v in enumerate([0.04, 0.05, 0.05, 0.06, 0.05] * 8)}
+    normal["n0"] = 0.6
     calibration = {"threshold": max(normal.values()), "threshold_from": "max over normal runs", "load_independent": [],
                    "counter_normal_max": {}, "counter_window_max": {}, "normal_scores": normal,
                    "window_scores": {k: 2 * v for k, v in normal.items()}}
     fault = _ratios([0.8, 0.8], [0.9, 0.9], names="ab")                 # run score 0.4, window 0.9
     assert 0.4 < calibration["threshold"]                                 # the maximum rule: pass, the fault missed
     out = cc.judge(fault, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
-    assert out["verdict"] == "fail" and out["p_value"] < 0.001 and out["flagged_counters"] == ["a", "b"]
+    assert out["verdict"] == "fail" and out["p_value"] == pytest.approx(2 / 41, abs=1e-6)
+    assert out["flagged_counters"] == ["a", "b"]
     normal_like = _ratios([0.1, 0.1], [0.1, 0.1], names="ab")            # scores 0.05 and 0.1: ordinary
     assert cc.judge(normal_like, calibration, top_fraction=0.5, counter_flag_floor=0.1,
                     false_alarm_rate=0.05)["verdict"] == "pass"

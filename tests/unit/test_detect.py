@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import detect, history
+from pipelines import detect, history, labs
 
 
 def test_confidence_change_from_0_9_to_0_2():
@@ -163,7 +164,28 @@ def test_environment_dependent_counters_by_kruskal_wallis():
         "c.same": [5.0, 5.3, 4.9, 5.1, 5.2, 4.8, 5.05, 5.15],         # interleaved: no lab effect
         "c.tiny": [100.0, 100.1, 100.05, 100.15, 100.6, 100.7, 100.65, 100.8],  # separated but 0.6 % apart
     })
-    dep = detect.environment_dependent(levels, env, alpha=0.05, min_rel_change=0.02)
+    dep = labs.environment_dependent(levels, env, alpha=0.05, min_rel_change=0.02)
     assert set(dep) == {"c.lab"} and dep["c.lab"] == pytest.approx(0.02092, abs=1e-5)
-    assert detect.environment_dependent(levels, env, alpha=0.01, min_rel_change=0.02) == {}
-    assert detect.environment_dependent(levels, ["A"] * 8, alpha=0.05, min_rel_change=0.0) == {}   # one lab: untestable
+    assert labs.environment_dependent(levels, env, alpha=0.01, min_rel_change=0.02) == {}
+    assert labs.environment_dependent(levels, ["A"] * 8, alpha=0.05, min_rel_change=0.0) == {}   # one lab: untestable
+
+
+def test_stacking_score_sums_s_over_the_counters_the_practical_filter_kept():
+    result = {"s": pd.Series({"a": 0.9, "b": 0.3, "c": 0.6}), "small_changes": {"c": 0.01}}
+    assert detect.stacking_score(result) == pytest.approx(0.9 + 0.3)
+
+
+def test_stacking_pvalue_by_hand():
+    """null 1, 2, 3 with 4 models (resolution 1/4): logs ln 1.25, ln 2.25, ln 3.25, their mean and
+    standard deviation; a score of 3.5 -> ln 3.75, above every normal score (no floor);
+    t = (ln 3.75 - mean) / (sd sqrt(1 + 1/3)); Student t with 2 df: sf(t) = 1/2 - t / (2 sqrt(t² + 2))."""
+    logs = [math.log(1.25), math.log(2.25), math.log(3.25)]
+    t = (math.log(3.75) - statistics.mean(logs)) / (statistics.stdev(logs) * math.sqrt(4 / 3))
+    expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
+    assert detect.stacking_pvalue(3.5, [1.0, 2.0, 3.0], 4) == pytest.approx(expected, rel=1e-9)
+    # 1.2 lies below two of the three normal scores: p >= 2/4 whatever the fit says
+    assert detect.stacking_pvalue(1.2, [1.0, 2.0, 3.0], 4) >= 0.5
+    result = {"s": pd.Series({"a": 2.0, "b": 1.5}), "small_changes": {}, "weights": {"m1": 0.5, "m2": 0.5, "m3": 0, "m4": 0}}
+    evidence = detect.stacking_evidence(result, [1.0, 2.0, 3.0])
+    assert evidence == {"score": 3.5, "p_value": round(expected, 6), "normal_runs": 3}
+    assert detect.stacking_evidence(result, [])["p_value"] is None

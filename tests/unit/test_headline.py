@@ -41,11 +41,49 @@ def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
            "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in headline.RULE_METHODS}}
     charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b", "c"],
               "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
-    union = headline.compose(det, charts, None, verdict_rule="all", flag_rule="union")
-    rules = headline.compose(det, charts, None, verdict_rule="all", flag_rule="rules")
+    union = headline.compose(det, charts, None, verdict_rule="all", flag_rule="union", false_alarm_rate=0.05)
+    rules = headline.compose(det, charts, None, verdict_rule="all", flag_rule="rules", false_alarm_rate=0.05)
     assert set(union["flagged_counters"]) == {"a", "b", "c"} and rules["flagged_counters"] == ["a"]
     passed_rules = {**det, "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
-    either = headline.compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules")
+    either = headline.compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules", false_alarm_rate=0.05)
     assert either["verdict"] == "fail" and set(either["flagged_counters"]) == {"b", "c"}
     with pytest.raises(ValueError, match="flag_rule"):
-        headline.compose(det, charts, None, verdict_rule="all", flag_rule="vote")
+        headline.compose(det, charts, None, verdict_rule="all", flag_rule="vote", false_alarm_rate=0.05)
+
+
+@pytest.mark.parametrize("p_stacking,p_charts,expected,combined", [
+    (0.02, 0.30, "fail", 0.04),     # 2 x 0.02 <= 0.05: strong rules evidence fails the run; `all` would pass it
+    (0.03, 0.04, "pass", 0.06),     # 2 x 0.03 > 0.05: two weak signals do not make a failure
+    (None, 0.01, "fail", 0.01),     # one calibrated detector: its own p-value, no correction
+    (0.60, 0.90, "pass", 1.0),
+])
+def test_calibrated_verdict_is_bonferroni_over_the_detectors(p_stacking, p_charts, expected, combined):
+    verdict, p = headline.calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
+                                             {"stacking": p_stacking, "control_charts": p_charts}, 0.05)
+    assert verdict == expected and p == pytest.approx(combined)
+
+
+def test_calibrated_verdict_without_any_calibration_falls_back_to_all():
+    both = {"stacking": "fail", "control_charts": "fail"}
+    assert headline.calibrated_verdict(both, {"stacking": None, "control_charts": float("nan")}, 0.05) == ("fail", None)
+    assert headline.calibrated_verdict({**both, "control_charts": "pass"}, {}, 0.05) == ("pass", None)
+
+
+def test_a_calibrated_failure_names_the_counters_over_their_limits():
+    """Neither method failed the run on its own, but their combined evidence did: the verdict file
+    still names what moved (bagging's counters, the charts' counters over their limits)."""
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2}, "baseline_runs": [],
+           "methods": {"association_rules_stacking": {"verdict": "pass", "flagged_counters": [], "p_value": 0.01},
+                       "association_rules_bagging": {"verdict": "fail", "flagged_counters": ["a"]},
+                       "association_rules_single": {"verdict": "pass", "flagged_counters": []}}}
+    charts = {"verdict": "pass", "violation_ratio": 0.1, "threshold": 0.2, "flagged_counters": [], "p_value": 0.2,
+              "counters_over_limit": ["b"], "load_independent_counters": [], "baseline_runs": [],
+              "counter_scores": {"a": 0.1, "b": 0.8}}
+    doc = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05)
+    assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.02)
+    assert set(doc["flagged_counters"]) == {"a", "b"}
+    assert doc["baseline_status"] == "same_lab"
+    assert headline.compose(det, charts, None, verdict_rule="all", flag_rule="union",
+                            false_alarm_rate=0.05)["verdict"] == "pass"
+    with pytest.raises(ValueError, match="verdict_rule"):
+        headline.compose(det, charts, None, verdict_rule="most", flag_rule="union", false_alarm_rate=0.05)

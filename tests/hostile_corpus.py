@@ -1,0 +1,122 @@
+"""A corpus of hostile archives, one per known way an archive has broken a night (issue 12).
+
+``python -m tests.hostile_corpus OUT_DIR`` writes them; the tests call :func:`write_corpus`.
+Each entry is ``file name -> the words its quarantine reason must contain``: a specific
+reason, never a crash of the stage.  Every archive is otherwise a good run (``good_meta``,
+``good_frames``), so the only fault is the one named.
+"""
+from __future__ import annotations
+
+import io
+import lzma
+import struct
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from tests.helpers import good_frames, good_meta, members
+
+
+def _tar_bytes(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _zip_bytes(files: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def _patch_zip_local_header(data: bytes, offset: int, fmt: str, value: int, *, central: int | None = None) -> bytes:
+    """Overwrite a field of the first local file header (and of its central directory entry)."""
+    out = bytearray(data)
+    assert out[:4] == b"PK\x03\x04"
+    struct.pack_into(fmt, out, offset, value)
+    if central is not None:
+        at = out.find(b"PK\x01\x02")
+        struct.pack_into(fmt, out, at + central, value)
+    return bytes(out)
+
+
+def corpus() -> dict[str, tuple[bytes, list[str]]]:
+    """name -> (archive bytes, words of the expected quarantine reason)."""
+    out: dict[str, tuple[bytes, list[str]]] = {}
+
+    def good(run_id: str, **meta) -> dict[str, bytes]:
+        return members(good_meta(run_id, **meta), good_frames())
+
+    # --- class 2: poison pills that used to raise something other than ArchiveError
+    z = _zip_bytes(good("sys-zip-crc"))
+    at = z.find(b"PK\x03\x04") + 14                        # CRC-32 of the first member (run.json)
+    crc = bytearray(z)
+    crc[at] ^= 0xFF
+    c_at = crc.find(b"PK\x01\x02") + 16
+    crc[c_at] ^= 0xFF
+    out["sys-zip-crc.zip"] = (bytes(crc), ["CRC"])
+    z = _zip_bytes(good("sys-zip-enc"))
+    out["sys-zip-enc.zip"] = (_patch_zip_local_header(z, 6, "<H", 0x1, central=8), ["encrypted"])
+    z = _zip_bytes(good("sys-zip-method"))
+    out["sys-zip-method.zip"] = (_patch_zip_local_header(z, 8, "<H", 99, central=10), ["compression"])
+    out["sys-xz.tar.gz"] = (lzma.compress(_tar_bytes(good("sys-xz"))), ["xz"])
+    deep = good("sys-deep")
+    deep["run.json"] = b'{"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    out["sys-deep.tar.gz"] = (_tgz(deep), ["nested"])
+    out["sys-epoch.tar.gz"] = (_tgz(good("sys-epoch", started_at="1790000000")), ["started_at"])
+    out["sys-numtime.tar.gz"] = (_tgz(good("sys-numtime", started_at=1790000000)), ["started_at"])
+    # --- class 8: what used to pass silently
+    frames = good_frames()
+    frames["web01"]["web.cpu_pct"] = frames["web01"]["web.cpu_pct"].astype(float)
+    frames["web01"].loc[3, "web.io_write_bytes_per_s"] = np.inf
+    out["sys-inf.tar.gz"] = (_tgz(members(good_meta("sys-inf"), frames)), ["inf"])
+    dup = good("sys-dupkey")
+    dup["run.json"] = dup["run.json"].replace(b'"system": "sys"', b'"system": "sys", "system": "other"')
+    out["sys-dupkey.tar.gz"] = (_tgz(dup), ["duplicate key", "system"])
+    nan = good("sys-nanjson")
+    nan["run.json"] = nan["run.json"].replace(b'"duration_s": 600', b'"duration_s": NaN')
+    out["sys-nanjson.tar.gz"] = (_tgz(nan), ["NaN"])
+    out["sys-twojson.tar.gz"] = (_tgz_members_twice(good("sys-twojson")), ["run.json", "more than once"])
+    return out
+
+
+def _tgz(files: dict[str, bytes]) -> bytes:
+    import gzip
+    return gzip.compress(_tar_bytes(files), mtime=0)
+
+
+def _tgz_members_twice(files: dict[str, bytes]) -> bytes:
+    """A tar in which run.json appears twice (the second would win with a naive reader)."""
+    import gzip
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in [*files.items(), ("run.json", files["run.json"].replace(b'"pass"', b'"fail"'))]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), mtime=0)
+
+
+def write_corpus(out: Path) -> dict[str, list[str]]:
+    """Write every hostile archive into ``out``; return run_id -> the words its reason must hold."""
+    out.mkdir(parents=True, exist_ok=True)
+    expected = {}
+    for name, (data, words) in corpus().items():
+        (out / name).write_bytes(data)
+        expected[name.split(".")[0]] = words
+    return expected
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "hostile")
+    for run_id, words in write_corpus(target).items():
+        print(f"{run_id}: reason must mention {words}")
