@@ -322,14 +322,41 @@ class ManifestEntry:
 
 
 def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
+    """The raw archives' manifest: run_id -> entry.
+
+    A last line without its newline is the trace of a ``pull`` killed while appending: it is
+    ignored here (``pull`` truncates it, :func:`manifest_torn_tail`, and takes the archive
+    back from ``data/raw``).  Any other line that is not an entry is skipped with a warning,
+    so one damaged line cannot stop every later night.
+    """
     path = path or config.MANIFEST
     entries: dict[str, ManifestEntry] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                entries[row["run_id"]] = ManifestEntry(**row)
+    if not path.exists():
+        return entries
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        lines.pop()                      # torn last line (no newline): an interrupted append
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            entries[row["run_id"]] = ManifestEntry(**row)
+        except (ValueError, TypeError, KeyError) as exc:
+            import logging
+            logging.getLogger("regresslab.archive").warning("manifest line %d skipped: %s", number, exc)
     return entries
+
+
+def manifest_torn_tail(path: Path) -> int:
+    """Bytes after the manifest's last newline (a torn append); 0 when the file is whole."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    return len(data) - (data.rfind(b"\n") + 1)
 
 
 def read_valid_index() -> dict[str, dict[str, Any]]:

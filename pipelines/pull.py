@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import sys
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,51 @@ def decide(entry: archive.ManifestEntry | None, sha256: str) -> str:
 
 
 def _append_manifest(entry: archive.ManifestEntry, path: Path) -> None:
-    # append-only; a torn last line is impossible because each line is one small write + fsync
+    """Append one line (one write + fsync).  A pull killed inside the write leaves a torn last
+    line, which :func:`_repair_manifest` removes at the next pull."""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry.__dict__) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _repair_manifest(path: Path) -> int:
+    """Cut a torn last line (an interrupted append) off the manifest; the bytes removed.
+
+    The manifest is our own record, not raw data; the archive of the torn entry is in
+    ``data/raw`` and is taken back by :func:`pull` (same content at the source)."""
+    torn = archive.manifest_torn_tail(path)
+    if torn:
+        with open(path, "r+b") as fh:
+            fh.truncate(path.stat().st_size - torn)
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning("manifest: cut a torn last line of %d bytes (a pull was interrupted)", torn)
+    return torn
+
+
+def _staging_name(name: str) -> str:
+    """A temporary name of this process in ``data/raw``: concurrent pulls never share one."""
+    return f".incoming-{os.getpid()}-{uuid.uuid4().hex[:8]}-{name}"
+
+
+def _clean_stale_staging(raw_dir: Path) -> None:
+    """Remove the temporary copies of pulls that died (their process is gone)."""
+    for p in raw_dir.glob(".incoming-*"):
+        pid = p.name.split("-")[1] if p.name.count("-") >= 3 else ""
+        if pid.isdigit() and _alive(int(pid)):
+            continue
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _open_source(location: str):
@@ -80,14 +121,12 @@ def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) ->
     """Copy one archive to a temporary name in ``dest_dir`` while hashing it."""
     fs, _ = _open_source(location)
     if fs is None and Path(path).is_dir():
-        tmp = dest_dir / f".incoming-{Path(path).name}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        tmp = dest_dir / _staging_name(Path(path).name)
         shutil.copytree(path, tmp, symlinks=True)
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
         return archive.sha256_file(tmp), size, tmp
     digest = hashlib.sha256()
-    tmp = dest_dir / f".incoming-{Path(path).name}"
+    tmp = dest_dir / _staging_name(Path(path).name)
     size = 0
     opener = open if fs is None else fs.open
     with opener(path, "rb") as src, open(tmp, "wb") as dst:
@@ -106,8 +145,10 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
     """Copy new archives from every source into ``raw_dir``; return a summary."""
     raw_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = raw_dir / config.MANIFEST.name
+    _repair_manifest(manifest_path)
+    _clean_stale_staging(raw_dir)
     manifest = archive.read_manifest(manifest_path)
-    summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "missing_sources": []}
+    summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": []}
     for location in sources:
         try:
             candidates = find_archives(location)
@@ -139,11 +180,18 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
                     log.error("refused %s: %s", run_id, reason)
                     continue
                 target = raw_dir / name
-                if target.exists():   # file there but not in the manifest (manifest lost?): keep it
-                    reason = f"{name} already in data/raw but not in the manifest; left untouched"
-                    summary["refused"].append({"run_id": run_id, "reason": reason})
-                    continue
-                tmp.rename(target)
+                if target.exists():
+                    # in data/raw but not in the manifest: a pull killed between the rename and the
+                    # manifest line.  The same content is taken back; another is refused (raw data
+                    # is immutable), and the file is left untouched either way.
+                    if archive.sha256_file(target) != digest:
+                        reason = f"{name} already in data/raw with other content, not in the manifest; left untouched"
+                        summary["refused"].append({"run_id": run_id, "reason": reason})
+                        continue
+                    log.warning("taking back %s: in data/raw but not in the manifest (an interrupted pull)", name)
+                    summary["recovered"].append(run_id)
+                else:
+                    tmp.rename(target)
                 new = archive.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
                                     first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     source=location)

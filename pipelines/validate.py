@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import logging
+import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -346,6 +347,15 @@ def check_archive(path: Path, validator: Validator, params: dict[str, Any]
     return raw, frames, failures
 
 
+def clean_stale(valid_dir: Path, max_age_s: float = 3600.0) -> None:
+    """Remove the temporary run directories (``.<run_id>.*.tmp`` / ``.old``) of a validate that died
+    more than ``max_age_s`` ago (a live one renames its own within seconds)."""
+    now = time.time()
+    for p in list(valid_dir.glob(".*.tmp")) + list(valid_dir.glob(".*.old")):
+        if p.is_dir() and now - p.stat().st_mtime > max_age_s:
+            shutil.rmtree(p, ignore_errors=True)
+
+
 def cache_key(sha256: str, params: dict[str, Any]) -> str:
     blob = json.dumps({"sha": sha256, "suite": SUITE_VERSION, "params": params}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -361,6 +371,7 @@ def main() -> None:
         min_samples_per_host=params["min_samples_per_host"], min_coverage=params["min_coverage"],
         max_duration_s=params["max_duration_s"], pct_range=tuple(params["pct_range"]),
         value_mostly=params["value_mostly"]), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
+    clean_stale(config.VALID)
     index: dict[str, Any] = {}
     quarantined: dict[str, Any] = {}
     done = 0
@@ -396,18 +407,21 @@ def main() -> None:
             quarantined[entry.run_id] = reason
             log.warning("quarantined %s: %s", entry.run_id, reason[:300])
         else:
-            tmp_dir = config.VALID / f".{entry.run_id}.tmp"
-            if tmp_dir.exists():
-                shutil.rmtree(tmp_dir)
-            tmp_dir.mkdir(parents=True)
+            # a directory of this process's own name, swapped in by renames: a run killed at any
+            # point leaves either the old or the new run directory (or none: validated again)
+            tmp_dir = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
             for host, frame in valid_host_frames(frames).items():
                 archive.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
             meta = dict(raw.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
                         _hosts=sorted(frames))
             archive.write_json_atomic(tmp_dir / "meta.json", meta)
+            old = None
             if run_dir.exists():
-                shutil.rmtree(run_dir)
+                old = tmp_dir.with_suffix(".old")
+                run_dir.rename(old)
             tmp_dir.rename(run_dir)
+            if old is not None:
+                shutil.rmtree(old)
             if q_path.exists():
                 q_path.unlink()
             index[entry.run_id] = _index_row(meta)

@@ -190,3 +190,50 @@ def test_a_night_with_every_archive_quarantined_still_ends_with_a_night_index(tr
         assert run_id in page
     reason = json.loads((config.QUARANTINE / "sys-zip-enc.json").read_text())["reason"]
     assert "encrypted" in reason and "encrypted" in page
+
+
+def _pull_killed_at_manifest_append(tree) -> int:
+    """Run pull in a child process that dies (os._exit, no cleanup) right after the first archive
+    was renamed into data/raw, before its manifest line is written."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    code = ("import os; from pipelines import pull; "
+            "pull._append_manifest = lambda entry, path: os._exit(3); pull.main()")
+    env = {**os.environ, "REGRESSLAB_ROOT": str(tree), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True).returncode
+
+
+def test_a_pull_killed_between_the_copy_and_its_manifest_line_resumes(tree, tiny_lab):
+    """Issue 12, class 5: the archive renamed into data/raw without its manifest line used to be
+    refused every later night ("already in data/raw but not in the manifest")."""
+    lab, truth = tiny_lab
+    set_source(tree, lab)
+    assert _pull_killed_at_manifest_append(tree) == 3
+    stranded = sorted(p.name for p in config.RAW.glob("*.tar.gz"))
+    assert len(stranded) == 1 and not archive.read_manifest()
+    pull.main()
+    summary = json.loads(config.PULL_SUMMARY.read_text())
+    assert summary["refused"] == [] and summary["recovered"] == [stranded[0].removesuffix(".tar.gz")]
+    assert set(archive.read_manifest()) == set(truth)
+    assert not list(config.RAW.glob(".incoming-*"))
+    validate.main()
+    assert set(json.loads(config.VALID_INDEX.read_text())["valid"]) == set(truth)
+
+
+def test_a_torn_manifest_line_stops_nothing(tree, tiny_lab):
+    """Issue 12, class 5: a pull killed inside its manifest write leaves a torn last line, which
+    used to stop pull and validate for good (json.loads on the partial line)."""
+    lab, truth = tiny_lab
+    set_source(tree, lab)
+    pull.main()
+    with open(config.MANIFEST, "ab") as fh:
+        fh.write(b'{"run_id": "shop-x", "fi')
+    validate.main()                                        # the torn line is ignored
+    assert set(json.loads(config.VALID_INDEX.read_text())["valid"]) == set(truth)
+    pull.main()                                            # and cut off by the next pull
+    text = config.MANIFEST.read_text()
+    assert text.endswith("\n") and all(json.loads(line) for line in text.splitlines())
+    assert set(archive.read_manifest()) == set(truth)
