@@ -39,13 +39,25 @@ def targets(index: dict[str, dict[str, Any]]) -> list[str]:
             if row.get("verdict") is None]
 
 
+def usable_baseline(run_id: str, named: list[str], index: dict[str, dict[str, Any]], *,
+                    exclude: set[str] = frozenset()) -> list[str]:
+    """The runs of a named ``baseline`` that can be one: validated, of the same system, passed,
+    started before the run, not the run itself and not excluded (a failed, later or unknown run,
+    or the run itself, would make the comparison meaningless)."""
+    row = index[run_id]
+    return [b for b in dict.fromkeys(named) if b != run_id and b in index and b not in exclude
+            and index[b].get("system") == row["system"] and index[b].get("verdict") == "pass"
+            and index[b]["started_at"] < row["started_at"]]
+
+
 def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
                  exclude: set[str] = frozenset()) -> list[str]:
-    """The prior passed runs a target is compared with (its own ``baseline`` when given)."""
+    """The prior passed runs a target is compared with: its own ``baseline`` when it names usable
+    runs (:func:`usable_baseline`), else the newest ``window`` passed runs before it."""
     row = index[run_id]
-    named = row.get("baseline")
+    named = usable_baseline(run_id, row.get("baseline") or [], index, exclude=exclude)
     if named:
-        return [b for b in named if b in index and index[b].get("system") == row["system"] and b not in exclude]
+        return named
     return passed_runs(index, row["system"], exclude=exclude | {run_id}, before=row["started_at"], window=window)
 
 
