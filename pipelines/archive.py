@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import lzma
 import os
 import tarfile
@@ -36,6 +37,8 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.config import RUN_ID_RE
+
+log = logging.getLogger("regresslab.archive")
 
 HOST_RE = RUN_ID_RE                   # host names become file stems: the same grammar as run_ids
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
@@ -346,8 +349,7 @@ def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
             row = json.loads(line)
             entries[row["run_id"]] = ManifestEntry(**row)
         except (ValueError, TypeError, KeyError) as exc:
-            import logging
-            logging.getLogger("regresslab.archive").warning("manifest line %d skipped: %s", number, exc)
+            log.warning("manifest line %d skipped: %s", number, exc)
     return entries
 
 
