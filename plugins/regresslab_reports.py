@@ -17,49 +17,95 @@ import json
 from pathlib import Path
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from pipelines import config
 
 app = FastAPI(title="regresslab reports", docs_url=None, redoc_url=None, openapi_url=None)
+NIGHTS_PER_PAGE = 30            # the list page shows this many nights; older ones on the next pages
+MAX_PATH = 512                  # a longer request path is no report
+# our own pages need nothing from outside (inline styles, data: images); the GE Data Docs load
+# their own scripts and styles, so they get every header but this policy
+OWN_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
 
 
-def _nights() -> list[dict]:
+@app.middleware("http")
+async def security_headers(request: Request, call_next):
+    """No MIME sniffing, no referrer, framing only by the Airflow UI itself; a strict content
+    policy on the project's own pages."""
+    response = await call_next(request)
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["X-Frame-Options"] = "SAMEORIGIN"
+    if not request.url.path.rstrip("/").split("/regresslab", 1)[-1].startswith("/validation"):
+        response.headers["Content-Security-Policy"] = OWN_CSP
+    return response
+
+
+def _nights() -> list[tuple[str, dict | None]]:
+    """(file stem, parsed night or None when the file is unreadable), newest first."""
     out = []
     nights = Path(config.NIGHTS)
     for path in sorted(nights.glob("*.json"), reverse=True) if nights.exists() else []:
-        try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+        if path.is_symlink() or not path.is_file():
             continue
+        try:
+            out.append((path.stem, json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError):
+            out.append((path.stem, None))
     return out
 
 
 def _row(run: dict) -> dict:
     rid = str(run.get("run_id", ""))
-    return {"run_id": rid, "linkable": bool(config.RUN_ID_RE.match(rid)), "system": str(run.get("system", "")),
+    return {"run_id": rid, "linkable": config.is_identifier(rid), "system": str(run.get("system", "")),
             "verdict": str(run.get("verdict", "")), "score": float(run.get("score") or 0),
             "cause": str(run.get("cause")), "cause_known": bool(run.get("cause_known"))}
 
 
+def _night(stem: str, night: dict | None) -> dict:
+    """One night of the list; a night file that is not what ``report`` writes is shown as unreadable
+    instead of taking the page down."""
+    try:
+        if not isinstance(night, dict) or not isinstance(night.get("runs"), dict):
+            raise ValueError("not a night file")
+        runs = sorted(night["runs"].values(), key=lambda r: (r.get("verdict") != "fail", -float(r.get("score") or 0)))
+        return {"night": str(night.get("night", stem)), "runs": [_row(r) for r in runs],
+                "failed": sum(r.get("verdict") == "fail" for r in runs), "unreadable": False}
+    except (AttributeError, TypeError, ValueError):
+        return {"night": stem, "runs": [], "failed": 0, "unreadable": True}
+
+
 @app.get("/", response_class=HTMLResponse)
-def list_nights() -> str:
-    """Every night, newest first, with its runs."""
+def list_nights(page: int = 1) -> str:
+    """The nights, newest first, with their runs; ``NIGHTS_PER_PAGE`` per page."""
     from pipelines.report import page_environment, style_sheet
 
-    nights = []
-    for night in _nights():
-        runs = sorted(night.get("runs", {}).values(), key=lambda r: (r.get("verdict") != "fail", -(r.get("score") or 0)))
-        nights.append({"night": str(night.get("night", "")), "runs": [_row(r) for r in runs],
-                       "failed": sum(r.get("verdict") == "fail" for r in runs)})
-    return page_environment().get_template("nights.html.j2").render(nights=nights, style=style_sheet())
+    every = _nights()
+    pages = max(1, -(-len(every) // NIGHTS_PER_PAGE))
+    page = min(max(1, page), pages)
+    shown = every[(page - 1) * NIGHTS_PER_PAGE: page * NIGHTS_PER_PAGE]
+    return page_environment().get_template("nights.html.j2").render(
+        nights=[_night(stem, night) for stem, night in shown], page=page, pages=pages, style=style_sheet())
+
+
+def _served(path: Path, base: Path) -> Path:
+    """``path`` when it is a regular file inside ``base`` reached without a symbolic link; else 404."""
+    try:
+        base = base.resolve()
+        resolved = path.resolve()
+        if path.is_symlink() or not resolved.is_file() or (base not in resolved.parents):
+            raise HTTPException(404, "no such page")
+    except (OSError, ValueError) as exc:              # NUL bytes, names too long for the file system
+        raise HTTPException(404, "no such page") from exc
+    return resolved
 
 
 @app.get("/index.html")
 def night_index() -> FileResponse:
     path = Path(config.NIGHT_INDEX)
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         raise HTTPException(404, "no night analysed yet")
     return FileResponse(path, media_type="text/html")
 
@@ -68,22 +114,19 @@ def night_index() -> FileResponse:
 def run_file(name: str) -> FileResponse:
     """A run's page or verdict JSON; the name is checked against the run-id grammar (no traversal)."""
     stem, dot, ext = name.rpartition(".")
-    if not dot or ext not in ("html", "json") or not config.RUN_ID_RE.match(stem):
+    if not dot or ext not in ("html", "json") or not config.is_identifier(stem):
         raise HTTPException(404, "no such report")
-    path = config.run_report_path(stem, ext)
-    if not path.is_file():
-        raise HTTPException(404, "no such report")
+    path = _served(config.run_report_path(stem, ext), Path(config.RUN_REPORTS))
     return FileResponse(path, media_type="text/html" if ext == "html" else "application/json")
 
 
 @app.get("/validation/{rest:path}")
 def data_docs(rest: str) -> FileResponse:
     """Great Expectations Data Docs, confined to ``reports/validation``."""
-    base = Path(config.VALIDATION_DOCS).resolve()
-    path = (base / (rest or "index.html")).resolve()
-    if base not in path.parents and path != base or not path.is_file():
+    if len(rest) > MAX_PATH or "\x00" in rest:
         raise HTTPException(404, "no such page")
-    return FileResponse(path)
+    base = Path(config.VALIDATION_DOCS)
+    return FileResponse(_served(base / (rest or "index.html"), base))
 
 
 class RegresslabReportsPlugin(AirflowPlugin):

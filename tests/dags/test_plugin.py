@@ -53,6 +53,41 @@ def test_refuses_anything_outside_the_reports(client, path):
     assert response.status_code == 404 and "secret" not in response.text
 
 
+def test_symlinks_nul_bytes_and_long_paths_are_404_not_500(client, tree):
+    """Issue 12, class 8: a symlink under reports/runs is not served; %00 and very long paths
+    give 404, never an unhandled 500."""
+    (config.RUN_REPORTS / "shop-t9.html").symlink_to(tree / "secret.txt")
+    for path in ["/runs/shop-t9.html", "/validation/%00", "/validation/a%00b.html", "/validation/" + "a" * 5000,
+                 "/runs/" + "a" * 300 + ".html"]:
+        response = client.get(path)
+        assert response.status_code == 404 and "secret" not in response.text, path
+
+
+def test_a_bad_night_file_does_not_take_the_list_down_and_nights_are_paged(client):
+    nights = config.REPORTS / "nights"
+    (nights / "2026-11-23.json").write_text('{"night": "2026-11-23", "runs": [1, 2]}')     # parses, wrong shape
+    (nights / "2026-11-24.json").write_text('{"night": ')                                   # does not parse
+    archive.write_json_atomic(nights / "2026-11-25.json", {"night": "2026-11-25", "runs": {
+        "shop-t3": {"run_id": "shop-t3", "verdict": "fail", "score": "high"}}})           # score not a number
+    page = client.get("/")
+    assert page.status_code == 200
+    assert page.text.count("unreadable night file") == 3 and "2026-11-22: 1 of 2 runs regressed" in page.text
+    for day in range(1, 31):                                                              # 34 nights in all
+        archive.write_json_atomic(nights / f"2026-10-{day:02d}.json", {"night": f"2026-10-{day:02d}", "runs": {}})
+    first, second = client.get("/").text, client.get("/?page=2").text
+    assert "Page 1 of 2" in first and 'href="?page=2"' in first and "2026-10-01" not in first
+    assert "Page 2 of 2" in second and "2026-10-01" in second and "2026-11-25" not in second
+
+
+def test_security_headers(client):
+    for path in ("/", "/runs/shop-t1.html", "/index.html"):
+        headers = client.get(path).headers
+        assert headers["x-content-type-options"] == "nosniff" and headers["referrer-policy"] == "no-referrer"
+        assert "default-src 'none'" in headers["content-security-policy"]
+    docs = client.get("/validation/index.html").headers
+    assert docs["x-content-type-options"] == "nosniff" and "content-security-policy" not in docs
+
+
 def test_airflow_registers_the_plugin(tmp_path):
     env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PYTHONPATH": str(REPO), "PATH": str(Path(sys.executable).parent),
