@@ -98,29 +98,62 @@ def _open_source(location: str):
 
 
 def find_archives(location: str) -> dict[str, tuple[str, str]]:
-    """run_id -> (full path at the source, file name) for every archive at a source location."""
+    """run_id -> (full path at the source, file name) for every archive at a source location.
+
+    Two archives of one run_id at a source (``r1.tar.gz`` beside ``r1.zip``) are both listed
+    under the run_id with their names joined by `` | ``: :func:`pull` refuses the run_id rather
+    than keep whichever came last."""
     fs, root = _open_source(location)
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[str, list[tuple[str, str]]] = {}
     if fs is None:
         base = Path(root)
         if not base.is_dir():
             raise FileNotFoundError(f"pull source {location!r} is not a directory")
         for p in archive.list_archives(base):
             run_id = archive.archive_stem(p) if p.is_file() else p.name
-            found[run_id] = (str(p), p.name)
-        return found
-    for info in fs.ls(root, detail=True):
-        name = info["name"].rstrip("/").rsplit("/", 1)[-1]
-        run_id = archive.archive_stem(name)
-        if run_id and info.get("type", "file") == "file":
-            found[run_id] = (info["name"], name)
-    return found
+            found.setdefault(run_id, []).append((str(p), p.name))
+    else:
+        for info in fs.ls(root, detail=True):
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            run_id = archive.archive_stem(name)
+            if run_id and info.get("type", "file") == "file":
+                found.setdefault(run_id, []).append((info["name"], name))
+    return {run_id: (hits[0] if len(hits) == 1 else ("", " | ".join(sorted(n for _, n in hits))))
+            for run_id, hits in found.items()}
+
+
+def check_directory_archive(path: Path, *, max_bytes: int, max_depth: int = 8) -> None:
+    """Refuse a directory archive that is not plain files: symbolic links, devices or FIFOs, more
+    than ``max_depth`` levels (the contract's layout has two), or more than ``max_bytes`` in all.
+    Walked without following links and without recursion (a 600-level tree cannot abort pull)."""
+    total = 0
+    stack = [(path, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        if depth > max_depth:
+            raise archive.ArchiveError(f"directory archive nested deeper than {max_depth} levels")
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = Path(entry.path).relative_to(path).as_posix()
+                if entry.is_symlink():
+                    raise archive.ArchiveError(f"member {rel!r} is a symbolic link")
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((Path(entry.path), depth + 1))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+                    if total > max_bytes:
+                        raise archive.ArchiveError(f"directory archive larger than {max_bytes} bytes")
+                else:
+                    raise archive.ArchiveError(f"member {rel!r} is a device, FIFO or socket, not a regular file")
 
 
 def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) -> tuple[str, int, Path]:
     """Copy one archive to a temporary name in ``dest_dir`` while hashing it."""
     fs, _ = _open_source(location)
+    if fs is None and Path(path).is_symlink():
+        raise archive.ArchiveError("the archive at the source is a symbolic link (not followed)")
     if fs is None and Path(path).is_dir():
+        check_directory_archive(Path(path), max_bytes=max_bytes)
         tmp = dest_dir / _staging_name(Path(path).name)
         shutil.copytree(path, tmp, symlinks=True)
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
@@ -160,6 +193,11 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
         for i, (run_id, (path, name)) in enumerate(sorted(candidates.items()), 1):
             if not archive.RUN_ID_RE.match(run_id):
                 summary["refused"].append({"run_id": run_id, "reason": "invalid run_id in file name"})
+                continue
+            if not path:
+                reason = f"two archives for one run_id at {location}: {name}; which one is the run?"
+                summary["refused"].append({"run_id": run_id, "reason": reason})
+                log.error("refused %s: %s", run_id, reason)
                 continue
             entry = manifest.get(run_id)
             try:

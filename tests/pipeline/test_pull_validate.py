@@ -237,3 +237,50 @@ def test_a_torn_manifest_line_stops_nothing(tree, tiny_lab):
     text = config.MANIFEST.read_text()
     assert text.endswith("\n") and all(json.loads(line) for line in text.splitlines())
     assert set(archive.read_manifest()) == set(truth)
+
+
+def test_pull_refuses_what_is_not_a_plain_archive_and_keeps_pulling(tree, tiny_lab, tmp_path):
+    """Issue 12, class 4: two archives of one run_id, a symlinked archive (to a secret), and
+    directory archives with a symlink, a FIFO, 600 levels of folders or too many bytes are each
+    refused with a reason; nothing of them reaches data/raw; the good runs are pulled."""
+    import os
+
+    from tests.helpers import write_zip
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    write_tgz(src / "shop-dupe.tar.gz", members(good_meta("shop-dupe"), good_frames()))
+    write_zip(src / "shop-dupe.zip", members(good_meta("shop-dupe"), good_frames()))
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    write_tgz(secret / "x.tar.gz", members(good_meta("shop-link"), good_frames()))
+    (src / "shop-link.tar.gz").symlink_to(secret / "x.tar.gz")
+
+    def directory(name: str) -> Path:
+        d = src / name
+        (d / "counters").mkdir(parents=True)
+        for member, data in members(good_meta(name), good_frames()).items():
+            (d / member).write_bytes(data)
+        return d
+    directory("shop-dir-ok")
+    (directory("shop-dir-link") / "counters" / "db01.csv").symlink_to(secret / "x.tar.gz")
+    os.mkfifo(directory("shop-dir-fifo") / "counters" / "fifo.csv")
+    deep = directory("shop-dir-deep")
+    for _ in range(600):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (directory("shop-dir-big") / "counters" / "big.csv").write_bytes(b"0" * 2_000_000)
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["pull"]["source"] = [str(src)]
+    params["pull"]["max_archive_bytes"] = 1_000_000
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    pull.main()
+    summary = json.loads(config.PULL_SUMMARY.read_text())
+    reasons = {r["run_id"]: r["reason"] for r in summary["refused"]}
+    assert "two archives" in reasons["shop-dupe"] and "shop-dupe.tar.gz | shop-dupe.zip" in reasons["shop-dupe"]
+    assert "symbolic link" in reasons["shop-link"] and "symbolic link" in reasons["shop-dir-link"]
+    assert "FIFO" in reasons["shop-dir-fifo"] and "deeper than" in reasons["shop-dir-deep"]
+    assert "larger than" in reasons["shop-dir-big"]
+    assert set(summary["new"]) == set(truth) | {"shop-dir-ok"}
+    assert not any(p.is_symlink() for p in config.RAW.rglob("*"))
+    assert not list(config.RAW.glob("shop-dupe*")) and not list(config.RAW.glob("shop-link*"))
