@@ -48,6 +48,9 @@ DEFAULT_LIMITS = {
     "max_member_bytes": 256 * 2**20,  # a CSV of 256 MiB is already huge
     "max_total_bytes": 1024 * 2**20,  # decompressed, all members together
     "max_ratio": 200.0,               # decompressed / compressed size
+    "max_header_bytes": 65536,        # a tar PAX / GNU long-name header (tarfile reads it whole)
+    "max_columns": 20000,             # counters of one host's CSV (pandas allocates per column)
+    "max_rows": 2000000,              # samples of one host's CSV
 }
 
 
@@ -140,6 +143,7 @@ def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, byt
             for info in zf.infolist():
                 if info.is_dir():
                     _classify_member(info.filename)
+                    account(info.filename, b"")           # a directory entry is a member too
                     continue
                 if (info.external_attr >> 16) & 0o170000 == 0o120000:
                     raise ArchiveError(f"member {info.filename!r} is a symbolic link")
@@ -162,6 +166,7 @@ def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, byt
     if magic != b"\x1f\x8b":
         raise ArchiveError(f"{name} is not gzip-compressed (named {name.split('.', 1)[-1]}; "
                            f"an xz or bzip2 stream, or a plain tar, under a gzip name)")
+    check_tar_headers(path, limits)
     try:
         tf = tarfile.open(path, mode="r:gz")
     except (tarfile.TarError, OSError, EOFError) as exc:
@@ -171,6 +176,7 @@ def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, byt
             for member in tf:
                 if member.isdir():
                     _classify_member(member.name + "/")
+                    account(member.name, b"")             # a directory entry is a member too
                     continue
                 if not member.isfile():
                     raise ArchiveError(f"member {member.name!r} is a link or device, not a regular file")
@@ -232,6 +238,47 @@ def strict_json(data: bytes, what: str, *, max_depth: int = 64) -> Any:
         raise ArchiveError(f"{what} is not valid JSON: {exc}") from exc
 
 
+def _tar_size(field: bytes) -> int:
+    """A tar header's size field: octal, or GNU base-256 when the high bit is set."""
+    if field[:1] and field[0] & 0x80:
+        return int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip()
+    return int(text, 8) if text else 0
+
+
+def check_tar_headers(path: Path, limits: dict[str, Any]) -> None:
+    """Walk a tar.gz's 512-byte headers before ``tarfile`` does, streaming, and refuse a PAX or
+    GNU long-name header larger than ``max_header_bytes`` (``tarfile`` reads such a header whole:
+    a 1.5 MB archive can hold a 1.5 GiB one) and more than ``max_members`` entries of any kind."""
+    import gzip
+
+    count = 0
+    try:
+        with gzip.open(path, "rb") as fh:
+            while True:
+                header = fh.read(512)
+                if len(header) < 512 or header == b"\0" * 512:
+                    return
+                count += 1
+                if count > limits["max_members"]:
+                    raise ArchiveError(f"more than {limits['max_members']} members")
+                size = _tar_size(header[124:136])
+                kind = header[156:157]
+                if kind in (b"x", b"g", b"L", b"K") and size > limits["max_header_bytes"]:
+                    raise ArchiveError(f"a tar extended header of {size} bytes (more than "
+                                       f"{limits['max_header_bytes']})")
+                remaining = (size + 511) // 512 * 512
+                while remaining:                       # skip the member's data, streaming
+                    chunk = fh.read(min(remaining, 2**20))
+                    if not chunk:
+                        return                         # truncated: tarfile reports it
+                    remaining -= len(chunk)
+    except (OSError, EOFError, ValueError, zlib.error) as exc:
+        if isinstance(exc, ArchiveError):
+            raise
+        raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+
+
 def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawRun:
     """Read one archive (tar.gz, tgz, zip or plain directory) without extracting it.
 
@@ -269,12 +316,21 @@ def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawR
     return RawRun(run_id=run_id, meta=meta, csv_bytes=csvs)
 
 
-def parse_counter_csv(data: bytes, host: str) -> pd.DataFrame:
+def parse_counter_csv(data: bytes, host: str, limits: dict[str, Any] | None = None) -> pd.DataFrame:
     """Parse one host's counter CSV as the collector wrote it (no coercion).
 
     Values keep pandas' own inference, so a column holding text stays ``object``
-    and the validation suite can report it.
+    and the validation suite can report it.  Columns and rows are counted before pandas
+    allocates anything (``max_columns``, ``max_rows``): 200,000 columns in 480 KB aborted the
+    process.
     """
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    first = data.split(b"\n", 1)[0]
+    if first.count(b",") + 1 > limits["max_columns"]:
+        raise ArchiveError(f"counters/{host}.csv has {first.count(b',') + 1} columns "
+                           f"(more than {limits['max_columns']})")
+    if data.count(b"\n") > limits["max_rows"] + 1:
+        raise ArchiveError(f"counters/{host}.csv has more than {limits['max_rows']} rows")
     try:
         # only an empty cell is a missing sample (DATA_CONTRACT §1): "n/a", "null", "-" stay text
         frame = pd.read_csv(io.BytesIO(data), low_memory=False, keep_default_na=False, na_values=[""])

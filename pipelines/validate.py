@@ -327,7 +327,7 @@ def check_archive(path: Path, validator: Validator, params: dict[str, Any]
     """:func:`validate_archive` without the catch-all: read, parse and run the three suites."""
     expected_id = archive.archive_stem(path) if path.is_file() else path.name
     raw = archive.read_archive(path, params["limits"])
-    frames = {h: archive.parse_counter_csv(b, h) for h, b in sorted(raw.csv_bytes.items())}
+    frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
     names = [c for f in frames.values() for c in f.columns if c != "timestamp"]
     dupes = sorted({c for c in names if names.count(c) > 1})
     failures: list[dict[str, Any]] = []

@@ -86,7 +86,33 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     nan["run.json"] = nan["run.json"].replace(b'"duration_s": 600', b'"duration_s": NaN')
     out["sys-nanjson.tar.gz"] = (_tgz(nan), ["NaN"])
     out["sys-twojson.tar.gz"] = (_tgz_members_twice(good("sys-twojson")), ["run.json", "more than once"])
+    # --- class 3: resources
+    out["sys-manydirs.tar.gz"] = (_tgz_with(good("sys-manydirs"), dirs=2000), ["more than", "members"])
+    out["sys-pax.tar.gz"] = (_tgz_with(good("sys-pax"), pax={"comment": "a" * 300_000}), ["extended header"])
+    wide = good("sys-wide")
+    names = ",".join(f"web.c{i}" for i in range(25_000))
+    wide["counters/web01.csv"] = f"timestamp,{names}\n".encode() + b"1790000000" + b",1" * 25_000 + b"\n"
+    out["sys-wide.tar.gz"] = (_tgz(wide), ["columns"])
     return out
+
+
+def _tgz_with(files: dict[str, bytes], *, dirs: int = 0, pax: dict[str, str] | None = None) -> bytes:
+    """A tar.gz of ``files`` preceded by ``dirs`` directory entries, or whose first member carries
+    the PAX header ``pax`` (a large one is read whole by ``tarfile``)."""
+    import gzip
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for i in range(dirs):
+            info = tarfile.TarInfo(f"counters/d{i}")
+            info.type = tarfile.DIRTYPE
+            tf.addfile(info)
+        for j, (name, data) in enumerate(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            if pax and j == 0:
+                info.pax_headers = dict(pax)
+            tf.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), mtime=0)
 
 
 def _tgz(files: dict[str, bytes]) -> bytes:
