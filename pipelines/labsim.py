@@ -257,6 +257,7 @@ class RunPlan:
     seed: int
     fault: Fault | None = None
     rate_factor: float = 1.0             # the run's offered load relative to the system's base rate
+    process_cpu: str = "share"           # "per_core": process CPU % as top/pidstat/PerfMon write it (100 per core)
 
 
 @dataclass(frozen=True)
@@ -481,7 +482,7 @@ def simulate_means(spec: SystemSpec, plan: RunPlan, tl: Timeline) -> dict[str, n
         out["redis.connected_clients"] = 5 + np.minimum(inflight, spec.app_max_threads)
 
     # ---- load generator -------------------------------------------------------------
-    lg_cores = 4.0
+    lg_cores = LOADGEN_CORES
     lp = "jmeter" if spec.loadgen == "lg01" else "locust"
     lg_cpu = 100.0 * arrivals * 0.0015 / lg_cores
     out[f"{lp}.user_pct"] = lg_cpu * 0.8
@@ -581,6 +582,20 @@ def host_of(spec: SystemSpec, counter: str) -> str:
     return owner.get(comp, comp)
 
 
+LOADGEN_CORES = 4.0
+
+
+def process_cpu_scale(spec: SystemSpec, counter: str, environment: dict[str, Any]) -> float:
+    """The factor from a share of the host (0-100) to 100 per busy core, for a process's CPU
+    percentages (DATA_CONTRACT §1: top, pidstat, PerfMon ``Process(*)\\% Processor Time``);
+    1 for every other counter."""
+    component, _, name = counter.partition(".")
+    host = host_of(spec, counter)
+    if component == host or name not in ("cpu_pct", "user_pct", "privileged_pct"):
+        return 1.0
+    return LOADGEN_CORES if host == spec.loadgen else float(environment["cpu_cores"])
+
+
 def version_counters_dropped(spec: SystemSpec, version: str) -> set[str]:
     """Counters that a given version's collectors lack (counters come and go between versions)."""
     idx = spec.versions.index(version) if version in spec.versions else len(spec.versions)
@@ -604,6 +619,9 @@ def simulate_run(plan: RunPlan) -> SimulatedRun:
             noisy[c] = np.round(noisy[c])
         if c.endswith("_pct"):
             noisy[c] = np.clip(noisy[c], 0.0, 100.0)
+    if plan.process_cpu == "per_core":
+        for c in noisy:
+            noisy[c] = noisy[c] * process_cpu_scale(spec, c, plan.environment)
     dropped = version_counters_dropped(spec, plan.version)
     rng = _rng(plan.seed, "collect")
     recording_start = plan.started_at - timedelta(seconds=tl.load_start)
@@ -740,7 +758,7 @@ def plan_lab(*, seed: int, systems: list[str], history_causes: list[str], target
 
 def build_lab(*, seed: int, systems: list[str], history_causes: list[str], target_causes: list[str],
               n_normal: int, n_per_cause: int, n_targets_normal: int, start: str,
-              min_effect: float, min_rel_change: float, progress: bool = False):
+              min_effect: float, min_rel_change: float, progress: bool = False, process_cpu: str = "share"):
     """Simulate a whole lab; yield ``(run_id, archive members, truth)`` per run."""
     schedule = plan_lab(seed=seed, systems=systems, history_causes=history_causes,
                         target_causes=target_causes, n_normal=n_normal, n_per_cause=n_per_cause,
@@ -759,7 +777,7 @@ def build_lab(*, seed: int, systems: list[str], history_causes: list[str], targe
             fault = Fault(entry["cause"], sev)
         plan = RunPlan(run_id=run_id, system=entry["system"], version=entry["version"],
                        environment=entry["environment"], started_at=entry["started_at"],
-                       seed=entry["seed"], fault=fault, rate_factor=rate_factor)
+                       seed=entry["seed"], fault=fault, rate_factor=rate_factor, process_cpu=process_cpu)
         run = simulate_run(plan)
         regressed: list[str] = []
         if fault is not None:
@@ -795,6 +813,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target-causes", nargs="+", default=params["target_causes"])
     parser.add_argument("--n-targets-normal", type=int, default=params["n_targets_normal"])
     parser.add_argument("--start", default=params["start"])
+    parser.add_argument("--process-cpu", choices=["share", "per_core"], default=params.get("process_cpu", "share"),
+                        help="process CPU %%: a share of the host (0-100) or 100 per busy core (top, pidstat)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -805,7 +825,7 @@ def main(argv: list[str] | None = None) -> None:
             target_causes=args.target_causes, n_normal=args.n_normal, n_per_cause=args.n_per_cause,
             n_targets_normal=args.n_targets_normal, start=args.start,
             min_effect=params["min_effect"], min_rel_change=params["min_rel_change"],
-            progress=True):
+            progress=True, process_cpu=args.process_cpu):
         archive.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
         written += 1
         if not run_id.split("-")[-1].startswith("r"):

@@ -162,17 +162,26 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         rules=[(c, d["violated_rules"][c][:3]) for c in flagged_rules[:10]], charts=plots, baselines=baselines,
         not_analysed=sorted((d.get("not_analysed") or {}).items()), load_independent=cc.get("load_independent_counters", []),
         small=sorted((d.get("below_min_rel_change") or {}).items()),
-        raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()))
+        raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()),
+        dropped=doc.get("dropped_counters") or meta.get("_dropped_counters") or [])
 
 
 def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
-                 reasons: dict[str, str] | None = None, valid_runs: int | None = None) -> str:
+                 reasons: dict[str, str] | None = None, valid_runs: int | None = None,
+                 dropped: list[tuple[str, dict[str, Any]]] = ()) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
-    and, when there is no target, a sentence that says why (nothing new, or everything quarantined)."""
+    the counters validation left out of valid runs, with theirs; and, when there is no target,
+    a sentence that says why (nothing new, or everything quarantined)."""
     failed = [r for r in rows if r["verdict"] == "fail"]
     return page_environment().get_template("index.html.j2").render(
         rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
-        reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet())
+        reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
+        dropped_runs=len({run_id for run_id, _ in dropped}))
+
+
+def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(run_id, dropped counter) for every valid run: the counters validation left out (DATA_CONTRACT §1)."""
+    return [(run_id, d) for run_id, row in sorted(index.items()) for d in row.get("_dropped_counters") or []]
 
 
 def index_row(doc: dict[str, Any]) -> dict[str, Any]:
@@ -180,7 +189,8 @@ def index_row(doc: dict[str, Any]) -> dict[str, Any]:
             "cause": doc["cause"]["label"], "probability": doc["cause"]["probability"] or 0.0,
             "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],
             "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline")),
-            "insufficient_baseline": doc.get("baseline_status") == "insufficient"}
+            "insufficient_baseline": doc.get("baseline_status") == "insufficient",
+            "dropped": len(doc.get("dropped_counters") or [])}
 
 
 # --------------------------------------------------------------------------- I/O shell
@@ -196,6 +206,9 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
+    # counters validation left out of this run, with the reason (check, host, counter, examples)
+    doc["dropped_counters"] = [{k: d.get(k) for k in ("host", "counter", "reason")}
+                               for d in index[run_id].get("_dropped_counters") or []]
     archive.write_json_atomic(config.run_report_path(run_id), doc)
     raw = [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
            if (config.RAW / name).exists()]          # the run's own archive: "a" never links to "a.b.tar.gz"
@@ -248,7 +261,8 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     archive.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
     archive.write_text_atomic(config.NIGHT_INDEX,
                               render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
-                                           quarantined=quarantined, reasons=reasons, valid_runs=len(index)))
+                                           quarantined=quarantined, reasons=reasons, valid_runs=len(index),
+                                           dropped=dropped_counters(index)))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 

@@ -21,6 +21,7 @@ new archive validates one archive.
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -29,7 +30,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.validate")
 
-SUITE_VERSION = 3   # bump when an expectation changes: every archive is validated again
+SUITE_VERSION = 4   # bump when an expectation changes: every archive is validated again
 REQUIRED_FIELDS = ("schema_version", "run_id", "system", "version", "started_at", "duration_s",
                    "workload", "environment", "verdict", "cause")
 
@@ -71,7 +72,8 @@ def parse_started_at(value: Any) -> float | None:
     return None if pd.isna(ts.iloc[0]) else float(ts.iloc[0])
 
 
-def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str]) -> pd.DataFrame:
+def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str],
+               dropped: set[str] = frozenset()) -> pd.DataFrame:
     """``run.json`` as one row, with derived columns for the checks that need Python to see types."""
     row: dict[str, Any] = {f: meta.get(f) for f in REQUIRED_FIELDS if f in meta}
     for key in ("workload", "environment", "baseline", "regressed_counters"):
@@ -93,6 +95,9 @@ def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str])
         and not isinstance(meta.get("duration_s"), bool),
         "workload_is_object": isinstance(workload, dict) and isinstance(workload.get("profile"), str),
         "load_counter_recorded": load_counter is None or load_counter in counters,
+        # the offered load is what normalisation scales by: without it the run is not comparable
+        "load_counter_usable": load_counter is None or load_counter not in dropped,
+        "dropped_counter_share": len(dropped) / len(counters) if counters else 0.0,
         "environment_is_flat_object": isinstance(env, dict)
         and all(isinstance(v, (str, int, float, bool)) or v is None for v in env.values()),
         "baseline_is_list_of_ids": "baseline" not in meta or (
@@ -106,69 +111,153 @@ def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str])
     return pd.DataFrame([row])
 
 
-def counters_long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every cell of every host CSV as one row: host, counter, parsed timestamp, value checks."""
-    parts = []
-    for host, frame in frames.items():
-        if "timestamp" not in frame.columns:
-            ts = pd.Series(np.nan, index=frame.index)
-            ts_ok = pd.Series(False, index=frame.index)
-        else:
-            ts = parse_timestamps(frame["timestamp"])
-            ts_ok = ts.notna()
-        step = ts.diff()
-        counter_cols = [c for c in frame.columns if c != "timestamp"]
-        if not counter_cols:
-            parts.append(pd.DataFrame({"host": [host], "counter": [None], "ts": [np.nan],
-                                       "ts_step": [np.nan], "value": [np.nan], "value_is_number": [False],
-                                       "counter_name_ok": [False]}))
+def host_cores(environment: dict[str, Any] | None, host: str, *, cores_key: str) -> float | None:
+    """The CPU count behind a per-process percentage on ``host`` (DATA_CONTRACT §1), from ``environment``.
+
+    A key naming the host (``web01.cpu_cores``, ``web01_cpu_cores``) wins; otherwise the largest
+    count any key gives (an environment often states the biggest machine's cores only, and a
+    bound too low would drop good counters); ``None`` when no key gives one: no upper bound.
+    ``cores_key`` is a regex that a key (after the host prefix) must fully match."""
+    if not isinstance(environment, dict):
+        return None
+    own, anywhere = [], []
+    for key, value in environment.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
             continue
-        for col in counter_cols:
-            raw = frame[col]
-            value = pd.to_numeric(raw, errors="coerce")
-            present = raw.notna() & (raw.astype(str).str.strip() != "")
-            parts.append(pd.DataFrame({
-                "host": host, "counter": str(col), "ts": ts.where(ts_ok), "ts_step": step,
-                "value": value.astype(float),
-                "value_is_number": ~present | value.notna(),
-                "value_is_finite": ~np.isinf(value.astype(float)),
-            }))
-    long = pd.concat(parts, ignore_index=True)
-    long["counter_name_ok"] = long["counter"].astype(str).str.fullmatch(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.%/-]+")
-    return long
+        key = str(key)
+        for prefix in (f"{host}.", f"{host}_"):
+            if key.startswith(prefix) and re.fullmatch(cores_key, key[len(prefix):]):
+                own.append(float(value))
+        tail = re.split(r"[._]", key, maxsplit=0)
+        if any(re.fullmatch(cores_key, "_".join(tail[i:])) for i in range(len(tail))):
+            anywhere.append(float(value))
+    if own:
+        return max(own)
+    return max(anywhere) if anywhere else None
 
 
-def range_columns(long: pd.DataFrame, *, pct_suffixes: list[str], nonneg_suffixes: list[str]) -> pd.DataFrame:
-    """Add ``pct_value`` / ``nonneg_value``: the value where the counter's unit implies a range."""
-    name = long["counter"].astype(str)
-    is_pct = name.str.endswith(tuple(pct_suffixes))
-    is_nonneg = name.str.endswith(tuple(nonneg_suffixes))
-    return long.assign(pct_value=long["value"].where(is_pct), nonneg_value=long["value"].where(is_nonneg))
+def counter_kind(counter: str, host: str, *, units: list[dict[str, str]], host_components: list[str]) -> str:
+    """What a counter measures, by the first rule of ``units`` that matches it (``params.yaml``).
+
+    A rule holds ``counter``, a regex fully matching the part after ``<component>.``, an
+    optional ``scope`` (``host``: the component is the machine itself, i.e. the CSV's host name
+    or one of ``host_components``; ``process``: any other component) and the ``kind``:
+    ``share_pct`` (0-100), ``process_cpu_pct`` (0-100 x cores), ``nonneg`` (>= 0) or ``any``."""
+    component, _, name = counter.partition(".")
+    scope = "host" if component == host or component.lower() in host_components else "process"
+    for rule in units:
+        if rule.get("scope") not in (None, scope):
+            continue
+        if re.fullmatch(rule["counter"], name):
+            return rule["kind"]
+    return "any"
 
 
-def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, duration_s: float | None) -> pd.DataFrame:
-    """Per host: samples inside the planned load phase and the share of it their span covers."""
+def kind_bounds(kind: str, cores: float | None, *, slack: float) -> tuple[float, float]:
+    """The values possible for a counter kind: ``slack`` widens an upper bound (rounding, sampling)."""
+    if kind == "share_pct":
+        return 0.0, 100.0 * (1.0 + slack)
+    if kind == "process_cpu_pct":
+        return 0.0, (100.0 * cores * (1.0 + slack)) if cores else float("inf")
+    if kind == "nonneg":
+        return 0.0, float("inf")
+    return float("-inf"), float("inf")
+
+
+def _examples(values: pd.Series, limit: int = 5) -> str:
+    return ", ".join(str(v)[:40] for v in values.head(limit).tolist())
+
+
+def counter_summary(frames: dict[str, pd.DataFrame], environment: dict[str, Any] | None, *,
+                    units: list[dict[str, str]], host_components: list[str], cores_key: str,
+                    slack: float) -> pd.DataFrame:
+    """One row per (host, counter): its kind and bounds, and the shares of its samples that are
+    numbers, finite and within the bounds, with example offending values; the ``counter_values``
+    suite checks these shares, so a counter is judged alone (DATA_CONTRACT §1, "What is
+    quarantined").  One row per counter, not per cell: the frame stays small at 2,000 counters
+    over 8 hours."""
     rows = []
     for host, frame in frames.items():
-        ts = parse_timestamps(frame["timestamp"]) if "timestamp" in frame.columns else pd.Series(dtype=float)
-        if started_at is None or not duration_s or duration_s <= 0:
-            rows.append({"host": host, "load_samples": 0, "coverage": 0.0})
-            continue
-        end = started_at + duration_s
-        inside = ts[(ts >= started_at) & (ts <= end)].dropna()
-        if inside.empty:
-            rows.append({"host": host, "load_samples": 0, "coverage": 0.0})
-            continue
-        period = float(np.nanmedian(np.diff(np.sort(inside.values)))) if len(inside) > 1 else 0.0
-        # the samples cover from one period before the first to the last (collectors average backwards)
-        span = min(inside.max(), end) - max(inside.min() - period, started_at)
-        rows.append({"host": host, "load_samples": int(len(inside)), "coverage": float(span / duration_s)})
+        cores = host_cores(environment, host, cores_key=cores_key)
+        for col in frame.columns:
+            if col == "timestamp":
+                continue
+            name = str(col)
+            raw = frame[col]
+            value = pd.to_numeric(raw, errors="coerce").astype(float)
+            present = raw.notna() & (raw.astype(str).str.strip() != "")
+            n_present = int(present.sum())
+            non_numeric = present & value.isna()
+            infinite = np.isinf(value)
+            kind = counter_kind(name, host, units=units, host_components=host_components)
+            low, high = kind_bounds(kind, cores, slack=slack)
+            finite = value[np.isfinite(value)]
+            outside = finite[(finite < low) | (finite > high)]
+            rows.append({
+                "host": host, "counter": name,
+                "counter_name_ok": bool(re.fullmatch(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.%/-]+", name)),
+                "kind": kind, "lower_bound": low, "upper_bound": high,
+                "samples": n_present,
+                "numeric_share": 1.0 - int(non_numeric.sum()) / n_present if n_present else 1.0,
+                "finite_share": 1.0 - int(infinite.sum()) / n_present if n_present else 1.0,
+                "in_range_share": 1.0 - len(outside) / n_present if n_present else 1.0,
+                "min_value": float(finite.min()) if len(finite) else np.nan,
+                "max_value": float(finite.max()) if len(finite) else np.nan,
+                "non_numeric_examples": _examples(raw[non_numeric]),
+                "out_of_range_examples": _examples(pd.concat([value[infinite], outside])),
+            })
+    columns = ["host", "counter", "counter_name_ok", "kind", "lower_bound", "upper_bound", "samples",
+               "numeric_share", "finite_share", "in_range_share", "min_value", "max_value",
+               "non_numeric_examples", "out_of_range_examples"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, duration_s: float | None,
+                  min_samples: int, min_coverage: float, min_samples_floor: int) -> pd.DataFrame:
+    """Per host: its counters, its timestamps (parseable, strictly increasing), the samples inside
+    the planned load phase, the share of it their span covers, and the samples it must have.
+
+    The samples required follow the run's planned duration and the host's sampling period
+    (issue 15): ``min(min_samples, floor(min_coverage x duration / period))``, never below
+    ``min_samples_floor``; a 10-minute run sampled once a minute needs 9, not 10."""
+    rows = []
+    for host, frame in frames.items():
+        if "timestamp" in frame.columns:
+            ts = parse_timestamps(frame["timestamp"])
+        else:
+            ts = pd.Series(np.nan, index=frame.index)
+        unparsed = ts.isna()
+        step = ts.diff()
+        backwards = step.notna() & (step <= 0)
+        row = {"host": host, "counters": sum(1 for c in frame.columns if c != "timestamp"),
+               "timestamp_column": "timestamp" in frame.columns,
+               "ts_unparseable": int(unparsed.sum()), "ts_not_increasing": int(backwards.sum()),
+               "ts_examples": _examples(frame["timestamp"][unparsed | backwards]) if "timestamp" in frame.columns
+               else "no timestamp column",
+               "load_samples": 0, "coverage": 0.0, "period_s": np.nan, "required_samples": min_samples}
+        if started_at is not None and duration_s and duration_s > 0:
+            end = started_at + duration_s
+            inside = ts[(ts >= started_at) & (ts <= end)].dropna()
+            if not inside.empty:
+                period = float(np.nanmedian(np.diff(np.sort(inside.values)))) if len(inside) > 1 else 0.0
+                # the samples cover from one period before the first to the last (collectors average backwards)
+                span = min(inside.max(), end) - max(inside.min() - period, started_at)
+                row.update(load_samples=int(len(inside)), coverage=float(span / duration_s), period_s=period)
+                if period > 0:
+                    row["required_samples"] = max(min_samples_floor, min(
+                        min_samples, int(np.floor(min_coverage * duration_s / period + 1e-9))))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def build_suites(*, min_samples_per_host: int, min_coverage: float, max_duration_s: float,
-                 pct_range: tuple[float, float], value_mostly: float) -> dict[str, list]:
-    """The three expectation suites; each expectation says what it guards."""
+def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: float,
+                 max_dropped_share: float) -> dict[str, list]:
+    """The three expectation suites; each expectation says what it guards.
+
+    ``run_meta`` and ``host_coverage`` hold run-level faults: one quarantines the run.
+    ``counter_values`` holds counter-level faults: a counter that fails one is dropped from the
+    run's analysis with its reason (DATA_CONTRACT §1), and ``run_meta`` quarantines the run
+    only when more than ``max_dropped_share`` of its counters went, or the load counter did."""
     import great_expectations.expectations as gxe
 
     meta = [gxe.ExpectColumnToExist(column=f) for f in  # schema: every field the contract requires
@@ -185,30 +274,93 @@ def build_suites(*, min_samples_per_host: int, min_coverage: float, max_duration
         gxe.ExpectColumnValuesToBeBetween(column="duration_s", min_value=1, max_value=max_duration_s),
         gxe.ExpectColumnValuesToBeInSet(column="workload_is_object", value_set=[True]),  # {"profile", "load_counter"}
         gxe.ExpectColumnValuesToBeInSet(column="load_counter_recorded", value_set=[True]),  # load counter exists
+        gxe.ExpectColumnValuesToBeInSet(column="load_counter_usable", value_set=[True]),  # ... and was not dropped
         gxe.ExpectColumnValuesToBeInSet(column="environment_is_flat_object", value_set=[True]),  # flat env map
         gxe.ExpectColumnValuesToBeInSet(column="verdict", value_set=["pass", "fail"]),   # null allowed: a target
         gxe.ExpectColumnValuesToBeInSet(column="baseline_is_list_of_ids", value_set=[True]),
         gxe.ExpectColumnValuesToBeInSet(column="regressed_is_list_of_counters", value_set=[True]),
+        gxe.ExpectColumnValuesToBeBetween(column="dropped_counter_share", max_value=max_dropped_share),  # enough left
     ]
     hosts = [
         gxe.ExpectTableRowCountToBeBetween(min_value=1),                                  # at least one machine
         gxe.ExpectColumnValuesToMatchRegex(column="host", regex=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"),  # file stem
-        gxe.ExpectColumnValuesToBeBetween(column="load_samples", min_value=min_samples_per_host),  # completeness
+        gxe.ExpectColumnValuesToBeBetween(column="counters", min_value=1),                # each CSV has counters
+        gxe.ExpectColumnValuesToBeInSet(column="timestamp_column", value_set=[True]),      # first column: timestamp
+        gxe.ExpectColumnValuesToBeBetween(column="ts_unparseable", max_value=0),           # parseable timestamps
+        gxe.ExpectColumnValuesToBeBetween(column="ts_not_increasing", max_value=0),        # strictly increasing
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="load_samples", column_B="required_samples",
+                                                    or_equal=True),                       # completeness
         gxe.ExpectColumnValuesToBeBetween(column="coverage", min_value=min_coverage),    # planned duration covered
     ]
     values = [
-        gxe.ExpectColumnValuesToNotBeNull(column="counter"),                               # each CSV has counters
         gxe.ExpectColumnValuesToBeInSet(column="counter_name_ok", value_set=[True]),       # <component>.<counter>
-        gxe.ExpectColumnValuesToNotBeNull(column="ts"),                                    # parseable timestamps
-        gxe.ExpectColumnValuesToBeBetween(column="ts_step", min_value=0, strict_min=True),  # strictly increasing
-        gxe.ExpectColumnValuesToBeInSet(column="value_is_number", value_set=[True]),       # numbers or empty cells
-        gxe.ExpectColumnValuesToBeInSet(column="value_is_finite", value_set=[True]),       # inf is no measurement
-        gxe.ExpectColumnValuesToBeBetween(column="pct_value", min_value=pct_range[0],      # units: percentages
-                                          max_value=pct_range[1], mostly=value_mostly),
-        gxe.ExpectColumnValuesToBeBetween(column="nonneg_value", min_value=0,              # rates, sizes, counts
-                                          mostly=value_mostly),
-    ]
+        gxe.ExpectColumnValuesToBeBetween(column="numeric_share", min_value=value_mostly),  # numbers or empty cells
+        gxe.ExpectColumnValuesToBeBetween(column="finite_share", min_value=value_mostly),   # inf is no measurement
+        gxe.ExpectColumnValuesToBeBetween(column="in_range_share", min_value=value_mostly),  # units: percentages
+    ]                                                                                      # in range, rates >= 0
     return {"run_meta": meta, "host_coverage": hosts, "counter_values": values}
+
+
+def suites_from_params(params: dict[str, Any]) -> dict[str, list]:
+    """:func:`build_suites` with the ``validate`` block of ``params.yaml``."""
+    return build_suites(min_coverage=params["min_coverage"], max_duration_s=params["max_duration_s"],
+                        value_mostly=params["value_mostly"], max_dropped_share=params["max_dropped_share"])
+
+
+#: the columns that name the offending rows in each suite's results (GX ``unexpected_index_list``)
+INDEX_COLUMNS = {"run_meta": [], "host_coverage": ["host"], "counter_values": ["host", "counter"]}
+
+CHECK_WORDS = {
+    "counter_name_ok": "name is not <component>.<counter>",
+    "numeric_share": "values that are not numbers",
+    "finite_share": "infinite values",
+    "in_range_share": "values impossible for its unit",
+}
+
+
+def dropped_counters(summary: pd.DataFrame, failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The counters the ``counter_values`` suite failed, each with the checks, the host, the
+    counter and example values: the run is analysed without them."""
+    by_key: dict[tuple[str, str], list[str]] = {}
+    for f in failures:
+        column = f["kwargs"].get("column")
+        for idx in f.get("unexpected_index_list") or []:
+            by_key.setdefault((str(idx.get("host")), str(idx.get("counter"))), []).append(column)
+    rows = summary.set_index(["host", "counter"])
+    out = []
+    for (host, counter), checks in sorted(by_key.items()):
+        row = rows.loc[(host, counter)]
+        parts = []
+        for check in checks:
+            words = CHECK_WORDS.get(check, check)
+            if check == "numeric_share":
+                words += f" ({1 - row['numeric_share']:.0%} of samples: {row['non_numeric_examples']})"
+            elif check in ("finite_share", "in_range_share"):
+                bound = (f"{row['kind']}, allowed {row['lower_bound']:g} to {row['upper_bound']:g}"
+                         if check == "in_range_share" else "")
+                share = 1 - row[check]
+                words += f" ({bound + '; ' if bound else ''}{share:.0%} of samples: {row['out_of_range_examples']})"
+            parts.append(words)
+        out.append({"host": host, "counter": counter, "checks": checks,
+                    "reason": f"host {host}, counter {counter}: " + "; ".join(parts)})
+    return out
+
+
+def describe_failure(f: dict[str, Any]) -> str:
+    """One run-level failure as a sentence: the check, the column, the hosts and example values."""
+    if f.get("reason"):
+        return f["reason"]
+    column = f["kwargs"].get("column") or ", ".join(
+        str(f["kwargs"][k]) for k in ("column_A", "column_B") if k in f["kwargs"])
+    text = f"{f['suite']}: {f['expectation']}({column})"
+    where = [", ".join(f"{k}={v}" for k, v in idx.items()) for idx in (f.get("unexpected_index_list") or [])[:5]]
+    if where:
+        text += " failed for " + "; ".join(where)
+    elif f.get("partial_unexpected_list"):
+        text += " unexpected values: " + ", ".join(f["partial_unexpected_list"][:5])
+    elif f.get("observed_value") is not None:
+        text += f" observed {f['observed_value']}"
+    return text
 
 
 def failed_expectations(suite_name: str, result: Any) -> list[dict[str, Any]]:
@@ -226,6 +378,10 @@ def failed_expectations(suite_name: str, result: Any) -> list[dict[str, Any]]:
             "unexpected_count": res.get("unexpected_count"),
             "unexpected_percent": res.get("unexpected_percent"),
             "partial_unexpected_list": [str(v) for v in (res.get("partial_unexpected_list") or [])[:10]],
+            # the rows that failed, by the suite's index columns (every counter, so it can be dropped)
+            "unexpected_index_list": [{k: (v.item() if hasattr(v, "item") else v) for k, v in idx.items()}
+                                      for idx in (res.get("unexpected_index_list") or [])
+                                      if isinstance(idx, dict)],
             "observed_value": str(res.get("observed_value")) if "observed_value" in res else None,
             "exception": (r.exception_info or {}).get("exception_message") if isinstance(r.exception_info, dict)
             and r.exception_info.get("raised_exception") else None,
@@ -233,18 +389,39 @@ def failed_expectations(suite_name: str, result: Any) -> list[dict[str, Any]]:
     return failed
 
 
-def valid_host_frames(frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """Host frames in the form later stages read: float ``ts`` column plus numeric counters."""
+def valid_host_frames(frames: dict[str, pd.DataFrame], summary: pd.DataFrame | None = None,
+                      dropped: list[dict[str, Any]] = ()) -> dict[str, pd.DataFrame]:
+    """Host frames in the form later stages read: float ``ts`` column plus numeric counters.
+
+    The dropped counters are left out; in the counters kept (``value_mostly`` < 1 tolerates a
+    few), a value impossible for the counter's unit becomes a missing sample."""
+    gone = {(d["host"], d["counter"]) for d in dropped}
+    bounds = ({} if summary is None else
+              {(r.host, r.counter): (r.lower_bound, r.upper_bound) for r in summary.itertuples()})
     out = {}
     for host, frame in frames.items():
-        numeric = frame.drop(columns=["timestamp"]).apply(pd.to_numeric, errors="coerce").astype(float)
-        numeric.insert(0, "ts", parse_timestamps(frame["timestamp"]).values)
+        keep = [c for c in frame.columns if c != "timestamp" and (host, str(c)) not in gone]
+        numeric = frame[keep].apply(pd.to_numeric, errors="coerce").astype(float)
         numeric.columns = [str(c) for c in numeric.columns]
+        for col in numeric.columns:
+            low, high = bounds.get((host, col), (-np.inf, np.inf))
+            values = numeric[col]
+            numeric[col] = values.where(np.isfinite(values) & (values >= low) & (values <= high))
+        numeric.insert(0, "ts", parse_timestamps(frame["timestamp"]).values)
         out[host] = numeric.reset_index(drop=True)
     return out
 
 
 # --------------------------------------------------------------------------- GX runner
+
+
+def result_format(suite_name: str) -> dict[str, Any]:
+    """SUMMARY for the one-row ``run_meta``; COMPLETE with the index columns for the others, so
+    every failing host and counter is named (the frames hold one row per host or counter)."""
+    if not INDEX_COLUMNS.get(suite_name):
+        return {"result_format": "SUMMARY", "partial_unexpected_count": 10}
+    return {"result_format": "COMPLETE", "unexpected_index_column_names": INDEX_COLUMNS[suite_name],
+            "partial_unexpected_count": 10}
 
 
 class Validator:
@@ -291,7 +468,7 @@ class Validator:
                 gx.ValidationDefinition(name=name, data=batch, suite=suite))
             self.checkpoints[name] = self.context.checkpoints.add_or_update(gx.Checkpoint(
                 name=f"{name}_checkpoint", validation_definitions=[vd], actions=[],
-                result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10}))
+                result_format=result_format(name)))
 
     def run(self, suite_name: str, frame: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
         result = self.checkpoints[suite_name].run(
@@ -307,44 +484,62 @@ class Validator:
             self.context.build_data_docs(site_names=["regresslab"])
 
 
-def validate_archive(path: Path, validator: Validator, params: dict[str, Any]) -> tuple[archive.RawRun | None, dict, list]:
-    """Validate one archive; return (raw run or None, host frames, failures)."""
+class Checked(NamedTuple):
+    """What validating one archive found: the run, its host frames as read, the run-level
+    failures (any quarantines the run), the counters dropped from it and the counter summary."""
+    raw: archive.RawRun | None
+    frames: dict[str, pd.DataFrame]
+    failures: list[dict[str, Any]]
+    dropped: list[dict[str, Any]]
+    summary: pd.DataFrame | None
+
+
+def validate_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
+    """Validate one archive; any fault of reading or interpreting it is a failure, never an exception."""
     try:
         return check_archive(path, validator, params)
     except archive.ArchiveError as exc:
-        return None, {}, [{"suite": "archive", "expectation": "readable_safe_archive", "reason": str(exc)}]
+        return Checked(None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
+                                   "reason": str(exc)}], [], None)
     except (Exception, RecursionError, MemoryError) as exc:      # noqa: BLE001 -- any fault of one archive
         # raw data is immutable: an archive that breaks a reader would break every night; it is
         # quarantined with the fault named, and the night goes on (a fault of ours shows in the log)
         log.exception("could not read or interpret %s", path.name)
-        return None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
-                           "reason": f"could not read or interpret the archive: {type(exc).__name__}: "
-                                     f"{str(exc)[:300]}"}]
+        return Checked(None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
+                                   "reason": f"could not read or interpret the archive: {type(exc).__name__}: "
+                                             f"{str(exc)[:300]}"}], [], None)
 
 
-def check_archive(path: Path, validator: Validator, params: dict[str, Any]
-                  ) -> tuple[archive.RawRun | None, dict, list]:
-    """:func:`validate_archive` without the catch-all: read, parse and run the three suites."""
+def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
+    """:func:`validate_archive` without the catch-all: read, parse and run the three suites.
+
+    ``counter_values`` runs first: its failures drop counters, and ``run_meta`` then checks
+    that enough of them (and the load counter) are left."""
     expected_id = archive.archive_stem(path) if path.is_file() else path.name
     raw = archive.read_archive(path, params["limits"])
     frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
-    names = [c for f in frames.values() for c in f.columns if c != "timestamp"]
-    dupes = sorted({c for c in names if names.count(c) > 1})
+    counts = collections.Counter(str(c) for f in frames.values() for c in f.columns if c != "timestamp")
+    dupes = sorted(c for c, n in counts.items() if n > 1)
     failures: list[dict[str, Any]] = []
     if dupes:
         failures.append({"suite": "archive", "expectation": "unique_counter_names",
                          "reason": f"counter names repeated across hosts: {dupes[:10]}"})
-    meta = meta_frame(raw.meta, archive_run_id=expected_id, counters=set(names))
+    environment = raw.meta.get("environment") if isinstance(raw.meta, dict) else None
+    summary = counter_summary(frames, environment, units=params["units"],
+                              host_components=[c.lower() for c in params["host_components"]],
+                              cores_key=params["cores_key"], slack=params["range_slack"])
+    dropped = dropped_counters(summary, validator.run("counter_values", summary, expected_id))
+    gone = {d["counter"] for d in dropped}
+    meta = meta_frame(raw.meta, archive_run_id=expected_id, counters=set(counts), dropped=gone)
     failures += validator.run("run_meta", meta, expected_id)
     started = meta["started_at_epoch"].iloc[0]
     duration = meta["duration_s"].iloc[0] if meta["duration_is_number"].iloc[0] else None
     cover = host_coverage(frames, started_at=None if pd.isna(started) else float(started),
-                          duration_s=None if duration is None or pd.isna(duration) else float(duration))
+                          duration_s=None if duration is None or pd.isna(duration) else float(duration),
+                          min_samples=params["min_samples_per_host"], min_coverage=params["min_coverage"],
+                          min_samples_floor=params["min_samples_floor"])
     failures += validator.run("host_coverage", cover, expected_id)
-    long = range_columns(counters_long(frames), pct_suffixes=params["pct_suffixes"],
-                         nonneg_suffixes=params["nonneg_suffixes"])
-    failures += validator.run("counter_values", long, expected_id)
-    return raw, frames, failures
+    return Checked(raw, frames, failures, dropped, summary)
 
 
 def clean_stale(valid_dir: Path, max_age_s: float = 3600.0) -> None:
@@ -367,14 +562,11 @@ def main() -> None:
     manifest = archive.read_manifest()
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)
-    validator = Validator(build_suites(
-        min_samples_per_host=params["min_samples_per_host"], min_coverage=params["min_coverage"],
-        max_duration_s=params["max_duration_s"], pct_range=tuple(params["pct_range"]),
-        value_mostly=params["value_mostly"]), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
+    validator = Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
     clean_stale(config.VALID)
     index: dict[str, Any] = {}
     quarantined: dict[str, Any] = {}
-    done = 0
+    done = n_dropped = 0
     todo = sorted(manifest.values(), key=lambda e: e.run_id)
     progress = Progress(log, "validate", len(todo), what="archives", every=10)
     for i, entry in enumerate(todo, 1):
@@ -392,16 +584,15 @@ def main() -> None:
         if q_path.exists() and archive.read_json(q_path).get("validation_key") == key:
             quarantined[entry.run_id] = archive.read_json(q_path)["reason"]
             continue
-        raw, frames, failures = validate_archive(config.RAW / entry.file, validator, params)
+        checked = validate_archive(config.RAW / entry.file, validator, params)
+        raw, frames, failures, dropped = checked.raw, checked.frames, checked.failures, checked.dropped
         done += 1
         if failures:
-            reason = "; ".join(
-                f.get("reason") or f"{f['suite']}: {f['expectation']}"
-                f"({f['kwargs'].get('column', '')}) unexpected={f.get('unexpected_count')}"
-                for f in failures)
+            reason = quarantine_reason(failures, dropped)
             archive.write_json_atomic(q_path, {"run_id": entry.run_id, "archive": f"data/raw/{entry.file}",
                                                "sha256": entry.sha256, "reason": reason,
-                                               "failed_expectations": failures, "validation_key": key})
+                                               "failed_expectations": failures, "dropped_counters": dropped,
+                                               "validation_key": key})
             if run_dir.exists():
                 shutil.rmtree(run_dir)
             quarantined[entry.run_id] = reason
@@ -410,10 +601,13 @@ def main() -> None:
             # a directory of this process's own name, swapped in by renames: a run killed at any
             # point leaves either the old or the new run directory (or none: validated again)
             tmp_dir = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
-            for host, frame in valid_host_frames(frames).items():
+            for host, frame in valid_host_frames(frames, checked.summary, dropped).items():
                 archive.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
             meta = dict(raw.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
-                        _hosts=sorted(frames))
+                        _hosts=sorted(frames), _dropped_counters=dropped)
+            if dropped:
+                log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
+                            "; ".join(d["reason"] for d in dropped[:3])[:500])
             archive.write_json_atomic(tmp_dir / "meta.json", meta)
             old = None
             if run_dir.exists():
@@ -425,7 +619,8 @@ def main() -> None:
             if q_path.exists():
                 q_path.unlink()
             index[entry.run_id] = _index_row(meta)
-        progress.step(i, f"{done} validated now, {len(quarantined)} quarantined")
+            n_dropped += len(dropped)
+        progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
     t_docs = time.monotonic()
     validator.build_docs()
     log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)
@@ -435,9 +630,19 @@ def main() -> None:
           f"({done} validated this time); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
 
 
+def quarantine_reason(failures: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> str:
+    """The run-level failures as sentences; when too many counters went, the first of them too."""
+    reason = "; ".join(describe_failure(f) for f in failures)
+    if any(f.get("kwargs", {}).get("column") == "dropped_counter_share" for f in failures) and dropped:
+        reason += f" ({len(dropped)} counters dropped, e.g. " + "; ".join(d["reason"] for d in dropped[:3]) + ")"
+    return reason
+
+
 def _index_row(meta: dict[str, Any]) -> dict[str, Any]:
-    return {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
-                                     "environment", "baseline", "workload", "regressed_counters", "_hosts")}
+    row = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
+                                    "environment", "baseline", "workload", "regressed_counters", "_hosts")}
+    row["_dropped_counters"] = meta.get("_dropped_counters") or []
+    return row
 
 
 if __name__ == "__main__":

@@ -77,8 +77,12 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     # --- class 8: what used to pass silently
     frames = good_frames()
     frames["web01"]["web.cpu_pct"] = frames["web01"]["web.cpu_pct"].astype(float)
-    frames["web01"].loc[3, "web.io_write_bytes_per_s"] = np.inf
-    out["sys-inf.tar.gz"] = (_tgz(members(good_meta("sys-inf"), frames)), ["inf"])
+    # +inf samples drop a counter (DATA_CONTRACT §1); in most of them, the run
+    for host, col in (("web01", "web.io_write_bytes_per_s"), ("web01", "web.cpu_pct"),
+                      ("lg01", "app.response_time_ms")):
+        frames[host].loc[3, col] = np.inf
+    out["sys-inf.tar.gz"] = (_tgz(members(good_meta("sys-inf"), frames)), ["infinite values", "inf",
+                                                                           "dropped_counter_share"])
     dup = good("sys-dupkey")
     dup["run.json"] = dup["run.json"].replace(b'"system": "sys"', b'"system": "sys", "system": "other"')
     out["sys-dupkey.tar.gz"] = (_tgz(dup), ["duplicate key", "system"])

@@ -1,9 +1,11 @@
 """pull and validate main() on a tiny lab in a temporary tree, with bad archives mixed in."""
 from __future__ import annotations
 
+import io
 import json
 import shutil
 
+import pandas as pd
 import yaml
 
 from pipelines import archive, config, pull, validate
@@ -48,8 +50,14 @@ def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_pa
     src = tmp_path / "src"
     shutil.copytree(lab, src)
     bad = good_frames()
-    bad["web01"]["web.cpu_pct"] = bad["web01"]["web.cpu_pct"] * 10        # percentages above 100
+    bad["web01"]["web01.cpu_pct"] = bad["web01"]["web.cpu_pct"] * 10       # host-level percentages above 100
+    bad["web01"]["web.cpu_pct"] = "n/a"                                    # ... and text: 2 of 4 counters ...
+    bad["lg01"]["app.response_time_ms"] = -1.0                             # ... a negative time: 3 of 5 > 0.5
     write_tgz(src / "shop-bad-pct.tar.gz", members(good_meta("shop-bad-pct"), bad))
+    one = good_frames()
+    one["web01"]["web01.cpu_pct"] = one["web01"]["web.cpu_pct"] * 10       # one impossible counter of 5
+    one["web01"]["tomcat.cpu_pct"] = one["web01"]["web.cpu_pct"] * 10      # 200-400 on 4 cores: possible
+    write_tgz(src / "shop-one-bad.tar.gz", members(good_meta("shop-one-bad"), one))
     files = members(good_meta("shop-evil"), good_frames())
     files["../../etc/cron.d/x"] = b"* * * * * root rm -rf /"
     write_tgz(src / "shop-evil.tar.gz", files)
@@ -57,11 +65,20 @@ def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_pa
     pull.main()
     validate.main()
     index = json.loads(config.VALID_INDEX.read_text())
-    assert set(index["valid"]) == set(truth)
+    assert set(index["valid"]) == set(truth) | {"shop-one-bad"}
     assert set(index["quarantined"]) == {"shop-bad-pct", "shop-evil"}
     reason = json.loads((config.QUARANTINE / "shop-bad-pct.json").read_text())
     assert reason["archive"] == "data/raw/shop-bad-pct.tar.gz"
-    assert any(f["kwargs"].get("column") == "pct_value" for f in reason["failed_expectations"])
+    assert any(f["kwargs"].get("column") == "dropped_counter_share" for f in reason["failed_expectations"])
+    assert "3 counters dropped" in reason["reason"] and "counter web01.cpu_pct" in reason["reason"]
+    assert {d["counter"] for d in reason["dropped_counters"]} == {"web01.cpu_pct", "web.cpu_pct",
+                                                                  "app.response_time_ms"}
+    # one impossible counter: dropped, listed with its reason, the run analysed without it
+    dropped = index["valid"]["shop-one-bad"]["_dropped_counters"]
+    assert [(d["host"], d["counter"]) for d in dropped] == [("web01", "web01.cpu_pct")]
+    assert "values impossible for its unit (share_pct, allowed 0 to 101" in dropped[0]["reason"]
+    web_one = pd.read_parquet(config.VALID / "shop-one-bad" / "web01.parquet")
+    assert "web01.cpu_pct" not in web_one.columns and web_one["tomcat.cpu_pct"].max() > 100
     evil = json.loads((config.QUARANTINE / "shop-evil.json").read_text())
     assert "unsafe member path" in evil["reason"]
     assert (config.RAW / "shop-evil.tar.gz").exists()                          # quarantined, never deleted
@@ -69,7 +86,6 @@ def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_pa
     # valid runs are stored per host with parsed timestamps
     run_id = sorted(truth)[0]
     meta = json.loads((config.VALID / run_id / "meta.json").read_text())
-    import pandas as pd
     web = pd.read_parquet(config.VALID / run_id / "web01.parquet")
     assert web["ts"].is_monotonic_increasing and web["ts"].dtype == float
     assert meta["_hosts"] == ["db01", "lg01", "web01"]
@@ -284,3 +300,47 @@ def test_pull_refuses_what_is_not_a_plain_archive_and_keeps_pulling(tree, tiny_l
     assert set(summary["new"]) == set(truth) | {"shop-dir-ok"}
     assert not any(p.is_symlink() for p in config.RAW.rglob("*"))
     assert not list(config.RAW.glob("shop-dupe*")) and not list(config.RAW.glob("shop-link*"))
+
+
+def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_path):
+    """Issue 13: per-process CPU at 100 per busy core (top, pidstat, PerfMon) is what real labs
+    write; such a lab is analysed, not quarantined, and one impossible counter in one run is
+    left out of that run and named on its page and the night index."""
+    from tests.conftest import write_lab
+
+    src = tmp_path / "percore"
+    truth = write_lab(src, process_cpu="per_core")
+    target = sorted(r for r in truth if "-t" in r)[0]
+    # one run whose host-level CPU reads above 100: an impossible value for that counter
+    path = src / f"{target}.tar.gz"
+    members = archive.read_archive(path).csv_bytes
+    web = pd.read_csv(io.BytesIO(members["web01"]))
+    web["web01.cpu_pct"] = web["web01.cpu_pct"] + 150.0
+    raw = archive.read_archive(path)
+    files = {"run.json": json.dumps(raw.meta).encode()}
+    files.update({f"counters/{h}.csv": b for h, b in members.items()})
+    files["counters/web01.csv"] = web.to_csv(index=False).encode()
+    path.unlink()
+    write_tgz(path, files)
+    set_source(tree, src)
+    pull.main()
+    validate.main()
+    index = json.loads(config.VALID_INDEX.read_text())
+    assert index["quarantined"] == {} and set(index["valid"]) == set(truth)
+    some = sorted(r for r in truth if "-r" in r)[0]
+    tomcat = pd.read_parquet(config.VALID / some / "web01.parquet")["tomcat.cpu_pct"]
+    assert tomcat.max() > 100                        # per core: above 100 on an 8-core server
+    assert [d["counter"] for d in index["valid"][target]["_dropped_counters"]] == ["web01.cpu_pct"]
+    assert all(not row["_dropped_counters"] for r, row in index["valid"].items() if r != target)
+    from pipelines import (control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
+                           report, train_causes)
+    for stage in (normalize, discretize, mine_rules, detect, control_charts, features, train_causes,
+                  predict_causes, report):
+        stage.main()
+    doc = json.loads(config.run_report_path(target).read_text())
+    assert [d["counter"] for d in doc["dropped_counters"]] == ["web01.cpu_pct"]
+    assert "web01.cpu_pct" not in doc["counter_scores"] and "tomcat.cpu_pct" in doc["counter_scores"]
+    page = config.run_report_path(target, "html").read_text()
+    assert 'id="dropped-counters"' in page and "host web01, counter web01.cpu_pct" in page
+    night = config.NIGHT_INDEX.read_text()
+    assert "1 counter(s) left out of 1 valid run(s)" in night and "(1 counter(s) dropped)" in night

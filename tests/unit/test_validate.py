@@ -13,16 +13,16 @@ PARAMS = config.load_params("validate")
 
 @pytest.fixture(scope="module")
 def validator():
-    return validate.Validator(validate.build_suites(
-        min_samples_per_host=PARAMS["min_samples_per_host"], min_coverage=PARAMS["min_coverage"],
-        max_duration_s=PARAMS["max_duration_s"], pct_range=tuple(PARAMS["pct_range"]),
-        value_mostly=PARAMS["value_mostly"]), project_dir=None, docs_dir=None)
+    return validate.Validator(validate.suites_from_params(PARAMS), project_dir=None, docs_dir=None)
+
+
+def checked(tmp_path, validator, meta=None, frames=None, name="sys-run-1", params=PARAMS):
+    path = write_tgz(tmp_path / f"{name}.tar.gz", members(meta or good_meta(name), frames or good_frames()))
+    return validate.validate_archive(path, validator, params)
 
 
 def check(tmp_path, validator, meta=None, frames=None, name="sys-run-1"):
-    path = write_tgz(tmp_path / f"{name}.tar.gz", members(meta or good_meta(name), frames or good_frames()))
-    _, _, failures = validate.validate_archive(path, validator, PARAMS)
-    return failures
+    return checked(tmp_path, validator, meta, frames, name).failures
 
 
 def failed(failures):
@@ -42,25 +42,150 @@ def test_parse_timestamps_accepts_epoch_and_iso_with_offset():
 
 
 @pytest.mark.parametrize("mutate,expected", [
-    (lambda f: f["web01"].assign(**{"web.cpu_pct": f["web01"]["web.cpu_pct"].astype(object).where(
-        f["web01"].index != 5, "n/a")}), ("expect_column_values_to_be_in_set", "value_is_number")),
     (lambda f: f["web01"].assign(timestamp=f["web01"]["timestamp"][::-1].values),
-     ("expect_column_values_to_be_between", "ts_step")),
+     ("expect_column_values_to_be_between", "ts_not_increasing")),
     (lambda f: f["web01"].assign(timestamp=f["web01"]["timestamp"].astype(object).where(
-        f["web01"].index != 3, "yesterday")), ("expect_column_values_to_not_be_null", "ts")),
-    (lambda f: f["web01"].assign(**{"web.cpu_pct": np.where(f["web01"].index == 7, 140.0, f["web01"]["web.cpu_pct"])}),
-     ("expect_column_values_to_be_between", "pct_value")),
-    (lambda f: f["web01"].assign(**{"web.io_write_bytes_per_s": -f["web01"]["web.io_write_bytes_per_s"]}),
-     ("expect_column_values_to_be_between", "nonneg_value")),
-    (lambda f: f["web01"].rename(columns={"web.cpu_pct": "cpu pct"}),
-     ("expect_column_values_to_be_in_set", "counter_name_ok")),
-    (lambda f: f["web01"].iloc[:8], ("expect_column_values_to_be_between", "load_samples")),
+        f["web01"].index != 3, "yesterday")), ("expect_column_values_to_be_between", "ts_unparseable")),
+    (lambda f: f["web01"].iloc[:8], ("expect_column_pair_values_a_to_be_greater_than_b", None)),
     (lambda f: f["web01"].iloc[:40], ("expect_column_values_to_be_between", "coverage")),
+    (lambda f: f["web01"][["timestamp"]], ("expect_column_values_to_be_between", "counters")),
 ])
-def test_each_bad_counter_file_fails_the_expectation_that_guards_it(tmp_path, validator, mutate, expected):
+def test_each_run_level_fault_fails_the_expectation_that_guards_it(tmp_path, validator, mutate, expected):
     frames = good_frames()
     frames["web01"] = mutate(frames)
-    assert expected in failed(check(tmp_path, validator, frames=frames))
+    failures = check(tmp_path, validator, frames=frames)
+    assert expected in failed(failures)
+    assert all("web01" in validate.describe_failure(f) for f in failures if f["suite"] == "host_coverage")
+
+
+@pytest.mark.parametrize("counter,mutate,check_name,example", [
+    ("web.cpu_pct", lambda v: v.astype(object).where(v.index != 5, "n/a"), "numeric_share", "n/a"),
+    ("web01.cpu_pct", lambda v: v.where(v.index != 7, 140.0), "in_range_share", "140.0"),   # host-level > 100
+    ("web.io_write_bytes_per_s", lambda v: -v, "in_range_share", "-"),                     # a negative rate
+    ("web.io_write_bytes_per_s", lambda v: v.where(v.index != 2, np.inf), "finite_share", "inf"),
+])
+def test_an_impossible_counter_is_dropped_and_the_run_kept(tmp_path, validator, counter, mutate, check_name, example):
+    """DATA_CONTRACT §1: a counter whose values are impossible for it is dropped with its reason
+    (check, host, counter, example values); the run is analysed without it."""
+    frames = good_frames()
+    web = frames["web01"].rename(columns={"web.cpu_pct": "web01.cpu_pct"}) if counter == "web01.cpu_pct" \
+        else frames["web01"]
+    web[counter] = mutate(web[counter])
+    frames["web01"] = web
+    result = checked(tmp_path, validator, frames=frames)
+    assert result.failures == []
+    assert [(d["host"], d["counter"], d["checks"]) for d in result.dropped] == [("web01", counter, [check_name])]
+    reason = result.dropped[0]["reason"]
+    assert reason.startswith(f"host web01, counter {counter}: ") and example in reason
+    kept = validate.valid_host_frames(result.frames, result.summary, result.dropped)
+    assert counter not in kept["web01"].columns and "web.io_write_bytes_per_s" in kept["web01"].columns \
+        or counter == "web.io_write_bytes_per_s" and "web.io_write_bytes_per_s" not in kept["web01"].columns
+    assert "app.response_time_ms" in kept["lg01"].columns
+
+
+def test_a_bad_counter_name_drops_that_counter(tmp_path, validator):
+    frames = good_frames()
+    frames["web01"] = frames["web01"].rename(columns={"web.cpu_pct": "cpu pct"})
+    result = checked(tmp_path, validator, frames=frames)
+    assert result.failures == [] and [d["counter"] for d in result.dropped] == ["cpu pct"]
+    assert "name is not <component>.<counter>" in result.dropped[0]["reason"]
+
+
+@pytest.mark.parametrize("environment,value,kept", [
+    ({"cpu_cores": 8}, 380.0, True),        # tomcat on 8 cores: up to 800 (top, pidstat, PerfMon)
+    ({"cpu_cores": 8}, 900.0, False),       # 900 > 808 (800 + 1 % slack)
+    ({"cpu_model": "x"}, 5000.0, True),     # cores unknown: no upper bound
+    ({"cpu_cores": 2, "web01.cpu_cores": 8}, 380.0, True),   # the host's own count wins
+    ({"cpu_cores": 8, "web01_cpu_cores": 2}, 380.0, False),  # 380 > 202
+])
+def test_process_cpu_percentages_are_bounded_by_the_hosts_cores(tmp_path, validator, environment, value, kept):
+    frames = good_frames()
+    frames["web01"]["tomcat.cpu_pct"] = value
+    frames["web01"]["web01.cpu_pct"] = 95.0                  # host-level stays within 100
+    result = checked(tmp_path, validator, meta=good_meta("sys-run-1", environment=environment), frames=frames)
+    assert result.failures == []
+    assert ("tomcat.cpu_pct" not in {d["counter"] for d in result.dropped}) is kept
+
+
+def test_kind_bounds_by_hand():
+    assert validate.kind_bounds("share_pct", None, slack=0.01) == (0.0, 101.0)
+    assert validate.kind_bounds("process_cpu_pct", 8.0, slack=0.0) == (0.0, 800.0)
+    assert validate.kind_bounds("process_cpu_pct", None, slack=0.0) == (0.0, np.inf)
+    assert validate.kind_bounds("nonneg", 4.0, slack=0.5) == (0.0, np.inf)
+    assert validate.kind_bounds("any", 4.0, slack=0.5) == (-np.inf, np.inf)
+
+
+@pytest.mark.parametrize("counter,host,kind", [
+    ("tomcat.cpu_pct", "web01", "process_cpu_pct"),
+    ("tomcat.privileged_pct", "web01", "process_cpu_pct"),
+    ("web01.cpu_pct", "web01", "share_pct"),          # the component is the machine
+    ("os.cpu_pct", "web01", "share_pct"),             # a host-level component
+    ("tomcat.gc_time_pct", "web01", "share_pct"),     # a share of time, not CPU per core
+    ("redis.hit_pct", "cache01", "share_pct"),
+    ("app.response_time_ms", "lg01", "nonneg"),
+    ("app.temperature", "lg01", "any"),
+])
+def test_counter_kind_from_the_units_table(counter, host, kind):
+    assert validate.counter_kind(counter, host, units=PARAMS["units"],
+                                 host_components=PARAMS["host_components"]) == kind
+
+
+def test_a_users_own_rule_comes_first():
+    units = [{"counter": "cpu_pct", "scope": "process", "kind": "any"}] + PARAMS["units"]
+    assert validate.counter_kind("tomcat.cpu_pct", "web01", units=units, host_components=[]) == "any"
+
+
+def test_a_run_that_loses_most_of_its_counters_is_quarantined(tmp_path, validator):
+    frames = good_frames()
+    frames["web01"]["web.cpu_pct"] = "broken"
+    frames["web01"]["web.io_write_bytes_per_s"] = -1.0
+    frames["lg01"]["app.response_time_ms"] = -1.0            # 3 of 4 counters dropped > 0.5
+    result = checked(tmp_path, validator, frames=frames)
+    assert ("expect_column_values_to_be_between", "dropped_counter_share") in failed(result.failures)
+    reason = validate.quarantine_reason(result.failures, result.dropped)
+    assert "3 counters dropped" in reason and "host web01, counter web.cpu_pct" in reason
+
+
+def test_a_dropped_load_counter_quarantines_the_run(tmp_path, validator):
+    frames = good_frames()
+    frames["lg01"]["app.arrival_rate"] = -frames["lg01"]["app.arrival_rate"]
+    assert ("expect_column_values_to_be_in_set", "load_counter_usable") in failed(
+        check(tmp_path, validator, frames=frames))
+
+
+def test_value_mostly_keeps_a_counter_and_blanks_its_impossible_samples(tmp_path, validator):
+    frames = good_frames()
+    frames["web01"]["web01.cpu_pct"] = 50.0
+    frames["web01"].loc[4, "web01.cpu_pct"] = 150.0
+    params = dict(PARAMS, value_mostly=0.9)
+    lenient = validate.Validator(validate.suites_from_params(params), project_dir=None, docs_dir=None)
+    result = checked(tmp_path, lenient, frames=frames, params=params)
+    assert result.failures == [] and result.dropped == []
+    kept = validate.valid_host_frames(result.frames, result.summary, result.dropped)["web01"]["web01.cpu_pct"]
+    assert np.isnan(kept[4]) and kept.drop(index=4).eq(50.0).all()
+
+
+@pytest.mark.parametrize("period,samples,required", [
+    (60.0, 10, 9),     # 10 minutes sampled once a minute: floor(0.9 x 600 / 60) = 9
+    (10.0, 60, 10),    # plenty of samples: min_samples_per_host
+    (300.0, 2, 3),     # two samples in 10 minutes: the floor (3), so it fails
+])
+def test_required_samples_follow_the_duration_and_the_sampling_period(period, samples, required):
+    ts = START + period * np.arange(1, samples + 1)
+    frames = {"h": pd.DataFrame({"timestamp": ts, "h.x": 1.0})}
+    cov = validate.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+                                 min_samples_floor=3)
+    assert cov.loc[0, "load_samples"] == samples
+    assert cov.loc[0, "required_samples"] == required
+
+
+def test_a_ten_minute_run_sampled_once_a_minute_is_valid(tmp_path, validator):
+    """Issue 15: 9 samples, at 60..540 s of a 600 s run, are all such a host can give (was: 10 needed)."""
+    frames = {h: f.iloc[1:].reset_index(drop=True) for h, f in good_frames(period=60.0, n_pre=0).items()}
+    assert len(frames["web01"]) == 9
+    assert check(tmp_path, validator, frames=frames) == []
+    frames = {h: f.iloc[1:].reset_index(drop=True) for h, f in frames.items()}       # 8 of 9: too few
+    assert ("expect_column_pair_values_a_to_be_greater_than_b", None) in failed(check(tmp_path, validator, frames=frames))
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -105,7 +230,7 @@ def test_duplicate_counter_names_across_hosts(tmp_path, validator):
 def test_unsafe_archive_is_reported_not_raised(tmp_path, validator):
     files = members(good_meta("sys-run-1"), good_frames())
     files["../x"] = b"1"
-    _, _, failures = validate.validate_archive(write_tgz(tmp_path / "sys-run-1.tar.gz", files), validator, PARAMS)
+    failures = validate.validate_archive(write_tgz(tmp_path / "sys-run-1.tar.gz", files), validator, PARAMS).failures
     assert failures[0]["expectation"] == "readable_safe_archive"
     assert "unsafe member path" in failures[0]["reason"]
 
@@ -114,6 +239,7 @@ def test_host_coverage_by_hand():
     # samples every 10 s at 20..500 s of a 600 s phase; each averages the 10 s before it,
     # so they span 10..500 s: 490 / 600
     frames = {"h": pd.DataFrame({"timestamp": START + np.arange(20, 501, 10.0), "h.x": 1.0})}
-    cov = validate.host_coverage(frames, started_at=START, duration_s=600)
+    cov = validate.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+                                 min_samples_floor=3)
     assert cov.loc[0, "load_samples"] == 49
     assert cov.loc[0, "coverage"] == pytest.approx(490 / 600)
