@@ -279,8 +279,16 @@ def check_tar_headers(path: Path, limits: dict[str, Any]) -> None:
         raise ArchiveError(f"corrupt tar archive: {exc}") from exc
 
 
+def is_run_directory(path: Path) -> bool:
+    """A lab's own output folder for one run: ``run.yaml`` beside the collectors' files, no
+    ``run.json`` (``pipelines.ingest`` converts it when it is read)."""
+    return path.is_dir() and (path / "run.yaml").is_file() and not (path / "run.json").exists()
+
+
 def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawRun:
     """Read one archive (tar.gz, tgz, zip or plain directory) without extracting it.
+
+    (A lab's run directory, :func:`is_run_directory`, is read by ``pipelines.ingest.read_run``.)
 
     Raises
     ------
@@ -346,7 +354,7 @@ def list_archives(directory: str | Path) -> list[Path]:
     for p in sorted(directory.iterdir()):
         if p.is_file() and archive_stem(p):
             found.append(p)
-        elif p.is_dir() and (p / "run.json").is_file():
+        elif p.is_dir() and ((p / "run.json").is_file() or is_run_directory(p)):
             found.append(p)
     return found
 

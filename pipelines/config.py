@@ -21,6 +21,12 @@ import yaml
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z", re.ASCII)
 
 
+def host_component(host: str) -> str:
+    """The component name of a host-level counter (``<component>.<counter>``, DATA_CONTRACT §1):
+    the host's name with every character outside ``[A-Za-z0-9_-]`` as ``_`` (a dot would split it)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(host))
+
+
 def is_identifier(value: Any) -> bool:
     """Whether ``value`` is a string in the identifier grammar (safe as a file-name part)."""
     return isinstance(value, str) and RUN_ID_RE.match(value) is not None

@@ -109,6 +109,8 @@ def find_archives(location: str) -> dict[str, tuple[str, str]]:
         base = Path(root)
         if not base.is_dir():
             raise FileNotFoundError(f"pull source {location!r} is not a directory")
+        if archive.is_run_directory(base):             # the source is one lab run directory itself
+            return {base.name: (str(base), base.name)}
         for p in archive.list_archives(base):
             run_id = archive.archive_stem(p) if p.is_file() else p.name
             found.setdefault(run_id, []).append((str(p), p.name))
@@ -247,7 +249,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("pull")
     sources = params["source"]
-    sources = [sources] if isinstance(sources, str) else list(sources)
+    sources = [sources] if isinstance(sources, (str, dict)) else list(sources)
+    # an entry may be {path: ..., ingest: true}: a lab's run directory (run.yaml), or a folder of them
+    sources = [s["path"] if isinstance(s, dict) else s for s in sources]
     sources = [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
     summary = pull(sources, config.RAW, max_archive_bytes=int(params["max_archive_bytes"]))
     archive.write_json_atomic(config.PULL_SUMMARY, summary)

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config
+from pipelines import archive, config, ingest
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.validate")
@@ -144,7 +144,8 @@ def counter_kind(counter: str, host: str, *, units: list[dict[str, str]], host_c
     or one of ``host_components``; ``process``: any other component) and the ``kind``:
     ``share_pct`` (0-100), ``process_cpu_pct`` (0-100 x cores), ``nonneg`` (>= 0) or ``any``."""
     component, _, name = counter.partition(".")
-    scope = "host" if component == host or component.lower() in host_components else "process"
+    scope = "host" if component in (host, config.host_component(host)) or component.lower() in host_components \
+        else "process"
     for rule in units:
         if rule.get("scope") not in (None, scope):
             continue
@@ -516,7 +517,7 @@ def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> C
     ``counter_values`` runs first: its failures drop counters, and ``run_meta`` then checks
     that enough of them (and the load counter) are left."""
     expected_id = archive.archive_stem(path) if path.is_file() else path.name
-    raw = archive.read_archive(path, params["limits"])
+    raw = ingest.read_run(path, params["limits"], params.get("ingest") or {})
     frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
     counts = collections.Counter(str(c) for f in frames.values() for c in f.columns if c != "timestamp")
     dupes = sorted(c for c, n in counts.items() if n > 1)
@@ -559,6 +560,7 @@ def cache_key(sha256: str, params: dict[str, Any]) -> str:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("validate")
+    params["ingest"] = config.load_params("ingest")      # run directories are converted when read
     manifest = archive.read_manifest()
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)

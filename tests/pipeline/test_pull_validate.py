@@ -344,3 +344,41 @@ def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_pa
     assert 'id="dropped-counters"' in page and "host web01, counter web01.cpu_pct" in page
     night = config.NIGHT_INDEX.read_text()
     assert "1 counter(s) left out of 1 valid run(s)" in night and "(1 counter(s) dropped)" in night
+
+
+def test_pull_takes_a_labs_own_run_directories_as_they_are(tree, tmp_path):
+    """Issue 13, part 3: a source holding run directories (run.yaml beside the collectors'
+    files), or a run directory itself ({path: ..., ingest: true}), needs no conversion step:
+    the files go to data/raw untouched and validate reads them through pipelines.ingest."""
+    from tests.unit.test_ingest import FORMATS
+
+    folder = tmp_path / "lab"
+    runs = {"vm-run-1": ["generated_sadf-dh_u-r-q-b-w.csv", "generated_pidstat_h-u-r-d-w.txt"],
+            "vm-run-2": ["generated_sadf-d_u-r-q-b-nDEV.csv"]}
+    for name, files in runs.items():
+        d = folder / name
+        d.mkdir(parents=True)
+        for f in files:
+            shutil.copy(FORMATS / "sysstat" / f, d / f)
+        shutil.copy(FORMATS / "prometheus" / "generated_query_range_node_cpu_rate_1s.json", d / "node_cpu.json")
+        (d / "run.yaml").write_text(
+            "system: vmlab\nversion: '1.0'\nstarted_at: '2026-11-22T10:32:19Z'\nduration_s: 140\ntimezone: UTC\n"
+            "hosts: {'127.0.0.1': vm}\nenvironment: {os: debian-12}\nworkload: {profile: loopback, load_counter: null}\n"
+            "verdict: pass\ncause: none\n")
+    single = tmp_path / "vm-run-3"
+    shutil.copytree(folder / "vm-run-2", single)
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["pull"]["source"] = [str(folder), {"path": str(single), "ingest": True}]
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    pull.main()
+    validate.main()
+    index = json.loads(config.VALID_INDEX.read_text())
+    assert index["quarantined"] == {} and set(index["valid"]) == {"vm-run-1", "vm-run-2", "vm-run-3"}
+    assert (config.RAW / "vm-run-1" / "run.yaml").is_file()                 # raw holds what the tools wrote
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    vm = pd.read_parquet(config.VALID / "vm-run-1" / "vm.parquet")
+    assert {"vm.cpu_user_pct", "python3.cpu_pct", "vm.node_cpu_cpu_0_mode_idle"} <= set(vm.columns)
+    meta = json.loads((config.VALID / "vm-run-1" / "meta.json").read_text())
+    assert meta["environment"] == {"os": "debian-12", "vm.cpu_cores": 2} and meta["system"] == "vmlab"
+    assert index["valid"]["vm-run-1"]["_dropped_counters"] == []

@@ -1,0 +1,297 @@
+"""The importers on the real files in ../shared/data/formats (issue 13, part 3).
+
+Every expected count is taken from the file itself by an independent read (the csv module,
+line counts), never from the importer's output; a truncated or garbled copy of each file
+gives a clear reason.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines import collectors, config, ingest, validate
+
+FORMATS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "formats"
+PARAMS = config.load_params("ingest")
+UNITS = config.load_params("validate")
+
+pytestmark = pytest.mark.skipif(not FORMATS.is_dir(), reason="../shared/data/formats is part of the workspace")
+
+
+def run_dir(tmp_path: Path, *files: Path, name: str = "lab-run-1", **yaml_fields) -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    for f in files:
+        shutil.copy(f, d / f.name)
+    fields = {"system": "demo", "version": "1", **yaml_fields}
+    (d / "run.yaml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in fields.items()))
+    return d
+
+
+def convert(tmp_path, *files, **fields):
+    return ingest.convert_run_dir(run_dir(tmp_path, *files, **fields), PARAMS)
+
+
+def series(frames, host, counter):
+    f = frames[host]
+    return f.set_index("timestamp")[counter]
+
+
+def jtl_rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("name,host", [("ehrbase-load-test_result_20220425.jtl", "loadgen"),
+                                       ("taurus_slow-stdev.jtl", "smehost")])
+def test_jmeter_csv_with_either_column_set(tmp_path, name, host):
+    path = FORMATS / "jmeter" / name
+    assert collectors.sniff(path) == "jmeter_csv"
+    rows = jtl_rows(path)
+    meta, frames, _ = convert(tmp_path, path)
+    assert list(frames) == [host]                       # Hostname column when the writer saved it
+    rps = series(frames, host, "jmeter.throughput_rps")
+    assert rps.sum() * PARAMS["interval_s"] == pytest.approx(len(rows))   # every request counted once
+    # the first interval by hand: requests whose start falls in it
+    start = np.array([int(r["timeStamp"]) for r in rows]) / 1000.0
+    t0 = np.floor(start.min() / 10) * 10
+    first = [float(r["elapsed"]) for r, s in zip(rows, start) if s < t0 + 10]
+    assert rps.iloc[0] == pytest.approx(len(first) / 10)
+    assert series(frames, host, "jmeter.response_time_ms").iloc[0] == pytest.approx(np.mean(first))
+    assert series(frames, host, "jmeter.response_time_p95_ms").iloc[0] == pytest.approx(np.percentile(first, 95))
+    failed = sum(r["success"] != "true" for r in rows)
+    err = series(frames, host, "jmeter.error_rate_pct")
+    assert (err.fillna(0) * rps).sum() / rps.sum() == pytest.approx(100.0 * failed / len(rows))
+    # the samples sit at the end of their interval; the load phase spans them
+    assert rps.index[0] == t0 + 10 and meta["duration_s"] == pytest.approx(rps.index[-1] - t0)
+    labels = {r["label"] for r in rows}
+    per_label = [c for c in frames[host].columns if c.endswith("_throughput_rps") and c != "jmeter.throughput_rps"]
+    assert len(per_label) == min(len(labels), PARAMS["max_labels"])
+
+
+@pytest.mark.parametrize("name,top_level,failed", [("taurus_resource_tc.xml.jtl", 5, None),
+                                                   ("taurus_many-errors-empty-responses.xml.jtl", 42, 42)])
+def test_jmeter_xml_counts_top_level_samples_only(tmp_path, name, top_level, failed):
+    path = FORMATS / "jmeter" / name
+    assert collectors.sniff(path) == "jmeter_xml"
+    text = path.read_text()
+    assert text.count("\n<sample ") + text.count("\n<httpSample ") == top_level
+    _, frames, _ = convert(tmp_path, path)
+    rps = series(frames, "loadgen", "jmeter.throughput_rps")
+    assert rps.sum() * PARAMS["interval_s"] == pytest.approx(top_level)
+    if failed is not None:
+        assert series(frames, "loadgen", "jmeter.error_rate_pct").dropna().eq(100.0).all()
+
+
+@pytest.mark.parametrize("name", ["taurus_gatling-3-000_v2format_simulation.log",
+                                  "taurus_gatling-4-000_v2format_simulation.log",
+                                  "taurus_gatling-331-000_simulation.log",
+                                  "taurus_gatling-351-000_simulation.log"])
+def test_gatling_every_layout(tmp_path, name):
+    path = FORMATS / "gatling" / name
+    assert collectors.sniff(path) == "gatling"
+    lines = path.read_text().splitlines()
+    requests = [line for line in lines if line.startswith("REQUEST\t")]
+    _, frames, _ = convert(tmp_path, path)
+    rps = series(frames, "loadgen", "gatling.throughput_rps")
+    assert rps.sum() * PARAMS["interval_s"] == pytest.approx(len(requests))
+    ko = sum("\tKO" in line for line in requests)
+    err, n = series(frames, "loadgen", "gatling.error_rate_pct").fillna(0), rps * PARAMS["interval_s"]
+    assert (err * n).sum() / 100.0 == pytest.approx(ko)
+    assert series(frames, "loadgen", "gatling.active_users").max() >= 1
+
+
+@pytest.mark.parametrize("name", ["taurus_k6_kpi_2021-10.csv", "taurus_k6_kpi_2021-01_k6-old-columns.csv"])
+def test_k6_csv_old_and_new_columns(tmp_path, name):
+    path = FORMATS / "k6" / name
+    assert collectors.sniff(path) == "k6_csv"
+    rows = [r for r in jtl_rows(path) if r["metric_name"] == "http_req_duration"]
+    # a failed request: expected_response false (new) or status 0 / >= 400 (old columns)
+    bad = sum((r.get("expected_response") or "").lower() == "false" if r.get("expected_response")
+              else not (0 < float(r["status"] or 0) < 400) for r in rows)
+    _, frames, _ = convert(tmp_path, path)
+    rps = series(frames, "loadgen", "k6.throughput_rps")
+    n = rps * PARAMS["interval_s"]
+    assert n.sum() == pytest.approx(len(rows))
+    assert (series(frames, "loadgen", "k6.error_rate_pct").fillna(0) * n).sum() / 100 == pytest.approx(bad)
+    assert "k6.active_users" in frames["loadgen"].columns
+
+
+def test_k6_json_from_its_documented_layout(tmp_path):
+    """No licensed sample exists (FORMATS/README.md): these lines follow k6's documented --out json layout."""
+    lines = [{"type": "Metric", "data": {"name": "http_req_duration", "type": "trend"}, "metric": "http_req_duration"}]
+    for i, (ms, ok) in enumerate([(120.0, "true"), (80.0, "true"), (300.0, "false")]):
+        lines.append({"type": "Point", "metric": "http_req_duration",
+                      "data": {"time": f"2026-11-22T10:00:0{i}.5+01:00", "value": ms,
+                               "tags": {"name": "home", "status": "200" if ok == "true" else "503",
+                                        "expected_response": ok}}})
+    lines.append({"type": "Point", "metric": "vus", "data": {"time": "2026-11-22T10:00:01+01:00", "value": 7,
+                                                              "tags": {}}})
+    path = tmp_path / "k6.json"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    assert collectors.sniff(path) == "k6_json"
+    _, frames, _ = ingest.convert_run_dir(run_dir(tmp_path, path), PARAMS)
+    f = frames["loadgen"].set_index("timestamp")
+    assert f.index[0] == pd.Timestamp("2026-11-22T09:00:10Z").timestamp()      # +01:00 -> UTC, interval end
+    assert f["k6.throughput_rps"].iloc[0] == pytest.approx(0.3)
+    assert f["k6.response_time_ms"].iloc[0] == pytest.approx((120 + 80 + 300) / 3)
+    assert f["k6.error_rate_pct"].iloc[0] == pytest.approx(100 / 3)
+    assert f["k6.active_users"].iloc[0] == 7
+
+
+def test_locust_stats_history(tmp_path):
+    path = FORMATS / "locust" / "bitcoin-api_results_stats_history.csv"
+    assert collectors.sniff(path) == "locust"
+    for other in ("bitcoin-api_results_stats.csv", "bitcoin-api_results_failures.csv"):
+        assert collectors.sniff(FORMATS / "locust" / other) is None        # no time series: not read
+    rows = jtl_rows(path)
+    _, frames, _ = convert(tmp_path, path)
+    users = series(frames, "loadgen", "locust.active_users")
+    assert len(users) == len(rows) and users.tolist() == [float(r["User Count"]) for r in rows]
+    p95 = series(frames, "loadgen", "locust.response_time_p95_ms")
+    assert p95.isna().sum() == sum(r["95%"] == "N/A" for r in rows)          # N/A: a missing sample
+
+
+@pytest.mark.parametrize("name,counter", [("generated_sadf-d_u-r-q-b-nDEV.csv", "vm.eth0_rxkb_per_s"),
+                                          ("generated_sadf-dh_u-r-q-b-w.csv", "vm.cswch_per_s"),
+                                          ("generated_sadf-d_P-ALL.csv", "vm.cpu1_user_pct")])
+def test_sadf_d_and_dh(tmp_path, name, counter):
+    path = FORMATS / "sysstat" / name
+    assert collectors.sniff(path) == "sadf"
+    first_block = []
+    with open(path) as fh:
+        header = fh.readline().lstrip("# ").strip().split(";")
+        for line in fh:
+            if line.startswith("#"):
+                break
+            first_block.append(dict(zip(header, line.strip().split(";"))))
+    whole = [r for r in first_block if r["CPU"] == "-1"]
+    _, frames, _ = convert(tmp_path, path)
+    user = series(frames, "vm", "vm.cpu_user_pct")
+    assert len(user) == len(whole) == 160
+    assert user.tolist() == pytest.approx([float(r["%user"]) for r in whole])
+    assert user.index[0] == pd.Timestamp(whole[0]["timestamp"].replace(" UTC", "Z")).timestamp()
+    assert counter in frames["vm"].columns
+    # host-level: the validate units table holds it to 0-100
+    assert validate.counter_kind("vm.cpu_user_pct", "vm", units=UNITS["units"],
+                                 host_components=UNITS["host_components"]) == "share_pct"
+
+
+def test_pidstat_needs_a_timezone_and_gives_the_cores(tmp_path):
+    path = FORMATS / "sysstat" / "generated_pidstat_h-u-r-d-w.txt"
+    assert collectors.sniff(path) == "pidstat"
+    with pytest.raises(ingest.IngestError, match="timezone"):
+        convert(tmp_path, path)
+    data = [line.split() for line in path.read_text().splitlines()
+            if line.strip() and not line.startswith(("#", "Linux", "Average"))]
+    meta, frames, _ = ingest.convert_run_dir(run_dir(tmp_path, path, name="lab-run-2", timezone="UTC"), PARAMS)
+    cpu = series(frames, "vm", "python3.cpu_pct")
+    assert len(cpu) == len(data) and cpu.tolist() == pytest.approx([float(r[7]) for r in data])
+    assert cpu.index[0] == pd.Timestamp(f"2026-11-22T{data[0][0]}Z").timestamp()
+    assert meta["environment"]["vm.cpu_cores"] == 2                       # from "(2 CPU)"
+    assert validate.counter_kind("python3.cpu_pct", "vm", units=UNITS["units"],
+                                 host_components=UNITS["host_components"]) == "process_cpu_pct"
+
+
+def test_pidstat_refuses_an_ambiguous_local_time(tmp_path):
+    text = (FORMATS / "sysstat" / "generated_pidstat_h-u-r-d-w.txt").read_text()
+    # 2026-10-25 02:30 happens twice in Europe/Paris (the clocks go back at 03:00)
+    text = text.replace("11/22/26", "10/25/26").replace("10:32:", "02:32:")
+    path = tmp_path / "pidstat.txt"
+    path.write_text(text)
+    with pytest.raises(collectors.FormatError, match="not unique in Europe/Paris"):
+        collectors.read_pidstat(path, timezone="Europe/Paris")
+
+
+def test_prometheus_full_response_bare_matrix_and_keyed_matrices(tmp_path):
+    full = FORMATS / "prometheus" / "generated_query_range_node_cpu_rate_1s.json"
+    doc = json.loads(full.read_text())
+    n_series, n_points = len(doc["data"]["result"]), len(doc["data"]["result"][0]["values"])
+    samples, _ = collectors.read_prometheus(full, name_hint="node_cpu_rate")
+    assert samples["counter"].nunique() == n_series and samples.groupby("counter").size().eq(n_points).all()
+    assert set(samples["host"]) == {"127.0.0.1"}                           # instance, port dropped
+    bare = FORMATS / "prometheus" / "prometheus-api-client_up_201907281200.json"
+    series_list = json.loads(bare.read_text())
+    samples, _ = collectors.read_prometheus(bare, name_hint="up")
+    assert samples["host"].nunique() == len({s["metric"]["instance"].rsplit(":", 1)[0] for s in series_list})
+    assert len(samples) == sum(len(s["values"]) for s in series_list)
+    keyed = FORMATS / "prometheus" / "kepler-model-server_prom_output_idle.json"
+    queries = json.loads(keyed.read_text())
+    samples, _ = collectors.read_prometheus(keyed, name_hint="kepler")
+    assert samples["counter"].str.contains("kepler_node_package_joules_total").any()
+    assert len(samples) <= sum(len(s["values"]) for v in queries.values() for s in v)
+    # a run directory of several formats: every counter unique across hosts
+    meta, frames, notes = convert(tmp_path, bare)
+    names = [c for f in frames.values() for c in f.columns if c != "timestamp"]
+    assert len(names) == len(set(names))
+
+
+PERFMON = ('"(PDH-CSV 4.0) (W. Europe Standard Time)(-60)","\\\\APP01\\Processor(_Total)\\% Processor Time",'
+           '"\\\\APP01\\Process(tomcat)\\% Processor Time","\\\\APP01\\Process(tomcat)\\Private Bytes",'
+           '"\\\\APP01\\Memory\\Available MBytes"\n'
+           '"11/22/2026 10:00:00.000","35.5","380.25","1048576","2048"\n'
+           '"11/22/2026 10:00:15.000","41.0"," ","1050000","2040"\n')
+
+
+def test_perfmon_csv_from_microsofts_documented_layout(tmp_path):
+    """No licensed PerfMon sample exists (FORMATS/README.md); this file follows Microsoft's
+    documented relog/typeperf CSV layout: a PDH-CSV 4.0 header with the zone and its bias in
+    minutes (UTC = local + bias), then one \\\\HOST\\Object(instance)\\Counter column each."""
+    path = tmp_path / "perfmon.csv"
+    path.write_text(PERFMON)
+    assert collectors.sniff(path) == "perfmon"
+    _, frames, _ = ingest.convert_run_dir(run_dir(tmp_path, path), PARAMS)
+    f = frames["APP01"].set_index("timestamp")
+    assert f.index[0] == pd.Timestamp("2026-11-22T09:00:00Z").timestamp()     # 10:00 local, bias -60
+    assert f["tomcat.processor_time_pct"].tolist()[0] == 380.25 and np.isnan(f["tomcat.processor_time_pct"].iloc[1])
+    assert f["APP01.processor_total_processor_time_pct"].tolist() == [35.5, 41.0]
+    assert "APP01.memory_available_mbytes" in f.columns and "tomcat.private_bytes" in f.columns
+    kinds = {c: validate.counter_kind(c, "APP01", units=UNITS["units"], host_components=UNITS["host_components"])
+             for c in ("tomcat.processor_time_pct", "APP01.processor_total_processor_time_pct")}
+    assert kinds == {"tomcat.processor_time_pct": "process_cpu_pct",
+                     "APP01.processor_total_processor_time_pct": "share_pct"}
+
+
+@pytest.mark.parametrize("source,cut,words", [
+    ("jmeter/ehrbase-load-test_result_20220425.jtl", lambda b: b[: len(b) // 2], "JMeter CSV"),
+    ("jmeter/taurus_resource_tc.xml.jtl", lambda b: b[: len(b) // 2], "not well-formed"),
+    ("gatling/taurus_gatling-351-000_simulation.log", lambda b: b.replace(b"\tOK", b"\t??", 1), "line"),
+    ("prometheus/generated_query_range_node_cpu_rate_1s.json", lambda b: b[: len(b) // 2], "truncated"),
+    ("sysstat/generated_sadf-d_u-r-q-b-nDEV.csv", lambda b: b[: len(b) // 2 + 7], "fields under a header"),
+    ("sysstat/generated_pidstat_h-u-r-d-w.txt", lambda b: b[: b.rfind(b"python3", 0, len(b) // 2) - 20],
+     "fields under a header"),                                     # a data row cut short
+])
+def test_a_truncated_or_garbled_file_gives_a_clear_reason(tmp_path, source, cut, words):
+    src = FORMATS / source
+    path = tmp_path / src.name
+    path.write_bytes(cut(src.read_bytes()))
+    with pytest.raises(ingest.IngestError) as err:
+        convert(tmp_path, path, timezone="UTC")
+    assert src.name in str(err.value) and words in str(err.value)
+
+
+def test_run_yaml_is_required_and_checked(tmp_path):
+    d = tmp_path / "r1"
+    d.mkdir()
+    shutil.copy(FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", d)
+    with pytest.raises(ingest.IngestError, match="no run.yaml"):
+        ingest.convert_run_dir(d, PARAMS)
+    (d / "run.yaml").write_text("system: demo\n")
+    with pytest.raises(ingest.IngestError, match="lacks \\['version'\\]"):
+        ingest.convert_run_dir(d, PARAMS)
+    (d / "run.yaml").write_text("!!python/object/apply:os.system ['true']\n")
+    with pytest.raises(ingest.IngestError, match="not valid YAML"):
+        ingest.convert_run_dir(d, PARAMS)
+
+
+def test_rename_table_and_host_map(tmp_path):
+    params = dict(PARAMS, rename=[{"pattern": r"^k6\.", "replace": "app."}])
+    d = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", hosts={"loadgen": "lg01"})
+    _, frames, _ = ingest.convert_run_dir(d, params)
+    assert list(frames) == ["lg01"] and "app.throughput_rps" in frames["lg01"].columns
