@@ -19,9 +19,11 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipelines import archive, config, headline, history, store
 from pipelines.progress import Progress
@@ -42,6 +44,85 @@ def novel_environment(target_env: dict[str, Any], baseline_envs: list[dict[str, 
     """The environment components whose value no baseline run shares: the run is on a lab the
     history has not seen, so part of any difference may be the lab's, not the build's."""
     return {k: v for k, v in sorted(target_env.items()) if not any(env.get(k) == v for env in baseline_envs)}
+
+
+def worse_direction(counter: str, directions: list[dict[str, str]]) -> str | None:
+    """``up`` or ``down``: which way the counter gets worse, by the first rule of
+    ``report.directions`` whose regex ``counter`` it contains; ``None`` when no rule knows it."""
+    for rule in directions:
+        if re.search(rule["counter"], counter):
+            return rule["worse"]
+    return None
+
+
+def counter_changes(counters: list[str], target: pd.Series, baseline: pd.Series,
+                    directions: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """What a person reads first (DATA_CONTRACT §2 ``counter_changes``): per counter, the baseline
+    runs' median and this run's, in the counter's own unit, the signed change in % of the
+    baseline (``None`` when the baseline is 0), and ``worse``, ``better`` or ``changed`` (the
+    counter's direction unknown, or no change)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in counters:
+        b, t = baseline.get(c), target.get(c)
+        if b is None or t is None or not np.isfinite(b) or not np.isfinite(t):
+            continue
+        pct = None if b == 0 else 100.0 * (t - b) / abs(b)
+        worse = worse_direction(c, directions)
+        if worse is None or t == b:
+            direction = "changed"
+        else:
+            direction = "worse" if (t > b) == (worse == "up") else "better"
+        out[c] = {"baseline": _round(b), "target": _round(t),
+                  "change_pct": None if pct is None else round(pct, 1), "direction": direction}
+    return out
+
+
+def _round(x: float) -> float:
+    """Four significant digits: what a reader uses, in the counter's unit."""
+    return float(f"{float(x):.4g}")
+
+
+UNITS = (("_ms", "ms"), ("_pct", "%"), ("_percent", "%"), ("_rps", "req/s"), ("_bytes_per_s", "B/s"),
+         ("_bytes", "B"), ("_per_s", "/s"), ("_per_min", "/min"), ("_mb", "MB"), ("_kb", "kB"))
+
+
+def with_unit(counter: str, value: float) -> str:
+    """``value`` as text in the counter's unit, read from its name (``_ms`` -> ms, ``_pct`` -> %)."""
+    unit = next((u for suffix, u in UNITS if counter.endswith(suffix)), "")
+    if unit in ("B", "B/s") and abs(value) >= 1024:
+        for prefix in ("KiB", "MiB", "GiB", "TiB"):
+            value /= 1024.0
+            if abs(value) < 1024:
+                return f"{value:.3g} {prefix}{'/s' if unit == 'B/s' else ''}"
+    return f"{value:.3g} {unit}".strip() if unit != "%" else f"{value:.3g} %"
+
+
+def change_text(counter: str, change: dict[str, Any]) -> str:
+    """``app.response_time_ms 24 ms → 32 ms (+33 %, worse)``."""
+    pct = "" if change["change_pct"] is None else f"{change['change_pct']:+.0f} %, "
+    return (f"{counter} {with_unit(counter, change['baseline'])} → {with_unit(counter, change['target'])} "
+            f"({pct}{change['direction']})")
+
+
+def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, top: int = 3) -> str:
+    """The sentence a release manager came for: the verdict, the top changes in their units,
+    the probable cause (or unknown), and whether a new lab makes the verdict uncertain."""
+    if doc["verdict"] == "pass":
+        text = "No regression found"
+    else:
+        moved = [change_text(c, changes[c]) for c in doc["flagged_counters"] if c in changes][:top]
+        text = "Regression: " + ("; ".join(moved) if moved else "the detectors' combined evidence; no single "
+                                 "counter stands out")
+        cause = doc["cause"]
+        if cause.get("label") and cause.get("known"):
+            text += f". Probable cause: {cause['label']} ({100 * (cause.get('probability') or 0):.0f} %)"
+        else:
+            text += ". Cause unknown" + (f" (nearest: {cause['label']}, not certain)" if cause.get("label") else "")
+    if doc.get("baseline_status") == "insufficient":
+        text += ". New lab with no baseline of its own: this verdict is uncertain"
+    elif doc.get("details", {}).get("environment_not_in_baseline"):
+        text += ". New lab environment: part of any difference may be the lab's"
+    return text + "."
 
 
 def night_changes(current: dict[str, dict[str, Any]], previous: dict[str, dict[str, Any]] | None) -> dict[str, str]:
@@ -132,8 +213,11 @@ def style_sheet() -> str:
 
 
 def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
-               baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15) -> str:
-    """The one-page HTML report of one run."""
+               baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15,
+               changes: dict[str, dict[str, Any]] | None = None) -> str:
+    """The one-page HTML report of one run: the plain summary first, the top counters with
+    baseline -> now and the change in their units, the methods' figures in a details section."""
+    changes = changes if changes is not None else (doc.get("counter_changes") or {})
     d = doc["details"]
     cc_ratios = (d.get("control_charts") or {}).get("ratios") or {}
     by: dict[str, list[str]] = {}
@@ -141,11 +225,16 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         for c in m.get("flagged_counters", []):
             by.setdefault(c, []).append(name.replace("association_rules_", "rules/"))
     top = []
-    for c in list(doc["counter_scores"])[:top_n]:
+    for c in list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])))[:top_n]:
         r = cc_ratios.get(c) or {}
-        top.append({"name": c, "score": doc["counter_scores"][c],
+        ch = changes.get(c)
+        top.append({"name": c, "score": doc["counter_scores"].get(c, 0.0), "flagged": c in doc["flagged_counters"],
                     "s": d.get("stacking_score", {}).get(c, 0), "votes": d.get("bagging_votes", {}).get(c, 0),
-                    "lower": r.get("lower", "—"), "upper": r.get("upper", "—"), "by": by.get(c, [])})
+                    "lower": r.get("lower", "—"), "upper": r.get("upper", "—"), "by": by.get(c, []),
+                    "baseline": with_unit(c, ch["baseline"]) if ch else "—",
+                    "now": with_unit(c, ch["target"]) if ch else "—",
+                    "change": "—" if not ch or ch["change_pct"] is None else f"{ch['change_pct']:+.1f} %",
+                    "direction": ch["direction"] if ch else ""})
     flagged_rules = [c for c in doc["flagged_counters"] if c in d.get("violated_rules", {})] or \
         list(d.get("violated_rules", {}))
     timeline = timeline_plot(d.get("violation_intervals", {}), flagged_rules, d.get("n_intervals", 0),
@@ -190,7 +279,9 @@ def index_row(doc: dict[str, Any]) -> dict[str, Any]:
             "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],
             "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline")),
             "insufficient_baseline": doc.get("baseline_status") == "insufficient",
-            "dropped": len(doc.get("dropped_counters") or [])}
+            "dropped": len(doc.get("dropped_counters") or []),
+            "top_change": next((change_text(c, doc["counter_changes"][c]) for c in doc["flagged_counters"]
+                                if c in (doc.get("counter_changes") or {})), None)}
 
 
 # --------------------------------------------------------------------------- I/O shell
@@ -206,6 +297,11 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
+    top_n = int(params["top_counters"])
+    shown = list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])[:top_n]))
+    changes = run_changes(run_id, [b["run_id"] for b in doc["baseline_runs"]], shown, params["directions"])
+    doc["counter_changes"] = {c: changes[c] for c in doc["flagged_counters"] if c in changes}
+    doc["summary"] = plain_summary(doc, changes)
     # counters validation left out of this run, with the reason (check, host, counter, examples)
     doc["dropped_counters"] = [{k: d.get(k) for k in ("host", "counter", "reason")}
                                for d in index[run_id].get("_dropped_counters") or []]
@@ -216,9 +312,21 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     html = render_run(doc, index[run_id], charts,
                       baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                      for b in doc["baseline_runs"]},
-                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=int(params["top_counters"]))
+                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes)
     archive.write_text_atomic(config.run_report_path(run_id, "html"), html)
     return doc
+
+
+def run_changes(run_id: str, baseline_runs: list[str], counters: list[str],
+                directions: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
+    the collector's): this run's median per counter, and the median of the baseline runs' intervals."""
+    target = store.load_normalized(run_id).median()
+    frames = [store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()]
+    if not frames:
+        return {}
+    baseline = pd.concat(frames, ignore_index=True).median()
+    return counter_changes(counters, target, baseline, directions)
 
 
 def run_one(run_id: str) -> dict[str, Any]:

@@ -58,3 +58,63 @@ def test_novel_environment_lists_components_no_baseline_shares():
     target = {"cpu": "new", "db": "5.1", "os": "x"}
     assert report.novel_environment(target, [{"cpu": "old", "db": "5.1"}, {"cpu": "older", "os": "x"}]) == {"cpu": "new"}
     assert report.novel_environment(target, []) == target
+
+
+DIRECTIONS = [{"counter": "(hit|throughput|_rps$)", "worse": "down"},
+              {"counter": "(_ms$|cpu|error)", "worse": "up"}]
+
+
+def test_counter_changes_by_hand():
+    import pandas as pd
+    target = pd.Series({"app.response_time_ms": 32.0, "app.throughput_rps": 90.0, "db.cpu_pct": 30.0,
+                        "app.queue_length": 5.0, "app.errors_count": 3.0, "redis.hit_pct": 99.0})
+    base = pd.Series({"app.response_time_ms": 24.0, "app.throughput_rps": 100.0, "db.cpu_pct": 40.0,
+                      "app.queue_length": 4.0, "app.errors_count": 0.0, "redis.hit_pct": 99.0})
+    ch = report.counter_changes(list(target.index) + ["missing.x"], target, base, DIRECTIONS)
+    assert ch["app.response_time_ms"] == {"baseline": 24.0, "target": 32.0, "change_pct": 33.3, "direction": "worse"}
+    assert ch["app.throughput_rps"] == {"baseline": 100.0, "target": 90.0, "change_pct": -10.0, "direction": "worse"}
+    assert ch["db.cpu_pct"]["change_pct"] == -25.0 and ch["db.cpu_pct"]["direction"] == "better"
+    assert ch["app.queue_length"]["direction"] == "changed"           # no rule knows it: +25 %, "changed"
+    assert ch["app.errors_count"]["change_pct"] is None                # from 0: no percentage
+    assert ch["app.errors_count"]["direction"] == "worse"
+    assert ch["redis.hit_pct"]["direction"] == "changed" and ch["redis.hit_pct"]["change_pct"] == 0.0
+    assert "missing.x" not in ch
+
+
+def test_directions_of_the_shipped_table():
+    from pipelines import config
+    table = config.load_params("report")["directions"]
+    expected = {"app.response_time_ms": "up", "jmeter.throughput_rps": "down", "mysql.buffer_pool_hit_pct": "down",
+                "web01.mem_available_mb": "down", "tomcat.cpu_pct": "up", "jmeter.error_rate_pct": "up",
+                "vm.cpu_idle_pct": "down", "tomcat.private_bytes": "up", "frontend.pod_workload_ops": None}
+    assert {c: report.worse_direction(c, table) for c in expected} == expected
+
+
+def test_units_and_the_plain_summary():
+    assert report.with_unit("app.response_time_ms", 24.0) == "24 ms"
+    assert report.with_unit("db.cpu_pct", 41.26) == "41.3 %"
+    assert report.with_unit("tomcat.private_bytes", 3 * 2**20) == "3 MiB"
+    assert report.with_unit("web.io_read_bytes_per_s", 1536.0) == "1.5 KiB/s"
+    doc = {"verdict": "fail", "flagged_counters": ["app.response_time_ms"], "baseline_status": "same_lab",
+           "cause": {"label": "cpu_hot_path", "probability": 0.78, "known": True}, "details": {}}
+    changes = {"app.response_time_ms": {"baseline": 24.0, "target": 32.0, "change_pct": 33.3, "direction": "worse"}}
+    assert report.plain_summary(doc, changes) == (
+        "Regression: app.response_time_ms 24 ms → 32 ms (+33 %, worse). Probable cause: cpu_hot_path (78 %).")
+    doc.update(cause={"label": "cpu_hot_path", "probability": 0.3, "known": False}, baseline_status="insufficient")
+    assert report.plain_summary(doc, changes).endswith(
+        "Cause unknown (nearest: cpu_hot_path, not certain). New lab with no baseline of its own: this verdict is "
+        "uncertain.")
+    assert report.plain_summary({"verdict": "pass", "details": {}}, {}) == "No regression found."
+
+
+def test_run_page_leads_with_the_summary_and_the_change():
+    doc = _doc()
+    counter = doc["flagged_counters"][0]
+    doc["summary"] = f"Regression: {counter} 1 → 2"
+    changes = {counter: {"baseline": 1.0, "target": 2.0, "change_pct": 100.0, "direction": "changed"}}
+    html = report.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+                             baseline_envs={}, raw_href="x", raw_name="x", changes=changes)
+    assert html.index('id="summary"') < html.index('id="cause"') < html.index('id="top-counters"')
+    row = html[html.index('id="top-counters"'):html.index('id="method-details"')]
+    assert "+100.0 %" in row and "stacking s" not in row                 # the change first, methods in details
+    assert "<script" not in html
