@@ -104,6 +104,15 @@ def summary(night: dict) -> str:
     return line
 
 
+@task(task_id="alert", execution_timeout=TIMEOUT)
+def alert(night: dict) -> str:
+    """E-mail the night's failed runs through Airflow's SMTP notifier (off by default: params.yaml alerts)."""
+    from airflow.sdk import get_current_context
+
+    from pipelines import alerts
+    return alerts.notify_night(night, context=get_current_context())
+
+
 @dag(
     dag_id="nightly_regression_analysis",
     schedule="0 2 * * *",
@@ -129,7 +138,7 @@ def nightly_regression_analysis():
     mined >> [calibrate_control_charts(), calibrate_stacking()] >> targets
     night = night_index()
     analyse_run.expand(run_name=targets) >> night
-    summary(night)
+    summary(night) >> alert(night)
 
 
 nightly_regression_analysis()

@@ -61,6 +61,8 @@ def use_root(root: str | Path) -> None:
     g["VALID_INDEX"] = interim / "valid_runs.json"
     g["GX"] = interim / "gx"                       # the Great Expectations project (results store)
     g["QUARANTINE"] = data / "quarantine"          # rejected runs with their reason
+    g["TRIAGE"] = triage = data / "triage"          # analysts' decisions (an input, like data/raw)
+    g["TRIAGE_LOG"] = triage / "log.jsonl"         # append-only, one decision or undo per line
     g["NORMALIZED"] = interim / "normalized"
     g["NORMALIZED_INDEX"] = interim / "normalized_runs.json"
     g["PROCESSED"] = processed = data / "processed"
@@ -94,6 +96,8 @@ VALID: Path
 VALID_INDEX: Path
 GX: Path
 QUARANTINE: Path
+TRIAGE: Path
+TRIAGE_LOG: Path
 NORMALIZED: Path
 NORMALIZED_INDEX: Path
 PROCESSED: Path

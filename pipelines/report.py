@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, headline, history, store
+from pipelines import archive, config, headline, history, store, triage
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.report")
@@ -257,7 +257,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
 
 def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
                  reasons: dict[str, str] | None = None, valid_runs: int | None = None,
-                 dropped: list[tuple[str, dict[str, Any]]] = ()) -> str:
+                 dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = ()) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
     the counters validation left out of valid runs, with theirs; and, when there is no target,
     a sentence that says why (nothing new, or everything quarantined)."""
@@ -265,7 +265,7 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
     return page_environment().get_template("index.html.j2").render(
         rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
         reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
-        dropped_runs=len({run_id for run_id, _ in dropped}))
+        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions))
 
 
 def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -370,7 +370,9 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     archive.write_text_atomic(config.NIGHT_INDEX,
                               render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
                                            quarantined=quarantined, reasons=reasons, valid_runs=len(index),
-                                           dropped=dropped_counters(index)))
+                                           dropped=dropped_counters(index),
+                                           decisions=sorted(triage.triage_state(triage.read_log()).values(),
+                                                            key=lambda d: d.get("at") or "", reverse=True)))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, ingest
+from pipelines import archive, config, ingest, triage
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.validate")
@@ -626,10 +626,13 @@ def main() -> None:
     t_docs = time.monotonic()
     validator.build_docs()
     log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)
+    # the analysts' decisions win over the archives' verdicts (pipelines/triage.py): a triaged target joins the history
+    decisions = triage.triage_state(triage.read_log())
+    index = triage.apply_triage(index, decisions)
     # runs that left the manifest cannot exist (raw is append-only); stale dirs of other keys are replaced above
     archive.write_json_atomic(config.VALID_INDEX, {"valid": index, "quarantined": quarantined})
-    print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined "
-          f"({done} validated this time); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
+    print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined ({done} validated this time; "
+          f"{sum(r in index for r in decisions)} triaged); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
 
 
 def quarantine_reason(failures: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> str:

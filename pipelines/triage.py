@@ -1,0 +1,179 @@
+"""triage: an analyst confirms or corrects a run's verdict and cause (Nguyen 2017, process steps S4-S5).
+
+Usage::
+
+    python -m pipelines.triage RUN_ID --verdict pass|fail [--cause LABEL] [--counters a.b c.d]
+                               [--note TEXT] [--by NAME]
+    python -m pipelines.triage RUN_ID --undo [--by NAME]
+    python -m pipelines.triage --list            # the runs awaiting a decision, and the decisions made
+
+Each decision is one line appended to ``data/triage/log.jsonl`` (who, when, what, and the
+values it replaces); nothing in it is rewritten, and ``--undo`` appends a line that takes back
+the run's last decision. Raw archives stay untouched: ``validate`` reads the log after the
+archives and the log wins (:func:`apply_triage`), so a triaged target joins the history. The
+log is a dependency of the ``validate`` stage: the next ``dvc repro`` (or night) re-mines,
+re-charts, re-features and retrains what it must, and the nightly DAG's
+``regresslab://history/verified-runs`` asset fires, which retrains the cause models. A cause
+label the models have never seen becomes a new class at that retrain.
+"""
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipelines import archive, config
+
+VERDICTS = ("pass", "fail")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def decision(run_id: str, *, verdict: str, cause: str | None, counters: list[str] | None, note: str | None,
+             by: str, at: str, previous: dict[str, Any]) -> dict[str, Any]:
+    """One log line: the decision and what it replaces. A passed run's cause is ``none``; a
+    failed run with no cause given keeps ``unknown`` (it still joins the history as failed)."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"--verdict must be pass or fail, not {verdict!r}")
+    config.identifier(run_id, "run_id")
+    if cause is not None and not config.is_identifier(cause):
+        raise ValueError(f"cause {cause!r} is not a label ([A-Za-z0-9][A-Za-z0-9._-]{{0,127}})")
+    return {"action": "decide", "run_id": run_id, "verdict": verdict,
+            "cause": "none" if verdict == "pass" else (cause or "unknown"),
+            "regressed_counters": list(counters or []) if verdict == "fail" else [],
+            "note": note or "", "by": by, "at": at, "previous": previous}
+
+
+def undo(run_id: str, *, by: str, at: str) -> dict[str, Any]:
+    return {"action": "undo", "run_id": config.identifier(run_id, "run_id"), "by": by, "at": at}
+
+
+def triage_state(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The decision in force per run, replaying the log: a decision stacks on the run's earlier
+    ones, an undo takes back its last; a run with none left is as its archive says."""
+    stacks: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        run = rec.get("run_id")
+        if rec.get("action") == "decide":
+            stacks.setdefault(run, []).append(rec)
+        elif rec.get("action") == "undo" and stacks.get(run):
+            stacks[run].pop()
+    return {run: stack[-1] for run, stack in stacks.items() if stack}
+
+
+def apply_triage(index: dict[str, dict[str, Any]], state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The valid-run index with the analysts' decisions over the archives' verdicts (the log
+    wins); each triaged row says so in ``_triage``. Decisions about runs not in the index
+    (quarantined, or not pulled yet) wait."""
+    out = {}
+    for run_id, row in index.items():
+        dec = state.get(run_id)
+        if dec is None:
+            out[run_id] = row
+            continue
+        out[run_id] = dict(row, verdict=dec["verdict"], cause=dec["cause"],
+                           regressed_counters=dec["regressed_counters"] or row.get("regressed_counters") or [],
+                           _triage={k: dec[k] for k in ("by", "at", "note", "verdict", "cause")}
+                           | {"archive_verdict": row.get("verdict"), "archive_cause": row.get("cause")})
+    return out
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def read_log(path: Path | None = None) -> list[dict[str, Any]]:
+    """Every line of the triage log (a torn last line, from an interrupted append, is skipped)."""
+    path = path or config.TRIAGE_LOG
+    if not path.exists():
+        return []
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                records.append(rec)
+    return records
+
+
+def append(record: dict[str, Any], path: Path | None = None) -> None:
+    """One line, written and synced at once (the log is append-only). After an append that was
+    killed midway the file ends inside a line: the new record starts on a line of its own (the
+    torn bytes stay, and :func:`read_log` skips them)."""
+    path = path or config.TRIAGE_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(("\n" if torn else "") + json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def awaiting(index: dict[str, dict[str, Any]]) -> list[str]:
+    """The runs no analyst has decided on yet (their archive has no verdict), oldest first."""
+    return [r for r, row in sorted(index.items(), key=lambda kv: (kv[1].get("started_at") or "", kv[0]))
+            if row.get("verdict") is None]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.triage", description=__doc__.split("\n")[0])
+    parser.add_argument("run_id", nargs="?")
+    parser.add_argument("--verdict", choices=VERDICTS)
+    parser.add_argument("--cause")
+    parser.add_argument("--counters", nargs="*", default=None)
+    parser.add_argument("--note")
+    parser.add_argument("--by", default=os.environ.get("USER") or getpass.getuser())
+    parser.add_argument("--undo", action="store_true", help="take back the run's last decision")
+    parser.add_argument("--list", action="store_true", help="the runs awaiting triage, and the decisions in force")
+    args = parser.parse_args(argv)
+    index = archive.read_valid_index() if config.VALID_INDEX.exists() else {}
+    state = triage_state(read_log())
+    if args.list:
+        current = apply_triage(index, state)
+        for run in awaiting(current):
+            print(f"awaiting  {run}  ({current[run].get('system')})")
+        for run, dec in sorted(state.items()):
+            print(f"decided   {run}  {dec['verdict']}  cause={dec['cause']}  by {dec['by']} at {dec['at']}")
+        return
+    if not args.run_id or (args.undo == bool(args.verdict)):
+        parser.error("give a RUN_ID and either --verdict pass|fail or --undo")
+    if args.run_id not in index:
+        print(f"[triage] {args.run_id!r} is not a validated run (see data/interim/valid_runs.json)", file=sys.stderr)
+        raise SystemExit(2)
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if args.undo:
+        if args.run_id not in state:
+            print(f"[triage] {args.run_id}: no decision to undo", file=sys.stderr)
+            raise SystemExit(2)
+        append(undo(args.run_id, by=args.by, at=at))
+        print(f"[triage] {args.run_id}: took back {state[args.run_id]['verdict']}/{state[args.run_id]['cause']} "
+              f"(by {args.by}); run `dvc repro` to re-analyse")
+        return
+    row = apply_triage(index, state)[args.run_id]
+    previous = {"verdict": row.get("verdict"), "cause": row.get("cause"),
+                "regressed_counters": row.get("regressed_counters") or []}
+    try:
+        rec = decision(args.run_id, verdict=args.verdict, cause=args.cause, counters=args.counters, note=args.note,
+                       by=args.by, at=at, previous=previous)
+    except ValueError as exc:
+        print(f"[triage] {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    append(rec)
+    print(f"[triage] {args.run_id}: {previous['verdict']}/{previous['cause']} -> {rec['verdict']}/{rec['cause']} "
+          f"(by {args.by}); run `dvc repro` (or wait for the night) to learn from it")
+
+
+if __name__ == "__main__":
+    main()
