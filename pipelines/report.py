@@ -171,6 +171,48 @@ def timeline_plot(intervals: dict[str, list[int]], counters: list[str], n_interv
     return out
 
 
+def sparkline(values: list[float | None], *, marks: list[str] | None = None) -> str | None:
+    """A small line of ``values`` (a counter's median per run, or a system's score per night),
+    the last point drawn as a dot; ``marks`` colours points (``fail`` red). A drift over runs
+    or nights shows at a glance (Skia Perf, Perfherder)."""
+    ys = np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+    if np.isfinite(ys).sum() < 2:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(1.9, 0.42))
+    xs = np.arange(len(ys))
+    ax.plot(xs, ys, color="#7f8c8d", linewidth=1.0)
+    colours = ["#c0392b" if m == "fail" else "#2980b9" for m in (marks or ["pass"] * len(ys))]
+    ax.scatter(xs[:-1], ys[:-1], s=5, c=colours[:-1], zorder=3)
+    ax.scatter(xs[-1:], ys[-1:], s=22, c=colours[-1:], zorder=4)
+    ax.set_axis_off()
+    fig.subplots_adjust(0.02, 0.08, 0.98, 0.92)
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def night_trends(nights: list[tuple[str, dict[str, dict[str, Any]]]], *, last: int) -> list[dict[str, Any]]:
+    """Per system, over its last ``last`` nights: the highest run score each night (a red dot
+    when a run failed), with the nights' labels and failed counts, for the night index."""
+    out = []
+    systems = sorted({r.get("system") for _, rows in nights for r in rows.values() if r.get("system")})
+    for system in systems:
+        points = []
+        for night, rows in nights:
+            mine = [r for r in rows.values() if r.get("system") == system]
+            if mine:
+                failed = sum(r.get("verdict") == "fail" for r in mine)
+                points.append((night, max(float(r.get("score") or 0) for r in mine), failed, len(mine)))
+        points = points[-last:]
+        out.append({"system": system, "nights": [p[0] for p in points],
+                    "text": ", ".join(f"{p[0]}: {p[2]}/{p[3]} failed" for p in points[-3:]),
+                    "chart": sparkline([p[1] for p in points], marks=["fail" if p[2] else "pass" for p in points])})
+    return out
+
+
 def control_chart_plot(counter: str, series: dict[str, list], interval_s: float) -> str:
     """Nguyen 2017 Fig. 3.2: the baseline's band (LCL..UCL, centre line) and the target's points."""
     import matplotlib
@@ -214,7 +256,7 @@ def style_sheet() -> str:
 
 def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
                baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15,
-               changes: dict[str, dict[str, Any]] | None = None) -> str:
+               changes: dict[str, dict[str, Any]] | None = None, trends: dict[str, str | None] | None = None) -> str:
     """The one-page HTML report of one run: the plain summary first, the top counters with
     baseline -> now and the change in their units, the methods' figures in a details section."""
     changes = changes if changes is not None else (doc.get("counter_changes") or {})
@@ -234,7 +276,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
                     "baseline": with_unit(c, ch["baseline"]) if ch else "—",
                     "now": with_unit(c, ch["target"]) if ch else "—",
                     "change": "—" if not ch or ch["change_pct"] is None else f"{ch['change_pct']:+.1f} %",
-                    "direction": ch["direction"] if ch else ""})
+                    "direction": ch["direction"] if ch else "", "trend": (trends or {}).get(c)})
     flagged_rules = [c for c in doc["flagged_counters"] if c in d.get("violated_rules", {})] or \
         list(d.get("violated_rules", {}))
     timeline = timeline_plot(d.get("violation_intervals", {}), flagged_rules, d.get("n_intervals", 0),
@@ -257,7 +299,8 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
 
 def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
                  reasons: dict[str, str] | None = None, valid_runs: int | None = None,
-                 dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = ()) -> str:
+                 dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = (),
+                 trends: list[dict[str, Any]] = ()) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
     the counters validation left out of valid runs, with theirs; and, when there is no target,
     a sentence that says why (nothing new, or everything quarantined)."""
@@ -265,7 +308,7 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
     return page_environment().get_template("index.html.j2").render(
         rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
         reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
-        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions))
+        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends))
 
 
 def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -299,7 +342,9 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
     top_n = int(params["top_counters"])
     shown = list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])[:top_n]))
-    changes = run_changes(run_id, [b["run_id"] for b in doc["baseline_runs"]], shown, params["directions"])
+    by_start = sorted((b["run_id"] for b in doc["baseline_runs"]),
+                      key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
+    changes, trends = run_changes(run_id, by_start, shown, params["directions"])
     doc["counter_changes"] = {c: changes[c] for c in doc["flagged_counters"] if c in changes}
     doc["summary"] = plain_summary(doc, changes)
     # counters validation left out of this run, with the reason (check, host, counter, examples)
@@ -312,21 +357,29 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     html = render_run(doc, index[run_id], charts,
                       baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                      for b in doc["baseline_runs"]},
-                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes)
+                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
+                      trends=trends)
     archive.write_text_atomic(config.run_report_path(run_id, "html"), html)
     return doc
 
 
-def run_changes(run_id: str, baseline_runs: list[str], counters: list[str],
-                directions: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
+                ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
     """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
-    the collector's): this run's median per counter, and the median of the baseline runs' intervals."""
-    target = store.load_normalized(run_id).median()
-    frames = [store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()]
+    the collector's): this run's median per counter, and the median of the baseline runs'
+    intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
+    this run's, so a slow drift over releases is visible."""
+    target_frame = store.load_normalized(run_id)
+    frames = {b: store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()}
     if not frames:
-        return {}
-    baseline = pd.concat(frames, ignore_index=True).median()
-    return counter_changes(counters, target, baseline, directions)
+        return {}, {}
+    baseline = pd.concat(list(frames.values()), ignore_index=True).median()
+    changes = counter_changes(counters, target_frame.median(), baseline, directions)
+    medians = {b: f.median() for b, f in frames.items()}
+    trends = {c: sparkline([medians[b].get(c) for b in frames] + [target_frame[c].median()
+                                                                   if c in target_frame else None])
+              for c in counters}
+    return changes, trends
 
 
 def run_one(run_id: str) -> dict[str, Any]:
@@ -367,12 +420,20 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     reasons = quarantine_reasons()
     quarantined = sorted(reasons)
     archive.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
+    history_nights = []
+    for path in earlier[-(int(params["trend_nights"]) - 1):]:
+        try:
+            history_nights.append((path.stem, archive.read_json(path)["runs"]))
+        except (OSError, ValueError, KeyError):
+            continue                                   # an unreadable old night is left out of the trend
+    trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
     archive.write_text_atomic(config.NIGHT_INDEX,
                               render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
                                            quarantined=quarantined, reasons=reasons, valid_runs=len(index),
                                            dropped=dropped_counters(index),
                                            decisions=sorted(triage.triage_state(triage.read_log()).values(),
-                                                            key=lambda d: d.get("at") or "", reverse=True)))
+                                                            key=lambda d: d.get("at") or "", reverse=True),
+                                           trends=trends))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from pipelines import report
+from pipelines import config, report
 
 EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 
@@ -78,17 +79,30 @@ def pages(tmp_path_factory):
     root = tmp_path_factory.mktemp("reports")
     (root / "runs").mkdir()
     doc = _doc()
+    counters = doc["flagged_counters"] + ["tomcat.cpu_pct"]
+    target = pd.Series({counters[0]: 32.0, counters[1]: 67.0, counters[2]: 380.0})
+    base = pd.Series({counters[0]: 24.0, counters[1]: 41.0, counters[2]: 350.0})
+    changes = report.counter_changes(counters, target, base, config.load_params("report")["directions"])
+    doc["counter_changes"] = {c: changes[c] for c in doc["flagged_counters"]}
+    doc["summary"] = report.plain_summary(doc, changes)
+    trends = {c: report.sparkline([v * 0.9, v * 0.95, v, v * 1.3]) for c, v in base.items()}
     html = report.render_run(doc, {"version": EVIL, "started_at": "2026-11-21T02:00:00Z",
                                    "environment": {"cpu_model": EVIL, "db_version": "5.1"}}, _charts(),
                              baseline_envs={"shop-r1": {"cpu_model": "Xeon", "db_version": "5.1"}},
-                             raw_href="../../data/raw/shop-t1.tar.gz", raw_name="shop-t1.tar.gz")
+                             raw_href="../../data/raw/shop-t1.tar.gz", raw_name="shop-t1.tar.gz",
+                             changes=changes, trends=trends)
     run_page = root / "runs" / "run.html"
     run_page.write_text(html)
     rows = [report.index_row(doc) | {"change": "new"},
             {"run_id": "shop-t2", "system": "shop", "verdict": "pass", "score": 0.05, "cause": "none",
              "probability": 0.9, "cause_known": True, "top": [], "change": "unchanged"}]
     index = root / "index.html"
-    index.write_text(report.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL]))
+    nights = [(f"2026-11-{d}", {"x": {"system": "shop", "verdict": "fail" if d % 3 == 0 else "pass",
+                                      "score": 0.1 * (d % 5)}}) for d in range(10, 23)]
+    decisions = [{"run_id": "shop-t0", "verdict": "fail", "cause": f"missing_index{EVIL}", "by": "ana",
+                  "at": "2026-11-21T09:00:00+00:00", "note": EVIL, "previous": {"verdict": None}}]
+    index.write_text(report.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL],
+                                         decisions=decisions, trends=report.night_trends(nights, last=30)))
     return run_page, index
 
 
@@ -114,6 +128,20 @@ def test_run_page_loads_cleanly_with_its_key_elements(browser, pages):
     assert browser.execute_script("return window.__pwned") is None
     assert browser.execute_script("return document.scripts.length") == 0
     assert "<script>" in browser.find_element(By.ID, "top-counters").text
+    # a release manager's first ten seconds: the summary with numbers and units, then the change
+    summary = browser.find_element(By.ID, "summary").text
+    # (the first counter's name ends in the hostile string, so it has no unit suffix)
+    assert "24 → 32 (+33 %, worse)" in summary and "db01.cpu_pct 41 % → 67 % (+63 %, worse)" in summary
+    assert "Probable cause: extra_db_query" in summary
+    table = browser.find_element(By.ID, "top-counters")
+    headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
+    assert headers[:4] == ["counter", "baseline", "now", "change"] and "stacking s" not in headers
+    assert "350 %" in table.text and "380 %" in table.text                 # per-process CPU, 100 per core
+    assert browser.find_element(By.ID, "method-details").is_displayed()
+    assert "python -m pipelines.triage" in browser.find_element(By.ID, "triage").text
+    sparks = browser.find_elements(By.CSS_SELECTOR, "#top-counters img.spark")
+    assert len(sparks) == 3 and all(browser.execute_script(
+        "return arguments[0].complete && arguments[0].naturalWidth", i) > 0 for i in sparks)
 
 
 def test_index_page_loads_cleanly_and_links_every_run(browser, pages):
@@ -124,3 +152,9 @@ def test_index_page_loads_cleanly_and_links_every_run(browser, pages):
     links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#runs a")]
     assert len(links) == 2 and all("/runs/" in h for h in links)
     assert browser.execute_script("return window.__pwned") is None
+    runs = browser.find_element(By.ID, "runs").text
+    assert "24 → 32 (+33 %, worse)" in runs                                 # the top change of the failed run
+    trend = browser.find_elements(By.CSS_SELECTOR, "#trends img.spark")
+    assert len(trend) == 1 and browser.execute_script("return arguments[0].naturalWidth", trend[0]) > 0
+    decisions = browser.find_element(By.ID, "triage-decisions").text
+    assert "ana" in decisions and "<script>" in decisions and browser.execute_script("return document.scripts.length") == 0

@@ -118,3 +118,17 @@ def test_run_page_leads_with_the_summary_and_the_change():
     row = html[html.index('id="top-counters"'):html.index('id="method-details"')]
     assert "+100.0 %" in row and "stacking s" not in row                 # the change first, methods in details
     assert "<script" not in html
+
+
+def test_night_trends_by_hand():
+    nights = [("2026-11-20", {"a": {"system": "shop", "verdict": "pass", "score": 0.1},
+                              "b": {"system": "ledger", "verdict": "fail", "score": 0.7}}),
+              ("2026-11-21", {"c": {"system": "shop", "verdict": "fail", "score": 0.9},
+                              "d": {"system": "shop", "verdict": "pass", "score": 0.2}}),
+              ("2026-11-22", {"e": {"system": "shop", "verdict": "pass", "score": 0.3}})]
+    trends = {t["system"]: t for t in report.night_trends(nights, last=2)}
+    assert trends["shop"]["nights"] == ["2026-11-21", "2026-11-22"]           # the last 2 of its 3 nights
+    assert trends["shop"]["text"] == "2026-11-21: 1/2 failed, 2026-11-22: 0/1 failed"
+    assert trends["shop"]["chart"].startswith("data:image/png;base64,")
+    assert trends["ledger"]["nights"] == ["2026-11-20"] and trends["ledger"]["chart"] is None   # one point: no line
+    assert report.sparkline([1.0, None]) is None and report.sparkline([1.0, 2.0, 3.0]).startswith("data:image/png")
