@@ -87,14 +87,16 @@ UNITS = (("_ms", "ms"), ("_pct", "%"), ("_percent", "%"), ("_rps", "req/s"), ("_
 
 
 def with_unit(counter: str, value: float) -> str:
-    """``value`` as text in the counter's unit, read from its name (``_ms`` -> ms, ``_pct`` -> %)."""
+    """``value`` as text in the counter's unit, read from its name (``_ms`` -> ms, ``_pct`` -> %):
+    three significant digits, thousands grouped (``13,700 MB``), bytes in KiB/MiB/GiB."""
     unit = next((u for suffix, u in UNITS if counter.endswith(suffix)), "")
     if unit in ("B", "B/s") and abs(value) >= 1024:
         for prefix in ("KiB", "MiB", "GiB", "TiB"):
             value /= 1024.0
             if abs(value) < 1024:
                 return f"{value:.3g} {prefix}{'/s' if unit == 'B/s' else ''}"
-    return f"{value:.3g} {unit}".strip() if unit != "%" else f"{value:.3g} %"
+    number = f"{float(f'{value:.3g}'):,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{number} {unit}".strip() if unit != "%" else f"{number} %"
 
 
 def change_text(counter: str, change: dict[str, Any]) -> str:
@@ -104,13 +106,28 @@ def change_text(counter: str, change: dict[str, Any]) -> str:
             f"({pct}{change['direction']})")
 
 
-def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, top: int = 3) -> str:
-    """The sentence a release manager came for: the verdict, the top changes in their units,
-    the probable cause (or unknown), and whether a new lab makes the verdict uncertain."""
+def summary_order(flagged: list[str], changes: dict[str, dict[str, Any]], *, user_facing: str) -> list[str]:
+    """The flagged counters in the order a person reads them: what users feel first (response
+    times, throughput, errors: ``report.user_facing``), then the other worsened counters by the
+    size of their change, then those that only changed, and the improved last."""
+    rank = {"worse": 0, "changed": 1, "better": 2}
+
+    def key(c: str) -> tuple:
+        ch = changes[c]
+        return (not re.search(user_facing, c), rank[ch["direction"]], -abs(ch["change_pct"] or 1e9))
+    return sorted((c for c in flagged if c in changes), key=key)
+
+
+def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, top: int = 3,
+                  user_facing: str = "(response|latency|throughput|_rps$|error)") -> str:
+    """The sentence a release manager came for: the verdict, the top changes in their units
+    (:func:`summary_order`), the probable cause (or unknown), and whether a new lab makes the
+    verdict uncertain."""
     if doc["verdict"] == "pass":
         text = "No regression found"
     else:
-        moved = [change_text(c, changes[c]) for c in doc["flagged_counters"] if c in changes][:top]
+        moved = [change_text(c, changes[c]) for c in summary_order(doc["flagged_counters"], changes,
+                                                                   user_facing=user_facing)][:top]
         text = "Regression: " + ("; ".join(moved) if moved else "the detectors' combined evidence; no single "
                                  "counter stands out")
         cause = doc["cause"]
@@ -323,8 +340,8 @@ def index_row(doc: dict[str, Any]) -> dict[str, Any]:
             "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline")),
             "insufficient_baseline": doc.get("baseline_status") == "insufficient",
             "dropped": len(doc.get("dropped_counters") or []),
-            "top_change": next((change_text(c, doc["counter_changes"][c]) for c in doc["flagged_counters"]
-                                if c in (doc.get("counter_changes") or {})), None)}
+            # counter_changes is written in the summary's order (report_run): its first is the top change
+            "top_change": next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)}
 
 
 # --------------------------------------------------------------------------- I/O shell
@@ -345,8 +362,9 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     by_start = sorted((b["run_id"] for b in doc["baseline_runs"]),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
     changes, trends = run_changes(run_id, by_start, shown, params["directions"])
-    doc["counter_changes"] = {c: changes[c] for c in doc["flagged_counters"] if c in changes}
-    doc["summary"] = plain_summary(doc, changes)
+    doc["counter_changes"] = {c: changes[c] for c in summary_order(doc["flagged_counters"], changes,
+                                                                   user_facing=params["user_facing"])}
+    doc["summary"] = plain_summary(doc, changes, user_facing=params["user_facing"])
     # counters validation left out of this run, with the reason (check, host, counter, examples)
     doc["dropped_counters"] = [{k: d.get(k) for k in ("host", "counter", "reason")}
                                for d in index[run_id].get("_dropped_counters") or []]

@@ -105,6 +105,19 @@ def test_units_and_the_plain_summary():
         "Cause unknown (nearest: cpu_hot_path, not certain). New lab with no baseline of its own: this verdict is "
         "uncertain.")
     assert report.plain_summary({"verdict": "pass", "details": {}}, {}) == "No regression found."
+    assert report.with_unit("web01.mem_available_mb", 13742.0) == "13,700 MB"
+
+
+def test_the_summary_leads_with_what_users_feel_then_the_worst():
+    ch = {"cache.mem_available_mb": {"baseline": 1.0, "target": 1.1, "change_pct": 9.0, "direction": "better"},
+          "db.privileged_pct": {"baseline": 1.0, "target": 4.7, "change_pct": 371.0, "direction": "worse"},
+          "db.page_faults_per_s": {"baseline": 1.0, "target": 1.9, "change_pct": 88.0, "direction": "worse"},
+          "app.response_time_ms": {"baseline": 36.9, "target": 47.2, "change_pct": 27.7, "direction": "worse"},
+          "db.context_switches_per_s": {"baseline": 1.0, "target": 2.9, "change_pct": 190.0, "direction": "changed"}}
+    flagged = list(ch)
+    assert report.summary_order(flagged, ch, user_facing="(response|throughput)") == [
+        "app.response_time_ms", "db.privileged_pct", "db.page_faults_per_s", "db.context_switches_per_s",
+        "cache.mem_available_mb"]
 
 
 def test_run_page_leads_with_the_summary_and_the_change():
