@@ -156,5 +156,7 @@ def test_index_page_loads_cleanly_and_links_every_run(browser, pages):
     assert "24 → 32 (+33 %, worse)" in runs                                 # the top change of the failed run
     trend = browser.find_elements(By.CSS_SELECTOR, "#trends img.spark")
     assert len(trend) == 1 and browser.execute_script("return arguments[0].naturalWidth", trend[0]) > 0
+    awaiting = browser.find_elements(By.CSS_SELECTOR, "#awaiting-triage a")
+    assert len(awaiting) == 2 and all("/runs/" in a.get_attribute("href") for a in awaiting)
     decisions = browser.find_element(By.ID, "triage-decisions").text
     assert "ana" in decisions and "<script>" in decisions and browser.execute_script("return document.scripts.length") == 0
