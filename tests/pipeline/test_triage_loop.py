@@ -35,6 +35,9 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
               target_causes=["cpu_contention", "cpu_contention", "cpu_contention"], n_targets_normal=0)
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = str(src)
+    # two learners and short learning curves: the loop, not the model choice, is under test here
+    params["train_causes"].update(learners=["logistic_regression", "random_forest"], learning_curve_repeats=2,
+                                  learning_curve_learners=1)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     night()
     index = archive.read_valid_index()
