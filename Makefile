@@ -39,7 +39,7 @@ browser:
 	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver; }; }
 
 test: setup browser
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 bench: setup
 	$(BIN)/python bench/bench_rules.py

@@ -142,6 +142,10 @@ def test_night_trends_by_hand():
     trends = {t["system"]: t for t in report.night_trends(nights, last=2)}
     assert trends["shop"]["nights"] == ["2026-11-21", "2026-11-22"]           # the last 2 of its 3 nights
     assert trends["shop"]["text"] == "2026-11-21: 1/2 failed, 2026-11-22: 0/1 failed"
-    assert trends["shop"]["chart"].startswith("data:image/png;base64,")
+    assert trends["shop"]["chart"].startswith("data:image/svg+xml;base64,")
     assert trends["ledger"]["nights"] == ["2026-11-20"] and trends["ledger"]["chart"] is None   # one point: no line
-    assert report.sparkline([1.0, None]) is None and report.sparkline([1.0, 2.0, 3.0]).startswith("data:image/png")
+    assert report.sparkline([1.0, None]) is None
+    import base64
+    svg = base64.b64decode(report.sparkline([1.0, 2.0, 3.0]).split(",", 1)[1]).decode()
+    # three points from left to right, rising: y from the bottom (23) to the top (3)
+    assert 'points="3.0,23.0 60.0,13.0 117.0,3.0"' in svg and svg.count("<circle") == 3
