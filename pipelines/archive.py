@@ -425,6 +425,18 @@ def manifest_torn_tail(path: Path) -> int:
     return len(data) - (data.rfind(b"\n") + 1)
 
 
+def append_json_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to an append-only log (the pull manifest, the triage log): one write,
+    flushed and synced. After an append killed midway the file ends inside a line; the record
+    then starts on a line of its own (the torn bytes stay; readers skip them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = manifest_torn_tail(path) > 0
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(("\n" if torn else "") + json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def read_valid_index() -> dict[str, dict[str, Any]]:
     """run_id -> the validated run's metadata row (``validate``'s index, where every later stage starts)."""
     return read_json(config.VALID_INDEX)["valid"]

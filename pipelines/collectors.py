@@ -31,12 +31,11 @@ component; per-process ones the process's).
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import pandas as pd

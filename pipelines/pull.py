@@ -10,7 +10,6 @@ content is refused (reported, left out), never overwritten.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -42,10 +41,7 @@ def decide(entry: archive.ManifestEntry | None, sha256: str) -> str:
 def _append_manifest(entry: archive.ManifestEntry, path: Path) -> None:
     """Append one line (one write + fsync).  A pull killed inside the write leaves a torn last
     line, which :func:`_repair_manifest` removes at the next pull."""
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(entry.__dict__) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    archive.append_json_line(path, entry.__dict__)
 
 
 def _repair_manifest(path: Path) -> int:

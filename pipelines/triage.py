@@ -105,20 +105,8 @@ def read_log(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def append(record: dict[str, Any], path: Path | None = None) -> None:
-    """One line, written and synced at once (the log is append-only). After an append that was
-    killed midway the file ends inside a line: the new record starts on a line of its own (the
-    torn bytes stay, and :func:`read_log` skips them)."""
-    path = path or config.TRIAGE_LOG
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torn = False
-    if path.exists() and path.stat().st_size:
-        with open(path, "rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            torn = fh.read(1) != b"\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(("\n" if torn else "") + json.dumps(record, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    """One line, written and synced at once (the log is append-only; ``archive.append_json_line``)."""
+    archive.append_json_line(path or config.TRIAGE_LOG, record)
 
 
 def awaiting(index: dict[str, dict[str, Any]]) -> list[str]:
