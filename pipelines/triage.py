@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipelines import archive, config
+from pipelines import archive, config, history
 
 VERDICTS = ("pass", "fail")
 
@@ -109,12 +109,6 @@ def append(record: dict[str, Any], path: Path | None = None) -> None:
     archive.append_json_line(path or config.TRIAGE_LOG, record)
 
 
-def awaiting(index: dict[str, dict[str, Any]]) -> list[str]:
-    """The runs no analyst has decided on yet (their archive has no verdict), oldest first."""
-    return [r for r, row in sorted(index.items(), key=lambda kv: (kv[1].get("started_at") or "", kv[0]))
-            if row.get("verdict") is None]
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipelines.triage", description=__doc__.split("\n")[0])
     parser.add_argument("run_id", nargs="?")
@@ -130,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     state = triage_state(read_log())
     if args.list:
         current = apply_triage(index, state)
-        for run in awaiting(current):
+        for run in history.targets(current):      # the runs no analyst has decided on
             print(f"awaiting  {run}  ({current[run].get('system')})")
         for run, dec in sorted(state.items()):
             print(f"decided   {run}  {dec['verdict']}  cause={dec['cause']}  by {dec['by']} at {dec['at']}")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipelines import triage
+from pipelines import history, triage
 
 PREV = {"verdict": None, "cause": None, "regressed_counters": []}
 
@@ -48,7 +48,7 @@ def test_the_log_wins_over_the_archive():
     assert out["a"]["_triage"]["archive_verdict"] is None and out["a"]["_triage"]["by"] == "ana"
     assert out["b"]["verdict"] == "fail" and out["b"]["_triage"]["archive_cause"] == "none"
     assert "zz" not in out and index["a"]["verdict"] is None                 # waits; the input is not mutated
-    assert triage.awaiting(out) == [] and triage.awaiting(index) == ["a"]
+    assert history.targets(out) == [] and history.targets(index) == ["a"]     # a triaged run awaits nothing
 
 
 def test_the_log_is_append_only_and_a_torn_line_is_skipped(tmp_path):
