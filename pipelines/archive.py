@@ -23,6 +23,7 @@ import json
 import logging
 import lzma
 import os
+import re
 import tarfile
 import tempfile
 import zipfile
@@ -449,12 +450,44 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
+TMP_SUFFIX = ".tmp"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_temporaries(*roots: Path) -> list[Path]:
+    """Delete the temporaries :func:`atomic_path` left behind when its process was killed
+    (``os._exit``, SIGKILL, power loss: no ``finally`` ran).  Their names carry the writer's pid
+    (``.<name>.<pid>.<random>.tmp``); one whose process is gone is stale.  Returns what it
+    removed.  Called when a stage takes the data folder exclusively, so a killed night resumes
+    with no temporary file left."""
+    removed = []
+    for root in roots:
+        if not Path(root).is_dir():
+            continue
+        for tmp in Path(root).rglob(f".*{TMP_SUFFIX}"):
+            parts = tmp.name[:-len(TMP_SUFFIX)].split(".")
+            pid = parts[-2] if len(parts) >= 4 else ""
+            if pid.isdigit() and not _alive(int(pid)) and tmp.is_file() and not tmp.is_symlink():
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+    return removed
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it into place only on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -470,6 +503,35 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def reproducible_skops(data: bytes) -> bytes:
+    """The same ``skops`` file, written so that one model gives one byte string: members dated
+    1980-01-01 (skops stamps the time of writing) object ids and array files renumbered in
+    the order ``schema.json`` first names them (skops numbers them by ``id()``, an address).  A model trained
+    twice on the same data is then the same bytes, so a killed training resumes identically and
+    DVC sees no change."""
+    with zipfile.ZipFile(io.BytesIO(data)) as src:
+        schema = src.read("schema.json").decode("utf-8")
+        pattern = re.compile(r'("__id__": )([0-9]+)|"([0-9]+)\.npy"')
+        ids: dict[str, str] = {}
+        for m in pattern.finditer(schema):
+            ids.setdefault(m.group(2) or m.group(3), str(len(ids) + 1))
+        schema = pattern.sub(lambda m: m.group(1) + ids[m.group(2)] if m.group(2) else f'"{ids[m.group(3)]}.npy"',
+                             schema)
+        names = {f"{old}.npy": f"{new}.npy" for old, new in ids.items()}
+        members = {"schema.json": (schema.encode("utf-8"), src.getinfo("schema.json"))}
+        for info in src.infolist():
+            if info.filename != "schema.json":
+                members[names.get(info.filename, info.filename)] = (src.read(info), info)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for name in ["schema.json", *sorted(n for n in members if n != "schema.json")]:
+            payload, info = members[name]
+            fixed = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            fixed.compress_type, fixed.external_attr = info.compress_type, info.external_attr
+            dst.writestr(fixed, payload)
+    return out.getvalue()
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

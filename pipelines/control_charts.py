@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import find_peaks
 
-from pipelines import archive, config, history, labs, pvalues, store
+from pipelines import archive, config, history, labs, locks, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.control_charts")
@@ -511,6 +511,7 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
     return calibration
 
 
+@locks.holding("control_charts calibration")
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
     params, hist = config.load_params("control_charts"), config.load_params("history")
@@ -533,6 +534,7 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
     return result
 
 
+@locks.holding("control_charts", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Chart one target (the per-run task of the nightly DAG)."""
     index = archive.read_valid_index()
@@ -540,6 +542,7 @@ def run_one(run_id: str) -> dict[str, Any]:
                      config.load_params("control_charts"), config.load_params("history"))
 
 
+@locks.holding("control_charts")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")

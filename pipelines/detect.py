@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, discretize, history, labs, mine_rules, pvalues, store
+from pipelines import archive, config, discretize, history, labs, locks, mine_rules, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.detect")
@@ -614,6 +614,7 @@ def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spe
     return calibration
 
 
+@locks.holding("detect calibration")
 def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     """Calibrate stacking for every system; the systems (nightly DAG task)."""
     params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
@@ -628,6 +629,7 @@ def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     return systems
 
 
+@locks.holding("detect", shared=True)
 def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[str, Any]:
     """Detect on one target run and write its result (the per-run task of the nightly DAG).
 
@@ -654,6 +656,7 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
     return doc
 
 
+@locks.holding("detect")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.DETECTIONS, config.SINGLE_MODELS, config.STACKING_CALIBRATION)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, history, store
+from pipelines import archive, config, history, locks, store
 
 log = logging.getLogger("regresslab.discretize")
 
@@ -121,6 +121,7 @@ def edges_digest(edges: dict[str, dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
+@locks.holding("discretize")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.EDGES)

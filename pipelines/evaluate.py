@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import anchors, archive, config, control_charts, detect, discretize, headline, history, labs, store
+from pipelines import anchors, archive, config, control_charts, detect, discretize, headline, history, labs, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
@@ -346,6 +346,7 @@ def write_table(metrics: dict[str, Any], frame: pd.DataFrame, name: str) -> None
         frame.to_csv(tmp, index=False)
 
 
+@locks.holding("evaluate")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("detect")

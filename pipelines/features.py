@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, history, labs, store
+from pipelines import archive, config, control_charts, history, labs, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.features")
@@ -70,6 +70,7 @@ def frame_digest(frame: pd.DataFrame) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
+@locks.holding("features")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params = config.load_params("control_charts")

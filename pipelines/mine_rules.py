@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, discretize, history, store
+from pipelines import archive, config, discretize, history, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.mine_rules")
@@ -213,6 +213,7 @@ def pending_models() -> list[str]:
     return out
 
 
+@locks.holding("mine_rules", shared=True)
 def run_one(run_id: str) -> int:
     """Mine (or find cached) the model of one training run; its number of rules (nightly DAG task)."""
     params = config.load_params("mine_rules")
@@ -221,6 +222,7 @@ def run_one(run_id: str) -> int:
     return int(len(mine_for_run(run_id, spec["counters"], params, config.models_dir(system), spec["reference_load"])))
 
 
+@locks.holding("mine_rules")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("mine_rules")

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config
+from pipelines import archive, config, locks
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.normalize")
@@ -209,11 +209,13 @@ def pending_runs() -> list[str]:
             if not is_current(r, expected_key(r, params))]
 
 
+@locks.holding("normalize", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Normalise one validated run (the per-run task of the nightly DAG)."""
     return normalize_one(run_id, config.load_params("normalize"))
 
 
+@locks.holding("normalize")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("normalize")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import archive, config, control_charts, features, history, labs, store, train_causes
+from pipelines import archive, config, control_charts, features, history, labs, locks, store, train_causes
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.predict_causes")
@@ -76,6 +76,7 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
     return result
 
 
+@locks.holding("predict_causes", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Predict the cause of one target run (the per-run task of the nightly DAG)."""
     index = archive.read_valid_index()
@@ -84,6 +85,7 @@ def run_one(run_id: str) -> dict[str, Any]:
     return predict_one(run_id, index, store.CauseModels(), charter, cc_params, config.load_params("history"))
 
 
+@locks.holding("predict_causes")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CAUSES)

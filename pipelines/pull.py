@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipelines import archive, config
+from pipelines import archive, config, locks
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.pull")
@@ -241,6 +241,7 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
     return summary
 
 
+@locks.holding("pull")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("pull")

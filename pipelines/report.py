@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, headline, history, store, triage
+from pipelines import archive, config, headline, history, locks, store, triage
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.report")
@@ -400,6 +400,7 @@ def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], dire
     return changes, trends
 
 
+@locks.holding("report", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
     return index_row(report_run(run_id, archive.read_valid_index(), config.load_params("report")))
@@ -419,6 +420,7 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
     return out
 
 
+@locks.holding("report index")
 def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
     import pandas as pd
@@ -456,6 +458,7 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 
 
+@locks.holding("report")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS)

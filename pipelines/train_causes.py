@@ -47,7 +47,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier
 
-from pipelines import archive, config, features, history, store
+from pipelines import archive, config, features, history, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.train_causes")
@@ -265,6 +265,7 @@ def verified_runs_changed() -> list[str]:
             if store.latest_model_meta(system).get("verified_history") != verified_history_digest(index, system)]
 
 
+@locks.holding("train_causes")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("train_causes")
@@ -294,8 +295,8 @@ def main() -> None:
             result = train_system(frame, params,
                                   progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
             model = result.pop("model")
-            with archive.atomic_path(config.cause_models_dir(system) / f"{version}.skops") as tmp:
-                sio.dump(model, tmp)
+            archive.write_bytes_atomic(config.cause_models_dir(system) / f"{version}.skops",
+                                       archive.reproducible_skops(sio.dumps(model)))
             meta = {"system": system, "version": version, "training_data_sha256": digest,
                     "verified_history": verified_history_digest(index, system),
                     "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}

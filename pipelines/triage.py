@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipelines import archive, config, history
+from pipelines import archive, config, history, locks
 
 VERDICTS = ("pass", "fail")
 
@@ -109,6 +109,7 @@ def append(record: dict[str, Any], path: Path | None = None) -> None:
     archive.append_json_line(path or config.TRIAGE_LOG, record)
 
 
+@locks.holding("triage")
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipelines.triage", description=__doc__.split("\n")[0])
     parser.add_argument("run_id", nargs="?")

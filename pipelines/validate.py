@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, ingest, triage
+from pipelines import archive, config, ingest, locks, triage
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.validate")
@@ -557,6 +557,7 @@ def cache_key(sha256: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+@locks.holding("validate")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("validate")

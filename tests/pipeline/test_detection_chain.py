@@ -193,3 +193,69 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
         by_lab = levels[c].groupby([json.dumps(index[b]["environment"], sort_keys=True) for b in baseline]).median()
         assert (by_lab.max() - by_lab.min()) / abs(levels[c].median()) >= 0.02
     assert skipped and not set(skipped) & {c for m in doc["methods"].values() for c in m["flagged_counters"]}
+
+
+def _snapshot(*dirs: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    return {str(p.relative_to(config.ROOT)): p.read_bytes() for d in dirs for p in sorted(d.rglob("*"))
+            if p.is_file() and not any(s in p.name for s in skip)}
+
+
+def _temporaries() -> list[str]:
+    return sorted(str(p) for d in (config.DATA, config.REPORTS, config.METRICS) for p in d.rglob("*.tmp"))
+
+
+def _killed(code: str, tree: Path) -> int:
+    """Run ``code`` in a child process of the tree; it ends by ``os._exit`` at the injected point."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "REGRESSLAB_ROOT": str(tree), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True).returncode
+
+
+def test_a_report_killed_between_a_verdict_file_and_its_page_resumes_byte_identical(analysed):
+    """Issue 12, class 5: a hard exit after a run's verdict JSON and before its HTML leaves a run
+    with half its outputs; the next report rewrites everything byte for byte, no temporary left."""
+    import shutil
+    tree, truth = analysed
+    report.main()
+    before = _snapshot(config.RUN_REPORTS, skip=(".tmp",))
+    shutil.rmtree(config.RUN_REPORTS)
+    code = ("import os; from pipelines import archive, config, report\n"
+            "write = archive.write_text_atomic\n"
+            "def dying(path, text):\n"
+            "    if str(path).endswith('.html') and config.RUN_REPORTS in __import__('pathlib').Path(path).parents:\n"
+            "        os._exit(9)\n"
+            "    write(path, text)\n"
+            "archive.write_text_atomic = dying; report.main()")
+    assert _killed(code, tree) == 9
+    left = sorted(p.name for p in config.RUN_REPORTS.iterdir())
+    assert len(left) == 1 and left[0].endswith(".json")         # a verdict without its page
+    report.main()
+    assert _snapshot(config.RUN_REPORTS) == before
+    assert _temporaries() == []
+
+
+def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left(analysed):
+    """Issue 12, class 5: a hard exit while the skops model is written (inside ``atomic_path``,
+    before its rename) leaves ``.<version>.skops.<pid>.*.tmp`` and no model; the next run removes the
+    temporary, trains the same model again (same bytes) and points ``latest`` at it."""
+    import shutil
+    tree, truth = analysed
+    models = config.cause_models_dir("shop")
+    before = _snapshot(models, skip=(".json",))
+    latest = config.latest_cause_model("shop").read_bytes()
+    shutil.rmtree(models)
+    code = ("import os; from pipelines import archive, train_causes\n"
+            "replace = os.replace\n"
+            "def dying(src, dst):\n"
+            "    if str(dst).endswith('.skops'):\n"
+            "        os._exit(9)\n"
+            "    replace(src, dst)\n"
+            "archive.os.replace = dying; train_causes.main()")
+    assert _killed(code, tree) == 9
+    assert [p.name.endswith(".tmp") for p in models.iterdir()] == [True]
+    train_causes.main()
+    assert _snapshot(models, skip=(".json",)) == before
+    assert config.latest_cause_model("shop").read_bytes() == latest
+    assert _temporaries() == []
