@@ -48,7 +48,7 @@ bench: setup
 # build/<set>/ (params.yaml with pull.source and evaluate.labels pointed at the set), stages in
 # dvc.yaml's order; the set's metrics are copied to metrics/<set>/, beside the example's.
 SHARED ?= $(CURDIR)/../shared
-STAGES := pull validate normalize discretize mine_rules detect control_charts features train_causes \
+STAGES := pull validate normalize discretize mine_rules detect control_charts clusters features train_causes \
           predict_causes report evaluate
 real-%: setup
 	rm -rf build/$*

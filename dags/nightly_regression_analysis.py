@@ -84,8 +84,8 @@ def announce_verified_runs() -> list[str]:
 
 @task_group
 def analyse_run(run_name: str):
-    """Everything about one target run; its report once the three analyses are done."""
-    [_per_run("detect")(run_name), _per_run("control_charts")(run_name),
+    """Everything about one target run; its report once the four analyses are done."""
+    [_per_run("detect")(run_name), _per_run("control_charts")(run_name), _per_run("clusters")(run_name),
      _per_run("predict_causes")(run_name)] >> _per_run("report")(run_name)
 
 

@@ -72,6 +72,7 @@ def use_root(root: str | Path) -> None:
     g["SINGLE_MODELS"] = processed / "single_models"  # pooled rule models of the targets' baselines
     g["STACKING_CALIBRATION"] = processed / "stacking_calibration"  # normal runs' stacking scores per system
     g["CONTROL_CHARTS"] = processed / "control_charts"   # calibrations per system, charts per target
+    g["CLUSTERS"] = processed / "clusters"         # clustered regression models per target (seed 000)
     g["FEATURES"] = processed / "features"         # violation-ratio features per system
     g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
     g["CAUSES"] = processed / "causes"             # predicted cause per target run
@@ -107,6 +108,7 @@ DETECTIONS: Path
 SINGLE_MODELS: Path
 STACKING_CALIBRATION: Path
 CONTROL_CHARTS: Path
+CLUSTERS: Path
 FEATURES: Path
 CAUSE_MODELS: Path
 CAUSES: Path
@@ -184,6 +186,10 @@ def calibration_path(system: str) -> Path:
 
 def chart_path(run_id: str) -> Path:
     return CONTROL_CHARTS / "runs" / f"{identifier(run_id, 'run_id')}.json"
+
+
+def cluster_path(run_id: str) -> Path:
+    return CLUSTERS / f"{identifier(run_id, 'run_id')}.json"
 
 
 def features_path(system: str) -> Path:

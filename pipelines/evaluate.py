@@ -287,6 +287,11 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], {"control_charts": chart["flagged_counters"]},
                                chart["counter_scores"], "targets", failed=chart["verdict"] == "fail")
+        clustered = store.read_optional(config.cluster_path(run_id))
+        if clustered and clustered.get("verdict"):
+            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                               truth.get("regressed_counters") or [], {"clustered_regression": clustered["flagged_counters"]},
+                               clustered["counter_scores"], "targets", failed=clustered["verdict"] == "fail")
         verdict_file = config.run_report_path(run_id)
         if verdict_file.exists():
             head = archive.read_json(verdict_file)
@@ -318,7 +323,7 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
             "unseen_cause_called_unknown": round(float(np.mean(unseen_rows)), 4) if unseen_rows else None}
 
 
-DETECTORS = ("headline", "control_charts") + COMBINERS + anchors.ANCHORS
+DETECTORS = ("headline", "control_charts", "clustered_regression") + COMBINERS + anchors.ANCHORS
 
 
 def detector_table(metrics: dict[str, Any]) -> list[str]:

@@ -61,7 +61,7 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
                   "night_index", "summary"):
         assert stage in tasks
     # one mapped task per run, named after its stage: normalise and mine per run, the analysis per target
-    for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts",
+    for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts", "analyse_run.clusters",
                    "analyse_run.predict_causes", "analyse_run.report"):
         assert tasks[mapped][4] is True, mapped
     for whole in ("validate", "normalize_all", "discretize", "mine_rules_all"):
@@ -91,7 +91,7 @@ def dag_test(dag_id: str, env: dict) -> None:
     assert "STATE success" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
 
 
-STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "features",
+STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "clusters", "features",
           "train_causes", "predict_causes", "report")
 
 

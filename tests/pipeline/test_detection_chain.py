@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines import (config, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
+from pipelines import (clusters, config, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
                        predict_causes, pull, report, store, train_causes, validate)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def analysed(cause_lab, tmp_path_factory):
         mp.setenv("REGRESSLAB_ROOT", str(tree))
         config.use_root(tree)
         try:
-            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features,
+            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters, features,
                           train_causes, predict_causes, report, evaluate):
                 stage.main()
             yield tree, truth
@@ -81,8 +81,8 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         m = metrics["loo"][combiner]
         assert 0.0 <= m["f"] <= 1.0 and m["runs"] == len([r for r in truth if "-r" in r])
     rows = pd.read_csv(config.METRICS / "detection_runs.csv")
-    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "anchor_chart",
-                                     "anchor_mannwhitney", "anchor_median"}
+    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "clustered_regression",
+                                     "anchor_chart", "anchor_mannwhitney", "anchor_median"}
     for anchor in ("anchor_chart", "anchor_mannwhitney", "anchor_median"):      # the anchors beside the detectors
         assert metrics["loo"][anchor]["runs"] == len([r for r in truth if "-r" in r])
         assert metrics["targets"][anchor]["runs"] == len([r for r in truth if "-t" in r])
@@ -172,7 +172,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features,
+    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters, features,
                   train_causes, predict_causes, report, evaluate):
         stage.main()
     assert config.CAUSE_MODELS.is_dir() and json.loads((config.METRICS / "causes.json").read_text()) == {}
@@ -259,3 +259,24 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
     assert _snapshot(models, skip=(".json",)) == before
     assert config.latest_cause_model("shop").read_bytes() == latest
     assert _temporaries() == []
+
+
+def test_clustered_regression_models_reach_the_verdict_file_and_the_page(analysed):
+    """Issue 16 (seed 000): the clusters stage models every target; the verdict file carries
+    the contract's ``methods.clustered_regression`` (verdict, max_prediction_error) and the page
+    lists the clusters, worst first."""
+    tree, truth = analysed
+    targets = sorted(r for r in truth if "-t" in r)
+    for run_id in targets:
+        result = json.loads(config.cluster_path(run_id).read_text())
+        assert result["verdict"] in ("pass", "fail") and result["baseline_runs"]
+        errors = [c["error"] for c in result["clusters"]]
+        assert errors == sorted(errors, reverse=True) and result["max_prediction_error"] == errors[0]
+        assert result["verdict"] == ("fail" if errors[0] > result["error_threshold"] else "pass")
+        doc = json.loads(config.run_report_path(run_id).read_text())
+        method = doc["methods"]["clustered_regression"]
+        assert method["verdict"] == result["verdict"] and method["max_prediction_error"] == errors[0]
+        page = config.run_report_path(run_id, "html").read_text()
+        assert "Clustered regression models" in page and 'id="clusters"' in page
+    metrics = json.loads((config.METRICS / "detection.json").read_text())
+    assert metrics["targets"]["clustered_regression"]["runs"] == len(targets)

@@ -133,9 +133,9 @@ def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tin
         reason = json.loads((config.QUARANTINE / f"{name}.json").read_text())
         assert any(f["kwargs"].get("column") == "system_is_identifier" for f in reason["failed_expectations"])
     assert config.VALID.is_dir() and (config.VALID / sorted(truth)[0] / "meta.json").exists()
-    from pipelines import (control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
+    from pipelines import (clusters, control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
                            report, train_causes)
-    for stage in (normalize, discretize, mine_rules, detect, control_charts, features, train_causes,
+    for stage in (normalize, discretize, mine_rules, detect, control_charts, clusters, features, train_causes,
                   predict_causes, report):
         stage.main()                                         # the night goes on with the good runs
     assert "runs regressed" in config.NIGHT_INDEX.read_text()
@@ -177,14 +177,14 @@ def test_a_night_with_every_archive_quarantined_still_ends_with_a_night_index(tr
     expects exists (``dvc repro`` failed at discretize: "output 'data/processed/edges' does not
     exist"), and the night index says what happened and lists each quarantined archive with
     its reason."""
-    from pipelines import (control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
+    from pipelines import (clusters, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
                            predict_causes, report, train_causes)
     from tests.hostile_corpus import write_corpus
 
     src = tmp_path / "src"
     expected = write_corpus(src)
     set_source(tree, src)
-    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features,
+    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters, features,
                   train_causes, predict_causes, report, evaluate):
         stage.main()
     stages = yaml.safe_load((config.ROOT.parent / "dvc.yaml").read_text())["stages"] \
@@ -332,9 +332,9 @@ def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_pa
     assert tomcat.max() > 100                        # per core: above 100 on an 8-core server
     assert [d["counter"] for d in index["valid"][target]["_dropped_counters"]] == ["web01.cpu_pct"]
     assert all(not row["_dropped_counters"] for r, row in index["valid"].items() if r != target)
-    from pipelines import (control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
+    from pipelines import (clusters, control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
                            report, train_causes)
-    for stage in (normalize, discretize, mine_rules, detect, control_charts, features, train_causes,
+    for stage in (normalize, discretize, mine_rules, detect, control_charts, clusters, features, train_causes,
                   predict_causes, report):
         stage.main()
     doc = json.loads(config.run_report_path(target).read_text())

@@ -1,0 +1,281 @@
+"""clusters: clustered regression models of a target against its baseline (Shang et al. 2015,
+seed 000; METHODS.md §E).
+
+One model of one counter (CPU, say) misses a regression that moves another (I/O reads) that
+CPU does not predict.  The counters are instead grouped by how they move together, and each
+group gets its own model:
+
+1. **Reduce** (§4.1): drop counters with zero variance in both the baseline and the target;
+   then redundancy analysis: a counter predictable from the others with R² over
+   ``r2_threshold`` is redundant; the one with the highest R² goes first, and the analysis
+   repeats until none is left.  R² of every counter at once is ``1 - 1/VIF``, the diagonal of
+   the inverse correlation matrix, which a removal updates in O(p²) (``ridge`` keeps the
+   matrix invertible when counters outnumber intervals).
+2. **Cluster** (§4.2): Pearson distance ``d = 1 - ρ`` for ``ρ ≥ 0`` and ``|ρ|`` for ``ρ < 0``
+   (Equation 1, as printed: Table 2 is computed with it, over the baseline's and the target's
+   observations together), average-linkage hierarchical clustering, and the dendrogram cut at
+   the number of clusters ``k`` (2 to ``n - 2``, at most ``max_clusters``) with the largest
+   Calinski-Harabasz index, computed from the distances: ``W`` = Σ over clusters of the sum of
+   squared within-cluster distances over twice the cluster's size, ``T`` the same over all
+   counters, ``CH = ((T - W)/(k - 1)) / (W/(n - k))``.
+3. **Model** (§4.3): in each cluster the target counter is the one whose baseline and target
+   distributions differ most (smallest two-sample Kolmogorov-Smirnov p-value; ties by the
+   larger statistic, then by name), modelled linearly on the cluster's other counters (least
+   squares with an intercept, fitted on the baseline; a one-counter cluster predicts the
+   baseline mean).
+4. **Detect** (§4.4): the average prediction error on the target's intervals,
+   ``mean |y - ŷ| / max(|y|, floor)`` (``floor`` = ``error_floor`` × the counter's mean
+   absolute level over both runs, so a counter at 0 does not divide by zero); a cluster whose
+   error is over ``error_threshold`` (30 %) is a regression, and the run's evidence is its
+   largest error (§6, Tables 4-5).
+
+The stage charts every target against the passed runs of its baseline in the most similar
+environment (``history.most_similar``, at most ``max_baseline_runs``), load-scaled like the
+control charts' input.  Pure core, then the I/O shell.
+"""
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+from scipy.stats import ks_2samp
+
+from pipelines import archive, config, history, locks, store
+from pipelines.progress import Progress
+
+log = logging.getLogger("regresslab.clusters")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
+    """Equation 1 of seed 000 between every pair of columns: ``1 - ρ`` when ``ρ ≥ 0``, else ``|ρ|``."""
+    rho = frame.corr().to_numpy()
+    dist = np.where(rho >= 0, 1.0 - rho, np.abs(rho))
+    np.fill_diagonal(dist, 0.0)
+    return pd.DataFrame(dist, index=frame.columns, columns=frame.columns)
+
+
+def constant_counters(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """Counters with zero variance in both runs (§4.1)."""
+    return sorted(c for c in old.columns if not (old[c].std(ddof=0) > 0) and not (new[c].std(ddof=0) > 0))
+
+
+def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float = 1e-6) -> list[tuple[str, float]]:
+    """Redundancy analysis (§4.1): the counters removed, in order, each with its R² on the rest.
+
+    ``R²_j = 1 - 1/(C⁻¹)_jj`` for the correlation matrix ``C`` (+ ``ridge`` on the diagonal);
+    removing counter ``k`` updates the inverse of the rest as ``B - B[:, k] B[k, :] / B[k, k]``.
+    """
+    cols = [c for c in frame.columns if frame[c].std(ddof=0) > 0]
+    if len(cols) < 2:
+        return []
+    corr = np.nan_to_num(np.corrcoef(frame[cols].to_numpy(dtype=float), rowvar=False))
+    inv = np.linalg.inv(corr + ridge * np.eye(len(cols)))
+    alive = list(range(len(cols)))
+    removed: list[tuple[str, float]] = []
+    while len(alive) > 1:
+        sub = inv[np.ix_(alive, alive)]
+        r2 = 1.0 - 1.0 / np.clip(np.diag(sub), 1.0, None)
+        worst = int(np.argmax(r2))
+        if r2[worst] <= r2_threshold:
+            break
+        k = alive[worst]
+        removed.append((cols[k], round(float(r2[worst]), 6)))
+        col = inv[:, k].copy()
+        inv = inv - np.outer(col, inv[k, :]) / inv[k, k]
+        alive.remove(k)
+    return removed
+
+
+def calinski_harabasz(distance: np.ndarray, labels: np.ndarray) -> float:
+    """The Calinski-Harabasz index of a partition, from a distance matrix (see the module doc)."""
+    n, ks = len(labels), np.unique(labels)
+    k = len(ks)
+    if k < 2 or k >= n:
+        return float("nan")
+    sq = distance ** 2
+    total = sq.sum() / (2 * n)
+    within = sum(sq[np.ix_(labels == c, labels == c)].sum() / (2 * int((labels == c).sum())) for c in ks)
+    if within <= 0:
+        return float("inf")
+    return float(((total - within) / (k - 1)) / (within / (n - k)))
+
+
+def cluster_counters(distance: pd.DataFrame, *, max_clusters: int) -> tuple[dict[str, int], dict[int, float]]:
+    """Average-linkage clusters cut by Calinski-Harabasz (§4.2): counter -> cluster (1, 2, …, by
+    first counter in column order) and the index of every ``k`` tried."""
+    names = list(distance.columns)
+    n = len(names)
+    if n <= 3:
+        return {c: 1 for c in names}, {}
+    tree = linkage(squareform(distance.to_numpy(), checks=False), method="average")
+    scores: dict[int, float] = {}
+    best_k, best = 1, -np.inf
+    for k in range(2, min(int(max_clusters), n - 2) + 1):
+        labels = fcluster(tree, k, criterion="maxclust")
+        if len(np.unique(labels)) != k:
+            continue
+        score = calinski_harabasz(distance.to_numpy(), labels)
+        scores[k] = round(score, 6) if np.isfinite(score) else score
+        if score > best:
+            best_k, best = k, score
+    labels = fcluster(tree, best_k, criterion="maxclust") if best_k > 1 else np.ones(n, dtype=int)
+    renumber: dict[int, int] = {}
+    for lab in labels:
+        renumber.setdefault(int(lab), len(renumber) + 1)
+    return {c: renumber[int(lab)] for c, lab in zip(names, labels)}, scores
+
+
+def select_target(old: pd.DataFrame, new: pd.DataFrame, counters: list[str]) -> tuple[str, float]:
+    """The cluster's dependent counter: smallest KS p-value between the runs (§4.3.1)."""
+    tests = []
+    for c in counters:
+        with warnings.catch_warnings():          # ties: scipy falls back to the asymptotic p-value
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = ks_2samp(old[c].to_numpy(float), new[c].to_numpy(float))
+        tests.append((float(res.pvalue), -float(res.statistic), c))
+    p, _, counter = min(tests)
+    return counter, p
+
+
+def fit_model(old: pd.DataFrame, target: str, predictors: list[str]) -> tuple[float, dict[str, float]]:
+    """Least squares of ``target`` on ``predictors`` with an intercept, on the baseline (§4.3.2)."""
+    y = old[target].to_numpy(float)
+    if not predictors:
+        return float(y.mean()), {}
+    x = np.column_stack([np.ones(len(old)), old[predictors].to_numpy(float)])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return float(coef[0]), {p: float(c) for p, c in zip(predictors, coef[1:])}
+
+
+def prediction_error(new: pd.DataFrame, target: str, model: tuple[float, dict[str, float]], *,
+                     floor: float) -> float:
+    """Average relative prediction error on the target run (§4.4)."""
+    intercept, coefs = model
+    pred = intercept + sum(new[p].to_numpy(float) * c for p, c in coefs.items()) if coefs \
+        else np.full(len(new), intercept)
+    y = new[target].to_numpy(float)
+    return float(np.mean(np.abs(y - pred) / np.maximum(np.abs(y), floor)))
+
+
+def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, *, r2_threshold: float, max_clusters: int,
+                         error_threshold: float, error_floor: float, ridge: float = 1e-6) -> dict[str, Any]:
+    """Seed 000's whole approach for one target (``new``) against its baseline (``old``).
+
+    Both frames hold one row per interval and the same counters (no missing values).  Returns
+    the verdict (``fail`` when the largest cluster error is over ``error_threshold``), the
+    largest error, every cluster (counters, target counter, KS p-value, error) worst first,
+    the counters removed and why, and the Calinski-Harabasz index per ``k``.
+    """
+    counters = [c for c in old.columns if c in new.columns]
+    old, new = old[counters], new[counters]
+    constant = constant_counters(old, new)
+    both = pd.concat([old, new], ignore_index=True).drop(columns=constant)
+    redundant = redundant_counters(both, r2_threshold=r2_threshold, ridge=ridge)
+    kept = [c for c in both.columns if c not in {r for r, _ in redundant}]
+    if not kept:
+        return {"verdict": None, "reason": "no counter varies in the baseline or the target", "max_prediction_error": None,
+                "clusters": [], "constant_counters": constant, "redundant_counters": dict(redundant)}
+    distance = pearson_distance(both[kept]).fillna(1.0)
+    membership, ch = cluster_counters(distance, max_clusters=max_clusters)
+    clusters = []
+    for label in sorted(set(membership.values())):
+        members = [c for c in kept if membership[c] == label]
+        target, p = select_target(old, new, members)
+        predictors = [c for c in members if c != target]
+        model = fit_model(old, target, predictors)
+        level = float(np.mean(np.abs(both[target].to_numpy(float))))
+        error = prediction_error(new, target, model, floor=max(error_floor * level, 1e-12))
+        clusters.append({"counters": members, "target_counter": target, "ks_p_value": round(p, 8),
+                         "error": round(error, 6), "regression": bool(error > error_threshold),
+                         "intercept": round(model[0], 8), "coefficients": {k: round(v, 8) for k, v in model[1].items()}})
+    clusters.sort(key=lambda c: (-c["error"], c["target_counter"]))
+    max_error = clusters[0]["error"]
+    return {"verdict": "fail" if max_error > error_threshold else "pass", "max_prediction_error": max_error,
+            "error_threshold": error_threshold, "clusters": clusters, "constant_counters": constant,
+            "redundant_counters": dict(redundant), "calinski_harabasz": {str(k): v for k, v in ch.items()}}
+
+
+def flagged(result: dict[str, Any]) -> tuple[list[str], dict[str, float]]:
+    """The counters of the clusters over the threshold (each cluster's target first) and every
+    clustered counter's score (its cluster's error)."""
+    flags: list[str] = []
+    scores: dict[str, float] = {}
+    for cluster in result.get("clusters") or []:
+        for c in cluster["counters"]:
+            scores[c] = cluster["error"]
+        if cluster["regression"]:
+            flags += [cluster["target_counter"]] + [c for c in cluster["counters"] if c != cluster["target_counter"]]
+    return flags, scores
+
+
+def complete_columns(frame: pd.DataFrame, *, min_share: float) -> pd.DataFrame:
+    """The counters present in at least ``min_share`` of the intervals, gaps filled with the median."""
+    share = frame.notna().mean()
+    keep = frame.loc[:, share >= min_share]
+    return keep.fillna(keep.median())
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def cluster_run(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+                hist: dict[str, Any]) -> dict[str, Any]:
+    """One target's clustered regression models against the most similar passed runs of its baseline."""
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    similar = history.most_similar({b: index[b].get("environment") or {} for b in baseline},
+                                   index[run_id].get("environment") or {})[: int(params["max_baseline_runs"])]
+    out: dict[str, Any] = {"run_id": run_id, "system": index[run_id]["system"], "baseline_runs": similar}
+    if not similar:
+        return {**out, "verdict": None, "reason": "no passed run in the baseline", "max_prediction_error": None, "clusters": []}
+    share = float(params["min_counter_share"])
+    old = complete_columns(pd.concat([frames[b] for b in similar], ignore_index=True), min_share=share)
+    new = complete_columns(frames[run_id].reset_index(drop=True), min_share=share)
+    common = [c for c in old.columns if c in new.columns]
+    result = clustered_regression(old[common], new[common], r2_threshold=float(params["r2_threshold"]),
+                                  max_clusters=int(params["max_clusters"]),
+                                  error_threshold=float(params["error_threshold"]),
+                                  error_floor=float(params["error_floor"]), ridge=float(params["ridge"]))
+    flags, scores = flagged(result)
+    return {**out, **result, "flagged_counters": flags if result["verdict"] == "fail" else [],
+            "counter_scores": scores}
+
+
+@locks.holding("clusters", shared=True)
+def run_one(run_id: str) -> dict[str, Any]:
+    """Cluster one target (the per-run task of the nightly DAG); write its result."""
+    index = archive.read_valid_index()
+    result = cluster_run(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
+                         config.load_params("clusters"), config.load_params("history"))
+    archive.write_json_atomic(config.cluster_path(run_id), result)
+    return result
+
+
+@locks.holding("clusters")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.CLUSTERS)
+    params, hist = config.load_params("clusters"), config.load_params("history")
+    index = archive.read_valid_index()
+    todo = history.targets(index)
+    progress = Progress(log, "clusters", len(todo))
+    done = 0
+    for system in history.systems(index):
+        frames = store.FrameStore.of_system(system)
+        for run_id in [t for t in todo if index[t]["system"] == system]:
+            result = cluster_run(run_id, index, frames, params, hist)
+            archive.write_json_atomic(config.cluster_path(run_id), result)
+            done += 1
+            progress.step(done, f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}")
+    print(f"[clusters] {done} target(s) modelled")
+
+
+if __name__ == "__main__":
+    main()

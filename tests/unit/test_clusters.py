@@ -1,0 +1,155 @@
+"""clusters: seed 000's running example (Tables 1 and 2) and a broken correlation that
+per-counter checks miss.  Every expected value is computed by hand or printed in the paper."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import ks_2samp
+
+from pipelines import clusters
+
+# Table 1 of seed 000 (Shang et al. 2015): 8 counters, 8 observations, old and new version.
+OLD = pd.DataFrame({
+    "CPU Privileged": [29.17, 27.29, 29.90, 33.23, 31.43, 30.91, 31.15, 30.21],
+    "CPU User": [33.02, 29.48, 28.23, 26.25, 26.95, 26.22, 26.04, 29.38],
+    "IO read byte/sec": [0.0] * 8,
+    "IO read op/sec": [0.0] * 8,
+    "IO write byte/sec": [7808.09, 4481.75, 7787.79, 4715.79, 7349.50, 4499.50, 4641.17, 8319.15],
+    "IO write op/sec": [180.36, 163.29, 174.36, 178.87, 188.47, 192.43, 187.91, 178.80],
+    "Memory Working set": [144867, 144888, 146522, 145920, 145822, 145822, 144364, 144499],
+    "Memory Private byte": [146203, 146625, 147763, 147681, 147583, 147587, 146153, 146305]}, dtype=float)
+NEW = pd.DataFrame({
+    "CPU Privileged": [29.38, 30.52, 30.21, 33.02, 31.77, 28.23, 29.48, 28.02],
+    "CPU User": [26.98, 27.29, 31.04, 27.92, 27.08, 28.23, 32.29, 33.54],
+    "IO read byte/sec": [175008.30, 176262.16, 177867.55, 178745.03, 181573.41, 174242.61, 165634.03, 163400.87],
+    "IO read op/sec": [1611.37, 1628.83, 1655.19, 1649.85, 1654.89, 1615.44, 1514.00, 1526.93],
+    "IO write byte/sec": [4364.58, 7908.74, 4514.13, 7588.77, 4887.06, 7767.46, 4262.85, 3961.54],
+    "IO write op/sec": [190.99, 183.79, 188.82, 189.32, 189.58, 186.40, 179.88, 167.89],
+    "Memory Working set": [144499, 144499, 144499, 144753, 144753, 145056, 146874, 144503],
+    "Memory Private byte": [146326, 146350, 146379, 146649, 146682, 146981, 148759, 146383]}, dtype=float)
+KEPT = ["CPU Privileged", "CPU User", "IO read byte/sec", "IO write byte/sec", "IO write op/sec",
+        "Memory Private byte"]
+# Table 2, lower triangle, rows and columns in KEPT order.
+TABLE_2 = {("CPU User", "CPU Privileged"): 0.58,
+           ("IO read byte/sec", "CPU Privileged"): 0.08, ("IO read byte/sec", "CPU User"): 0.80,
+           ("IO write byte/sec", "CPU Privileged"): 0.90, ("IO write byte/sec", "CPU User"): 0.07,
+           ("IO write byte/sec", "IO read byte/sec"): 0.15,
+           ("IO write op/sec", "CPU Privileged"): 0.44, ("IO write op/sec", "CPU User"): 0.52,
+           ("IO write op/sec", "IO read byte/sec"): 0.73, ("IO write op/sec", "IO write byte/sec"): 0.93,
+           ("Memory Private byte", "CPU Privileged"): 0.84, ("Memory Private byte", "CPU User"): 0.06,
+           ("Memory Private byte", "IO read byte/sec"): 0.14, ("Memory Private byte", "IO write byte/sec"): 0.12,
+           ("Memory Private byte", "IO write op/sec"): 0.03}
+PARAMS = dict(r2_threshold=0.9, max_clusters=20, error_threshold=0.30, error_floor=0.01)
+
+
+def test_pearson_distance_of_both_versions_is_table_2():
+    both = pd.concat([OLD, NEW], ignore_index=True)[KEPT]
+    dist = clusters.pearson_distance(both)
+    for (a, b), expected in TABLE_2.items():
+        assert round(float(dist.loc[a, b]), 2) == expected, (a, b)
+        assert dist.loc[a, b] == dist.loc[b, a]
+
+
+def test_pearson_distance_is_equation_1_on_a_hand_case():
+    # x = 1,2,3; y = 3,2,1 (rho = -1 -> d = 1); z = 1,2,4 (rho(x,z) = 0.9820 -> d = 0.0180)
+    frame = pd.DataFrame({"x": [1.0, 2, 3], "y": [3.0, 2, 1], "z": [1.0, 2, 4]})
+    dist = clusters.pearson_distance(frame)
+    assert dist.loc["x", "y"] == pytest.approx(1.0)
+    # rho(x, z) = cov/(sd sd) = (3/2) / (1 x sqrt(7/3)) = 0.98198
+    assert 1.5 / np.sqrt(7 / 3) == pytest.approx(0.98198, abs=1e-5)
+    assert dist.loc["x", "z"] == pytest.approx(1 - 0.98198, abs=1e-5)
+    assert dist.loc["y", "z"] == pytest.approx(0.98198, abs=1e-5)      # rho < 0: |rho|
+
+
+def test_redundancy_analysis_removes_the_counters_the_paper_names():
+    both = pd.concat([OLD, NEW], ignore_index=True)
+    removed = clusters.redundant_counters(both, r2_threshold=0.9)
+    assert [c for c, _ in removed] == ["IO read op/sec", "Memory Working set"]
+    # R^2 of Memory Working set on the rest, once IO read op/sec is gone, by least squares:
+    rest = both.drop(columns=["IO read op/sec", "Memory Working set"])
+    x = np.column_stack([np.ones(len(both)), rest.to_numpy()])
+    y = both["Memory Working set"].to_numpy()
+    res = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
+    assert removed[1][1] == pytest.approx(1 - res.var() / y.var(), abs=1e-4)
+
+
+def test_calinski_harabasz_from_distances_by_hand():
+    # points on a line at 0, 1, 10, 11: clusters {0,1}, {10,11}
+    pos = np.array([0.0, 1.0, 10.0, 11.0])
+    dist = np.abs(pos[:, None] - pos[None, :])
+    labels = np.array([1, 1, 2, 2])
+    # W: each cluster (1^2 + 1^2)/(2*2) = 0.5, so 1;  T = (2 x (1+100+121+81+100+1))/(2*4) = 101
+    # CH = ((101 - 1)/(2 - 1)) / (1/(4 - 2)) = 200, as between/within sums of squares give on the
+    # line: B = 2(5^2) + 2(5^2) = 100, W = 4 x 0.5^2 = 1
+    assert clusters.calinski_harabasz(dist, labels) == pytest.approx(200.0)
+
+
+def test_the_running_example_gives_the_papers_clusters_targets_and_verdict():
+    result = clusters.clustered_regression(OLD, NEW, **PARAMS)
+    groups = {frozenset(c["counters"]): c for c in result["clusters"]}
+    assert set(groups) == {frozenset({"CPU Privileged", "IO read byte/sec"}),
+                           frozenset({"IO write op/sec", "Memory Private byte"}),
+                           frozenset({"CPU User", "IO write byte/sec"})}            # §4.2.3
+    assert {c["target_counter"] for c in result["clusters"]} == {"IO read byte/sec", "IO write op/sec",
+                                                                   "CPU User"}      # §4.3.1
+    assert result["redundant_counters"].keys() == {"IO read op/sec", "Memory Working set"}
+    assert result["calinski_harabasz"]["3"] == max(result["calinski_harabasz"].values())
+
+    def simple_mape(target, predictor):           # y = a + b x fitted on the old version, by hand
+        x, y = OLD[predictor].to_numpy(), OLD[target].to_numpy()
+        b = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+        a = y.mean() - b * x.mean()
+        pred = a + b * NEW[predictor].to_numpy()
+        return float(np.mean(np.abs(NEW[target].to_numpy() - pred) / np.abs(NEW[target].to_numpy())))
+
+    errors = {c["target_counter"]: c["error"] for c in result["clusters"]}
+    # old IO reads are all 0: the model predicts 0 and misses every byte read (the paper's 100 %)
+    assert errors["IO read byte/sec"] == pytest.approx(1.0)
+    assert errors["IO write op/sec"] == pytest.approx(simple_mape("IO write op/sec", "Memory Private byte"), abs=1e-6)
+    assert errors["CPU User"] == pytest.approx(simple_mape("CPU User", "IO write byte/sec"), abs=1e-6)
+    assert errors["IO write op/sec"] == pytest.approx(0.045, abs=0.001)          # the paper: 4 %
+    assert result["verdict"] == "fail" and result["max_prediction_error"] == pytest.approx(1.0)
+    assert [c["regression"] for c in result["clusters"]] == [True, False, False]   # worst first
+    flags, scores = clusters.flagged(result)
+    assert flags == ["IO read byte/sec", "CPU Privileged"] and scores["CPU User"] == errors["CPU User"]
+
+
+def test_a_broken_correlation_that_per_counter_checks_miss_is_caught():
+    """Baseline: b follows a; c and d share a faster wave (with noise).  Target: b is a quarter
+    period out of phase with a -- each counter keeps its distribution (KS, median and the
+    baseline's range see nothing), but b no longer follows a, and the {a, b} model fails."""
+    t = np.arange(96)
+    rng = np.random.default_rng(3)
+    sine = lambda period, phase=0.0: np.sin(2 * np.pi * t / period + phase)
+
+    def run(phase_b: float) -> pd.DataFrame:
+        shared = 100 * sine(48)                      # a slow load swing moves every counter a little
+        noise = lambda sd: rng.normal(0, sd, t.size)
+        return pd.DataFrame({"a": 1000 + shared + 600 * sine(24) + noise(5),
+                             "b": 1000 + shared + 600 * sine(24, phase_b) + noise(5),
+                             "c": 1000 + shared + 300 * sine(7) + noise(60),
+                             "d": 1000 + shared + 300 * sine(7) + noise(60)})
+    old, new = run(0.0), run(np.pi / 2)
+    for col in old:                                       # per-counter checks: nothing to see
+        assert ks_2samp(old[col], new[col]).pvalue > 0.5
+        assert abs(new[col].median() / old[col].median() - 1) < 0.05
+        assert new[col].between(old[col].min() - 20, old[col].max() + 20).mean() > 0.95
+    result = clusters.clustered_regression(old, new, **PARAMS)
+    worst = result["clusters"][0]
+    assert set(worst["counters"]) == {"a", "b"} and worst["regression"] and worst["error"] > 0.5
+    assert result["verdict"] == "fail" and result["max_prediction_error"] == worst["error"]
+    assert set(result["clusters"][1]["counters"]) == {"c", "d"} and result["clusters"][1]["error"] < 0.15
+    same = clusters.clustered_regression(old, run(0.0), **PARAMS)     # b still follows a
+    assert same["verdict"] == "pass" and same["max_prediction_error"] < 0.15
+
+
+def test_constant_counters_and_more_counters_than_intervals():
+    rng = np.random.default_rng(0)
+    old = pd.DataFrame(rng.normal(100, 5, (6, 12)), columns=[f"k{i}" for i in range(12)]).assign(flat=1.0)
+    new = old + rng.normal(0, 0.5, old.shape)
+    new["flat"] = 1.0
+    result = clusters.clustered_regression(old, new, **PARAMS)
+    assert result["constant_counters"] == ["flat"]
+    assert all(np.isfinite(c["error"]) for c in result["clusters"])
+    assert result["verdict"] == "pass"
