@@ -58,6 +58,12 @@ def calibrate_control_charts() -> list[str]:
     return control_charts.calibrate_all()
 
 
+@task(task_id="calibrate_clusters", execution_timeout=TIMEOUT)
+def calibrate_clusters() -> list[str]:
+    from pipelines import clusters
+    return clusters.calibrate_all()
+
+
 @task(task_id="calibrate_stacking", execution_timeout=TIMEOUT)
 def calibrate_stacking() -> list[str]:
     from pipelines import detect
@@ -135,7 +141,7 @@ def nightly_regression_analysis():
     mined = (_per_run("mine_rules").expand(run_name=history_runs)
              >> _stage("mine_rules", "none_failed", task_id="mine_rules_all")())
     targets = target_runs()
-    mined >> [calibrate_control_charts(), calibrate_stacking()] >> targets
+    mined >> [calibrate_control_charts(), calibrate_clusters(), calibrate_stacking()] >> targets
     night = night_index()
     analyse_run.expand(run_name=targets) >> night
     summary(night) >> alert(night)

@@ -192,6 +192,10 @@ def cluster_path(run_id: str) -> Path:
     return CLUSTERS / f"{identifier(run_id, 'run_id')}.json"
 
 
+def cluster_calibration_path(system: str) -> Path:
+    return CLUSTERS / "calibration" / f"{identifier(system, 'system')}.json"
+
+
 def features_path(system: str) -> Path:
     return FEATURES / f"{identifier(system, 'system')}.parquet"
 

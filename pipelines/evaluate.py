@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import anchors, archive, config, control_charts, detect, discretize, headline, history, labs, locks, store
+from pipelines import anchors, archive, clusters, config, control_charts, detect, discretize, headline, history, labs, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.evaluate")
@@ -178,8 +178,8 @@ def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
 
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
                disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
-               charts: dict[str, dict] | None, report_params: dict[str, Any], *, lab_kw: dict[str, Any]
-               ) -> list[dict[str, Any]]:
+               charts: dict[str, dict] | None, report_params: dict[str, Any], *, lab_kw: dict[str, Any],
+               clustered: dict[str, dict] | None = None) -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
     the control charts' leave-one-out results of the same runs).
 
@@ -220,9 +220,23 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                 detect.stacking_evidence(result, [v for r, v in null.items() if r != run_id]))
             head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
                                     verdict_rule=report_params["verdict_rule"], flag_rule=report_params["flag_rule"],
-                                    false_alarm_rate=float(report_params["false_alarm_rate"]))
+                                    false_alarm_rate=float(report_params["false_alarm_rate"]),
+                                    clustered=(clustered or {}).get(run_id))
             rows += score_rows(*truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
+    return rows
+
+
+def cluster_rows(clustered: dict[str, dict[str, Any]], index: dict[str, Any]) -> list[dict[str, Any]]:
+    """Leave-one-out rows of the clustered regression models (``clusters.loo``)."""
+    rows = []
+    for run_id, res in clustered.items():
+        if res.get("verdict") is None:
+            continue
+        row = index[run_id]
+        rows += score_rows(run_id, row["system"], row["verdict"], row.get("cause") or "none",
+                           row.get("regressed_counters") or [], {"clustered_regression": res["flagged_counters"]},
+                           res["counter_scores"], "loo", failed=res["verdict"] == "fail")
     return rows
 
 
@@ -359,6 +373,7 @@ def main() -> None:
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")
     cc_params = config.load_params("control_charts")
+    cl_params = config.load_params("clusters")
     report_params = config.load_params("report")
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = archive.read_valid_index()
@@ -373,8 +388,10 @@ def main() -> None:
         charts = loo_charts(frames, index, verified, passed, params=cc_params,
                             lab_kw=labs.lab_params(hist))
         cc_rows += chart_rows(charts, index)
+        clustered = clusters.loo(verified, passed, index, frames, cl_params, hist)
+        rows += cluster_rows(clustered, index)
         rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
-                           report_params, lab_kw=labs.lab_params(hist))
+                           report_params, lab_kw=labs.lab_params(hist), clustered=clustered)
         rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
     cc_frame = pd.DataFrame(cc_rows)
     cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}

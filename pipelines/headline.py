@@ -2,14 +2,15 @@
 
 The verdict file of ``DATA_CONTRACT.md`` §2 combines the association-rule ensembles
 (``detect``, Foo et al. 2015, seed 003), the control charts (``control_charts``, Nguyen
-2017 ch. 3, 6-7, seed 004) and the probable cause (``predict_causes``, Nguyen 2017 ch. 8).
+2017 ch. 3, 6-7, seed 004), the clustered regression models (``clusters``, Shang et al.
+2015, seed 000) and the probable cause (``predict_causes``, Nguyen 2017 ch. 8).
 ``report`` writes it for the night's targets and ``evaluate`` scores the same decision in
 leave-one-out, so both use this module.  Pure: dicts in, dicts out.
 
 * **verdict** (``report.verdict_rule``): ``calibrated`` (issue 11) turns each detector's run
   score into a p-value against the same score of the history's normal runs, each judged
   against the others (stacking: ``detect.stacking_pvalue``; control charts: their combined
-  run and strongest-window p-value), and fails the run when the smallest, times the number
+  run and strongest-window p-value; cluster models: their largest excess error), and fails the run when the smallest, times the number
   of detectors (Bonferroni: valid whatever their dependence), is at most
   ``report.false_alarm_rate``, the one parameter: the share of normal runs allowed to fail.
   No detector then vetoes another, and one odd normal run cannot silence every fault (the
@@ -101,12 +102,29 @@ def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict
     return found[0] if found else {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
 
 
+def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
+    """What the verdict file keeps of a ``clusters`` result (contract §2: verdict and
+    ``max_prediction_error``): the worst ``top`` clusters with their counters and errors."""
+    keys = ("counters", "target_counter", "ks_p_value", "error", "baseline_error", "excess_error", "regression")
+    return {"verdict": result["verdict"], "max_prediction_error": result["max_prediction_error"],
+            "max_excess_error": result.get("max_excess_error"), "p_value": result.get("p_value"),
+            "error_threshold": result.get("error_threshold"), "flagged_counters": result.get("flagged_counters") or [],
+            "n_clusters": len(result.get("clusters") or []),
+            "clusters": [{k: c.get(k) for k in keys} for c in (result.get("clusters") or [])[:top]],
+            "redundant_counters": sorted(result.get("redundant_counters") or {}),
+            "constant_counters": list(result.get("constant_counters") or [])}
+
+
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
-            *, verdict_rule: str, flag_rule: str, false_alarm_rate: float) -> dict[str, Any]:
+            *, verdict_rule: str, flag_rule: str, false_alarm_rate: float,
+            clustered: dict[str, Any] | None = None) -> dict[str, Any]:
     """The verdict file of one run (DATA_CONTRACT.md §2) from the stages' results.
 
     ``flag_rule`` names the flagged counters of a failed run: ``union`` (stacking's and the
-    control charts'), or ``rules`` (stacking's when it failed the run, else the charts')."""
+    control charts'), or ``rules`` (stacking's when it failed the run, else the charts').
+    ``clustered`` (the ``clusters`` stage's result) joins the calibrated decision with its
+    p-value and names its clusters' counters when it is what failed the run; the ``all``,
+    ``any`` and single-method rules stay those of the rules and the charts."""
     if flag_rule not in ("union", "rules"):
         raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
     if verdict_rule not in VERDICT_RULES:
@@ -129,6 +147,11 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         p_values["control_charts"] = charts.get("p_value")
         scores.append(min(1.0, 2.0 * float(charts["violation_ratio"])))
         cc_scores = charts["counter_scores"]
+    cluster_flags: list[str] = []
+    if clustered and clustered.get("verdict"):
+        methods["clustered_regression"] = clustered_summary(clustered)
+        p_values["clustered_regression"] = clustered.get("p_value")
+        cluster_flags = list(clustered.get("flagged_counters") or [])
     p_value = None
     if verdict_rule == "calibrated":
         verdict, p_value = calibrated_verdict(verdicts, p_values, false_alarm_rate)
@@ -145,6 +168,8 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
                       or (charts or {}).get("counters_over_limit") or [])
         chosen = rules | charted if flag_rule == "union" else rules or charted
         flagged = [c for c in counter_scores if c in chosen]
+        if not flagged:                      # the cluster models alone saw it: their counters
+            flagged = cluster_flags
     lab = lab_status(detection, charts)
     doc = {
         "schema_version": 1,

@@ -2,7 +2,7 @@
 
 Merges what the detectors found for a run — the association-rule ensembles (``detect``,
 Foo et al. 2015), the control charts (``control_charts``, Nguyen 2017 ch. 3, 6-7), the
-clustered regression models (``clusters``, Shang et al. 2015; shown, not part of the headline) and the
+clustered regression models (``clusters``, Shang et al. 2015) and the
 probable cause (``predict_causes``, Nguyen 2017 ch. 8) — into ``reports/runs/<run_id>.json``
 exactly as ``DATA_CONTRACT.md`` §2, renders ``reports/runs/<run_id>.html`` beside it and
 ``reports/index.html`` for the night.
@@ -345,18 +345,6 @@ def index_row(doc: dict[str, Any]) -> dict[str, Any]:
             "top_change": next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)}
 
 
-def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
-    """What the verdict file keeps of a ``clusters`` result (contract §2: verdict and
-    ``max_prediction_error``): the worst ``top`` clusters with their counters and errors."""
-    return {"verdict": result["verdict"], "max_prediction_error": result["max_prediction_error"],
-            "error_threshold": result.get("error_threshold"), "flagged_counters": result.get("flagged_counters") or [],
-            "n_clusters": len(result.get("clusters") or []),
-            "clusters": [{k: c[k] for k in ("counters", "target_counter", "ks_p_value", "error", "regression")}
-                         for c in (result.get("clusters") or [])[:top]],
-            "redundant_counters": sorted(result.get("redundant_counters") or {}),
-            "constant_counters": list(result.get("constant_counters") or [])}
-
-
 # --------------------------------------------------------------------------- I/O shell
 
 
@@ -365,11 +353,9 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     detection = archive.read_json(config.detection_path(run_id))
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
-    doc = headline.compose(detection, charts, predicted, verdict_rule=params["verdict_rule"],
-                           flag_rule=params["flag_rule"], false_alarm_rate=float(params["false_alarm_rate"]))
     clustered = store.read_optional(config.cluster_path(run_id))
-    if clustered and clustered.get("verdict"):
-        doc["methods"]["clustered_regression"] = clustered_summary(clustered)
+    doc = headline.compose(detection, charts, predicted, clustered=clustered, verdict_rule=params["verdict_rule"],
+                           flag_rule=params["flag_rule"], false_alarm_rate=float(params["false_alarm_rate"]))
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])

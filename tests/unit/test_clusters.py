@@ -96,19 +96,20 @@ def test_the_running_example_gives_the_papers_clusters_targets_and_verdict():
     assert result["redundant_counters"].keys() == {"IO read op/sec", "Memory Working set"}
     assert result["calinski_harabasz"]["3"] == max(result["calinski_harabasz"].values())
 
-    def simple_mape(target, predictor):           # y = a + b x fitted on the old version, by hand
-        x, y = OLD[predictor].to_numpy(), OLD[target].to_numpy()
+    def simple_error(target, predictor):          # y = a + b x fitted on the old version, by hand;
+        x, y = OLD[predictor].to_numpy(), OLD[target].to_numpy()      # mean |y - yhat| / mean |y|
         b = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
         a = y.mean() - b * x.mean()
         pred = a + b * NEW[predictor].to_numpy()
-        return float(np.mean(np.abs(NEW[target].to_numpy() - pred) / np.abs(NEW[target].to_numpy())))
+        return float(np.mean(np.abs(NEW[target].to_numpy() - pred)) / np.mean(np.abs(NEW[target].to_numpy())))
 
     errors = {c["target_counter"]: c["error"] for c in result["clusters"]}
     # old IO reads are all 0: the model predicts 0 and misses every byte read (the paper's 100 %)
     assert errors["IO read byte/sec"] == pytest.approx(1.0)
-    assert errors["IO write op/sec"] == pytest.approx(simple_mape("IO write op/sec", "Memory Private byte"), abs=1e-6)
-    assert errors["CPU User"] == pytest.approx(simple_mape("CPU User", "IO write byte/sec"), abs=1e-6)
+    assert errors["IO write op/sec"] == pytest.approx(simple_error("IO write op/sec", "Memory Private byte"), abs=1e-6)
+    assert errors["CPU User"] == pytest.approx(simple_error("CPU User", "IO write byte/sec"), abs=1e-6)
     assert errors["IO write op/sec"] == pytest.approx(0.045, abs=0.001)          # the paper: 4 %
+    assert errors["CPU User"] == pytest.approx(0.093, abs=0.001)                 # the paper: 2 %
     assert result["verdict"] == "fail" and result["max_prediction_error"] == pytest.approx(1.0)
     assert [c["regression"] for c in result["clusters"]] == [True, False, False]   # worst first
     flags, scores = clusters.flagged(result)
@@ -142,6 +143,20 @@ def test_a_broken_correlation_that_per_counter_checks_miss_is_caught():
     assert set(result["clusters"][1]["counters"]) == {"c", "d"} and result["clusters"][1]["error"] < 0.15
     same = clusters.clustered_regression(old, run(0.0), **PARAMS)     # b still follows a
     assert same["verdict"] == "pass" and same["max_prediction_error"] < 0.15
+
+
+def test_the_verdict_is_calibrated_on_the_normal_runs_unless_a_threshold_is_set():
+    null = [0.10, 0.12, 0.11, 0.13, 0.12]
+    from pipelines import pvalues
+    high = clusters.judge(0.50, null, false_alarm_rate=0.05, error_threshold=None)
+    assert high["verdict"] == "fail" and high["cluster_threshold"] == 0.13
+    assert high["p_value"] == pytest.approx(pvalues.calibrated_pvalue(0.50, null, resolution=clusters.RESOLUTION),
+                                            abs=1e-6)
+    assert clusters.judge(0.115, null, false_alarm_rate=0.05, error_threshold=None)["verdict"] == "pass"
+    # the paper's fixed 30 %: an error of 0.2 passes whatever the normal runs did
+    assert clusters.judge(0.20, null, false_alarm_rate=0.05, error_threshold=0.30)["verdict"] == "pass"
+    assert clusters.judge(0.31, [], false_alarm_rate=0.05, error_threshold=0.30)["verdict"] == "fail"
+    assert clusters.judge(0.9, [0.1], false_alarm_rate=0.05, error_threshold=None)["verdict"] is None
 
 
 def test_constant_counters_and_more_counters_than_intervals():

@@ -87,3 +87,29 @@ def test_a_calibrated_failure_names_the_counters_over_their_limits():
                             false_alarm_rate=0.05)["verdict"] == "pass"
     with pytest.raises(ValueError, match="verdict_rule"):
         headline.compose(det, charts, None, verdict_rule="most", flag_rule="union", false_alarm_rate=0.05)
+
+
+def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters():
+    """Issue 16 / 11: with the clusters' p-value the Bonferroni factor is 3.  Stacking 0.40,
+    charts 0.30, clusters 0.01: 3 x 0.01 = 0.03 <= 0.05 fails the run; neither the rules nor
+    the charts flagged a counter, so the failing clusters' counters are the flagged ones.
+    Clusters at 0.02 give 3 x 0.02 = 0.06: a pass."""
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1, "b": 0.1}, "baseline_runs": [],
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.40} for k in headline.RULE_METHODS}}
+    charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
+              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.0}, "p_value": 0.30}
+    clustered = {"verdict": "fail", "p_value": 0.01, "max_prediction_error": 0.8, "max_excess_error": 0.7,
+                 "error_threshold": 0.2, "flagged_counters": ["io.read_bytes", "cpu.sys_pct"],
+                 "clusters": [{"counters": ["cpu.sys_pct", "io.read_bytes"], "target_counter": "io.read_bytes",
+                               "ks_p_value": 0.001, "error": 0.8, "baseline_error": 0.1, "excess_error": 0.7,
+                               "regression": True}]}
+    doc = headline.compose(det, charts, None, clustered=clustered, verdict_rule="calibrated", flag_rule="union",
+                           false_alarm_rate=0.05)
+    assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.03)
+    assert doc["flagged_counters"] == ["io.read_bytes", "cpu.sys_pct"]
+    assert doc["methods"]["clustered_regression"]["max_prediction_error"] == 0.8     # the contract's key
+    weaker = headline.compose(det, charts, None, clustered={**clustered, "p_value": 0.02}, verdict_rule="calibrated",
+                              flag_rule="union", false_alarm_rate=0.05)
+    assert weaker["verdict"] == "pass" and weaker["p_value"] == pytest.approx(0.06)
+    without = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05)
+    assert "clustered_regression" not in without["methods"] and without["verdict"] == "pass"
