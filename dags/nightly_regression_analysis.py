@@ -6,8 +6,10 @@ normalise each new run (one mapped task per run), learn the bin edges, mine the
 association-rule model of each prior passed run not mined yet (mapped), calibrate the
 control charts and stacking (each normal run of the history judged against the others), then
 **one mapped task group per target run**: association-rule detection, control charts,
-probable cause, and the run's report (`reports/runs/<run_id>.json` + `.html`). The night
-ends with `reports/index.html` and a summary line.
+clustered regression models, probable cause, and the run's report (`reports/runs/<run_id>.json`
++ `.html`). Beside them, `commit_changes` looks for changes in the benchmark history per commit
+(Skia and Mono; a page saying so when no series is configured). The night ends with
+`reports/index.html` and a summary line.
 
 Each task calls the function the DVC stage of the same name calls (`pipelines/<stage>.py`:
 `run_one(run_id)` per run, task id = the stage name; `main()` for the whole stage, task id
@@ -143,6 +145,7 @@ def nightly_regression_analysis():
     targets = target_runs()
     mined >> [calibrate_control_charts(), calibrate_clusters(), calibrate_stacking()] >> targets
     night = night_index()
+    _stage("commit_changes")() >> night           # the benchmark history per commit (skipped when none is set)
     analyse_run.expand(run_name=targets) >> night
     summary(night) >> alert(night)
 

@@ -300,9 +300,9 @@ def model_against(run_id: str, candidates: list[str], index: dict[str, Any], fra
         return {**out, "verdict": None, "reason": "no passed run in the baseline", "max_prediction_error": None,
                 "max_excess_error": None, "clusters": []}
     lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
-    envs = {r: index[r].get("environment") or {} for r in [run_id, *similar, *lab_runs]}
-    lab = labs.lab_shift(run_id, similar, envs, lab_runs, lambda runs: frames.levels(runs, frames.reference),
-                         **labs.shift_kw(labs.lab_params(hist)))
+    envs = {r: index[r].get("environment") or {} for r in [run_id, *candidates, *lab_runs]}
+    lab = labs.lab_for(run_id, similar, envs, lab_runs, lambda runs: frames.levels(runs, frames.reference),
+                       labs.lab_params(hist), [c for c in candidates if c != run_id])
     return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, cluster_threshold, lab)}
 
 

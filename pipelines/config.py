@@ -53,6 +53,7 @@ def use_root(root: str | Path) -> None:
     g["ROOT"] = root = Path(root)
     g["DATA"] = data = root / "data"
     g["EXAMPLE"] = data / "example"                # simulated lab archives (labsim stage)
+    g["COMMIT_EXAMPLE"] = data / "example_commits"  # simulated benchmark history per commit (commitsim)
     g["RAW"] = raw = data / "raw"                  # immutable copies of pulled archives
     g["MANIFEST"] = raw / "manifest.jsonl"         # run_id, sha256, size, first seen
     g["INTERIM"] = interim = data / "interim"
@@ -77,11 +78,13 @@ def use_root(root: str | Path) -> None:
     g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
     g["CAUSES"] = processed / "causes"             # predicted cause per target run
     g["LOO_CACHE"] = data / "cache" / "loo"        # rule models of the leave-one-out evaluation
+    g["COMMIT_CLUSTERS"] = processed / "commit_clusters.json"  # Skia's interesting clusters, kept between nights
     g["REPORTS"] = reports = root / "reports"
     g["VALIDATION_DOCS"] = reports / "validation"
     g["RUN_REPORTS"] = reports / "runs"
     g["NIGHTS"] = reports / "nights"
     g["NIGHT_INDEX"] = reports / "index.html"
+    g["COMMIT_REPORTS"] = reports / "commits"      # changes.json (contract §3) and index.html
     g["METRICS"] = root / "metrics"
     g["PARAMS"] = root / "params.yaml"
 
@@ -89,6 +92,9 @@ def use_root(root: str | Path) -> None:
 ROOT: Path
 DATA: Path
 EXAMPLE: Path
+COMMIT_EXAMPLE: Path
+COMMIT_CLUSTERS: Path
+COMMIT_REPORTS: Path
 RAW: Path
 MANIFEST: Path
 INTERIM: Path

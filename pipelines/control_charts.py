@@ -274,18 +274,8 @@ class Charter:
         ``candidates`` (the passed history, :func:`labs.environment_dependent`) are not judged
         either: another lab's runs say nothing about them (detect's rules abstain on them too)."""
         envs = {r: index[r].get("environment") or {} for r in [target, *baseline, *lab_runs, *candidates]}
-        levels = lambda runs: self.frames.levels(runs, self.frames.reference)  # noqa: E731
-        lab = labs.lab_shift(target, baseline, envs, lab_runs, levels, **labs.shift_kw(lab_kw))
-        lab["environment_dependent"] = []
-        if lab["status"] == "insufficient" and len(candidates) > 1:
-            dependent = labs.environment_dependent(levels(list(candidates)),
-                                                   [labs.lab_key(envs[r]) for r in candidates],
-                                                   alpha=lab_kw["environment_alpha"], min_rel_change=0.0)
-            lab["environment_dependent"] = sorted(dependent)
-            if dependent:
-                lab["reason"] += (f"; {len(dependent)} counter(s) whose level differs between the history's "
-                                  f"labs are not judged")
-        return lab
+        return labs.lab_for(target, baseline, envs, lab_runs,
+                            lambda runs: self.frames.levels(runs, self.frames.reference), lab_kw, candidates)
 
 
 def run_score(average: pd.Series, *, top_fraction: float, exclude=()) -> float:

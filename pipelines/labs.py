@@ -116,6 +116,25 @@ def lab_shift(target: str, baseline: list[str], envs: dict[str, dict[str, Any]],
     return {"status": "adjusted", "lab_runs": use, "shift": shift, "unstable": unstable, "reason": reason}
 
 
+def lab_for(target: str, baseline: list[str], envs: dict[str, dict[str, Any]], verdicts: dict[str, str],
+            levels: Callable[[list[str]], pd.DataFrame], lab_kw: dict[str, Any],
+            candidates: list[str] = ()) -> dict[str, Any]:
+    """:func:`lab_shift`, and with an insufficient baseline also the counters whose level differs
+    between the labs of ``candidates`` (the passed history, :func:`environment_dependent`):
+    another lab's runs say nothing about them, so they are not judged either (``detect``'s rules
+    abstain on them too).  ``lab_kw`` is :func:`lab_params`."""
+    lab = lab_shift(target, baseline, envs, verdicts, levels, **shift_kw(lab_kw))
+    lab["environment_dependent"] = []
+    if lab["status"] == "insufficient" and len(candidates) > 1:
+        dependent = environment_dependent(levels(list(candidates)), [lab_key(envs[r]) for r in candidates],
+                                          alpha=lab_kw["environment_alpha"], min_rel_change=0.0)
+        lab["environment_dependent"] = sorted(dependent)
+        if dependent:
+            lab["reason"] += (f"; {len(dependent)} counter(s) whose level differs between the history's "
+                              f"labs are not judged")
+    return lab
+
+
 def shifted(frame: pd.DataFrame, shift: pd.Series | None) -> pd.DataFrame:
     """``frame`` moved by ``-shift`` (counters without a shift unchanged)."""
     if shift is None or shift.empty:

@@ -318,7 +318,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
 def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
                  reasons: dict[str, str] | None = None, valid_runs: int | None = None,
                  dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = (),
-                 trends: list[dict[str, Any]] = ()) -> str:
+                 trends: list[dict[str, Any]] = (), commits: dict[str, Any] | None = None) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
     the counters validation left out of valid runs, with theirs; and, when there is no target,
     a sentence that says why (nothing new, or everything quarantined)."""
@@ -326,7 +326,21 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
     return page_environment().get_template("index.html.j2").render(
         rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
         reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
-        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends))
+        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends),
+        commits=commits)
+
+
+def commit_summary() -> dict[str, Any] | None:
+    """What the night index says of the commit series (``commit_changes``): its page's changes."""
+    path = config.COMMIT_REPORTS / "changes.json"
+    if not path.exists():
+        return None
+    try:
+        rows = archive.read_json(path)
+    except (OSError, ValueError):
+        return {"unreadable": True}
+    return {"changes": len(rows), "regressions": sum(r.get("direction") == "regression" for r in rows),
+            "top": rows[0] if rows else None}
 
 
 def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -455,7 +469,7 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
                                            dropped=dropped_counters(index),
                                            decisions=sorted(triage.triage_state(triage.read_log()).values(),
                                                             key=lambda d: d.get("at") or "", reverse=True),
-                                           trends=trends))
+                                           trends=trends, commits=commit_summary()))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 

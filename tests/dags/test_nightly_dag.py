@@ -58,10 +58,11 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
     assert "0 2 * * *" in nightly["schedule"]
     tasks = nightly["tasks"]
     for stage in ("pull", "validate", "normalize", "normalize_all", "discretize", "mine_rules", "mine_rules_all",
-                  "night_index", "summary"):
+                  "calibrate_clusters", "commit_changes", "night_index", "summary"):
         assert stage in tasks
     # one mapped task per run, named after its stage: normalise and mine per run, the analysis per target
-    for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts", "analyse_run.clusters",
+    for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts",
+                   "analyse_run.clusters",
                    "analyse_run.predict_causes", "analyse_run.report"):
         assert tasks[mapped][4] is True, mapped
     for whole in ("validate", "normalize_all", "discretize", "mine_rules_all"):
@@ -80,6 +81,7 @@ def prepare_tree(root: Path, lab: Path) -> None:
     params["pull"]["source"] = str(lab)
     params["train_causes"]["learning_curve_repeats"] = 2
     params["report"]["night"] = "2026-11-22"
+    params["commit_changes"]["source"] = None         # no commit series in this tree: the stage says so
     (root / "params.yaml").write_text(yaml.safe_dump(params))
 
 

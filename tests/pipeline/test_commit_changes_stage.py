@@ -1,0 +1,73 @@
+"""commit_changes main() on a small simulated history in a temporary tree: the contract's file,
+the page (escaped), the metrics against the labels, the clusters kept between nights, and a
+missing or unset series that does not stop the night."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import yaml
+
+from pipelines import archive, commit_changes, commitsim, config, report
+
+
+def _setup(tree, frame, truth):
+    series = tree / "series"
+    series.mkdir()
+    with gzip.open(series / "bench.csv.gz", "wt") as fh:
+        frame.to_csv(fh, index=False)
+    archive.write_json_atomic(series / "labels.json", truth)
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["commit_changes"]["source"] = str(series / "bench.csv.gz")
+    params["commit_changes"]["labels"] = str(series / "labels.json")
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
+    frame, truth = commitsim.simulate(seed=5, n_commits=80, n_groups=3, benchmarks_per_group=3, runs=4,
+                                      measurements=8, warmup=2, changes_per_group=(1, 1), min_change=0.15,
+                                      max_change=0.25, static_share=0.0, min_gap=15)
+    hostile = "<script>alert(1)</script>"
+    frame.loc[frame["benchmark"] == "group2.bench2", "benchmark"] = hostile
+    truth["series"][f"{hostile}|default"] = truth["series"].pop("group2.bench2|default")
+    _setup(tree, frame, truth)
+    commit_changes.main()
+    rows = json.loads((config.COMMIT_REPORTS / "changes.json").read_text())
+    assert rows and all(set(r) == {"benchmark", "config", "commit", "direction", "magnitude_pct", "method",
+                                   "evidence"} for r in rows)
+    directions = [r["direction"] for r in rows]
+    assert directions == sorted(directions, key=lambda d: d != "regression")       # regressions first
+    metrics = json.loads((config.METRICS / "commit_changes.json").read_text())
+    assert set(metrics) == {"skia", "mono", "no_change"} and metrics["skia"]["true_changes"] == 9
+    assert metrics["mono"]["recall"] >= 0.5 and metrics["skia"]["recall"] >= 0.5       # 15-25 % steps are plain
+    page = (config.COMMIT_REPORTS / "index.html").read_text()
+    assert hostile not in page and "&lt;script&gt;" in page
+    assert page.count("data:image/svg+xml;base64,") >= 3
+    first = json.loads(config.COMMIT_CLUSTERS.read_text())
+    assert first and all(c["status"] == "untriaged" for c in first)
+    commit_changes.main()                                   # the next night: the same clusters, none new
+    assert "(0 new)" in capsys.readouterr().out
+    assert len(json.loads(config.COMMIT_CLUSTERS.read_text())) == len(first)
+    summary = report.commit_summary()
+    assert summary["changes"] == len(rows) and summary["top"] == rows[0]
+    page = report.render_index([], night="n", generated="g", quarantined=[], commits=summary)
+    assert 'href="commits/index.html"' in page and f"{summary['regressions']} regression(s)" in page
+
+
+def test_an_unset_or_unreadable_series_does_not_stop_the_night(tree):
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["commit_changes"]["source"] = None
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    commit_changes.main()
+    assert json.loads((config.COMMIT_REPORTS / "changes.json").read_text()) == []
+    assert "No commit series is configured" in (config.COMMIT_REPORTS / "index.html").read_text()
+    params["commit_changes"]["source"] = str(tree / "nowhere.csv")
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    commit_changes.main()
+    page = (config.COMMIT_REPORTS / "index.html").read_text()
+    assert "could not be read" in page and "nowhere.csv" in page
+    (tree / "bad.csv").write_text("commit,value\na,1\n")
+    params["commit_changes"]["source"] = str(tree / "bad.csv")
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    commit_changes.main()
+    assert "missing column(s) commit_time, benchmark, config, run" in (config.COMMIT_REPORTS / "index.html").read_text()
