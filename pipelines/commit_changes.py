@@ -312,10 +312,53 @@ def mono_interval(means: np.ndarray, variances: np.ndarray, n: int, *, alpha: fl
     return {"centre": centre, "half": half, "s2_rho": s2_rho, "s2_sigma": s2_sigma, "runs": m, "n": n}
 
 
+def balanced_run_statistics(values: np.ndarray, *, warmup: int, subsamples: int, share: float,
+                            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`run_statistics` for many runs of one length at once (``values``: runs × measurements),
+    the bootstrap drawn for all of them in one array."""
+    kept = values[:, warmup:] if values.shape[1] > warmup else values
+    k = kept.shape[1]
+    n = max(1, int(math.ceil(share * k)))
+    if k == 1:
+        return kept[:, 0].astype(float), np.zeros(len(kept)), n
+    rows = np.arange(len(kept))[:, None, None]
+    a = kept[rows, rng.integers(0, k, (len(kept), subsamples, n))]
+    b = kept[rows, rng.integers(0, k, (len(kept), subsamples, n))]
+    means = np.median(a.mean(2), axis=1)
+    variances = np.median(b.var(2, ddof=1), axis=1) if n > 1 else np.zeros(len(kept))
+    return means, variances, n
+
+
 def mono_series(frame: pd.DataFrame, commits: list[str], *, warmup: int, subsamples: int, share: float,
                 alpha: float, quantile: str, seed: int) -> pd.DataFrame:
-    """The Mono interval of one series at every commit it has results for (commit order)."""
+    """The Mono interval of one series at every commit it has results for (commit order).
+
+    When every process run of the series has as many measurements (the usual case), all runs
+    are bootstrapped in one array; otherwise commit by commit (:func:`run_statistics`)."""
     rng = np.random.default_rng(seed)
+    sizes = frame.groupby(["commit", "run"], sort=False).size()
+    if sizes.nunique() == 1:
+        ordered = frame.assign(_i=np.arange(len(frame))).sort_values(["commit", "run", "_i"], kind="stable")
+        k = int(sizes.iloc[0])
+        values = ordered["value"].to_numpy(float).reshape(-1, k)
+        keys = ordered[["commit", "run"]].iloc[::k].reset_index(drop=True)
+        means, variances, n = balanced_run_statistics(values, warmup=warmup, subsamples=subsamples, share=share,
+                                                      rng=rng)
+        agg = keys.assign(m=means, v=variances).groupby("commit", sort=False).agg(
+            centre=("m", "mean"), s2_rho=("m", "var"), s2_sigma=("v", "mean"), runs=("m", "size"))
+        m = agg["runs"].to_numpy()
+        s2_rho = agg["s2_rho"].fillna(0.0).to_numpy()
+        s2_sigma = agg["s2_sigma"].to_numpy()
+        if quantile == "student":
+            u = np.where(m > 1, student.ppf(1 - alpha / 2, df=np.maximum(m - 1, 1)), norm.ppf(1 - alpha / 2))
+        else:
+            u = np.full(len(m), norm.ppf(1 - alpha / 2))
+        judged = (m > 1) | (s2_sigma > 0)
+        half = np.where(judged, u * np.sqrt(np.maximum(n * s2_rho + s2_sigma, 0.0) / (m * n)), np.inf)
+        out = pd.DataFrame({"commit": agg.index, "centre": agg["centre"].to_numpy(), "half": half, "s2_rho": s2_rho,
+                            "s2_sigma": s2_sigma, "runs": m, "n": n})
+        order = {c: i for i, c in enumerate(commits)}
+        return out.assign(pos=out["commit"].map(order)).sort_values("pos").reset_index(drop=True)
     rows = []
     for commit, g in frame.groupby("commit", sort=False):
         runs = [grp["value"].to_numpy(float) for _, grp in g.groupby("run", sort=True)]

@@ -150,3 +150,20 @@ def test_the_simulated_history_has_the_changes_it_labels():
         (p,) = t["change_index"]
         row = table.loc[series].to_numpy()
         assert abs(np.median(row[p:]) / np.median(row[:p]) - 1) >= 0.2 * 0.6 * 0.9   # factor x the member's share
+
+
+def test_the_vectorised_series_gives_the_formula_of_mono_interval():
+    """Runs of one length go through one bootstrap array; each commit's interval must still be
+    mono_interval's formula on that commit's run statistics (constant runs: exact means, 0 variance)."""
+    rows = []
+    for c, level in (("k0", 10.0), ("k1", 10.0), ("k2", 13.0)):
+        for run, offset in enumerate((0.0, 0.4, -0.4)):
+            rows += [{"commit": c, "commit_time": c, "benchmark": "b", "config": "x", "run": run,
+                      "value": v} for v in (99.0, level + offset, level + offset, level + offset)]
+    frame = pd.DataFrame(rows)
+    iv = cc.mono_series(frame, ["k0", "k1", "k2"], warmup=1, subsamples=20, share=0.75, alpha=0.01,
+                        quantile="normal", seed=0)
+    expected = cc.mono_interval(np.array([10.0, 10.4, 9.6]), np.zeros(3), 3, alpha=0.01, quantile="normal")
+    assert iv["centre"].tolist() == pytest.approx([10.0, 10.0, 13.0])
+    assert iv["half"].iloc[0] == pytest.approx(expected["half"])          # u sqrt(3 x 0.16 / 9)
+    assert [c["commit"] for c in cc.mono_changes(iv, persist=1)] == ["k2"]

@@ -1,0 +1,190 @@
+"""Our commit-series detectors (Skia, Mono: ``pipelines/commit_changes.py``) side by side with the
+peers on the same labelled series: Apache Otava (E-Divisive with Hunter's windows, PyPI
+``apache-otava``), MongoDB's ``signal-processing-algorithms`` (E-Divisive with permutation
+tests) and the detector that reports no change at all.
+
+    python bench/compare_commit_detectors.py [--seeds 1 2 3] [--margin 5] [--django PATH]
+
+The peers pin numpy versions that conflict with this project's (Otava pins numpy 2.2.0), so each
+is installed in its own virtual environment under ``--venvs`` (created on first use, from
+PyPI) and run there by a small script that reads the series from a JSON file and writes the
+change points it finds.  Every detector sees the same per-commit values (the median of a
+commit's measurements; Mono also uses the measurements themselves, which is its method).
+
+Labelled sets: ``pipelines.commitsim`` histories (the example's parameters, one per seed), with
+changes of 4-25 % in groups of benchmarks, bimodal runs, outliers and auto-correlation.  A
+detection counts within ``--margin`` commits of a labelled change.  Printed per detector: pooled
+precision, recall and F1, the F1 of change-point benchmarks (the series start counted in both
+sets, per series, averaged: van den Burg & Williams 2020), wall time, and F1 and time as ratios
+to Otava's.  On ``--django`` (Django's benchmark history, no change labelled) it prints how many
+changes each detector raises per 100 commits of one series: a false-alarm rate, if nothing
+changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pipelines import commit_changes as cc, commitsim  # noqa: E402
+
+PEERS = {
+    "otava": {"package": "apache-otava==0.8.0", "script": """
+import json, sys, time
+from otava.analysis import compute_change_points
+series = json.load(open(sys.argv[1]))
+t0 = time.perf_counter()
+out = {}
+for name, values in series.items():
+    cps, _ = compute_change_points(values, window_len=50, max_pvalue=0.001)
+    out[name] = sorted(int(cp.index) for cp in cps)
+json.dump({"changes": out, "seconds": time.perf_counter() - t0}, open(sys.argv[2], "w"))
+"""},
+    "mongodb_spa": {"package": "signal-processing-algorithms==2.1.6", "script": """
+import json, sys, time
+import numpy as np
+from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
+series = json.load(open(sys.argv[1]))
+t0 = time.perf_counter()
+out = {}
+for name, values in series.items():
+    out[name] = sorted(int(i) for i in e_divisive(np.asarray(values, dtype=float), pvalue=0.01, permutations=100))
+json.dump({"changes": out, "seconds": time.perf_counter() - t0}, open(sys.argv[2], "w"))
+"""},
+}
+
+
+def peer_python(name: str, root: Path) -> Path:
+    """The peer's own virtual environment (created and filled from PyPI on first use)."""
+    env = root / name
+    python = env / "bin" / "python"
+    if not python.exists():
+        print(f"[bench] installing {PEERS[name]['package']} into {env} ...", flush=True)
+        venv.create(env, with_pip=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PEERS[name]["package"]], check=True)
+    return python
+
+
+def run_peer(name: str, traces: dict[str, list[float]], root: Path) -> tuple[dict[str, list[int]], float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out, script = Path(tmp) / "series.json", Path(tmp) / "out.json", Path(tmp) / "run.py"
+        src.write_text(json.dumps(traces))
+        script.write_text(PEERS[name]["script"])
+        subprocess.run([str(peer_python(name, root)), str(script), str(src), str(out)], check=True)
+        result = json.loads(out.read_text())
+    return {k: list(v) for k, v in result["changes"].items()}, float(result["seconds"])
+
+
+def ours(frame: pd.DataFrame, params: dict) -> tuple[dict[str, dict[str, list[int]]], dict[str, float], list[str]]:
+    """Skia's and Mono's change indices per series, and each detector's time."""
+    frame = cc.check_frame(frame)
+    commits = cc.commit_order(frame)
+    pos = {c: i for i, c in enumerate(commits)}
+    table = cc.trace_matrix(frame, commits)
+    sk, mo = params["skia"], params["mono"]
+    t0 = time.perf_counter()
+    skia, _ = cc.skia_changes(table, window=int(sk["window"]), k=int(sk["k"]), sd_floor=float(sk["sd_floor"]),
+                              min_segment=int(sk["min_segment"]), interesting=sk["interesting"], seed=int(sk["seed"]),
+                              coalesce_traces=int(sk["coalesce_traces"]), merge_margin=int(sk["merge_margin"]),
+                              permutations=int(sk["permutations"]), null_quantile=float(sk["null_quantile"]),
+                              member_share=float(sk["member_share"]))
+    t_skia = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mono: dict[str, list[int]] = {}
+    for series, g in frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series"):
+        iv = cc.mono_series(g, commits, warmup=int(mo["warmup"]), subsamples=int(mo["subsamples"]),
+                            share=float(mo["subsample_share"]), alpha=float(mo["alpha"]), quantile=mo["quantile"],
+                            seed=int(mo["seed"]))
+        if mo["commit_effect"]:
+            iv = cc.commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
+                                  window=int(mo["commit_effect_window"]))
+        mono[series] = [pos[c["commit"]] for c in cc.mono_changes(iv, persist=int(mo["persist"]))]
+    t_mono = time.perf_counter() - t0
+    by_series: dict[str, list[int]] = {}
+    for ch in skia:
+        by_series.setdefault(ch["series"], []).append(pos[ch["commit"]])
+    return {"skia": by_series, "mono": mono}, {"skia": t_skia, "mono": t_mono}, commits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13])
+    parser.add_argument("--margin", type=int, default=5)
+    parser.add_argument("--venvs", default=str(REPO / "build" / "peer_venvs"))
+    parser.add_argument("--django", default=str(REPO.parent / "shared" / "data" / "django_asv" / "django_asv_py312.csv.gz"))
+    parser.add_argument("--django-series", type=int, default=12, help="series of the Django history to run (0: all)")
+    args = parser.parse_args()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    sim, cparams = params["commitsim"], params["commit_changes"]
+    root = Path(args.venvs)
+    totals: dict[str, dict] = {}
+    for seed in args.seeds:
+        frame, truth = commitsim.simulate(
+            seed=seed, n_commits=int(sim["n_commits"]), n_groups=int(sim["n_groups"]),
+            benchmarks_per_group=int(sim["benchmarks_per_group"]), runs=int(sim["runs"]),
+            measurements=int(sim["measurements"]), warmup=int(sim["warmup"]),
+            changes_per_group=tuple(sim["changes_per_group"]), min_change=float(sim["min_change"]),
+            max_change=float(sim["max_change"]), static_share=float(sim["static_share"]), min_gap=int(sim["min_gap"]))
+        found, seconds, commits = ours(frame, cparams)
+        pos = {c: i for i, c in enumerate(commits)}
+        labels = {s: [pos[c] for c in v["change_commits"]] for s, v in truth["series"].items()}
+        table = cc.trace_matrix(cc.check_frame(frame), commits)
+        traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
+        for name in PEERS:
+            found[name], seconds[name] = run_peer(name, traces, root)
+        found["no_change"], seconds["no_change"] = {}, 0.0
+        for name, det in found.items():
+            m = cc.f1_scores(det, labels, margin=args.margin)
+            agg = totals.setdefault(name, {"tp": 0, "fp": 0, "fn": 0, "f1_tcpd": [], "seconds": 0.0})
+            tp = round(m["recall"] * m["true_changes"])
+            agg["tp"] += tp
+            agg["fp"] += m["detected"] - tp
+            agg["fn"] += m["true_changes"] - tp
+            agg["f1_tcpd"].append(m["f1_tcpd"])
+            agg["seconds"] += seconds[name]
+        print(f"[bench] seed {seed}: {len(traces)} series x {len(commits)} commits, "
+              f"{sum(len(v) for v in labels.values())} labelled changes", flush=True)
+    print(f"\n| detector | precision | recall | F1 | F1 (start counted) | seconds | F1 / Otava's | time / Otava's |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = {}
+    for name, a in totals.items():
+        p = a["tp"] / (a["tp"] + a["fp"]) if a["tp"] + a["fp"] else 1.0
+        r = a["tp"] / (a["tp"] + a["fn"]) if a["tp"] + a["fn"] else 1.0
+        f1 = 2 * p * r / (p + r) if p + r else 0.0
+        rows[name] = (p, r, f1, sum(a["f1_tcpd"]) / len(a["f1_tcpd"]), a["seconds"])
+    base = rows["otava"]
+    for name, (p, r, f1, tc, s) in rows.items():
+        print(f"| {name} | {p:.3f} | {r:.3f} | {f1:.3f} | {tc:.3f} | {s:.1f} | "
+              f"{f1 / base[2] if base[2] else float('nan'):.2f} | {s / base[4] if base[4] else float('nan'):.2f} |")
+    if args.django and Path(args.django).exists():
+        frame = cc.check_frame(pd.read_csv(args.django, dtype={"commit": str}))
+        if args.django_series:
+            keep = sorted(frame["benchmark"].unique())[: args.django_series]
+            frame = frame[frame["benchmark"].isin(keep)]
+        found, seconds, commits = ours(frame, cparams)
+        table = cc.trace_matrix(frame, commits)
+        traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
+        for name in PEERS:
+            found[name], seconds[name] = run_peer(name, traces, root)
+        print(f"\nDjango ({len(traces)} series x {len(commits)} commits, no change labelled): changes per 100 commits "
+              f"of one series")
+        print("| detector | changes | per 100 commits per series | seconds |")
+        print("|---|---|---|---|")
+        for name, det in found.items():
+            n = sum(len(v) for v in det.values())
+            print(f"| {name} | {n} | {100 * n / len(commits) / len(traces):.2f} | {seconds[name]:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
