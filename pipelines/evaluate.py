@@ -221,7 +221,8 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
             head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
                                     verdict_rule=report_params["verdict_rule"], flag_rule=report_params["flag_rule"],
                                     false_alarm_rate=float(report_params["false_alarm_rate"]),
-                                    clustered=(clustered or {}).get(run_id))
+                                    clustered=(clustered or {}).get(run_id),
+                                    detectors=report_params["headline_detectors"])
             rows += score_rows(*truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
     return rows

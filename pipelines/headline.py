@@ -117,14 +117,16 @@ def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any
 
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
             *, verdict_rule: str, flag_rule: str, false_alarm_rate: float,
-            clustered: dict[str, Any] | None = None) -> dict[str, Any]:
+            clustered: dict[str, Any] | None = None, detectors: list[str] | None = None) -> dict[str, Any]:
     """The verdict file of one run (DATA_CONTRACT.md §2) from the stages' results.
 
     ``flag_rule`` names the flagged counters of a failed run: ``union`` (stacking's and the
     control charts'), or ``rules`` (stacking's when it failed the run, else the charts').
     ``clustered`` (the ``clusters`` stage's result) joins the calibrated decision with its
     p-value and names its clusters' counters when it is what failed the run; the ``all``,
-    ``any`` and single-method rules stay those of the rules and the charts."""
+    ``any`` and single-method rules stay those of the rules and the charts.  ``detectors``
+    (``report.headline_detectors``) names the p-values the calibrated decision combines (all
+    three when None); every method's own verdict is reported either way."""
     if flag_rule not in ("union", "rules"):
         raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
     if verdict_rule not in VERDICT_RULES:
@@ -154,7 +156,8 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         cluster_flags = list(clustered.get("flagged_counters") or [])
     p_value = None
     if verdict_rule == "calibrated":
-        verdict, p_value = calibrated_verdict(verdicts, p_values, false_alarm_rate)
+        used = {k: v for k, v in p_values.items() if detectors is None or k in detectors}
+        verdict, p_value = calibrated_verdict(verdicts, used, false_alarm_rate)
     else:
         verdict = headline_verdict(verdicts, verdict_rule)
     counter_scores = combine_scores(rule_scores, cc_scores)

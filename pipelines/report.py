@@ -368,7 +368,8 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
-    doc = headline.compose(detection, charts, predicted, clustered=clustered, verdict_rule=params["verdict_rule"],
+    doc = headline.compose(detection, charts, predicted, clustered=clustered, detectors=params["headline_detectors"],
+                           verdict_rule=params["verdict_rule"],
                            flag_rule=params["flag_rule"], false_alarm_rate=float(params["false_alarm_rate"]))
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},

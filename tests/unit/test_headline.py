@@ -113,3 +113,16 @@ def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters
     assert weaker["verdict"] == "pass" and weaker["p_value"] == pytest.approx(0.06)
     without = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05)
     assert "clustered_regression" not in without["methods"] and without["verdict"] == "pass"
+
+
+def test_headline_detectors_chooses_the_p_values_combined():
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1}, "baseline_runs": [],
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.03} for k in headline.RULE_METHODS}}
+    charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
+              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.0}, "p_value": 0.9}
+    clustered = {"verdict": "pass", "p_value": 0.8, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
+    kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered)
+    assert headline.compose(det, charts, None, **kw)["p_value"] == pytest.approx(0.09)        # 3 x 0.03
+    only_rules = headline.compose(det, charts, None, detectors=["stacking"], **kw)
+    assert only_rules["p_value"] == pytest.approx(0.03) and only_rules["verdict"] == "fail"
+    assert "clustered_regression" in only_rules["methods"]                                    # still reported
