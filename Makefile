@@ -30,6 +30,8 @@ screenshots: browser
 	  --screenshot=reports/screenshots/run.png file://$(CURDIR)/reports/runs/$$($(BIN)/python -c 'import glob, json; \
 	  docs = [json.load(open(f)) for f in glob.glob("reports/runs/*.json")]; \
 	  print(max(docs, key=lambda d: (d["verdict"] == "fail", bool(d["cause"]["known"]), d["score"]))["run_id"])').html
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1600 \
+	  --screenshot=reports/screenshots/commits.png file://$(CURDIR)/reports/commits/index.html
 
 # The report's browser test drives Debian's chromium through chromedriver.
 browser:
