@@ -98,7 +98,7 @@ def ours(frame: pd.DataFrame, params: dict) -> tuple[dict[str, dict[str, list[in
                               min_segment=int(sk["min_segment"]), interesting=sk["interesting"], seed=int(sk["seed"]),
                               coalesce_traces=int(sk["coalesce_traces"]), merge_margin=int(sk["merge_margin"]),
                               permutations=int(sk["permutations"]), null_quantile=float(sk["null_quantile"]),
-                              member_share=float(sk["member_share"]))
+                              member_share=float(sk["member_share"]), member_margin=int(sk["member_margin"]))
     t_skia = time.perf_counter() - t0
     t0 = time.perf_counter()
     mono: dict[str, list[int]] = {}

@@ -17,8 +17,9 @@ learns the cut from the window itself: the ``null_quantile`` (99 %) of the large
 over ``permutations`` shuffles of its commits (:func:`permutation_threshold`); a number
 (150) restores the fixed cut.  A trace of an interesting cluster is reported changed at the
 commit of the step when its own step there goes the centroid's way by at least ``member_share``
-of the centroid's (k-means puts a flat trace beside the group it is nearest to, and the seed
-triages clusters, not traces).  Long histories are cut into windows of ``window`` commits overlapping by
+of the centroid's and its own best step lies within ``member_margin`` commits of the centroid's
+(it is then reported at its own step): k-means puts a flat trace, or one that moved elsewhere
+in the window, beside the group it is nearest to, and the seed triages clusters, not traces.  Long histories are cut into windows of ``window`` commits overlapping by
 half, so each change is seen whole in one of them; the same change seen twice (within
 ``merge_margin`` commits) keeps its largest ``|R|``.  Interesting clusters are *coalesced*
 with the ones already known (``data/processed/commit_clusters.json``, kept between nights):
@@ -172,7 +173,7 @@ def permutation_threshold(points: np.ndarray, k: int, *, seed: int, min_segment:
 
 def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: int, interesting: float | str,
                 seed: int, coalesce_traces: int, permutations: int = 20, null_quantile: float = 0.99,
-                member_share: float = 0.5) -> list[dict[str, Any]]:
+                member_share: float = 0.5, member_margin: int = 5) -> list[dict[str, Any]]:
     """Seed 001 on one window of commits (``traces``: series × commits): the interesting clusters
     with their members, step commit, R, and the traces nearest their centroid."""
     if traces.shape[1] < 2 * min_segment or traces.empty:
@@ -195,9 +196,14 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
         i = fit["index"]
         own = points[members, :i].mean(1) - points[members, i:].mean(1)      # each member's step there
         stepped = members[(np.sign(own) == np.sign(fit["step"])) & (np.abs(own) >= member_share * abs(fit["step"]))]
-        if not len(stepped):
+        at = {}
+        for j in stepped:                        # where the member's own best step is, near the centroid's
+            own_fit = step_fit(points[j], min_segment=min_segment)
+            if abs(own_fit["index"] - i) <= member_margin:
+                at[traces.index[j]] = traces.columns[own_fit["index"]]
+        if not at:
             continue
-        found.append({"members": [traces.index[j] for j in stepped], "cluster_size": len(members),
+        found.append({"members": list(at), "member_commits": at, "cluster_size": len(members),
                       "commit": traces.columns[fit["index"]],
                       "index": fit["index"], "regression_factor": fit["regression"], "step": fit["step"],
                       "fit": fit["fit"], "nearest": sorted(nearest), "threshold": interesting})
@@ -217,8 +223,8 @@ def windows(n: int, size: int) -> list[tuple[int, int]]:
 
 def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, min_segment: int,
                  interesting: float | str, seed: int, coalesce_traces: int, merge_margin: int,
-                 permutations: int = 20, null_quantile: float = 0.99, member_share: float = 0.5
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 permutations: int = 20, null_quantile: float = 0.99, member_share: float = 0.5,
+                 member_margin: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Skia over the whole history: (per-series changes, interesting clusters)."""
     commits = list(table.columns)
     pos = {c: i for i, c in enumerate(commits)}
@@ -228,13 +234,14 @@ def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, m
         for cl in skia_window(table.iloc[:, start:end], k=k, sd_floor=sd_floor, min_segment=min_segment,
                               interesting=interesting, seed=seed, coalesce_traces=coalesce_traces,
                               permutations=permutations, null_quantile=null_quantile,
-                              member_share=member_share):
+                              member_share=member_share, member_margin=member_margin):
             clusters.append(cl)
             for s in cl["members"]:
+                commit = cl["member_commits"][s]
                 found = per_series.setdefault(s, [])
-                twin = next((f for f in found if abs(pos[f["commit"]] - pos[cl["commit"]]) <= merge_margin), None)
-                entry = {"commit": cl["commit"], "regression_factor": cl["regression_factor"],
-                         "cluster_size": len(cl["members"])}
+                twin = next((f for f in found if abs(pos[f["commit"]] - pos[commit]) <= merge_margin), None)
+                entry = {"commit": commit, "regression_factor": cl["regression_factor"],
+                         "cluster_size": cl["cluster_size"]}
                 if twin is None:
                     found.append(entry)
                 elif abs(entry["regression_factor"]) > abs(twin["regression_factor"]):
@@ -480,7 +487,8 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
                                   min_segment=int(sk["min_segment"]), interesting=sk["interesting"],
                                   seed=int(sk["seed"]), coalesce_traces=int(sk["coalesce_traces"]),
                                   merge_margin=int(sk["merge_margin"]), permutations=int(sk["permutations"]),
-                                  null_quantile=float(sk["null_quantile"]), member_share=float(sk["member_share"]))
+                                  null_quantile=float(sk["null_quantile"]), member_share=float(sk["member_share"]),
+                                  member_margin=int(sk["member_margin"]))
     mono, intervals, summaries = [], {}, {}
     groups = list(frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series", sort=True))
     for i, (series, g) in enumerate(groups, 1):
@@ -592,6 +600,8 @@ def main() -> None:
     config.ensure_dirs(config.COMMIT_REPORTS)
     source = params.get("source")
     metrics_path = config.METRICS / "commit_changes.json"
+    if not config.COMMIT_CLUSTERS.exists():          # every output DVC expects, whatever happens below
+        archive.write_json_atomic(config.COMMIT_CLUSTERS, [])
     if not source:
         archive.write_json_atomic(config.COMMIT_REPORTS / "changes.json", [])
         archive.write_text_atomic(config.COMMIT_REPORTS / "index.html",
