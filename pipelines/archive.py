@@ -453,7 +453,8 @@ os.umask(_UMASK)
 TMP_SUFFIX = ".tmp"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs on this machine (a temporary's writer, a stranded copy's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -476,7 +477,7 @@ def sweep_stale_temporaries(*roots: Path) -> list[Path]:
         for tmp in Path(root).rglob(f".*{TMP_SUFFIX}"):
             parts = tmp.name[:-len(TMP_SUFFIX)].split(".")
             pid = parts[-2] if len(parts) >= 4 else ""
-            if pid.isdigit() and not _alive(int(pid)) and tmp.is_file() and not tmp.is_symlink():
+            if pid.isdigit() and not pid_alive(int(pid)) and tmp.is_file() and not tmp.is_symlink():
                 tmp.unlink(missing_ok=True)
                 removed.append(tmp)
     return removed

@@ -371,12 +371,8 @@ def _calibration(system: str, index, frames, params, hist) -> dict[str, Any]:
 @locks.holding("clusters calibration")
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
-    params, hist = config.load_params("clusters"), config.load_params("history")
-    index = archive.read_valid_index()
-    systems = history.systems(index)
-    for system in systems:
-        calibrate_system(system, index, store.FrameStore.of_system(system), params, hist)
-    return systems
+    return store.calibrate_every_system(calibrate_system, config.load_params("clusters"),
+                                        config.load_params("history"))
 
 
 @locks.holding("clusters", shared=True)

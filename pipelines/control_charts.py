@@ -504,12 +504,8 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
 @locks.holding("control_charts calibration")
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
-    params, hist = config.load_params("control_charts"), config.load_params("history")
-    index = archive.read_valid_index()
-    systems = history.systems(index)
-    for system in systems:
-        calibrate_system(system, index, store.FrameStore.of_system(system), params, hist)
-    return systems
+    return store.calibrate_every_system(calibrate_system, config.load_params("control_charts"),
+                                        config.load_params("history"))
 
 
 def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],

@@ -68,19 +68,9 @@ def _clean_stale_staging(raw_dir: Path) -> None:
     """Remove the temporary copies of pulls that died (their process is gone)."""
     for p in raw_dir.glob(".incoming-*"):
         pid = p.name.split("-")[1] if p.name.count("-") >= 3 else ""
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and archive.pid_alive(int(pid)):
             continue
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _open_source(location: str):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config
+from pipelines import archive, config, history
 from pipelines.normalize import scale_to_load
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
@@ -50,6 +50,16 @@ def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
     """A normalised run with its load-following counters scaled to the reference load (read now;
     :class:`FrameStore` keeps them)."""
     return FrameStore(reference)[run_id]
+
+
+def calibrate_every_system(calibrate, params: dict[str, Any], hist: dict[str, Any]) -> list[str]:
+    """``calibrate(system, index, frames, params, hist)`` for every system of the valid runs, each
+    with its own :class:`FrameStore`; the systems (the nightly DAG's calibration tasks)."""
+    index = archive.read_valid_index()
+    systems = history.systems(index)
+    for system in systems:
+        calibrate(system, index, FrameStore.of_system(system), params, hist)
+    return systems
 
 
 def read_edges(system: str) -> dict[str, Any]:
