@@ -317,25 +317,42 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
 
 
 def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict[str, Any]:
-    """How the targets' causes compare with the truth: for failed targets of a cause seen in the
-    history, the nearest label and whether it was called known; for unseen causes, whether the
-    run was called unknown."""
+    """How the targets' causes compare with the truth, on the targets that truly failed.
+
+    The cause is judged whatever the headline said (issue 15: cause accuracy on failed targets):
+    the classifier's nearest fault cause (``details.cause_prediction.fault``) against the true
+    cause.  For a cause seen in the history: whether that label is right (``nearest``), whether it
+    was called known, and the same among the runs the headline failed (what a reader sees).  For
+    an unseen cause: whether it was called unknown.  ``confusion`` is truth -> nearest -> runs."""
     seen = {(row["system"], row.get("cause")) for row in index.values() if row.get("verdict") == "fail"}
-    known_rows, unseen_rows = [], []
+    known_rows, unseen_rows, confusion = [], [], {}
     for run_id, truth in labelled_targets(index, label_files):
         verdict_file = config.run_report_path(run_id)
         if truth.get("verdict") != "fail" or not verdict_file.exists():
             continue
-        cause = archive.read_json(verdict_file)["cause"]
+        doc = archive.read_json(verdict_file)
+        predicted = doc.get("details", {}).get("cause_prediction") or {}
+        nearest = (predicted.get("fault") or {}).get("label")
+        known = bool(predicted.get("known") and predicted.get("label") == nearest)
+        row = confusion.setdefault(str(truth.get("cause")), {})
+        row[str(nearest)] = row.get(str(nearest), 0) + 1
         if (index[run_id]["system"], truth.get("cause")) in seen:
-            known_rows.append((cause["label"] == truth["cause"], bool(cause["known"])))
+            known_rows.append((nearest == truth["cause"], known, doc["verdict"] == "fail"))
         else:
-            unseen_rows.append(not cause["known"])
+            unseen_rows.append(not known)
+
+    def share(values: list[bool]) -> float | None:
+        return round(float(np.mean(values)), 4) if values else None
+    detected = [a for a, _, d in known_rows if d]
     return {"seen_cause_runs": len(known_rows),
-            "seen_cause_label_correct": round(float(np.mean([a for a, _ in known_rows])), 4) if known_rows else None,
-            "seen_cause_called_known": round(float(np.mean([b for _, b in known_rows])), 4) if known_rows else None,
+            "seen_cause_label_correct": share([a for a, _, _ in known_rows]),
+            "seen_cause_called_known": share([b for _, b, _ in known_rows]),
+            "seen_cause_known_and_correct": share([a and b for a, b, _ in known_rows]),
+            "seen_cause_runs_failed_by_headline": len(detected),
+            "seen_cause_label_correct_when_failed": share(detected),
             "unseen_cause_runs": len(unseen_rows),
-            "unseen_cause_called_unknown": round(float(np.mean(unseen_rows)), 4) if unseen_rows else None}
+            "unseen_cause_called_unknown": share(unseen_rows),
+            "confusion": {t: dict(sorted(r.items())) for t, r in sorted(confusion.items())}}
 
 
 DETECTORS = ("headline", "control_charts", "clustered_regression") + COMBINERS + anchors.ANCHORS

@@ -10,13 +10,29 @@ them shares a lab with is first moved by its lab's level (``labs``), as in the n
 charts.  A passed run is never its own baseline.  A counter absent from the target or the baseline has
 NaN ratios: the classifiers impute them and see a missing-value indicator, so absence
 is a feature, not a silent zero.  Columns are ``lower:<counter>`` and ``upper:<counter>``.
+
+What the classifiers see (:func:`design`, param ``train_causes.feature_blocks``) is built from
+those rows.  ``counters`` is the ratios themselves, one column per counter, as in the thesis.
+``kinds`` folds the counters of one *kind* across components (issue 15): a counter's kind is
+its name without the component prefix and with digit runs folded (``cartservice.cpu_usage_m``
+and ``adservice.cpu_usage_m`` are ``cpu_usage_m``; ``procstat.cpu11_user_pct`` is
+``cpuN_user_pct``), and per kind and side the features are the largest, smallest and median
+ratio over its instances, and the ratio of the *most deviating component* (the one whose
+counters' ratios sum highest).  A fault in one service of a shop then looks the same whichever
+service it hits: with a handful of runs per cause the per-counter columns cannot learn that
+a CPU fault in ``cartservice`` resembles one in ``adservice``.  Measured in leave-one-run-out
+(closing note of issue 15): on Nezha's shop the faults' nearest-cause accuracy went from 0.18
+to 0.42 with ``kinds`` alone (0.24 with both blocks); HPC's node (0.86) and labsim (1.00/0.98)
+are unchanged.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipelines import archive, config, control_charts, history, labs, locks, store
@@ -57,6 +73,63 @@ def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any
 
 def feature_columns(frame: pd.DataFrame) -> list[str]:
     return sorted(c for c in frame.columns if c.startswith(("lower:", "upper:")))
+
+
+BLOCKS = ("counters", "kinds")
+
+
+def counter_kind(counter: str) -> tuple[str, str]:
+    """``(component, kind)`` of a counter: the component is the name up to its first dot (``""``
+    without one), the kind the rest with every run of digits folded to ``N``."""
+    component, dot, name = counter.partition(".")
+    if not dot or not name:
+        component, name = "", counter
+    return component, re.sub(r"\d+", "N", name)
+
+
+def kind_features(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ``kinds`` block of :func:`design`: per side (lower/upper) and counter kind, the max, min
+    and median of the ratios over the kind's instances, and the ratio of the most deviating
+    component (largest sum of that side's ratios; NaN when it has no counter of the kind).
+    Columns ``<side>:<stat>:<kind>``, stat in max/min/median/top."""
+    out: dict[str, pd.Series] = {}
+    for side in ("lower", "upper"):
+        cols = [c for c in feature_columns(frame) if c.startswith(side + ":")]
+        if not cols:
+            continue
+        x = frame[cols].astype(float)
+        parts = [counter_kind(c[len(side) + 1:]) for c in cols]
+        comps = pd.Series([p[0] for p in parts], index=cols)
+        kinds = pd.Series([p[1] for p in parts], index=cols)
+        totals = x.fillna(0.0).T.groupby(comps).sum().T               # rows x components
+        top = totals.idxmax(axis=1)
+        for kind, members in kinds.groupby(kinds).groups.items():
+            members = list(members)
+            block = x[members]
+            out[f"{side}:max:{kind}"] = block.max(axis=1)
+            out[f"{side}:min:{kind}"] = block.min(axis=1)
+            out[f"{side}:median:{kind}"] = block.median(axis=1)
+            of_component = dict(zip(comps[members], members))
+            out[f"{side}:top:{kind}"] = pd.Series(
+                [x.at[i, of_component[t]] if t in of_component else np.nan for i, t in top.items()], index=x.index)
+    return pd.DataFrame(out, index=frame.index)
+
+
+def design(frame: pd.DataFrame, blocks: list[str]) -> pd.DataFrame:
+    """What the cause classifiers see of feature rows: the ``blocks`` (``counters``, ``kinds``) side
+    by side, columns sorted.  Pure: the same rows give the same columns in training and prediction."""
+    unknown = sorted(set(blocks) - set(BLOCKS))
+    if unknown or not blocks:
+        raise ValueError(f"train_causes.feature_blocks must be a non-empty subset of {list(BLOCKS)}, got {blocks}")
+    parts = []
+    if "counters" in blocks:
+        parts.append(frame[feature_columns(frame)].astype(float))
+    if "kinds" in blocks:
+        kinds = kind_features(frame)
+        kinds.columns = ["kind:" + c for c in kinds.columns]
+        parts.append(kinds)
+    out = pd.concat(parts, axis=1)
+    return out[sorted(out.columns)]
 
 
 def frame_digest(frame: pd.DataFrame) -> str:

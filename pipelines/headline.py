@@ -91,6 +91,18 @@ def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
     return {"label": fault.get("label"), "probability": fault.get("probability"), "known": known}
 
 
+def fault_pattern(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A passed run in which the cause classifier nevertheless sees a fault it knows: its own top
+    class is a fault with a probability of at least its ``tau`` (issue 15).  The verdict stays the
+    detectors' (the contract's ``cause`` stays ``none``), but the report must not print "none" as
+    if nothing were seen: this says which fault pattern, how probable, and from how many runs."""
+    if verdict != "pass" or not predicted or predicted.get("label") in (None, "none") or not predicted.get("known"):
+        return None
+    fault = predicted.get("fault") or {}
+    return {"label": predicted["label"], "probability": predicted.get("probability"),
+            "runs_of_cause": fault.get("runs_of_cause") if fault.get("label") == predicted["label"] else None}
+
+
 def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
     """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
     rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
@@ -191,6 +203,6 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
                     "false_alarm_rate": false_alarm_rate, "p_values": p_values,
                     "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
                     if charts and charts.get("verdict") else None,
-                    "cause_prediction": predicted},
+                    "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)},
     }
     return doc

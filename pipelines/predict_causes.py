@@ -25,26 +25,32 @@ log = logging.getLogger("regresslab.predict_causes")
 
 
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,
-                  top: int = 3) -> dict[str, Any]:
+                  top: int = 3, blocks: list[str] = ("counters",),
+                  per_cause: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
 
     ``fault`` is the most probable cause other than ``none`` with its own probability (not
     renormalised: a run the classifier finds normal shows a low one), for a run the
     detectors fail whatever the classifier thinks.
     Counters the model was trained on but the run lacks are NaN (imputed with their
-    missing indicator); counters the model never saw are ignored and listed.
+    missing indicator); counters the model never saw are ignored and listed.  ``blocks`` are
+    the model's ``features.design`` blocks; ``per_cause`` its training runs per cause, so that a
+    label learned from few runs says so (``runs_of_cause``, ``few_runs``).
     """
-    aligned = rows.reindex(columns=columns)
+    designed = features.design(rows, list(blocks))
+    aligned = designed.reindex(columns=columns)
     proba = train_causes.run_probabilities(model, aligned, columns, classes).sort_values(ascending=False)
     label, p = str(proba.index[0]), float(proba.iloc[0])
-    unseen = sorted(set(features.feature_columns(rows)) - set(columns))
+    unseen = sorted(set(designed.columns) - set(columns))
     faults = proba.drop("none", errors="ignore")
     fault = {"label": str(faults.index[0]), "probability": round(float(faults.iloc[0]), 4)} \
         if len(faults) else {"label": None, "probability": None}
+    learned = (per_cause or {}).get(fault["label"]) or {}
+    fault.update({"runs_of_cause": learned.get("runs"), "few_runs": learned.get("few_runs")})
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
             "fault": fault, "none_probability": round(float(proba.get("none", 0.0)), 4),
             "alternatives": [{"label": str(c), "probability": round(float(v), 4)} for c, v in proba.iloc[1:top].items()],
-            "pairs": int(len(rows)), "features_not_in_model": len({c.split(":", 1)[1] for c in unseen})}
+            "pairs": int(len(rows)), "features_not_in_model": len(unseen)}
 
 
 # --------------------------------------------------------------------------- I/O shell
@@ -68,7 +74,8 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
             lab = charter.lab(run_id, pairs, index,
                               history.verdicts(index, system, exclude=set(hist["exclude"])), labs.lab_params(hist))
             result = predict_cause(model, features.pair_features(charter, run_id, pairs, lab["shift"]),
-                                   meta["columns"], meta["classes"], tau=meta["unknown"]["tau"])
+                                   meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
+                                   blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"))
             result["baseline_runs"] = pairs
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id

@@ -126,6 +126,10 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
     verdict uncertain."""
     if doc["verdict"] == "pass":
         text = "No regression found"
+        pattern = doc.get("details", {}).get("fault_pattern")
+        if pattern:
+            text += (f", but the cause classifier sees the pattern of {pattern['label']} "
+                     f"({100 * (pattern.get('probability') or 0):.0f} %): worth a look")
     else:
         moved = [change_text(c, changes[c]) for c in summary_order(doc["flagged_counters"], changes,
                                                                    user_facing=user_facing)][:top]
@@ -274,7 +278,8 @@ def style_sheet() -> str:
 
 def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
                baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15,
-               changes: dict[str, dict[str, Any]] | None = None, trends: dict[str, str | None] | None = None) -> str:
+               changes: dict[str, dict[str, Any]] | None = None, trends: dict[str, str | None] | None = None,
+               few_intervals: int = 20) -> str:
     """The one-page HTML report of one run: the plain summary first, the top counters with
     baseline -> now and the change in their units, the methods' figures in a details section."""
     changes = changes if changes is not None else (doc.get("counter_changes") or {})
@@ -312,7 +317,8 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         not_analysed=sorted((d.get("not_analysed") or {}).items()), load_independent=cc.get("load_independent_counters", []),
         small=sorted((d.get("below_min_rel_change") or {}).items()),
         raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()),
-        dropped=doc.get("dropped_counters") or meta.get("_dropped_counters") or [])
+        dropped=doc.get("dropped_counters") or meta.get("_dropped_counters") or [],
+        short=0 < int(d.get("n_intervals") or 0) < few_intervals)
 
 
 def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
@@ -393,7 +399,7 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
                       baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                      for b in doc["baseline_runs"]},
                       raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
-                      trends=trends)
+                      trends=trends, few_intervals=int(params["few_intervals"]))
     archive.write_text_atomic(config.run_report_path(run_id, "html"), html)
     return doc
 

@@ -4,7 +4,13 @@ Nguyen 2017 ch. 8 (seed 004; METHODS.md §D):
 
 * several learners, each a scikit-learn ``Pipeline`` (imputation with missing-value
   indicators, scaling, classifier): random forest, logistic regression, SVM, naive Bayes,
-  decision tree, k-NN and MLP;
+  decision tree, k-NN and MLP, on the columns of ``features.design`` (``feature_blocks``:
+  per-counter ratios and/or the ratios folded by counter kind across components);
+* **balanced classes** (``balance_classes``, issue 15): a history has many more normal runs
+  than runs of one fault, and a fault seen twice would be drowned by one seen thirty times.
+  Every run weighs ``N / (K · n_c)`` (``N`` runs, ``K`` causes, ``n_c`` runs of its cause),
+  shared by its pairs, so each cause weighs the same in total whatever its runs and pairs;
+  weights are rescaled to a mean of 1 per row.  k-NN takes no weights and is fitted unweighted;
 * **leave-one-out** by run (§8.4): the held-out run's rows are the test set, and no row
   that uses it (as target or as baseline) is trained on.  A run's prediction is the class
   probabilities averaged over its pairs;
@@ -27,6 +33,7 @@ that cause's runs and then applied to them.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import warnings
@@ -51,7 +58,7 @@ from pipelines import archive, config, features, history, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.train_causes")
-CODE_VERSION = 1
+CODE_VERSION = 2
 
 
 # --------------------------------------------------------------------------- pure core
@@ -96,13 +103,27 @@ def run_probabilities(model: Pipeline, rows: pd.DataFrame, columns: list[str], c
     return pd.Series(proba, index=list(model.classes_)).reindex(classes, fill_value=0.0)
 
 
-def fit_rows(template: Pipeline, frame: pd.DataFrame, columns: list[str]) -> Pipeline:
-    """A fresh copy of ``template`` fitted on ``frame`` (k-NN's k capped at the number of rows)."""
+def balanced_weights(frame: pd.DataFrame) -> np.ndarray:
+    """One weight per row: its run weighs ``N / (K · n_c)`` (``N`` runs, ``K`` causes, ``n_c`` runs
+    of the run's cause), split evenly over the run's rows; rescaled to a mean of 1 per row."""
+    labels = run_labels(frame)
+    per_run = len(labels) / (labels.nunique() * labels.map(labels.value_counts()))
+    pairs = frame.groupby("target")["target"].transform("size")
+    w = frame["target"].map(per_run).to_numpy(dtype=float) / pairs.to_numpy(dtype=float)
+    return w * len(w) / w.sum()
+
+
+def fit_rows(template: Pipeline, frame: pd.DataFrame, columns: list[str], balance: bool = False) -> Pipeline:
+    """A fresh copy of ``template`` fitted on ``frame`` (k-NN's k capped at the number of rows);
+    with ``balance``, weighted by :func:`balanced_weights` when the classifier takes weights."""
     model = clone(template)
     k = model.get_params().get("clf__n_neighbors")
     if k is not None and k > len(frame):
         model.set_params(clf__n_neighbors=max(1, len(frame)))
-    model.fit(frame[columns].to_numpy(dtype=float), frame["cause"].to_numpy())
+    fit_kw = {}
+    if balance and "sample_weight" in inspect.signature(model.named_steps["clf"].fit).parameters:
+        fit_kw["clf__sample_weight"] = balanced_weights(frame)
+    model.fit(frame[columns].to_numpy(dtype=float), frame["cause"].to_numpy(), **fit_kw)
     return model
 
 
@@ -111,7 +132,8 @@ def train_mask(frame: pd.DataFrame, held_out: set[str]) -> np.ndarray:
     return ~(frame["target"].isin(held_out) | frame["baseline"].isin(held_out)).to_numpy()
 
 
-def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str], balance: bool = False
+                      ) -> pd.DataFrame:
     """Leave-one-run-out class probabilities, one row per run (Nguyen 2017 §8.4)."""
     classes = sorted(frame["cause"].unique())
     out = {}
@@ -119,7 +141,7 @@ def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str
         train = frame[train_mask(frame, {run_id})]
         if train["cause"].nunique() < 2:
             continue
-        model = fit_rows(template, train, columns)
+        model = fit_rows(template, train, columns, balance)
         out[run_id] = run_probabilities(model, frame[frame["target"] == run_id], columns, classes)
     return pd.DataFrame(out).T
 
@@ -129,7 +151,7 @@ def run_labels(frame: pd.DataFrame) -> pd.Series:
 
 
 def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], *, max_runs: int,
-                   repeats: int, seed: int) -> list[dict[str, Any]]:
+                   repeats: int, seed: int, balance: bool = False) -> list[dict[str, Any]]:
     """Accuracy with ``n`` = 1..``max_runs`` training runs per cause (Nguyen 2017 §8.5)."""
     rng = np.random.default_rng(seed)
     labels = run_labels(frame)
@@ -147,7 +169,7 @@ def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], 
             train = frame[frame["target"].isin(chosen) & train_mask(frame, {test})]
             if train["cause"].nunique() < 2:
                 continue
-            model = fit_rows(template, train, columns)
+            model = fit_rows(template, train, columns, balance)
             proba = run_probabilities(model, frame[frame["target"] == test], columns, classes)
             hits.append(proba.idxmax() == labels[test])
         rows.append({"runs_per_cause": n, "accuracy": round(float(np.mean(hits)), 4) if hits else None,
@@ -156,7 +178,7 @@ def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], 
 
 
 def held_out_cause_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str],
-                                 causes: list[str]) -> dict[str, pd.Series]:
+                                 causes: list[str], balance: bool = False) -> dict[str, pd.Series]:
     """Per cause, the largest class probability of its runs when no run of it was trained on."""
     labels = run_labels(frame)
     out = {}
@@ -165,7 +187,7 @@ def held_out_cause_probabilities(template: Pipeline, frame: pd.DataFrame, column
         train = frame[train_mask(frame, runs)]
         if train["cause"].nunique() < 2:
             continue
-        model = fit_rows(template, train, columns)
+        model = fit_rows(template, train, columns, balance)
         classes = sorted(train["cause"].unique())
         out[cause] = pd.Series({r: float(run_probabilities(model, frame[frame["target"] == r], columns,
                                                             classes).max()) for r in sorted(runs)})
@@ -211,16 +233,45 @@ def unknown_cause_figures(known_max: pd.Series, labels: pd.Series, held_out: dic
             if vals else None}
 
 
+def design_frame(frame: pd.DataFrame, blocks: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The feature rows' keys beside their :func:`features.design` columns, and those columns."""
+    x = features.design(frame, blocks)
+    return pd.concat([frame[features.KEY_COLUMNS].reset_index(drop=True), x.reset_index(drop=True)], axis=1), \
+        list(x.columns)
+
+
+def confusion(predictions: dict[str, dict[str, Any]], classes: list[str]) -> dict[str, dict[str, int]]:
+    """``truth -> predicted -> runs`` over the leave-one-out predictions (every class on both sides)."""
+    table = {t: {p: 0 for p in classes} for t in classes}
+    for row in predictions.values():
+        table[row["truth"]][row["predicted"]] += 1
+    return table
+
+
+def per_cause(predictions: dict[str, dict[str, Any]], *, few: int) -> dict[str, dict[str, Any]]:
+    """Per cause: its runs, the share of them leave-one-out labels right, and whether it has
+    ``few`` runs or fewer (a cause learned from so few runs is shown as such)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in predictions.values():
+        c = out.setdefault(row["truth"], {"runs": 0, "right": 0})
+        c["runs"] += 1
+        c["right"] += int(row["predicted"] == row["truth"])
+    return {k: {"runs": v["runs"], "recall": round(v["right"] / v["runs"], 4), "few_runs": v["runs"] <= few}
+            for k, v in sorted(out.items())}
+
+
 def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> dict[str, Any]:
-    """Everything train_causes learns for one system: per-learner LOO, best model, curve, unknown-cause tau."""
-    columns = features.feature_columns(frame)
+    """Everything train_causes learns for one system: per-learner LOO, best model, curve, unknown-cause
+    tau, the confusion matrix and per-cause recall of the best learner."""
+    frame, columns = design_frame(frame, list(params["feature_blocks"]))
+    balance = bool(params["balance_classes"])
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
     seed = int(params["seed"])
     candidates = {k: v for k, v in learners(seed).items() if k in params["learners"]}
     table, loo = {}, {}
     for i, (name, template) in enumerate(candidates.items(), 1):
-        proba = loo_probabilities(template, frame, columns)
+        proba = loo_probabilities(template, frame, columns, balance)
         loo[name] = proba
         predicted = proba.idxmax(axis=1)
         acc = float((predicted == labels.reindex(predicted.index)).mean()) if len(predicted) else 0.0
@@ -233,19 +284,27 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     curve = []
     for name in ranked[: int(params["learning_curve_learners"])]:
         for row in learning_curve(candidates[name], frame, columns, max_runs=int(params["learning_curve_max_runs"]),
-                                  repeats=int(params["learning_curve_repeats"]), seed=seed):
+                                  repeats=int(params["learning_curve_repeats"]), seed=seed, balance=balance):
             curve.append({"learner": name, **row})
     fault_causes = sorted(c for c in labels.unique() if c != "none")
-    held = held_out_cause_probabilities(candidates[best], frame, columns, fault_causes)
+    held = held_out_cause_probabilities(candidates[best], frame, columns, fault_causes, balance)
     known_max = loo[best].max(axis=1)
     unknown = unknown_cause_figures(known_max, labels, held)
-    model = fit_rows(candidates[best], frame, columns)
+    model = fit_rows(candidates[best], frame, columns, balance)
+    predictions = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
+                         "probability": round(float(loo[best].loc[run].max()), 4)} for run in loo[best].index}
+    faults = [r for r in predictions if labels[r] != "none"]
+    nearest = [loo[best].loc[r].drop("none", errors="ignore").idxmax() == labels[r] for r in faults]
+    classes = sorted(labels.unique())
     return {"learners": table, "best": best, "random_accuracy": round(r, 4), "learning_curve": curve,
-            "unknown": unknown, "model": model, "columns": columns, "classes": sorted(labels.unique()),
+            "unknown": unknown, "model": model, "columns": columns, "classes": classes,
+            "feature_blocks": list(params["feature_blocks"]), "balance_classes": balance,
             "runs": int(len(labels)), "pairs": int(len(frame)),
-            "loo_predictions": {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
-                                      "probability": round(float(loo[best].loc[run].max()), 4)}
-                                for run in loo[best].index}}
+            "fault_runs": len(faults),
+            "fault_nearest_accuracy": round(float(np.mean(nearest)), 4) if nearest else None,
+            "confusion": confusion(predictions, classes),
+            "per_cause": per_cause(predictions, few=int(params["few_runs"])),
+            "loo_predictions": predictions}
 
 
 # --------------------------------------------------------------------------- I/O shell
@@ -306,6 +365,9 @@ def main() -> None:
         best = meta["learners"][meta["best"]]
         metrics[system] = {"best": meta["best"], "accuracy": best["accuracy"], "gain": best["gain"],
                            "random_accuracy": meta["random_accuracy"], "runs": meta["runs"],
+                           "fault_runs": meta["fault_runs"], "fault_nearest_accuracy": meta["fault_nearest_accuracy"],
+                           "feature_blocks": meta["feature_blocks"], "balance_classes": meta["balance_classes"],
+                           "per_cause": meta["per_cause"], "confusion": meta["confusion"],
                            "learners": meta["learners"], "unknown_cause": {
                                k: meta["unknown"][k] for k in ("tau", "unknown_recall", "known_called_unknown")},
                            "model_version": version}

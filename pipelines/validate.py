@@ -241,8 +241,12 @@ def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, 
             inside = ts[(ts >= started_at) & (ts <= end)].dropna()
             if not inside.empty:
                 period = float(np.nanmedian(np.diff(np.sort(inside.values)))) if len(inside) > 1 else 0.0
-                # the samples cover from one period before the first to the last (collectors average backwards)
-                span = min(inside.max(), end) - max(inside.min() - period, started_at)
+                # a sample covers the period before it (collectors average backwards), so the first
+                # sample less than one period after the end still covers the phase's last seconds:
+                # with one sample a minute, that sample is a tenth of a 10-minute run (issue 15)
+                after = ts[(ts > end) & (ts < end + period)].dropna() if period > 0 else inside.iloc[:0]
+                last = after.min() if not after.empty else inside.max()
+                span = min(last, end) - max(inside.min() - period, started_at)
                 row.update(load_samples=int(len(inside)), coverage=float(span / duration_s), period_s=period)
                 if period > 0:
                     row["required_samples"] = max(min_samples_floor, min(

@@ -12,9 +12,14 @@ from pipelines import archive, config, pull, validate
 from tests.helpers import good_frames, good_meta, members, write_tgz
 
 
-def set_source(tree, *sources):
+def set_source(tree, *sources, quick_training: bool = False):
+    """Point the tree's pull at ``sources``; ``quick_training``: one fast learner and short curves,
+    for tests of a night's data path in which the cause model's choice is not under test."""
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = [str(s) for s in sources]
+    if quick_training:
+        params["train_causes"].update(learners=["decision_tree"], learning_curve_repeats=2,
+                                      learning_curve_learners=1)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
 
 
@@ -119,7 +124,7 @@ def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tin
         write_tgz(src / f"{name}.tar.gz", members(good_meta(name, system=system), good_frames()))
     for stem in (".", ".."):                               # "..tar.gz" and "...tar.gz"
         write_tgz(src / f"{stem}.tar.gz", members(good_meta(stem), good_frames()))
-    set_source(tree, src)
+    set_source(tree, src, quick_training=True)
     before = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
                     and p != tree)
     pull.main()
@@ -322,7 +327,7 @@ def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_pa
     files["counters/web01.csv"] = web.to_csv(index=False).encode()
     path.unlink()
     write_tgz(path, files)
-    set_source(tree, src)
+    set_source(tree, src, quick_training=True)
     pull.main()
     validate.main()
     index = json.loads(config.VALID_INDEX.read_text())

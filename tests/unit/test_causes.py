@@ -65,15 +65,73 @@ def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
 def test_train_system_reports_every_learner_and_refits_the_best():
     frame = _toy_features(np.random.default_rng(2))
     params = {"learners": list(train_causes.learners()), "learning_curve_max_runs": 2,
-              "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0}
+              "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
+              "feature_blocks": ["counters"], "balance_classes": True, "few_runs": 4}
     out = train_causes.train_system(frame, params)
     assert set(out["learners"]) == set(train_causes.learners()) and len(out["learners"]) >= 6
     assert out["random_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
     assert out["learners"][out["best"]]["accuracy"] == max(v["accuracy"] for v in out["learners"].values())
     assert [r["runs_per_cause"] for r in out["learning_curve"]] == [1, 2]
     one = frame[frame["target"] == "db-0"]
-    pred = predict_causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5)
+    pred = predict_causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5,
+                                        blocks=out["feature_blocks"], per_cause=out["per_cause"])
     assert pred["label"] == "db" and pred["fault"]["label"] == "db" and pred["known"]
+    # four runs of each cause: every cause counts as learned from few runs (few_runs = 4)
+    assert pred["fault"]["runs_of_cause"] == 4 and pred["fault"]["few_runs"] is True
+    assert out["per_cause"]["db"] == {"runs": 4, "recall": out["per_cause"]["db"]["recall"], "few_runs": True}
+    # the confusion matrix holds every LOO run once, truth by predicted
+    assert sum(sum(r.values()) for r in out["confusion"].values()) == out["runs"] == 12
+    assert out["fault_runs"] == 8 and 0.0 <= out["fault_nearest_accuracy"] <= 1.0
+
+
+def test_balanced_weights_by_hand():
+    """Three normal runs of two pairs, one fault run of one pair.  N = 4 runs, K = 2 causes:
+    a normal run weighs 4 / (2 x 3) = 2/3, shared by its 2 pairs (1/3 each); the fault run
+    4 / (2 x 1) = 2 on its one pair.  Sum 6 x 1/3 + 2 = 4 over 7 rows; rescaled to a mean of 1
+    (x 7/4): 7/12 per normal pair and 7/2 for the fault pair, so each cause totals 3.5."""
+    rows = [{"target": f"n{i}", "baseline": f"b{j}", "cause": "none"} for i in range(3) for j in range(2)]
+    rows.append({"target": "f0", "baseline": "b0", "cause": "leak"})
+    w = train_causes.balanced_weights(pd.DataFrame(rows))
+    assert w[:6] == pytest.approx([7 / 12] * 6) and w[6] == pytest.approx(7 / 2)
+    assert w[:6].sum() == pytest.approx(w[6:].sum()) and w.mean() == pytest.approx(1.0)
+
+
+def test_balancing_changes_what_an_imbalanced_history_predicts():
+    """Six normal runs and two of a fault, whose ratios overlap: a point halfway between the
+    classes' centres is called normal by an unweighted logistic regression, and the fault
+    when each cause weighs the same (the fault's two runs count as much as the six)."""
+    rows = []
+    for i, v in enumerate([0.0, 0.05, 0.1, 0.15, 0.2, 0.25]):
+        rows.append({"target": f"n{i}", "baseline": "b", "system": "s", "cause": "none", "upper:x": v})
+    for i, v in enumerate([0.55, 0.6]):
+        rows.append({"target": f"f{i}", "baseline": "b", "system": "s", "cause": "leak", "upper:x": v})
+    frame = pd.DataFrame(rows)
+    template = train_causes.learners()["logistic_regression"]
+    middle = pd.DataFrame({"upper:x": [0.4]})
+    plain = train_causes.fit_rows(template, frame, ["upper:x"], balance=False)
+    balanced = train_causes.fit_rows(template, frame, ["upper:x"], balance=True)
+    p_plain = dict(zip(plain.classes_, plain.predict_proba(middle.to_numpy())[0]))
+    p_bal = dict(zip(balanced.classes_, balanced.predict_proba(middle.to_numpy())[0]))
+    assert p_bal["leak"] > p_plain["leak"]
+    assert p_plain["leak"] < 0.5 < p_bal["leak"]
+
+
+def test_kind_features_fold_a_counter_across_components_by_hand():
+    frame = pd.DataFrame({"upper:a.cpu": [0.5, 0.0], "upper:b.cpu": [0.1, 0.2], "upper:b.mem": [0.3, np.nan],
+                          "lower:a.cpu3": [0.0, 0.0], "lower:a.cpu12": [0.0, 1.0]})
+    x = features.design(frame, ["kinds"])
+    # row 0: cpu over a, b = 0.5, 0.1 -> max .5 min .1 median .3; top component a (0.5 > 0.1 + 0.3)
+    assert x.loc[0, "kind:upper:max:cpu"] == 0.5 and x.loc[0, "kind:upper:min:cpu"] == 0.1
+    assert x.loc[0, "kind:upper:median:cpu"] == pytest.approx(0.3)
+    assert x.loc[0, "kind:upper:top:cpu"] == 0.5 and np.isnan(x.loc[0, "kind:upper:top:mem"])
+    # row 1: a sums 0.0, b sums 0.2 -> top b; digits fold: cpu3 and cpu12 are one kind cpuN
+    assert x.loc[1, "kind:upper:top:cpu"] == 0.2 and x.loc[1, "kind:lower:max:cpuN"] == 1.0
+    assert features.counter_kind("procstat.cpu11_user_pct") == ("procstat", "cpuN_user_pct")
+    assert features.counter_kind("plain") == ("", "plain")
+    both = features.design(frame, ["counters", "kinds"])
+    assert "upper:a.cpu" in both.columns and "kind:upper:max:cpu" in both.columns
+    with pytest.raises(ValueError, match="feature_blocks"):
+        features.design(frame, ["words"])
 
 
 def test_prediction_handles_counters_the_model_never_saw_or_the_run_lacks():

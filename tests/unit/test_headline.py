@@ -126,3 +126,15 @@ def test_headline_detectors_chooses_the_p_values_combined():
     only_rules = headline.compose(det, charts, None, detectors=["stacking"], **kw)
     assert only_rules["p_value"] == pytest.approx(0.03) and only_rules["verdict"] == "fail"
     assert "clustered_regression" in only_rules["methods"]                                    # still reported
+
+
+def test_a_passed_run_with_a_known_fault_pattern_says_so():
+    seen = {"label": "memory_leak", "probability": 0.91, "known": True,
+            "fault": {"label": "memory_leak", "probability": 0.91, "runs_of_cause": 3, "few_runs": True}}
+    assert headline.fault_pattern("pass", seen) == {"label": "memory_leak", "probability": 0.91, "runs_of_cause": 3}
+    # the contract's cause stays none: the verdict is the detectors'
+    assert headline.cause_of("pass", {**seen, "none_probability": 0.05})["label"] == "none"
+    assert headline.fault_pattern("fail", seen) is None                         # a failure has its cause
+    assert headline.fault_pattern("pass", {**seen, "known": False}) is None     # below tau: nothing to say
+    assert headline.fault_pattern("pass", {**seen, "label": "none"}) is None
+    assert headline.fault_pattern("pass", None) is None

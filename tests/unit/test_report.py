@@ -105,6 +105,9 @@ def test_units_and_the_plain_summary():
         "Cause unknown (nearest: cpu_hot_path, not certain). New lab with no baseline of its own: this verdict is "
         "uncertain.")
     assert report.plain_summary({"verdict": "pass", "details": {}}, {}) == "No regression found."
+    seen = {"verdict": "pass", "details": {"fault_pattern": {"label": "cpu_hog", "probability": 0.87}}}
+    assert report.plain_summary(seen, {}) == ("No regression found, but the cause classifier sees the pattern "
+                                              "of cpu_hog (87 %): worth a look.")
     assert report.with_unit("web01.mem_available_mb", 13742.0) == "13,700 MB"
 
 
@@ -149,3 +152,13 @@ def test_night_trends_by_hand():
     svg = base64.b64decode(report.sparkline([1.0, 2.0, 3.0]).split(",", 1)[1]).decode()
     # three points from left to right, rising: y from the bottom (23) to the top (3)
     assert 'points="3.0,23.0 60.0,13.0 117.0,3.0"' in svg and svg.count("<circle") == 3
+
+
+def test_a_short_run_says_it_was_analysed_at_its_own_resolution():
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    kw = dict(baseline_envs={}, raw_href="x", raw_name="x", few_intervals=20)
+    short = report.render_run(_doc(), meta, None, **kw)                       # 10 intervals of 30 s
+    assert 'id="short-run"' in short and "10 intervals of 30 s" in short
+    long = _doc()
+    long["details"]["n_intervals"] = 20                                       # not fewer than few_intervals
+    assert 'id="short-run"' not in report.render_run(long, meta, None, **kw)

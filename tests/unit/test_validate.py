@@ -243,3 +243,21 @@ def test_host_coverage_by_hand():
                                  min_samples_floor=3)
     assert cov.loc[0, "load_samples"] == 49
     assert cov.loc[0, "coverage"] == pytest.approx(490 / 600)
+
+
+def test_the_first_sample_after_the_phase_covers_its_last_seconds():
+    """One sample a minute at 23, 83, ..., 503 s (the one at 563 s lost) and one at 623 s of a
+    600 s phase.  The 623 s sample averages 563..623 s, so the samples reach the end: they
+    span from 0 (23 - 60, clipped) to 600, coverage 1.0, with 9 samples inside the phase.
+    Without it the span stops at 503 s (0.84) and a short run was quarantined (issue 15)."""
+    ts = START + np.array([23, 83, 143, 203, 263, 323, 383, 443, 503, 623.0])
+    frames = {"h": pd.DataFrame({"timestamp": ts, "h.x": 1.0})}
+    cov = validate.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+                                 min_samples_floor=3)
+    assert cov.loc[0, "load_samples"] == 9 and cov.loc[0, "required_samples"] == 9
+    assert cov.loc[0, "coverage"] == pytest.approx(1.0)
+    # a sample more than one period after the end covers nothing of the phase
+    late = {"h": pd.DataFrame({"timestamp": np.append(ts[:-1], START + 700.0), "h.x": 1.0})}
+    cov = validate.host_coverage(late, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+                                 min_samples_floor=3)
+    assert cov.loc[0, "coverage"] == pytest.approx(503 / 600)
