@@ -1,6 +1,7 @@
 """Builders of good and bad archives for the tests."""
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
@@ -56,3 +57,32 @@ def write_zip(path: Path, files: dict[str, bytes]) -> Path:
         for name, data in files.items():
             zf.writestr(name, data)
     return path
+
+
+@contextlib.contextmanager
+def every_stage_on(tree: Path, lab: Path, **train_causes):
+    """``tree`` with params.yaml pointed at ``lab`` (its archives and target labels), every
+    analysis stage's main() run in DVC order with the pipeline rooted there; yields while the
+    root is still set, and restores it afterwards.  ``train_causes`` overrides that params block."""
+    import pytest
+    import yaml
+
+    from pipelines import (clusters, config, control_charts, detect, discretize, evaluate, features, mine_rules,
+                           normalize, predict_causes, pull, report, train_causes as train, validate)
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params["pull"]["source"] = str(lab)
+    params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
+    params["train_causes"].update(train_causes)
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    old = config.ROOT
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REGRESSLAB_ROOT", str(tree))
+        config.use_root(tree)
+        try:
+            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters,
+                          features, train, predict_causes, report, evaluate):
+                stage.main()
+            yield tree
+        finally:
+            config.use_root(old)

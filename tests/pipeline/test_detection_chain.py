@@ -11,6 +11,8 @@ import yaml
 from pipelines import (clusters, config, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
                        predict_causes, pull, report, store, train_causes, validate)
 
+from tests.helpers import every_stage_on
+
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flagged_counters", "counter_scores",
                  "cause", "baseline_runs", "methods"}
@@ -21,23 +23,8 @@ def analysed(cause_lab, tmp_path_factory):
     """One tree analysed by every stage, shared by this module's tests (they only read it or
     re-run stages that must change nothing)."""
     lab, truth = cause_lab
-    tree = tmp_path_factory.mktemp("chain")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["pull"]["source"] = str(lab)
-    params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
-    params["train_causes"]["learning_curve_repeats"] = 2
-    (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    old = config.ROOT
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("REGRESSLAB_ROOT", str(tree))
-        config.use_root(tree)
-        try:
-            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters, features,
-                          train_causes, predict_causes, report, evaluate):
-                stage.main()
-            yield tree, truth
-        finally:
-            config.use_root(old)
+    with every_stage_on(tmp_path_factory.mktemp("chain"), lab, learning_curve_repeats=2) as tree:
+        yield tree, truth
 
 
 def test_chain_writes_contract_verdicts_and_metrics(analysed):

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-import yaml
 
-from pipelines import (archive, clusters, config, control_charts, detect, discretize, evaluate, features, labsim,
-                       mine_rules, normalize, predict_causes, pull, report, train_causes, validate)
+from pipelines import archive, labsim
 from tests.conftest import write_lab
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import every_stage_on
 
 
 @pytest.fixture(scope="module")
@@ -27,23 +23,9 @@ def short_tree(tmp_path_factory):
         lab = tmp_path_factory.mktemp("short_lab")
         truth = write_lab(lab, seed=5, n_normal=3, n_per_cause=2, history_causes=["cpu_hot_path"],
                           target_causes=["cpu_hot_path"])
-    tree = tmp_path_factory.mktemp("short_tree")
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["pull"]["source"] = str(lab)
-    params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
-    params["train_causes"].update(learners=["decision_tree"], learning_curve_repeats=2, learning_curve_learners=1)
-    (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    old = config.ROOT
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("REGRESSLAB_ROOT", str(tree))
-        config.use_root(tree)
-        try:
-            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters,
-                          features, train_causes, predict_causes, report, evaluate):
-                stage.main()
-            yield tree, truth
-        finally:
-            config.use_root(old)
+    with every_stage_on(tmp_path_factory.mktemp("short_tree"), lab, learners=["decision_tree"],
+                        learning_curve_repeats=2, learning_curve_learners=1) as tree:
+        yield tree, truth
 
 
 def test_ten_sample_runs_go_through_every_stage(short_tree):
