@@ -320,8 +320,8 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
     """How the targets' causes compare with the truth, on the targets that truly failed.
 
     The cause is judged whatever the headline said (issue 15: cause accuracy on failed targets):
-    the classifier's nearest fault cause (``details.cause_prediction.fault``) against the true
-    cause.  For a cause seen in the history: whether that label is right (``nearest``), whether it
+    the cause the run would show failed (``headline.cause_of``: the nearest fault cause, and
+    whether it is known) against the true cause.  For a cause seen in the history: whether that label is right (``nearest``), whether it
     was called known, and the same among the runs the headline failed (what a reader sees).  For
     an unseen cause: whether it was called unknown.  ``confusion`` is truth -> nearest -> runs."""
     seen = {(row["system"], row.get("cause")) for row in index.values() if row.get("verdict") == "fail"}
@@ -331,9 +331,8 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
         if truth.get("verdict") != "fail" or not verdict_file.exists():
             continue
         doc = archive.read_json(verdict_file)
-        predicted = doc.get("details", {}).get("cause_prediction") or {}
-        nearest = (predicted.get("fault") or {}).get("label")
-        known = bool(predicted.get("known") and predicted.get("label") == nearest)
+        as_failed = headline.cause_of("fail", doc.get("details", {}).get("cause_prediction"))
+        nearest, known = as_failed["label"], as_failed["known"]
         row = confusion.setdefault(str(truth.get("cause")), {})
         row[str(nearest)] = row.get(str(nearest), 0) + 1
         if (index[run_id]["system"], truth.get("cause")) in seen:

@@ -98,9 +98,9 @@ def fault_pattern(verdict: str, predicted: dict[str, Any] | None) -> dict[str, A
     if nothing were seen: this says which fault pattern, how probable, and from how many runs."""
     if verdict != "pass" or not predicted or predicted.get("label") in (None, "none") or not predicted.get("known"):
         return None
-    fault = predicted.get("fault") or {}
+    # a top class other than none is also the most probable fault: ``fault`` describes it
     return {"label": predicted["label"], "probability": predicted.get("probability"),
-            "runs_of_cause": fault.get("runs_of_cause") if fault.get("label") == predicted["label"] else None}
+            "runs_of_cause": (predicted.get("fault") or {}).get("runs_of_cause")}
 
 
 def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:

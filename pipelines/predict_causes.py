@@ -42,9 +42,8 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     proba = train_causes.run_probabilities(model, aligned, columns, classes).sort_values(ascending=False)
     label, p = str(proba.index[0]), float(proba.iloc[0])
     unseen = sorted(set(designed.columns) - set(columns))
-    faults = proba.drop("none", errors="ignore")
-    fault = {"label": str(faults.index[0]), "probability": round(float(faults.iloc[0]), 4)} \
-        if len(faults) else {"label": None, "probability": None}
+    nearest = train_causes.nearest_fault(proba)
+    fault = {"label": nearest, "probability": None if nearest is None else round(float(proba[nearest]), 4)}
     learned = (per_cause or {}).get(fault["label"]) or {}
     fault.update({"runs_of_cause": learned.get("runs"), "few_runs": learned.get("few_runs")})
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),

@@ -146,6 +146,12 @@ def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str
     return pd.DataFrame(out).T
 
 
+def nearest_fault(proba: pd.Series) -> str | None:
+    """The most probable cause other than ``none`` in a run's class probabilities (None without one)."""
+    faults = proba.drop("none", errors="ignore")
+    return str(faults.idxmax()) if len(faults) else None
+
+
 def run_labels(frame: pd.DataFrame) -> pd.Series:
     return frame.groupby("target")["cause"].first()
 
@@ -294,7 +300,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     predictions = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
                          "probability": round(float(loo[best].loc[run].max()), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
-    nearest = [loo[best].loc[r].drop("none", errors="ignore").idxmax() == labels[r] for r in faults]
+    nearest = [nearest_fault(loo[best].loc[r]) == labels[r] for r in faults]
     classes = sorted(labels.unique())
     return {"learners": table, "best": best, "random_accuracy": round(r, 4), "learning_curve": curve,
             "unknown": unknown, "model": model, "columns": columns, "classes": classes,
