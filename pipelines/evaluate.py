@@ -18,7 +18,9 @@ The control charts (Nguyen 2017 §7.5, seed 004) are evaluated here too, once pe
 calibration without it (:func:`loo_charts`), scored by run verdict and counter F / ROC AUC.
 The report's **headline** (rules and control charts together, ``headline.compose``) is
 scored with those same charts.  Targets are scored from their verdict files: the three
-combiners from ``detect``'s, the headline from the report's.
+combiners from ``detect``'s, the headline from the report's.  The cause classifier joins the
+headline's leave-one-out with its own leave-one-out fault scores (:func:`loo_classified`, from
+``train_causes``' model metadata) and has its own row when it judged a run.
 
 Writes ``metrics/detection.json`` and ``metrics/control_charts.json`` (DVC metrics),
 ``metrics/detection_runs.csv`` and ``metrics/control_charts_runs.csv`` (one row per run,
@@ -115,7 +117,7 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
     cost linear in the history instead of quadratic.  A held-out run whose lab its baseline
     does not share is moved by its lab's level learned from the other verified runs
     (:func:`labs.lab_shift`), as the nightly chart does.  Returns per run the
-    :func:`control_charts.judge` result plus its ``counter_scores`` (sum ratios).
+    :func:`control_charts.judge` result (with its ``counter_scores``).
     """
     runs = list(dict.fromkeys(verified + passed))
     envs = {r: index[r].get("environment") or {} for r in runs}
@@ -137,7 +139,6 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
         result = control_charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
                                       counter_flag_floor=float(params["counter_flag_floor"]),
                                       false_alarm_rate=float(params["false_alarm_rate"]))
-        result["counter_scores"] = {c: float(v) for c, v in ratios["sum"].dropna().items()}
         result["lab"] = labs.summary(lab)
         out[run_id] = result
         progress.step(i)
@@ -179,9 +180,11 @@ def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
                disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
                charts: dict[str, dict] | None, report_params: dict[str, Any], *, lab_kw: dict[str, Any],
-               clustered: dict[str, dict] | None = None) -> list[dict[str, Any]]:
+               clustered: dict[str, dict] | None = None,
+               classified: dict[str, dict] | None = None) -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (and of the headline when ``charts`` holds
-    the control charts' leave-one-out results of the same runs).
+    the control charts' leave-one-out results of the same runs; with the cause classifier's
+    leave-one-out evidence when ``classified`` holds it, :func:`loo_classified`).
 
     Every verified run is analysed against the passed runs without it; the passed runs'
     stacking scores so obtained are the null of each held-out run's stacking p-value (its own
@@ -218,14 +221,45 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                                charts[run_id]["counter_scores"], "loo")
             doc["methods"]["association_rules_stacking"].update(
                 detect.stacking_evidence(result, [v for r, v in null.items() if r != run_id]))
-            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []}, None,
+            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []},
+                                    (classified or {}).get(run_id),
                                     verdict_rule=report_params["verdict_rule"], flag_rule=report_params["flag_rule"],
                                     false_alarm_rate=float(report_params["false_alarm_rate"]),
                                     clustered=(clustered or {}).get(run_id),
-                                    detectors=report_params["headline_detectors"])
+                                    detectors=report_params["headline_detectors"],
+                                    classifier_resolution=float(report_params["classifier_resolution"]))
             rows += score_rows(*truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
+            rows += classifier_rows(*truth, head, "loo")
     return rows
+
+
+def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The cause classifier's leave-one-out evidence per verified run, shaped as a prediction for
+    ``headline.compose``: the run's fault score from the model trained without it
+    (``train_causes``), against the same scores of the other normal runs.  Those came from models
+    that saw the held-out run; retraining every learner once per held-out run and per other run
+    would cost the square of ``train_causes``' leave-one-out, for a null that moves by one run in
+    ``n``.  Empty for a model without fault scores (older than issue 11)."""
+    loo = meta.get("loo_predictions") or {}
+    if not loo or any("fault_score" not in v for v in loo.values()):
+        return {}
+    normal = {r: v["fault_score"] for r, v in loo.items() if v["truth"] == "none"}
+    return {r: {"label": None, "fault_score": v["fault_score"],
+                "null_fault_scores": sorted(s for n, s in normal.items() if n != r)} for r, v in loo.items()}
+
+
+def classifier_rows(run_id: str, system: str, truth_verdict: str, cause: str, expected: list[str],
+                    head: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """The cause classifier's own row, when it judged the run (not when it abstained): a failed
+    run shows the headline's top counters (the classifier names a cause, not counters)."""
+    evidence = head["methods"].get("cause_classifier") or {}
+    if evidence.get("verdict") not in ("pass", "fail"):
+        return []
+    failed = evidence["verdict"] == "fail"
+    shown = [c for c, v in head["counter_scores"].items() if v > 0][:headline.FALLBACK_FLAGS] if failed else []
+    return score_rows(run_id, system, truth_verdict, cause, expected, {"cause_classifier": shown},
+                      head["counter_scores"], source, failed=failed)
 
 
 def cluster_rows(clustered: dict[str, dict[str, Any]], index: dict[str, Any]) -> list[dict[str, Any]]:
@@ -313,6 +347,8 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
                                head["counter_scores"], "targets", failed=head["verdict"] == "fail")
+            rows += classifier_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                                    truth.get("regressed_counters") or [], head, "targets")
     return rows
 
 
@@ -354,7 +390,7 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
             "confusion": {t: dict(sorted(r.items())) for t, r in sorted(confusion.items())}}
 
 
-DETECTORS = ("headline", "control_charts", "clustered_regression") + COMBINERS + anchors.ANCHORS
+DETECTORS = ("headline", "control_charts", "clustered_regression", "cause_classifier") + COMBINERS + anchors.ANCHORS
 
 
 def detector_table(metrics: dict[str, Any]) -> list[str]:
@@ -408,7 +444,8 @@ def main() -> None:
         clustered = clusters.loo(verified, passed, index, frames, cl_params, hist)
         rows += cluster_rows(clustered, index)
         rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
-                           report_params, lab_kw=labs.lab_params(hist), clustered=clustered)
+                           report_params, lab_kw=labs.lab_params(hist), clustered=clustered,
+                           classified=loo_classified(store.latest_model_meta(system)))
         rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
     cc_frame = pd.DataFrame(cc_rows)
     cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}

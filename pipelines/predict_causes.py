@@ -7,6 +7,9 @@ class probabilities are the mean over its pairs.  ``known`` is false when the la
 probability is below the model's ``tau`` (calibrated on held-out causes): the label is
 then only the nearest cause seen in history and must not be presented as certain
 (DATA_CONTRACT.md §2).  The report uses the cause only when the run fails.
+Each prediction also carries the run's ``fault_score`` (``1 − P(none)``) and the model's
+leave-one-out fault scores of the history's normal runs, from which ``headline`` makes the
+classifier a calibrated detector (issue 11).
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     fault.update({"runs_of_cause": learned.get("runs"), "few_runs": learned.get("few_runs")})
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
             "fault": fault, "none_probability": round(float(proba.get("none", 0.0)), 4),
+            "fault_score": round(train_causes.fault_score(proba), 4),
             "alternatives": [{"label": str(c), "probability": round(float(v), 4)} for c, v in proba.iloc[1:top].items()],
             "pairs": int(len(rows)), "features_not_in_model": len(unseen)}
 
@@ -76,6 +80,8 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
                                    meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
                                    blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"))
             result["baseline_runs"] = pairs
+            if meta.get("null_fault_scores") is not None:     # the classifier as a detector (headline)
+                result["null_fault_scores"] = sorted(meta["null_fault_scores"].values())
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id
     archive.write_json_atomic(config.cause_path(run_id), result)

@@ -29,6 +29,11 @@ threshold that best separates (balanced accuracy) the LOO probabilities of runs 
 causes from those of runs whose cause was held out of training entirely (each cause in
 turn).  It is measured honestly: for each held-out cause, ``tau`` is calibrated without
 that cause's runs and then applied to them.
+
+The classifier as a detector (issue 11): a run's **fault score** is ``1 − P(none)``, the
+probability that it is a fault of any kind.  The leave-one-out fault scores of the history's
+normal runs (``null_fault_scores``) are the null against which ``headline`` calibrates a
+target's score, like the other detectors' (each normal run judged by a model that never saw it).
 """
 from __future__ import annotations
 
@@ -58,7 +63,7 @@ from pipelines import archive, config, features, history, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.train_causes")
-CODE_VERSION = 2
+CODE_VERSION = 3
 
 
 # --------------------------------------------------------------------------- pure core
@@ -150,6 +155,11 @@ def nearest_fault(proba: pd.Series) -> str | None:
     """The most probable cause other than ``none`` in a run's class probabilities (None without one)."""
     faults = proba.drop("none", errors="ignore")
     return str(faults.idxmax()) if len(faults) else None
+
+
+def fault_score(proba: pd.Series) -> float:
+    """``1 − P(none)``: how probable it is that a run is a fault of any kind (1 without a ``none`` class)."""
+    return float(1.0 - proba.get("none", 0.0))
 
 
 def run_labels(frame: pd.DataFrame) -> pd.Series:
@@ -298,7 +308,8 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     unknown = unknown_cause_figures(known_max, labels, held)
     model = fit_rows(candidates[best], frame, columns, balance)
     predictions = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
-                         "probability": round(float(loo[best].loc[run].max()), 4)} for run in loo[best].index}
+                         "probability": round(float(loo[best].loc[run].max()), 4),
+                         "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
     nearest = [nearest_fault(loo[best].loc[r]) == labels[r] for r in faults]
     classes = sorted(labels.unique())
@@ -310,7 +321,8 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
             "fault_nearest_accuracy": round(float(np.mean(nearest)), 4) if nearest else None,
             "confusion": confusion(predictions, classes),
             "per_cause": per_cause(predictions, few=int(params["few_runs"])),
-            "loo_predictions": predictions}
+            "loo_predictions": predictions,
+            "null_fault_scores": {r: v["fault_score"] for r, v in predictions.items() if v["truth"] == "none"}}
 
 
 # --------------------------------------------------------------------------- I/O shell

@@ -8,7 +8,7 @@ import skops.io as sio
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
-from pipelines import features, predict_causes, store, train_causes
+from pipelines import evaluate, features, predict_causes, store, train_causes
 
 
 def test_random_predictor_accuracy_and_gain_by_hand():
@@ -82,6 +82,15 @@ def test_train_system_reports_every_learner_and_refits_the_best():
     # the confusion matrix holds every LOO run once, truth by predicted
     assert sum(sum(r.values()) for r in out["confusion"].values()) == out["runs"] == 12
     assert out["fault_runs"] == 8 and 0.0 <= out["fault_nearest_accuracy"] <= 1.0
+    # the classifier as a detector (issue 11): fault score = 1 - P(none), the null = the normal runs'
+    assert pred["fault_score"] == pytest.approx(1 - pred["none_probability"], abs=2e-4)
+    assert sorted(out["null_fault_scores"]) == [f"none-{i}" for i in range(4)]
+    assert all(out["null_fault_scores"][r] == out["loo_predictions"][r]["fault_score"] for r in out["null_fault_scores"])
+    loo = evaluate.loo_classified({"loo_predictions": out["loo_predictions"]})
+    assert set(loo) == set(out["loo_predictions"])
+    assert len(loo["none-0"]["null_fault_scores"]) == 3 and len(loo["db-0"]["null_fault_scores"]) == 4
+    assert sorted(loo["db-0"]["null_fault_scores"]) == sorted(out["null_fault_scores"].values())
+    assert evaluate.loo_classified({"loo_predictions": {"r": {"truth": "none"}}}) == {}   # a model older than issue 11
 
 
 def test_balanced_weights_by_hand():

@@ -173,6 +173,9 @@ def test_judge_with_a_fixed_threshold_flags_counters_over_their_normal_maximum_o
     calm = cc.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1,
                     false_alarm_rate=0.05)
     assert calm["verdict"] == "pass" and calm["flagged_counters"] == [] and calm["counters_over_limit"] == ["a"]
+    # counter scores: window / max(normal window max, floor 0.1), at most 1 — a: 0.8 / 0.9;
+    # b (no normal window max): 0.3 / 0.1 = 3 -> 1; c: 0.05 / max(0.01, 0.1) = 0.5
+    assert out["counter_scores"] == pytest.approx({"a": round(0.8 / 0.9, 4), "b": 1.0, "c": 0.5})
 
 
 def test_calibrated_pvalue_by_hand():

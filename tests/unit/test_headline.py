@@ -138,3 +138,59 @@ def test_a_passed_run_with_a_known_fault_pattern_says_so():
     assert headline.fault_pattern("pass", {**seen, "known": False}) is None     # below tau: nothing to say
     assert headline.fault_pattern("pass", {**seen, "label": "none"}) is None
     assert headline.fault_pattern("pass", None) is None
+
+
+def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
+    """Issue 11: the fault score 1 − P(none) against the normal runs' leave-one-out scores.
+    Null 0.04, 0.09, 0.19 with resolution 0.01: logs of 0.05, 0.10, 0.20, mean ln 0.10, standard
+    deviation ln 2 (equal steps); a score of 0.99 sits at ln 1.00, so t = ln 10 / (ln 2 · sqrt(4/3))
+    = 2.8769 on k − 1 = 2 degrees of freedom, whose tail is 1/2 − t / (2 sqrt(t² + 2)) = 0.0513.
+    At 0.05 that passes (three normal runs cannot make a near-certain fault significant), at 0.06
+    it fails.  A score of 0.15 is below one normal run (0.19): p is at least 1/4."""
+    import math
+    t = math.log(10) / (math.log(2) * math.sqrt(4 / 3))
+    expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
+    predicted = {"fault_score": 0.99, "null_fault_scores": [0.04, 0.09, 0.19]}
+    ev = headline.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.05)
+    assert ev["p_value"] == pytest.approx(expected, abs=1e-6) and expected == pytest.approx(0.0513, abs=1e-4)
+    assert ev["verdict"] == "pass" and ev["null_runs"] == 3 and ev["abstained"] is None
+    assert headline.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.06)["verdict"] == "fail"
+    low = headline.classifier_evidence({**predicted, "fault_score": 0.15}, "same_lab", resolution=0.01,
+                                       false_alarm_rate=0.05)
+    assert low["p_value"] >= 0.25
+    # another lab: the classifier's normal class never saw it, so it abstains and says why
+    other = headline.classifier_evidence(predicted, "adjusted", resolution=0.01, false_alarm_rate=0.05)
+    assert other["verdict"] is None and other["p_value"] is None and "adjusted" in other["abstained"]
+    few = headline.classifier_evidence({**predicted, "null_fault_scores": [0.1]}, "same_lab", resolution=0.01,
+                                       false_alarm_rate=0.05)
+    assert few["verdict"] is None and "too few" in few["abstained"]
+    assert headline.classifier_evidence({"label": "none"}, "same_lab", resolution=0.01, false_alarm_rate=0.05) is None
+
+
+def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are_shown():
+    """Four p-values (stacking 0.5, charts 0.6, clusters 0.7, classifier): Bonferroni factor 4.
+    A classifier p of 0.01 gives 4 × 0.01 = 0.04 <= 0.05: the run fails though no counter-level
+    method flagged anything, and the flagged counters are the top-scored ones (at most
+    FALLBACK_FLAGS, none scored 0).  In another lab the classifier abstains and the factor is 3."""
+    det = {"run_id": "s-1", "system": "s", "baseline_runs": [],
+           "counter_scores": {f"c{i}": 0.1 * (9 - i) for i in range(9)},      # c8 scores 0
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.5} for k in headline.RULE_METHODS}}
+    charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
+              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {}, "p_value": 0.6}
+    clustered = {"verdict": "pass", "p_value": 0.7, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
+    # null 0.1, 0.1 (every positive score equal): a higher score gets the empirical 1/(k+1) = 1/3
+    predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "fault": {"label": "cpu_hog", "probability": 0.9},
+                 "fault_score": 0.95, "null_fault_scores": [0.1, 0.1]}
+    kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered)
+    doc = headline.compose(det, charts, predicted, **kw)
+    assert doc["methods"]["cause_classifier"]["p_value"] == pytest.approx(1 / 3)
+    assert doc["p_value"] == pytest.approx(1.0) and doc["verdict"] == "pass"          # min(1, 4 × 1/3)
+    strong = {**predicted, "null_fault_scores": [0.01, 0.02, 0.01, 0.02, 0.015, 0.01, 0.02, 0.01]}
+    doc = headline.compose(det, charts, strong, **kw)
+    p = doc["methods"]["cause_classifier"]["p_value"]
+    assert p <= 0.0125 and doc["p_value"] == pytest.approx(4 * p, abs=1e-6) and doc["verdict"] == "fail"
+    assert doc["flagged_counters"] == ["c0", "c1", "c2", "c3", "c4"] and doc["cause"]["label"] == "cpu_hog"
+    elsewhere = headline.compose({**det, "details": {"lab": {"status": "adjusted", "lab_runs": [], "reason": "r"}}},
+                                 charts, strong, **kw)
+    assert elsewhere["methods"]["cause_classifier"]["verdict"] is None
+    assert elsewhere["p_value"] == pytest.approx(1.0) and elsewhere["verdict"] == "pass"   # 3 × 0.5

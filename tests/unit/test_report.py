@@ -162,3 +162,18 @@ def test_a_short_run_says_it_was_analysed_at_its_own_resolution():
     long = _doc()
     long["details"]["n_intervals"] = 20                                       # not fewer than few_intervals
     assert 'id="short-run"' not in report.render_run(long, meta, None, **kw)
+
+
+def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    kw = dict(baseline_envs={}, raw_href="x", raw_name="x")
+    doc = _doc()
+    doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": "fail", "p_value": 0.0031,
+                                          "abstained": None}
+    html = report.render_run(doc, meta, None, **kw)
+    row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", html, re.S).group(0)
+    assert 'class="tag fail"' in row and "0.930" in row and "p = 0.0031" in row and "36 normal runs" in row
+    doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": None, "p_value": None,
+                                          "abstained": "the baseline is not of the run's lab (adjusted)"}
+    row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", report.render_run(doc, meta, None, **kw), re.S).group(0)
+    assert "n/a" in row and "abstains: the baseline is not of the run&#39;s lab (adjusted)" in row
