@@ -44,7 +44,8 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         assert "control_charts" in doc["methods"]
         # verdict_rule: calibrated -- Bonferroni over the detectors' p-values, fail at <= 5 %
         ps = [doc["methods"][m].get("p_value") for m in ("association_rules_stacking", "control_charts",
-                                                           "clustered_regression") if m in doc["methods"]]
+                                                           "clustered_regression", "cause_classifier")
+              if m in doc["methods"]]
         ps = [p for p in ps if p is not None]
         assert ps and doc["p_value"] == pytest.approx(min(1.0, len(ps) * min(ps)), abs=2e-6)
         assert doc["verdict"] == ("fail" if doc["p_value"] <= 0.05 else "pass")
@@ -69,7 +70,7 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         m = metrics["loo"][combiner]
         assert 0.0 <= m["f"] <= 1.0 and m["runs"] == len([r for r in truth if "-r" in r])
     rows = pd.read_csv(config.METRICS / "detection_runs.csv")
-    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "clustered_regression",
+    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "clustered_regression", "cause_classifier",
                                      "anchor_chart", "anchor_mannwhitney", "anchor_median"}
     for anchor in ("anchor_chart", "anchor_mannwhitney", "anchor_median"):      # the anchors beside the detectors
         assert metrics["loo"][anchor]["runs"] == len([r for r in truth if "-r" in r])
