@@ -2,17 +2,20 @@
 ### Nightly regression analysis
 
 Every night: pull the new test-run archives, validate them with Great Expectations,
-normalise each new run (one mapped task per run), learn the bin edges, mine the
-association-rule model of each prior passed run not mined yet (mapped), calibrate the
-control charts and stacking (each normal run of the history judged against the others), then
-**one mapped task group per target run**: association-rule detection, control charts,
-clustered regression models, probable cause, and the run's report (`reports/runs/<run_id>.json`
-+ `.html`). Beside them, `commit_changes` looks for changes in the benchmark history per commit
+normalise the new runs (mapped over batches of runs), learn the bin edges, mine the
+association-rule model of each prior passed run not mined yet (mapped over batches), calibrate
+the control charts and stacking (each normal run of the history judged against the others), then
+**one mapped task group per batch of target runs**: association-rule detection, control charts,
+clustered regression models, probable cause, and each run's report (`reports/runs/<run_id>.json`
++ `.html`).  A batch holds at most `orchestration.runs_per_task` runs (params.yaml): each task
+instance pays a process start, and one per run made a night 2.5x slower than `dvc repro`.  A run
+that fails does not stop the others of its batch; the batch then fails naming it, and its retry
+runs the batch again (every per-run step is idempotent). Beside them, `commit_changes` looks for changes in the benchmark history per commit
 (Skia and Mono; a page saying so when no series is configured). The night ends with
 `reports/index.html` and a summary line.
 
 Each task calls the function the DVC stage of the same name calls (`pipelines/<stage>.py`:
-`run_one(run_id)` per run, task id = the stage name; `main()` for the whole stage, task id
+`run_one(run_id)` on each run of a batch, task id = the stage name; `main()` for the whole stage, task id
 = the stage name, or `<stage>_all` where the stage is also mapped per run), so a night run by Airflow and a
 `dvc repro` afterwards compute the same files, and per-run results are cached by content:
 neither redoes the other's work. Set `REGRESSLAB_ROOT` on the workers to the checkout the
@@ -27,31 +30,31 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, task, task_group
 
-from pipelines.orchestration import notify_failure, run_task, stage_task, verified_runs_asset
+from pipelines.orchestration import batch_task, night_batches, notify_failure, stage_task, verified_runs_asset
 
 VERIFIED_RUNS = verified_runs_asset()
 TIMEOUT = timedelta(hours=2)
-PER_RUN_TIMEOUT = timedelta(minutes=30)
+PER_BATCH_TIMEOUT = timedelta(hours=2)
 
 
 def _stage(name: str, trigger_rule: str = "all_success", task_id: str | None = None):
     return stage_task(name, timeout=TIMEOUT, trigger_rule=trigger_rule, task_id=task_id)
 
 
-def _per_run(name: str):
-    return run_task(name, timeout=PER_RUN_TIMEOUT)
+def _per_batch(name: str, trigger_rule: str = "all_success"):
+    return batch_task(name, timeout=PER_BATCH_TIMEOUT, trigger_rule=trigger_rule)
 
 
 @task(execution_timeout=TIMEOUT)
-def new_runs() -> list[str]:
+def new_runs() -> list[list[str]]:
     from pipelines import normalize
-    return normalize.pending_runs()
+    return night_batches(normalize.pending_runs())
 
 
 @task(execution_timeout=TIMEOUT)
-def new_models() -> list[str]:
+def new_models() -> list[list[str]]:
     from pipelines import mine_rules
-    return mine_rules.pending_models()
+    return night_batches(mine_rules.pending_models())
 
 
 @task(task_id="calibrate_control_charts", execution_timeout=TIMEOUT)
@@ -73,9 +76,9 @@ def calibrate_stacking() -> list[str]:
 
 
 @task(execution_timeout=TIMEOUT)
-def target_runs() -> list[str]:
+def target_runs() -> list[list[str]]:
     from pipelines import archive, history
-    return history.targets(archive.read_valid_index())
+    return night_batches(history.targets(archive.read_valid_index()))
 
 
 @task(task_id="announce_verified_runs", outlets=[VERIFIED_RUNS], execution_timeout=TIMEOUT)
@@ -91,10 +94,11 @@ def announce_verified_runs() -> list[str]:
 
 
 @task_group
-def analyse_run(run_name: str):
-    """Everything about one target run; its report once the four analyses are done."""
-    [_per_run("detect")(run_name), _per_run("control_charts")(run_name), _per_run("clusters")(run_name),
-     _per_run("predict_causes")(run_name)] >> _per_run("report")(run_name)
+def analyse_run(run_names: list[str]):
+    """Everything about a batch of target runs; their reports once the four analyses are done
+    (``all_done``: a run one analysis failed on does not keep the others of its batch unreported)."""
+    [_per_batch("detect")(run_names), _per_batch("control_charts")(run_names), _per_batch("clusters")(run_names),
+     _per_batch("predict_causes")(run_names)] >> _per_batch("report", "all_done")(run_names)
 
 
 @task(task_id="night_index", execution_timeout=TIMEOUT, trigger_rule="none_failed")
@@ -136,17 +140,17 @@ def nightly_regression_analysis():
     validated = _stage("pull")() >> _stage("validate")()
     runs = new_runs()
     validated >> [runs, announce_verified_runs()]
-    normalized = (_per_run("normalize").expand(run_name=runs)
+    normalized = (_per_batch("normalize").expand(run_names=runs)
                   >> _stage("normalize", "none_failed", task_id="normalize_all")() >> _stage("discretize")())
     history_runs = new_models()
     normalized >> history_runs
-    mined = (_per_run("mine_rules").expand(run_name=history_runs)
+    mined = (_per_batch("mine_rules").expand(run_names=history_runs)
              >> _stage("mine_rules", "none_failed", task_id="mine_rules_all")())
     targets = target_runs()
     mined >> [calibrate_control_charts(), calibrate_clusters(), calibrate_stacking()] >> targets
     night = night_index()
     _stage("commit_changes")() >> night           # the benchmark history per commit (skipped when none is set)
-    analyse_run.expand(run_name=targets) >> night
+    analyse_run.expand(run_names=targets) >> night
     summary(night) >> alert(night)
 
 

@@ -60,7 +60,8 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
     for stage in ("pull", "validate", "normalize", "normalize_all", "discretize", "mine_rules", "mine_rules_all",
                   "calibrate_clusters", "commit_changes", "night_index", "summary"):
         assert stage in tasks
-    # one mapped task per run, named after its stage: normalise and mine per run, the analysis per target
+    # mapped tasks named after their stage, one instance per batch of runs (orchestration.runs_per_task):
+    # normalise and mine the new runs, the analysis of the targets
     for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts",
                    "analyse_run.clusters",
                    "analyse_run.predict_causes", "analyse_run.report"):
