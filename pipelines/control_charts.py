@@ -412,12 +412,14 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
     run or window: above their own normal maximum and ``counter_flag_floor``) are flagged only
     when the run fails (a passing run lists them as ``counters_over_limit``, for the report).
 
-    ``counter_scores`` rank the counters (issue 11): the strongest window's violation ratio as a
-    share of the counter's flag limit (its largest window ratio among the normal runs, at least
-    ``counter_flag_floor``), at most 1.  A counter that is often violated in normal runs counts
-    for less than a quiet one violated as much, and a regression in part of the run is not
-    diluted by the rest.  (Measured against the whole-run sum ratio, counter ROC AUC of the
-    headline on the labelled targets: SMD 0.73 → 0.83, the example lab 0.888 → 0.891.)
+    ``counter_scores`` rank the counters (issue 11): ``r / (1 + r)`` with ``r`` the strongest
+    window's violation ratio over the counter's flag limit (its largest window ratio among the
+    normal runs, at least ``counter_flag_floor``); 1/2 at the limit, in [0, 1).  A counter often
+    violated in normal runs counts for less than a quiet one violated as much, and a regression
+    in part of the run is not diluted by the rest.  Measured against the whole-run sum ratio on
+    the labelled targets (counter ROC AUC, control charts / headline): SMD 0.745 → 0.839 /
+    0.732 → 0.832; the example lab 0.948 → 0.936 / 0.797 → 0.795.  Capping ``r`` at 1 instead
+    tied every counter over its limit (the example's charts fell to 0.879).
     """
     independent = set(calibration["load_independent"])
     score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
@@ -437,7 +439,8 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
                   & ~ratios.index.isin(list(independent))]
     over_limit = list(over.sort_values(["average", "window", "sum"], ascending=False).index)
     verdict = "fail" if failed else "pass"
-    evidence = (ratios["window"] / window_limit.clip(lower=counter_flag_floor)).clip(upper=1.0).dropna()
+    r = (ratios["window"] / window_limit.clip(lower=counter_flag_floor)).dropna()
+    evidence = r / (1.0 + r)
 
     def rounded(x: float) -> float | None:
         return round(float(x), 6) if np.isfinite(x) else None

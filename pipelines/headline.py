@@ -32,7 +32,8 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
   precision is the higher, README) or the union with the control charts' (``union``).
 * **score**: the mean of the methods' scores (stacking: the largest counter score; control
   charts: twice the top-50 % average violation ratio, both in [0, 1]); a counter's score is
-  the mean of its stacked confidence change and its control-chart evidence (the strongest window as a share of the counter's flag limit, ``control_charts.judge``).
+  the mean of its stacked confidence change and its control-chart evidence (the strongest window against the counter's flag limit,
+  ``control_charts.judge``).
 * **baseline_status**: ``same_lab``, ``adjusted`` (no baseline run shares the run's lab; its
   counters were moved by the lab's level, ``labs``) or ``insufficient`` (nothing in the
   history teaches the run's lab: the verdict rests on another lab's runs and the report
@@ -118,7 +119,12 @@ def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolu
     """The cause classifier's evidence that a run is a fault: its fault score ``1 − P(none)``, the
     p-value of that score against the leave-one-out fault scores of the history's normal runs
     (``pvalues.calibrated_pvalue``; ``resolution``: probabilities closer than this are not told
-    apart), and a verdict at ``false_alarm_rate``.  Abstains (verdict and p None, with the reason)
+    apart), and a verdict at ``false_alarm_rate``.  A run the classifier itself finds more probably
+    normal than faulty (score at most 1/2) gives no evidence: p = 1 (a conservative p-value).  The
+    normal runs' scores of a confident classifier lie within a few thousandths of 0, and the fitted
+    tail would call a normal run whose fault probability is 2 % extreme (the example lab's ledger:
+    0.0216 against at most 0.0073, p = 0.0005), though the classifier itself says 98 % normal.
+    Abstains (verdict and p None, with the reason)
     when the run's lab ``status`` is not ``same_lab`` or the null is too small; None when the
     prediction carries no fault score or no null (no model, or a model older than issue 11)."""
     if not predicted or predicted.get("fault_score") is None or predicted.get("null_fault_scores") is None:
@@ -128,6 +134,9 @@ def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolu
     if status != "same_lab":
         out["abstained"] = (f"the baseline is not of the run's lab ({status}): the classifier's normal class "
                             "was learned from other labs")
+        return out
+    if score <= 0.5:                         # the classifier finds the run more probably normal than not
+        out.update({"p_value": 1.0, "verdict": "pass"})
         return out
     p = pvalues.calibrated_pvalue(score, null, resolution=resolution)
     if not np.isfinite(p):

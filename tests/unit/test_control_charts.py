@@ -173,9 +173,9 @@ def test_judge_with_a_fixed_threshold_flags_counters_over_their_normal_maximum_o
     calm = cc.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1,
                     false_alarm_rate=0.05)
     assert calm["verdict"] == "pass" and calm["flagged_counters"] == [] and calm["counters_over_limit"] == ["a"]
-    # counter scores: window / max(normal window max, floor 0.1), at most 1 — a: 0.8 / 0.9;
-    # b (no normal window max): 0.3 / 0.1 = 3 -> 1; c: 0.05 / max(0.01, 0.1) = 0.5
-    assert out["counter_scores"] == pytest.approx({"a": round(0.8 / 0.9, 4), "b": 1.0, "c": 0.5})
+    # counter scores r / (1 + r), r = window / max(normal window max, floor 0.1): a: r = 0.8 / 0.9 = 8/9,
+    # score 8/17; b (no normal window max): r = 0.3 / 0.1 = 3, score 3/4; c: r = 0.05 / 0.1 = 1/2, score 1/3
+    assert out["counter_scores"] == pytest.approx({"a": round(8 / 17, 4), "b": 0.75, "c": round(1 / 3, 4)})
 
 
 def test_calibrated_pvalue_by_hand():

@@ -146,7 +146,7 @@ def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
     deviation ln 2 (equal steps); a score of 0.99 sits at ln 1.00, so t = ln 10 / (ln 2 · sqrt(4/3))
     = 2.8769 on k − 1 = 2 degrees of freedom, whose tail is 1/2 − t / (2 sqrt(t² + 2)) = 0.0513.
     At 0.05 that passes (three normal runs cannot make a near-certain fault significant), at 0.06
-    it fails.  A score of 0.15 is below one normal run (0.19): p is at least 1/4."""
+    it fails."""
     import math
     t = math.log(10) / (math.log(2) * math.sqrt(4 / 3))
     expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
@@ -155,9 +155,15 @@ def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
     assert ev["p_value"] == pytest.approx(expected, abs=1e-6) and expected == pytest.approx(0.0513, abs=1e-4)
     assert ev["verdict"] == "pass" and ev["null_runs"] == 3 and ev["abstained"] is None
     assert headline.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.06)["verdict"] == "fail"
-    low = headline.classifier_evidence({**predicted, "fault_score": 0.15}, "same_lab", resolution=0.01,
-                                       false_alarm_rate=0.05)
+    # a score of 0.65 is below one normal run's (0.70): p is at least 1/4 whatever the fitted tail says
+    odd = {**predicted, "null_fault_scores": [0.04, 0.09, 0.70]}
+    low = headline.classifier_evidence({**odd, "fault_score": 0.65}, "same_lab", resolution=0.01, false_alarm_rate=0.05)
     assert low["p_value"] >= 0.25
+    # a run the classifier finds more probably normal (0.30 <= 1/2) gives no evidence, however far
+    # above the normal runs' scores: p = 1
+    normalish = headline.classifier_evidence({**predicted, "fault_score": 0.30}, "same_lab", resolution=0.01,
+                                             false_alarm_rate=0.05)
+    assert normalish["p_value"] == 1.0 and normalish["verdict"] == "pass"
     # another lab: the classifier's normal class never saw it, so it abstains and says why
     other = headline.classifier_evidence(predicted, "adjusted", resolution=0.01, false_alarm_rate=0.05)
     assert other["verdict"] is None and other["p_value"] is None and "adjusted" in other["abstained"]
