@@ -86,20 +86,26 @@ def run_peer(name: str, traces: dict[str, list[float]], root: Path) -> tuple[dic
     return {k: list(v) for k, v in result["changes"].items()}, float(result["seconds"])
 
 
-def ours(frame: pd.DataFrame, params: dict) -> tuple[dict[str, dict[str, list[int]]], dict[str, float], list[str]]:
-    """Skia's and Mono's change indices per series, and each detector's time."""
+def ours(frame: pd.DataFrame, params: dict, groupings: list[str] | None = None
+         ) -> tuple[dict[str, dict[str, list[int]]], dict[str, float], list[str]]:
+    """Skia's and Mono's change indices per series, and each detector's time; with ``groupings``,
+    Skia once per grouping (``skia (kmeans)``, ...) instead of once with the params' own."""
     frame = cc.check_frame(frame)
     commits = cc.commit_order(frame)
     pos = {c: i for i, c in enumerate(commits)}
     table = cc.trace_matrix(frame, commits)
     sk, mo = params["skia"], params["mono"]
-    t0 = time.perf_counter()
-    skia, _ = cc.skia_changes(table, window=int(sk["window"]), k=int(sk["k"]), sd_floor=float(sk["sd_floor"]),
-                              min_segment=int(sk["min_segment"]), interesting=sk["interesting"], seed=int(sk["seed"]),
-                              coalesce_traces=int(sk["coalesce_traces"]), merge_margin=int(sk["merge_margin"]),
-                              permutations=int(sk["permutations"]), null_quantile=float(sk["null_quantile"]),
-                              member_share=float(sk["member_share"]), member_margin=int(sk["member_margin"]))
-    t_skia = time.perf_counter() - t0
+    found, seconds = {}, {}
+    for grouping in groupings or [None]:
+        name = "skia" if grouping is None else f"skia ({grouping})"
+        kw = cc.skia_params(sk) | ({} if grouping is None else {"grouping": grouping})
+        t0 = time.perf_counter()
+        skia, _ = cc.skia_changes(table, **kw)
+        seconds[name] = time.perf_counter() - t0
+        by_series: dict[str, list[int]] = {}
+        for ch in skia:
+            by_series.setdefault(ch["series"], []).append(pos[ch["commit"]])
+        found[name] = by_series
     t0 = time.perf_counter()
     mono: dict[str, list[int]] = {}
     for series, g in frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series"):
@@ -110,11 +116,8 @@ def ours(frame: pd.DataFrame, params: dict) -> tuple[dict[str, dict[str, list[in
             iv = cc.commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
                                   window=int(mo["commit_effect_window"]))
         mono[series] = [pos[c["commit"]] for c in cc.mono_changes(iv, persist=int(mo["persist"]))]
-    t_mono = time.perf_counter() - t0
-    by_series: dict[str, list[int]] = {}
-    for ch in skia:
-        by_series.setdefault(ch["series"], []).append(pos[ch["commit"]])
-    return {"skia": by_series, "mono": mono}, {"skia": t_skia, "mono": t_mono}, commits
+    seconds["mono"] = time.perf_counter() - t0
+    return found | {"mono": mono}, seconds, commits
 
 
 def main() -> None:
@@ -124,6 +127,8 @@ def main() -> None:
     parser.add_argument("--venvs", default=str(REPO / "build" / "peer_venvs"))
     parser.add_argument("--django", default=str(REPO.parent / "shared" / "data" / "django_asv" / "django_asv_py312.csv.gz"))
     parser.add_argument("--django-series", type=int, default=12, help="series of the Django history to run (0: all)")
+    parser.add_argument("--skia-groupings", nargs="*", default=None, choices=list(cc.GROUPINGS),
+                        help="run Skia once per grouping (default: once, with params.yaml's)")
     args = parser.parse_args()
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     sim, cparams = params["commitsim"], params["commit_changes"]
@@ -136,7 +141,7 @@ def main() -> None:
             measurements=int(sim["measurements"]), warmup=int(sim["warmup"]),
             changes_per_group=tuple(sim["changes_per_group"]), min_change=float(sim["min_change"]),
             max_change=float(sim["max_change"]), static_share=float(sim["static_share"]), min_gap=int(sim["min_gap"]))
-        found, seconds, commits = ours(frame, cparams)
+        found, seconds, commits = ours(frame, cparams, args.skia_groupings)
         pos = {c: i for i, c in enumerate(commits)}
         labels = {s: [pos[c] for c in v["change_commits"]] for s, v in truth["series"].items()}
         table = cc.trace_matrix(cc.check_frame(frame), commits)
@@ -172,7 +177,7 @@ def main() -> None:
         if args.django_series:
             keep = sorted(frame["benchmark"].unique())[: args.django_series]
             frame = frame[frame["benchmark"].isin(keep)]
-        found, seconds, commits = ours(frame, cparams)
+        found, seconds, commits = ours(frame, cparams, args.skia_groupings)
         table = cc.trace_matrix(frame, commits)
         traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
         for name in PEERS:

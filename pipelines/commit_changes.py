@@ -110,26 +110,37 @@ def normalize_traces(traces: np.ndarray, sd_floor: float) -> np.ndarray:
     return np.where(sd >= sd_floor, centred / np.where(sd > 0, sd, 1.0), centred)
 
 
+def step_fits(points: np.ndarray, *, min_segment: int, fit_floor: float = 1e-9) -> dict[str, np.ndarray]:
+    """The best step function of every row of ``points`` at once: per row the split ``index``
+    (-1 when the row is shorter than two segments), ``step`` (left mean − right mean), ``fit``
+    (the step function's mean squared error) and ``regression`` = ``step / fit`` (seed 001,
+    "Regression Factor").  Every split with at least ``min_segment`` commits on each side is
+    tried, from cumulative sums; the first of equal fits wins."""
+    points = np.atleast_2d(np.asarray(points, dtype=float))
+    rows, n = points.shape
+    if n < 2 * min_segment or rows == 0:
+        return {"index": np.full(rows, -1), "step": np.zeros(rows), "fit": np.full(rows, np.inf),
+                "regression": np.zeros(rows)}
+    csum, csq = np.cumsum(points, axis=1), np.cumsum(points ** 2, axis=1)
+    splits = np.arange(min_segment, n - min_segment + 1)
+    left_sum, left_sq = csum[:, splits - 1], csq[:, splits - 1]
+    right_sum, right_sq = csum[:, -1:] - left_sum, csq[:, -1:] - left_sq
+    left_n, right_n = splits, n - splits
+    sse = (left_sq - left_sum ** 2 / left_n) + (right_sq - right_sum ** 2 / right_n)
+    mse = np.maximum(sse / n, 0.0)
+    best = mse.argmin(axis=1)
+    at = np.arange(rows)
+    step = left_sum[at, best] / left_n[best] - right_sum[at, best] / right_n[best]
+    fit = mse[at, best]
+    return {"index": splits[best], "step": step, "fit": fit, "regression": step / np.maximum(fit, fit_floor)}
+
+
 def step_fit(centroid: np.ndarray, *, min_segment: int, fit_floor: float = 1e-9) -> dict[str, float]:
-    """The best step function of a centroid: split, ``step`` (left mean − right mean), ``fit``
-    (its mean squared error) and ``R = step / fit`` (seed 001, "Regression Factor")."""
-    n = len(centroid)
-    best = {"index": -1, "step": 0.0, "fit": float("inf"), "regression": 0.0}
-    if n < 2 * min_segment:
-        return best
-    csum, csq = np.cumsum(centroid), np.cumsum(centroid ** 2)
-    total, total_sq = csum[-1], csq[-1]
-    for i in range(min_segment, n - min_segment + 1):
-        left_n, right_n = i, n - i
-        left_sum, right_sum = csum[i - 1], total - csum[i - 1]
-        left_sq, right_sq = csq[i - 1], total_sq - csq[i - 1]
-        sse = (left_sq - left_sum ** 2 / left_n) + (right_sq - right_sum ** 2 / right_n)
-        mse = max(sse / n, 0.0)
-        if mse < best["fit"]:
-            step = left_sum / left_n - right_sum / right_n
-            best = {"index": i, "step": float(step), "fit": float(mse)}
-    best["regression"] = float(best["step"] / max(best["fit"], fit_floor))
-    return best
+    """The best step function of one centroid (:func:`step_fits` of one row): split, ``step``,
+    ``fit`` and ``R = step / fit``."""
+    one = step_fits(np.asarray(centroid, dtype=float)[None, :], min_segment=min_segment, fit_floor=fit_floor)
+    return {"index": int(one["index"][0]), "step": float(one["step"][0]), "fit": float(one["fit"][0]),
+            "regression": float(one["regression"][0])}
 
 
 def kmeans(points: np.ndarray, k: int, *, seed: int, iterations: int = 50) -> tuple[np.ndarray, np.ndarray]:
@@ -154,38 +165,55 @@ def kmeans(points: np.ndarray, k: int, *, seed: int, iterations: int = 50) -> tu
     return labels, centres
 
 
-def largest_factor(points: np.ndarray, k: int, *, seed: int, min_segment: int) -> float:
-    """The largest ``|R|`` over the k-means clusters of ``points`` (normalised traces)."""
+def largest_factor(points: np.ndarray, k: int, *, seed: int, min_segment: int, grouping: str = "kmeans") -> float:
+    """The largest ``|R|`` over the k-means clusters' centroids of ``points`` (normalised traces), or
+    over the traces themselves (``grouping: individual``)."""
+    if grouping == "individual":
+        return float(np.abs(step_fits(points, min_segment=min_segment)["regression"]).max())
     labels, centres = kmeans(points, k, seed=seed)
     return max(abs(step_fit(centres[c], min_segment=min_segment)["regression"]) for c in sorted(set(labels)))
 
 
 def permutation_threshold(points: np.ndarray, k: int, *, seed: int, min_segment: int, permutations: int,
-                          quantile: float) -> float:
+                          quantile: float, grouping: str = "kmeans") -> float:
     """The ``quantile`` of the largest ``|R|`` when the window's commits are shuffled (one
     permutation for every trace, so traces keep moving together but no step stays a step):
-    what ``|R|`` reaches by chance on this data.  ``interesting: auto`` uses it."""
+    what ``|R|`` reaches by chance on this data, for the centroids (``kmeans``) or for single
+    traces (``individual``).  ``interesting: auto`` uses it."""
     rng = np.random.default_rng(seed)
-    null = [largest_factor(points[:, rng.permutation(points.shape[1])], k, seed=seed, min_segment=min_segment)
+    null = [largest_factor(points[:, rng.permutation(points.shape[1])], k, seed=seed, min_segment=min_segment,
+                           grouping=grouping)
             for _ in range(permutations)]
     return float(np.quantile(null, quantile))
 
 
 def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: int, interesting: float | str,
                 seed: int, coalesce_traces: int, permutations: int = 20, null_quantile: float = 0.99,
-                member_share: float = 0.5, member_margin: int = 5) -> list[dict[str, Any]]:
+                member_share: float = 0.5, member_margin: int = 5, grouping: str = "kmeans") -> list[dict[str, Any]]:
     """Seed 001 on one window of commits (``traces``: series × commits): the interesting clusters
-    with their members, step commit, R, and the traces nearest their centroid."""
+    with their members, step commit, R, and the traces nearest their centroid.
+
+    ``grouping``: ``kmeans`` (the seed's clusters), ``individual`` (every trace its own cluster:
+    its own best step, judged against the largest single-trace ``|R|`` of the shuffled window —
+    Skia Perf's "individual" step fit) or ``both`` (the two lists; a series found by both keeps
+    its larger ``|R|`` in :func:`skia_changes`)."""
+    if grouping not in GROUPINGS:
+        raise ValueError(f"commit_changes.skia.grouping must be one of {', '.join(GROUPINGS)}, not {grouping!r}")
     if traces.shape[1] < 2 * min_segment or traces.empty:
         return []
     points = normalize_traces(traces.to_numpy(float), sd_floor)
+    found = []
+    if grouping in ("individual", "both"):
+        found += individual_steps(traces, points, min_segment=min_segment, interesting=interesting, seed=seed,
+                                  permutations=permutations, null_quantile=null_quantile)
+    if grouping == "individual":
+        return found
     k = k or int(math.ceil(math.sqrt(len(points) / 2)))
     labels, centres = kmeans(points, k, seed=seed)
     if interesting == "auto":
         interesting = permutation_threshold(points, k, seed=seed, min_segment=min_segment,
                                             permutations=permutations, quantile=null_quantile)
     interesting = float(interesting)
-    found = []
     for c in sorted(set(labels)):
         members = np.flatnonzero(labels == c)
         fit = step_fit(centres[c], min_segment=min_segment)
@@ -206,8 +234,41 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
         found.append({"members": list(at), "member_commits": at, "cluster_size": len(members),
                       "commit": traces.columns[fit["index"]],
                       "index": fit["index"], "regression_factor": fit["regression"], "step": fit["step"],
-                      "fit": fit["fit"], "nearest": sorted(nearest), "threshold": interesting})
+                      "fit": fit["fit"], "nearest": sorted(nearest), "threshold": interesting, "grouping": "kmeans"})
     return found
+
+
+def individual_steps(traces: pd.DataFrame, points: np.ndarray, *, min_segment: int, interesting: float | str,
+                     seed: int, permutations: int, null_quantile: float) -> list[dict[str, Any]]:
+    """Every trace of the window whose own best step reaches ``interesting`` (``auto``: the
+    ``null_quantile`` of the largest single-trace ``|R|`` over shuffles of the window's commits),
+    as a cluster of one."""
+    if interesting == "auto":
+        interesting = permutation_threshold(points, 1, seed=seed, min_segment=min_segment, permutations=permutations,
+                                            quantile=null_quantile, grouping="individual")
+    threshold = float(interesting)
+    fits = step_fits(points, min_segment=min_segment)
+    out = []
+    for j in np.flatnonzero((fits["index"] >= 0) & (np.abs(fits["regression"]) >= threshold)):
+        name, i = traces.index[j], int(fits["index"][j])
+        out.append({"members": [name], "member_commits": {name: traces.columns[i]}, "cluster_size": 1,
+                    "commit": traces.columns[i], "index": i, "regression_factor": float(fits["regression"][j]),
+                    "step": float(fits["step"][j]), "fit": float(fits["fit"][j]), "nearest": [name],
+                    "threshold": threshold, "grouping": "individual"})
+    return out
+
+
+GROUPINGS = ("kmeans", "individual", "both")
+
+
+def skia_params(sk: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`skia_changes` from the ``commit_changes.skia`` params."""
+    return {"window": int(sk["window"]), "k": int(sk["k"]), "sd_floor": float(sk["sd_floor"]),
+            "min_segment": int(sk["min_segment"]), "interesting": sk["interesting"], "seed": int(sk["seed"]),
+            "coalesce_traces": int(sk["coalesce_traces"]), "merge_margin": int(sk["merge_margin"]),
+            "permutations": int(sk["permutations"]), "null_quantile": float(sk["null_quantile"]),
+            "member_share": float(sk["member_share"]), "member_margin": int(sk["member_margin"]),
+            "grouping": sk.get("grouping", "kmeans")}
 
 
 def windows(n: int, size: int) -> list[tuple[int, int]]:
@@ -224,7 +285,7 @@ def windows(n: int, size: int) -> list[tuple[int, int]]:
 def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, min_segment: int,
                  interesting: float | str, seed: int, coalesce_traces: int, merge_margin: int,
                  permutations: int = 20, null_quantile: float = 0.99, member_share: float = 0.5,
-                 member_margin: int = 5) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 member_margin: int = 5, grouping: str = "kmeans") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Skia over the whole history: (per-series changes, interesting clusters)."""
     commits = list(table.columns)
     pos = {c: i for i, c in enumerate(commits)}
@@ -234,7 +295,7 @@ def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, m
         for cl in skia_window(table.iloc[:, start:end], k=k, sd_floor=sd_floor, min_segment=min_segment,
                               interesting=interesting, seed=seed, coalesce_traces=coalesce_traces,
                               permutations=permutations, null_quantile=null_quantile,
-                              member_share=member_share, member_margin=member_margin):
+                              member_share=member_share, member_margin=member_margin, grouping=grouping):
             clusters.append(cl)
             for s in cl["members"]:
                 commit = cl["member_commits"][s]
@@ -483,12 +544,7 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     commits = commit_order(frame)
     table = trace_matrix(frame, commits)
     sk, mo = params["skia"], params["mono"]
-    skia, clusters = skia_changes(table, window=int(sk["window"]), k=int(sk["k"]), sd_floor=float(sk["sd_floor"]),
-                                  min_segment=int(sk["min_segment"]), interesting=sk["interesting"],
-                                  seed=int(sk["seed"]), coalesce_traces=int(sk["coalesce_traces"]),
-                                  merge_margin=int(sk["merge_margin"]), permutations=int(sk["permutations"]),
-                                  null_quantile=float(sk["null_quantile"]), member_share=float(sk["member_share"]),
-                                  member_margin=int(sk["member_margin"]))
+    skia, clusters = skia_changes(table, **skia_params(sk))
     mono, intervals, summaries = [], {}, {}
     groups = list(frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series", sort=True))
     for i, (series, g) in enumerate(groups, 1):

@@ -32,6 +32,44 @@ def test_step_fit_finds_the_step_and_its_regression_factor():
     assert cc.step_fit(np.ones(3), min_segment=2)["index"] == -1    # too short to split
 
 
+def test_step_fits_of_many_rows_are_each_rows_step_fit():
+    """The vectorised fit gives, row by row, what the hand-computed case above gives: the same
+    split, step, fit and R."""
+    rows = np.array([[0.0, 0.0, 0.3, 1.0, 1.0, 1.0],
+                     [1.0, 1.0, 1.0, 0.0, 0.0, 0.0],         # a step down at 3: fit 0, R = 1 / 1e-9
+                     [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]])        # no step: see below
+    fits = cc.step_fits(rows, min_segment=2)
+    assert list(fits["index"]) == [3, 3, 3]
+    assert fits["step"][0] == pytest.approx(-0.9) and fits["fit"][0] == pytest.approx(0.01)
+    assert fits["regression"][1] == pytest.approx(1.0 / 1e-9)
+    # row 3: split 2 leaves six errors of .5 (SSE 1.5, fit .25); split 3 means 1/3 and 2/3, SSE
+    # 2 x (1/9 + 4/9 + 1/9) = 4/3, fit 4/3 / 6 = 2/9 (better); split 4 mirrors split 2
+    assert fits["step"][2] == pytest.approx(-1 / 3) and fits["fit"][2] == pytest.approx(2 / 9)
+    for row, i in zip(rows, fits["index"]):
+        assert cc.step_fit(row, min_segment=2)["index"] == i
+
+
+def test_individual_grouping_finds_one_trace_that_stepped_among_flat_ones():
+    """Seven flat traces and one that steps: k-means (k = 2) puts the stepping trace with flat
+    ones, whose centroid barely steps; its own step fit (grouping: individual) is far above what a
+    single trace reaches when the window's commits are shuffled."""
+    rng = np.random.default_rng(1)
+    n = 40
+    flat = [np.full(n, 5.0) + rng.normal(0, 0.05, n) for _ in range(7)]
+    step = np.r_[np.full(25, 10.0), np.full(15, 12.0)] + rng.normal(0, 0.05, n)
+    table = pd.DataFrame(flat + [step], index=[f"flat{i}|c" for i in range(7)] + ["step|c"],
+                         columns=[f"k{i:02d}" for i in range(n)])
+    kw = dict(window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto", seed=0, coalesce_traces=20,
+              merge_margin=3, permutations=20, null_quantile=0.99)
+    alone, clusters = cc.skia_changes(table, grouping="individual", **kw)
+    assert [(c["series"], c["commit"]) for c in alone] == [("step|c", "k25")]
+    assert alone[0]["magnitude"] == pytest.approx(0.2, abs=0.01) and clusters[0]["cluster_size"] == 1
+    both, _ = cc.skia_changes(table, grouping="both", **kw)
+    assert ("step|c", "k25") in {(c["series"], c["commit"]) for c in both}
+    with pytest.raises(ValueError, match="grouping"):
+        cc.skia_changes(table, grouping="each", **kw)
+
+
 def test_skia_finds_the_group_that_moved_and_not_the_flat_one():
     rng = np.random.default_rng(0)
     n = 40
