@@ -1,0 +1,153 @@
+"""One whole night at scale, stage by stage, then the second night with one new archive (issue 12).
+
+    python bench/bench_night.py                                   # 100 runs, 2,000 counters, 8 h at 15 s
+    python bench/bench_night.py --runs 20 --counters 500 --hours 2   # a smaller night
+    python bench/bench_night.py --keep /tmp/night                 # keep the scratch tree
+
+A generated history (``--runs`` passed runs of ``--counters`` counters on 4 hosts, ``--hours``
+long, one sample every ``--period`` s) plus ``--targets`` new runs, the last of which has a step
+in 5 % of its counters, is written as archives into a scratch source; then every stage of
+``dvc.yaml`` from ``pull`` to ``report`` runs in a scratch tree (``python -m pipelines.<stage>``,
+as ``dvc repro`` runs them; ``evaluate`` is left out: it is the analysts' leave-one-out, not
+part of a night), each in its own process, and the wall time and peak memory (the process's
+largest resident set, from ``wait4``) of each stage are printed.  Then one more archive arrives
+and the night runs again: the second night's total as a share of the first's.
+
+The counters of a run share a load curve (each counter a random mix of the load and its own
+noise, so that the association rules and the clusters have structure to find), and each run
+has its own seed and start time (9 hours apart).  Goals (issue 12, on this 2-core machine): the
+first night under 30 minutes and 8 GB, the second under 20 % of the first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "clusters",
+          "features", "train_causes", "predict_causes", "report")
+KINDS = ("cpu_pct", "io_read_bytes_per_s", "queue_length", "response_time_ms", "heap_mb")
+
+
+def write_run(path: Path, *, run_id: str, index: int, counters: int, hours: float, period: float, hosts: int,
+              verdict: str | None, shift_share: float = 0.0) -> int:
+    """One archive: ``counters`` counters over ``hosts`` hosts sharing a load curve; returns its CSV bytes."""
+    from pipelines import archive
+
+    rng = np.random.default_rng(1000 + index)
+    start = 1_790_000_000.0 + index * 9 * 3600.0
+    n = int(hours * 3600 / period)
+    t = np.arange(1, n + 1)
+    load = 1.0 + 0.3 * np.sin(2 * np.pi * t / max(n / 3, 1)) + rng.normal(0, 0.05, n)
+    members = {"run.json": json.dumps({
+        "schema_version": 1, "run_id": run_id, "system": "big", "version": str(index),
+        "started_at": pd.Timestamp(start, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "duration_s": hours * 3600, "workload": {"profile": "soak", "load_counter": None},
+        "environment": {"cpu_cores": 16}, "verdict": verdict,
+        "cause": None if verdict is None else ("none" if verdict == "pass" else "step")}).encode()}
+    per_host = counters // hosts
+    shifted = set(np.flatnonzero(np.random.default_rng(7).random(counters) < shift_share)) if shift_share else set()
+    size = 0
+    for h in range(hosts):
+        cols = {"timestamp": np.round(start + period * t + rng.normal(0, 0.5, n), 3)}
+        for c in range(per_host):
+            kind = KINDS[c % len(KINDS)]
+            mix = (c * 7919 % 100) / 100.0                # how much of the counter follows the load
+            base = 40.0 if kind == "cpu_pct" else 50.0
+            values = base * (mix * load + (1 - mix) * (1 + rng.normal(0, 0.08, n)))
+            if h * per_host + c in shifted:
+                values[n // 2:] *= 1.4
+            cols[f"node{h:02d}.{kind}_{c:04d}"] = np.round(np.clip(values, 0, 100 if kind == "cpu_pct" else None), 3)
+        data = pd.DataFrame(cols).to_csv(index=False).encode()
+        members[f"counters/node{h:02d}.csv"] = data
+        size += len(data)
+    archive.write_tar_gz_atomic(path, members)
+    return size
+
+
+def run_stage(stage: str, root: Path) -> tuple[float, float, int]:
+    """(wall s, peak MB, exit code) of ``python -m pipelines.<stage>`` on the tree ``root``."""
+    env = {**os.environ, "REGRESSLAB_ROOT": str(root), "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"}
+    log = (root / "logs").joinpath(f"{stage}.log")
+    log.parent.mkdir(exist_ok=True)
+    t0 = time.monotonic()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}"], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.monotonic() - t0, usage.ru_maxrss / 1024.0, proc.returncode
+
+
+def night(root: Path, label: str) -> float:
+    total, peak = 0.0, 0.0
+    print(f"[bench] {label}")
+    print("| stage | wall s | peak MB |\n|---|---|---|")
+    for stage in STAGES:
+        wall, mb, code = run_stage(stage, root)
+        total, peak = total + wall, max(peak, mb)
+        print(f"| {stage} | {wall:.1f} | {mb:,.0f} |" + ("" if code == 0 else f" exit {code}, see {root}/logs"),
+              flush=True)
+        if code != 0:
+            break
+    print(f"| **total** | **{total:.1f}** | **{peak:,.0f}** |", flush=True)
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--targets", type=int, default=5)
+    parser.add_argument("--counters", type=int, default=2000)
+    parser.add_argument("--hours", type=float, default=8.0)
+    parser.add_argument("--period", type=float, default=15.0)
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--keep", type=Path, default=None, help="build the scratch tree here and keep it")
+    args = parser.parse_args()
+    scratch = args.keep or Path(tempfile.mkdtemp(prefix="bench-night-"))
+    try:
+        source, root = scratch / "source", scratch / "tree"
+        source.mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        size = 0
+        names = [(f"big-h{i:03d}", "pass") for i in range(args.runs)]
+        names += [(f"big-t{i:03d}", None) for i in range(args.targets)]
+        kw = dict(counters=args.counters, hours=args.hours, period=args.period, hosts=args.hosts)
+        for i, (run_id, verdict) in enumerate(names):
+            size += write_run(source / f"{run_id}.tar.gz", run_id=run_id, index=i, verdict=verdict,
+                              shift_share=0.05 if run_id == names[-1][0] else 0.0, **kw)
+        print(f"[bench] {len(names)} archives ({args.runs} passed, {args.targets} targets) of {args.counters} counters "
+              f"x {args.hours:g} h at {args.period:g} s on {args.hosts} hosts: {size / 2**30:.2f} GiB of CSV, "
+              f"written in {time.monotonic() - t0:.0f} s")
+        params = yaml.safe_load((REPO / "params.yaml").read_text())
+        params["pull"]["source"] = str(source)
+        params["evaluate"]["labels"] = []
+        params["commit_changes"]["source"] = None
+        params["commit_changes"]["labels"] = None
+        (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        first = night(root, "first night")
+        write_run(source / "big-t900.tar.gz", run_id="big-t900", index=len(names), verdict=None, **kw)
+        second = night(root, "second night (one new archive)")
+        print(f"[bench] first night {first:.0f} s ({first / 60:.1f} min); second {second:.0f} s = "
+              f"{100 * second / first:.0f} % of the first")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
