@@ -341,6 +341,25 @@ def coalesce(known: list[dict[str, Any]], found: list[dict[str, Any]]) -> tuple[
     return registry, new_ids
 
 
+TRIAGE_STATUSES = ("positive", "negative", "untriaged")
+
+
+def triage_cluster(registry: list[dict[str, Any]], cluster_id: str, status: str, *, by: str, at: str,
+                   note: str | None = None) -> list[dict[str, Any]]:
+    """Seed 001's triage of an interesting cluster: ``positive`` (a real change), ``negative``
+    (not one) or back to ``untriaged``, with who and when.  Returns the updated registry; a later
+    night coalesces the same cluster into this entry and keeps its status, so it does not rise
+    for triage again."""
+    if status not in TRIAGE_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(TRIAGE_STATUSES)}, not {status!r}")
+    ids = [c["id"] for c in registry]
+    if cluster_id not in ids:
+        raise ValueError(f"no interesting cluster {cluster_id!r} (known: {', '.join(ids[-10:]) or 'none'})")
+    out = [dict(c) for c in registry]
+    out[ids.index(cluster_id)].update({"status": status, "triaged_by": by, "triaged_at": at, "note": note})
+    return out
+
+
 # --------------------------------------------------------------------------- pure core: Mono
 
 
@@ -705,5 +724,32 @@ def main() -> None:
         print(f"[commit_changes] against the labels: {metrics}")
 
 
+@locks.holding("commit_changes triage")
+def triage_main(argv: list[str]) -> None:
+    """``python -m pipelines.commit_changes triage CLUSTER --status positive|negative|untriaged --by NAME``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pipelines.commit_changes triage",
+                                     description="Triage an interesting Skia cluster of the commit page.")
+    parser.add_argument("cluster", help="the cluster's id on the commit page, e.g. c0003")
+    parser.add_argument("--status", required=True, choices=TRIAGE_STATUSES)
+    parser.add_argument("--by", required=True, help="who triaged it")
+    parser.add_argument("--note", default=None)
+    args = parser.parse_args(argv)
+    known = archive.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
+    try:
+        registry = triage_cluster(known, args.cluster, args.status, by=args.by, note=args.note,
+                                  at=pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"))
+    except ValueError as exc:
+        parser.error(str(exc))
+    archive.write_json_atomic(config.COMMIT_CLUSTERS, registry)
+    print(f"[commit_changes] cluster {args.cluster}: {args.status} (by {args.by})")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:2] == ["triage"]:
+        triage_main(sys.argv[2:])
+    else:
+        main()

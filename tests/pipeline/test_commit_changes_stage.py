@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 import yaml
 
 from pipelines import archive, commit_changes, commitsim, config, report
@@ -45,9 +46,16 @@ def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
     assert page.count("data:image/svg+xml;base64,") >= 3
     first = json.loads(config.COMMIT_CLUSTERS.read_text())
     assert first and all(c["status"] == "untriaged" for c in first)
+    # triage one from the command line, as the page says; the next night keeps its status and raises none
+    commit_changes.triage_main([first[0]["id"], "--status", "negative", "--by", "ana", "--note", "noise"])
+    with pytest.raises(SystemExit):
+        commit_changes.triage_main(["c9999", "--status", "negative", "--by", "ana"])     # unknown: refused
     commit_changes.main()                                   # the next night: the same clusters, none new
     assert "(0 new)" in capsys.readouterr().out
-    assert len(json.loads(config.COMMIT_CLUSTERS.read_text())) == len(first)
+    kept = json.loads(config.COMMIT_CLUSTERS.read_text())
+    assert len(kept) == len(first)
+    assert kept[0]["status"] == "negative" and kept[0]["triaged_by"] == "ana" and kept[0]["note"] == "noise"
+    assert "New interesting clusters" not in (config.COMMIT_REPORTS / "index.html").read_text()
     summary = report.commit_summary()
     assert summary["changes"] == len(rows) and summary["top"] == rows[0]
     page = report.render_index([], night="n", generated="g", quarantined=[], commits=summary)

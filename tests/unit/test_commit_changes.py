@@ -100,6 +100,19 @@ def test_coalescing_keeps_a_known_cluster_and_raises_a_new_one():
     assert registry[0]["regression_factor"] == -300.0 and registry[1]["status"] == "untriaged"
 
 
+def test_triage_sets_a_clusters_status_and_refuses_what_it_does_not_know():
+    registry = [{"id": "c0001", "commit": "k20", "nearest": ["a|c"], "status": "untriaged"},
+                {"id": "c0002", "commit": "k31", "nearest": ["d|c"], "status": "untriaged"}]
+    out = cc.triage_cluster(registry, "c0002", "positive", by="ana", at="2026-11-23T04:00:00+00:00", note="real")
+    assert out[1] == {**registry[1], "status": "positive", "triaged_by": "ana",
+                      "triaged_at": "2026-11-23T04:00:00+00:00", "note": "real"}
+    assert out[0] == registry[0] and registry[1]["status"] == "untriaged"      # the input is not changed
+    with pytest.raises(ValueError, match="no interesting cluster 'c0009'"):
+        cc.triage_cluster(registry, "c0009", "positive", by="ana", at="t")
+    with pytest.raises(ValueError, match="status must be"):
+        cc.triage_cluster(registry, "c0001", "maybe", by="ana", at="t")
+
+
 def test_mono_interval_is_the_random_effects_formula():
     means = np.array([10.0, 12.0, 11.0])              # M_j; mean 11, S2_rho = (1 + 1 + 0)/2 = 1
     variances = np.array([4.0, 2.0, 3.0])             # S2_sigma = 3
