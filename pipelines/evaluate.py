@@ -257,7 +257,7 @@ def classifier_rows(run_id: str, system: str, truth_verdict: str, cause: str, ex
     if evidence.get("verdict") not in ("pass", "fail"):
         return []
     failed = evidence["verdict"] == "fail"
-    shown = [c for c, v in head["counter_scores"].items() if v > 0][:headline.FALLBACK_FLAGS] if failed else []
+    shown = headline.top_counters(head["counter_scores"]) if failed else []
     return score_rows(run_id, system, truth_verdict, cause, expected, {"cause_classifier": shown},
                       head["counter_scores"], source, failed=failed)
 

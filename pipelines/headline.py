@@ -114,6 +114,12 @@ def fault_pattern(verdict: str, predicted: dict[str, Any] | None) -> dict[str, A
             "runs_of_cause": (predicted.get("fault") or {}).get("runs_of_cause")}
 
 
+def top_counters(counter_scores: dict[str, float]) -> list[str]:
+    """What a failed run shows when no counter-level method flagged a counter: its top-scored
+    counters (``counter_scores`` is most suspicious first), at most ``FALLBACK_FLAGS``, none at 0."""
+    return [c for c, v in counter_scores.items() if v > 0][:FALLBACK_FLAGS]
+
+
 def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolution: float,
                         false_alarm_rate: float) -> dict[str, Any] | None:
     """The cause classifier's evidence that a run is a fault: its fault score ``1 − P(none)``, the
@@ -238,7 +244,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         if not flagged:                      # the cluster models alone saw it: their counters
             flagged = cluster_flags
         if not flagged:                      # the cause classifier alone: the counters that moved most
-            flagged = [c for c, v in counter_scores.items() if v > 0][:FALLBACK_FLAGS]
+            flagged = top_counters(counter_scores)
     doc = {
         "schema_version": 1,
         "run_id": detection["run_id"],
