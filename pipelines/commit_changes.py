@@ -187,6 +187,9 @@ def permutation_threshold(points: np.ndarray, k: int, *, seed: int, min_segment:
     return float(np.quantile(null, quantile))
 
 
+GROUPINGS = ("kmeans", "individual", "both")
+
+
 def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: int, interesting: float | str,
                 seed: int, coalesce_traces: int, permutations: int = 20, null_quantile: float = 0.99,
                 member_share: float = 0.5, member_margin: int = 5, grouping: str = "kmeans") -> list[dict[str, Any]]:
@@ -202,10 +205,11 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
     if traces.shape[1] < 2 * min_segment or traces.empty:
         return []
     points = normalize_traces(traces.to_numpy(float), sd_floor)
+    trace_fits = step_fits(points, min_segment=min_segment)       # each trace's own best step, once
     found = []
     if grouping in ("individual", "both"):
-        found += individual_steps(traces, points, min_segment=min_segment, interesting=interesting, seed=seed,
-                                  permutations=permutations, null_quantile=null_quantile)
+        found += individual_steps(traces, points, trace_fits, min_segment=min_segment, interesting=interesting,
+                                  seed=seed, permutations=permutations, null_quantile=null_quantile)
     if grouping == "individual":
         return found
     k = k or int(math.ceil(math.sqrt(len(points) / 2)))
@@ -226,9 +230,9 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
         stepped = members[(np.sign(own) == np.sign(fit["step"])) & (np.abs(own) >= member_share * abs(fit["step"]))]
         at = {}
         for j in stepped:                        # where the member's own best step is, near the centroid's
-            own_fit = step_fit(points[j], min_segment=min_segment)
-            if abs(own_fit["index"] - i) <= member_margin:
-                at[traces.index[j]] = traces.columns[own_fit["index"]]
+            own_index = int(trace_fits["index"][j])
+            if abs(own_index - i) <= member_margin:
+                at[traces.index[j]] = traces.columns[own_index]
         if not at:
             continue
         found.append({"members": list(at), "member_commits": at, "cluster_size": len(members),
@@ -238,16 +242,16 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
     return found
 
 
-def individual_steps(traces: pd.DataFrame, points: np.ndarray, *, min_segment: int, interesting: float | str,
-                     seed: int, permutations: int, null_quantile: float) -> list[dict[str, Any]]:
-    """Every trace of the window whose own best step reaches ``interesting`` (``auto``: the
-    ``null_quantile`` of the largest single-trace ``|R|`` over shuffles of the window's commits),
-    as a cluster of one."""
+def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, np.ndarray], *, min_segment: int,
+                     interesting: float | str, seed: int, permutations: int,
+                     null_quantile: float) -> list[dict[str, Any]]:
+    """Every trace of the window whose own best step (``fits``: :func:`step_fits` of ``points``)
+    reaches ``interesting`` (``auto``: the ``null_quantile`` of the largest single-trace ``|R|``
+    over shuffles of the window's commits), as a cluster of one."""
     if interesting == "auto":
         interesting = permutation_threshold(points, 1, seed=seed, min_segment=min_segment, permutations=permutations,
                                             quantile=null_quantile, grouping="individual")
     threshold = float(interesting)
-    fits = step_fits(points, min_segment=min_segment)
     out = []
     for j in np.flatnonzero((fits["index"] >= 0) & (np.abs(fits["regression"]) >= threshold)):
         name, i = traces.index[j], int(fits["index"][j])
@@ -258,9 +262,6 @@ def individual_steps(traces: pd.DataFrame, points: np.ndarray, *, min_segment: i
     return out
 
 
-GROUPINGS = ("kmeans", "individual", "both")
-
-
 def skia_params(sk: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`skia_changes` from the ``commit_changes.skia`` params."""
     return {"window": int(sk["window"]), "k": int(sk["k"]), "sd_floor": float(sk["sd_floor"]),
@@ -268,7 +269,7 @@ def skia_params(sk: dict[str, Any]) -> dict[str, Any]:
             "coalesce_traces": int(sk["coalesce_traces"]), "merge_margin": int(sk["merge_margin"]),
             "permutations": int(sk["permutations"]), "null_quantile": float(sk["null_quantile"]),
             "member_share": float(sk["member_share"]), "member_margin": int(sk["member_margin"]),
-            "grouping": sk.get("grouping", "kmeans")}
+            "grouping": sk["grouping"]}
 
 
 def windows(n: int, size: int) -> list[tuple[int, int]]:
