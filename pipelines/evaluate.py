@@ -227,7 +227,8 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                                     false_alarm_rate=float(report_params["false_alarm_rate"]),
                                     clustered=(clustered or {}).get(run_id),
                                     detectors=report_params["headline_detectors"],
-                                    classifier_resolution=float(report_params["classifier_resolution"]))
+                                    classifier_resolution=float(report_params["classifier_resolution"]),
+                                    combination=report_params["combination"])
             rows += score_rows(*truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
             rows += classifier_rows(*truth, head, "loo")

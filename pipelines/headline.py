@@ -10,9 +10,14 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
 * **verdict** (``report.verdict_rule``): ``calibrated`` (issue 11) turns each detector's run
   score into a p-value against the same score of the history's normal runs, each judged
   against the others (stacking: ``detect.stacking_pvalue``; control charts: their combined
-  run and strongest-window p-value; cluster models: their largest excess error), and fails the run when the smallest, times the number
-  of detectors (Bonferroni: valid whatever their dependence), is at most
+  run and strongest-window p-value; cluster models: their largest excess error), combines
+  them (``report.combination``: ``simes``, the default, or ``bonferroni``,
+  ``pvalues.combined_pvalue``) and fails the run when the combined p-value is at most
   ``report.false_alarm_rate``, the one parameter: the share of normal runs allowed to fail.
+  Simes' ``min_i m·p_(i)/i`` is Bonferroni's ``m·min p`` when one detector sees the fault, and
+  less strict when several each see part of it (measured on the labelled sets, README); it
+  holds its level under the positive dependence of detectors that judge the same run
+  against the same normal runs.
   No detector then vetoes another, and one odd normal run cannot silence every fault (the
   p-values fit a log-t tail with a hurdle for the normal runs that score 0, and are never
   below the share of normal runs that scored as much: ``pvalues``).  With no calibration at all (fewer than two
@@ -69,13 +74,14 @@ def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
 
 
 def calibrated_verdict(verdicts: dict[str, str | None], p_values: dict[str, float | None],
-                       false_alarm_rate: float) -> tuple[str, float | None]:
-    """``calibrated``: fail when the Bonferroni-combined p-value of the detectors is at most
-    ``false_alarm_rate``; (verdict, combined p).  ``all`` of ``verdicts`` when no p-value exists."""
+                       false_alarm_rate: float, combination: str = "simes") -> tuple[str, float | None]:
+    """``calibrated``: fail when the detectors' p-values combined by ``combination``
+    (``pvalues.combined_pvalue``: Simes or Bonferroni) are at most ``false_alarm_rate``;
+    (verdict, combined p).  ``all`` of ``verdicts`` when no p-value exists."""
     finite = [float(p) for p in p_values.values() if p is not None and np.isfinite(p)]
     if not finite:
         return headline_verdict(verdicts, "all"), None
-    p = pvalues.combined_pvalue(finite)
+    p = pvalues.combined_pvalue(finite, combination)
     return ("fail" if p <= false_alarm_rate else "pass"), p
 
 
@@ -179,7 +185,7 @@ def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
             *, verdict_rule: str, flag_rule: str, false_alarm_rate: float,
             clustered: dict[str, Any] | None = None, detectors: list[str] | None = None,
-            classifier_resolution: float = 0.01) -> dict[str, Any]:
+            classifier_resolution: float = 0.01, combination: str = "simes") -> dict[str, Any]:
     """The verdict file of one run (DATA_CONTRACT.md §2) from the stages' results.
 
     ``flag_rule`` names the flagged counters of a failed run: ``union`` (stacking's and the
@@ -190,7 +196,8 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     (``report.headline_detectors``) names the p-values the calibrated decision combines (all
     four when None); every method's own verdict is reported either way.  ``predicted`` (the
     ``predict_causes`` result) gives the cause and, through :func:`classifier_evidence`, the
-    cause classifier's p-value (``classifier_resolution``)."""
+    cause classifier's p-value (``classifier_resolution``).  ``combination``
+    (``report.combination``) combines the p-values: ``simes`` or ``bonferroni``."""
     if flag_rule not in ("union", "rules"):
         raise ValueError(f"report.flag_rule must be union or rules, not {flag_rule!r}")
     if verdict_rule not in VERDICT_RULES:
@@ -227,7 +234,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     p_value = None
     if verdict_rule == "calibrated":
         used = {k: v for k, v in p_values.items() if detectors is None or k in detectors}
-        verdict, p_value = calibrated_verdict(verdicts, used, false_alarm_rate)
+        verdict, p_value = calibrated_verdict(verdicts, used, false_alarm_rate, combination)
     else:
         verdict = headline_verdict(verdicts, verdict_rule)
     counter_scores = combine_scores(rule_scores, cc_scores)
@@ -260,6 +267,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         "methods": methods,
         "details": {**detection.get("details", {}), "verdict_rule": verdict_rule, "flag_rule": flag_rule,
                     "false_alarm_rate": false_alarm_rate, "p_values": p_values,
+                    "combination": combination if verdict_rule == "calibrated" else None,
                     "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
                     if charts and charts.get("verdict") else None,
                     "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)},

@@ -67,7 +67,27 @@ def calibrated_pvalue(score: float, null: list[float], *, resolution: float) -> 
     return float(max(floor, share * student.sf((y - m) / (s * math.sqrt(1.0 + 1.0 / k)), df=k - 1)))
 
 
-def combined_pvalue(pvalues: list[float]) -> float:
-    """The minimum p-value with Bonferroni's correction: valid whatever the dependence between tests."""
-    finite = [p for p in pvalues if np.isfinite(p)]
-    return float(min(1.0, len(finite) * min(finite))) if finite else float("nan")
+COMBINATIONS = ("simes", "bonferroni")
+
+
+def combined_pvalue(pvalues: list[float], method: str = "bonferroni") -> float:
+    """One p-value from several tests of the same run (NaN ones left out; NaN when none is left).
+
+    ``bonferroni``: ``m · min p``, valid whatever the dependence between the tests.
+    ``simes``: ``min_i m · p_(i) / i`` over the sorted p-values (Simes 1986).  It is never larger
+    than Bonferroni's (``i = 1`` is Bonferroni's term), so two or more detectors that each see
+    part of a fault add up, where Bonferroni hears only the strongest.  It keeps the level when
+    the tests are positively dependent (PRDS: Sarkar 1998, Benjamini & Yekutieli 2001), which is
+    the case of detectors that all score how far the same run is from the same normal runs:
+    a run that looks odd to one looks, if anything, odder to the others.  Under arbitrary
+    (negative) dependence its level can exceed the nominal one; Bonferroni's cannot.
+    """
+    finite = sorted(p for p in pvalues if np.isfinite(p))
+    if not finite:
+        return float("nan")
+    m = len(finite)
+    if method == "bonferroni":
+        return float(min(1.0, m * finite[0]))
+    if method == "simes":
+        return float(min(1.0, min(m * p / i for i, p in enumerate(finite, 1))))
+    raise ValueError(f"the combination must be one of {', '.join(COMBINATIONS)}, not {method!r}")

@@ -377,7 +377,8 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     doc = headline.compose(detection, charts, predicted, clustered=clustered, detectors=params["headline_detectors"],
                            verdict_rule=params["verdict_rule"],
                            flag_rule=params["flag_rule"], false_alarm_rate=float(params["false_alarm_rate"]),
-                           classifier_resolution=float(params["classifier_resolution"]))
+                           classifier_resolution=float(params["classifier_resolution"]),
+                           combination=params["combination"])
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])

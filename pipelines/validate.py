@@ -169,6 +169,58 @@ def _examples(values: pd.Series, limit: int = 5) -> str:
     return ", ".join(str(v)[:40] for v in values.head(limit).tolist())
 
 
+SUMMARY_COLUMNS = ["host", "counter", "counter_name_ok", "kind", "lower_bound", "upper_bound", "samples",
+                   "numeric_share", "finite_share", "in_range_share", "min_value", "max_value",
+                   "non_numeric_examples", "out_of_range_examples"]
+COUNTER_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.%/-]+")
+
+
+def _shares(n_present: int, non_numeric: int, infinite: int, outside: int) -> dict[str, float]:
+    if not n_present:
+        return {"numeric_share": 1.0, "finite_share": 1.0, "in_range_share": 1.0}
+    return {"numeric_share": 1.0 - non_numeric / n_present, "finite_share": 1.0 - infinite / n_present,
+            "in_range_share": 1.0 - outside / n_present}
+
+
+def _text_column_row(raw: pd.Series, low: float, high: float) -> dict[str, Any]:
+    """The checks of one column pandas did not read as numbers (text cells among them)."""
+    value = pd.to_numeric(raw, errors="coerce").astype(float)
+    present = raw.notna() & (raw.astype(str).str.strip() != "")
+    n_present = int(present.sum())
+    non_numeric = present & value.isna()
+    infinite = np.isinf(value)
+    finite = value[np.isfinite(value)]
+    outside = finite[(finite < low) | (finite > high)]
+    return {"samples": n_present, **_shares(n_present, int(non_numeric.sum()), int(infinite.sum()), len(outside)),
+            "min_value": float(finite.min()) if len(finite) else np.nan,
+            "max_value": float(finite.max()) if len(finite) else np.nan,
+            "non_numeric_examples": _examples(raw[non_numeric]),
+            "out_of_range_examples": _examples(pd.concat([value[infinite], outside]))}
+
+
+def _numeric_rows(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> list[dict[str, Any]]:
+    """:func:`_text_column_row` of every column of a numeric block at once (rows = samples):
+    no cell is text, a missing sample is NaN.  The same figures, without a string per cell."""
+    present = ~np.isnan(values)
+    infinite = np.isinf(values)
+    finite = present & ~infinite
+    outside = finite & ((values < low) | (values > high))
+    n_present, n_inf, n_out, n_finite = present.sum(0), infinite.sum(0), outside.sum(0), finite.sum(0)
+    lo = np.where(finite, values, np.inf).min(0, initial=np.inf)
+    hi = np.where(finite, values, -np.inf).max(0, initial=-np.inf)
+    rows = []
+    for j in range(values.shape[1]):
+        examples = ""
+        if n_inf[j] or n_out[j]:         # the infinite values first, then the out-of-range ones, as text
+            col = values[:, j]
+            examples = _examples(pd.Series(np.concatenate([col[infinite[:, j]], col[outside[:, j]]])))
+        rows.append({"samples": int(n_present[j]), **_shares(int(n_present[j]), 0, int(n_inf[j]), int(n_out[j])),
+                     "min_value": float(lo[j]) if n_finite[j] else np.nan,
+                     "max_value": float(hi[j]) if n_finite[j] else np.nan,
+                     "non_numeric_examples": "", "out_of_range_examples": examples})
+    return rows
+
+
 def counter_summary(frames: dict[str, pd.DataFrame], environment: dict[str, Any] | None, *,
                     units: list[dict[str, str]], host_components: list[str], cores_key: str,
                     slack: float) -> pd.DataFrame:
@@ -176,41 +228,33 @@ def counter_summary(frames: dict[str, pd.DataFrame], environment: dict[str, Any]
     numbers, finite and within the bounds, with example offending values; the ``counter_values``
     suite checks these shares, so a counter is judged alone (DATA_CONTRACT §1, "What is
     quarantined").  One row per counter, not per cell: the frame stays small at 2,000 counters
-    over 8 hours."""
+    over 8 hours.  The columns pandas read as numbers are checked together as one array
+    (:func:`_numeric_rows`); only a column holding text is checked cell by cell
+    (:func:`_text_column_row`): per column, that took 70 % of validating an archive."""
     rows = []
     for host, frame in frames.items():
         cores = host_cores(environment, host, cores_key=cores_key)
-        for col in frame.columns:
+        heads, numeric, stats = [], [], {}
+        for i, col in enumerate(frame.columns):
             if col == "timestamp":
                 continue
             name = str(col)
-            raw = frame[col]
-            value = pd.to_numeric(raw, errors="coerce").astype(float)
-            present = raw.notna() & (raw.astype(str).str.strip() != "")
-            n_present = int(present.sum())
-            non_numeric = present & value.isna()
-            infinite = np.isinf(value)
             kind = counter_kind(name, host, units=units, host_components=host_components)
             low, high = kind_bounds(kind, cores, slack=slack)
-            finite = value[np.isfinite(value)]
-            outside = finite[(finite < low) | (finite > high)]
-            rows.append({
-                "host": host, "counter": name,
-                "counter_name_ok": bool(re.fullmatch(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.%/-]+", name)),
-                "kind": kind, "lower_bound": low, "upper_bound": high,
-                "samples": n_present,
-                "numeric_share": 1.0 - int(non_numeric.sum()) / n_present if n_present else 1.0,
-                "finite_share": 1.0 - int(infinite.sum()) / n_present if n_present else 1.0,
-                "in_range_share": 1.0 - len(outside) / n_present if n_present else 1.0,
-                "min_value": float(finite.min()) if len(finite) else np.nan,
-                "max_value": float(finite.max()) if len(finite) else np.nan,
-                "non_numeric_examples": _examples(raw[non_numeric]),
-                "out_of_range_examples": _examples(pd.concat([value[infinite], outside])),
-            })
-    columns = ["host", "counter", "counter_name_ok", "kind", "lower_bound", "upper_bound", "samples",
-               "numeric_share", "finite_share", "in_range_share", "min_value", "max_value",
-               "non_numeric_examples", "out_of_range_examples"]
-    return pd.DataFrame(rows, columns=columns)
+            heads.append((i, {"host": host, "counter": name, "counter_name_ok": bool(COUNTER_NAME.fullmatch(name)),
+                              "kind": kind, "lower_bound": low, "upper_bound": high}))
+            raw = frame.iloc[:, i]
+            if pd.api.types.is_numeric_dtype(raw.dtype):
+                numeric.append(i)
+            else:
+                stats[i] = _text_column_row(raw, low, high)
+        if numeric:
+            bounds = {i: (h["lower_bound"], h["upper_bound"]) for i, h in heads}
+            block = frame.iloc[:, numeric].to_numpy(dtype=float)
+            stats.update(zip(numeric, _numeric_rows(block, np.array([bounds[i][0] for i in numeric]),
+                                                    np.array([bounds[i][1] for i in numeric]))))
+        rows += [{**head, **stats[i]} for i, head in heads]
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, duration_s: float | None,

@@ -42,12 +42,14 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         assert {"association_rules_stacking", "association_rules_bagging", "association_rules_single"} <= set(
             doc["methods"])
         assert "control_charts" in doc["methods"]
-        # verdict_rule: calibrated -- Bonferroni over the detectors' p-values, fail at <= 5 %
+        # verdict_rule: calibrated -- Simes over the detectors' p-values (report.combination), fail at <= 5 %
         ps = [doc["methods"][m].get("p_value") for m in ("association_rules_stacking", "control_charts",
                                                            "clustered_regression", "cause_classifier")
               if m in doc["methods"]]
         ps = [p for p in ps if p is not None]
-        assert ps and doc["p_value"] == pytest.approx(min(1.0, len(ps) * min(ps)), abs=2e-6)
+        simes = min(1.0, min(len(ps) * p / i for i, p in enumerate(sorted(ps), 1)))
+        assert ps and doc["p_value"] == pytest.approx(simes, abs=2e-6)
+        assert doc["details"]["combination"] == "simes"
         assert doc["verdict"] == ("fail" if doc["p_value"] <= 0.05 else "pass")
         ruled = set(doc["methods"]["association_rules_stacking"]["flagged_counters"]) | set(
             doc["methods"]["association_rules_bagging"]["flagged_counters"])

@@ -227,6 +227,20 @@ def test_combined_pvalue_is_bonferronis_minimum():
     assert np.isnan(pvalues.combined_pvalue([float("nan")]))
 
 
+def test_simes_combination_by_hand():
+    """Simes: min over the sorted p-values of m·p_(i)/i.  [0.04, 0.01, 0.03]: sorted 0.01, 0.03,
+    0.04 give 3·0.01/1 = 0.03, 3·0.03/2 = 0.045, 3·0.04/3 = 0.04: 0.03, Bonferroni's too.
+    [0.02, 0.025, 0.03]: 0.06, 0.0375, 0.03: 0.03, where Bonferroni gives 0.06 — three
+    detectors that each see part of a fault fail the run at 5 %, which Bonferroni would pass."""
+    assert pvalues.combined_pvalue([0.04, 0.01, 0.03], "simes") == pytest.approx(0.03)
+    assert pvalues.combined_pvalue([0.02, 0.025, 0.03], "simes") == pytest.approx(0.03)
+    assert pvalues.combined_pvalue([0.02, 0.025, 0.03], "bonferroni") == pytest.approx(0.06)
+    assert pvalues.combined_pvalue([0.6, 0.9, float("nan")], "simes") == pytest.approx(0.9)   # 2·0.6, 2·0.9/2
+    assert np.isnan(pvalues.combined_pvalue([], "simes"))
+    with pytest.raises(ValueError, match="simes, bonferroni"):
+        pvalues.combined_pvalue([0.1], "fisher")
+
+
 def test_one_odd_normal_run_silences_a_fault_under_the_maximum_but_not_under_the_calibrated_p_value():
     # 39 normal runs (a history window) score about 0.05, one odd normal run 0.6; a fault scores 0.4.
     # The fitted tail calls 0.4 extreme; one normal run of 40 scored more, so each test's p-value is

@@ -59,7 +59,20 @@ def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
 ])
 def test_calibrated_verdict_is_bonferroni_over_the_detectors(p_stacking, p_charts, expected, combined):
     verdict, p = headline.calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
-                                             {"stacking": p_stacking, "control_charts": p_charts}, 0.05)
+                                             {"stacking": p_stacking, "control_charts": p_charts}, 0.05,
+                                             "bonferroni")
+    assert verdict == expected and p == pytest.approx(combined)
+
+
+@pytest.mark.parametrize("p_stacking,p_charts,expected,combined", [
+    (0.02, 0.30, "fail", 0.04),     # min(2 x 0.02 / 1, 2 x 0.30 / 2) = 0.04: Bonferroni's term decides
+    (0.03, 0.04, "fail", 0.04),     # min(2 x 0.03 / 1, 2 x 0.04 / 2) = min(0.06, 0.04): both saw part of it
+    (0.03, 0.06, "pass", 0.06),     # min(0.06, 0.06) > 0.05
+    (None, 0.01, "fail", 0.01),
+])
+def test_calibrated_verdict_by_simes_adds_up_detectors_that_each_see_part(p_stacking, p_charts, expected, combined):
+    verdict, p = headline.calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
+                                             {"stacking": p_stacking, "control_charts": p_charts}, 0.05, "simes")
     assert verdict == expected and p == pytest.approx(combined)
 
 
@@ -79,7 +92,8 @@ def test_a_calibrated_failure_names_the_counters_over_their_limits():
     charts = {"verdict": "pass", "violation_ratio": 0.1, "threshold": 0.2, "flagged_counters": [], "p_value": 0.2,
               "counters_over_limit": ["b"], "load_independent_counters": [], "baseline_runs": [],
               "counter_scores": {"a": 0.1, "b": 0.8}}
-    doc = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05)
+    doc = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05,
+                           combination="bonferroni")
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.02)
     assert set(doc["flagged_counters"]) == {"a", "b"}
     assert doc["baseline_status"] == "same_lab"
@@ -90,8 +104,9 @@ def test_a_calibrated_failure_names_the_counters_over_their_limits():
 
 
 def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters():
-    """Issue 16 / 11: with the clusters' p-value the Bonferroni factor is 3.  Stacking 0.40,
-    charts 0.30, clusters 0.01: 3 x 0.01 = 0.03 <= 0.05 fails the run; neither the rules nor
+    """Issue 16 / 11: with the clusters' p-value the factor is 3.  Stacking 0.40,
+    charts 0.30, clusters 0.01: 3 x 0.01 = 0.03 <= 0.05 fails the run (Simes' other terms,
+    3 x 0.30 / 2 and 0.40, are larger, so Bonferroni's term decides); neither the rules nor
     the charts flagged a counter, so the failing clusters' counters are the flagged ones.
     Clusters at 0.02 give 3 x 0.02 = 0.06: a pass."""
     det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1, "b": 0.1}, "baseline_runs": [],
@@ -187,10 +202,15 @@ def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are
     # null 0.1, 0.1 (every positive score equal): a higher score gets the empirical 1/(k+1) = 1/3
     predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "fault": {"label": "cpu_hog", "probability": 0.9},
                  "fault_score": 0.95, "null_fault_scores": [0.1, 0.1]}
-    kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered)
+    kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered,
+              combination="bonferroni")
     doc = headline.compose(det, charts, predicted, **kw)
     assert doc["methods"]["cause_classifier"]["p_value"] == pytest.approx(1 / 3)
     assert doc["p_value"] == pytest.approx(1.0) and doc["verdict"] == "pass"          # min(1, 4 × 1/3)
+    # Simes over the same four: min(4·(1/3)/1, 4·0.5/2, 4·0.6/3, 4·0.7/4) = 0.7, still a pass
+    simes = headline.compose(det, charts, predicted, **{**kw, "combination": "simes"})
+    assert simes["p_value"] == pytest.approx(0.7) and simes["verdict"] == "pass"
+    assert simes["details"]["combination"] == "simes"
     strong = {**predicted, "null_fault_scores": [0.01, 0.02, 0.01, 0.02, 0.015, 0.01, 0.02, 0.01]}
     doc = headline.compose(det, charts, strong, **kw)
     p = doc["methods"]["cause_classifier"]["p_value"]
