@@ -45,8 +45,19 @@ t = time.monotonic()
 checked = validate.validate_archive(Path(sys.argv[1]), v, params)
 wall = time.monotonic() - t
 failures, dropped = checked[2], (checked.dropped if hasattr(checked, "dropped") else [])
-print(json.dumps({"wall": wall, "failures": len(failures), "dropped": len(dropped),
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # validate's, before the parse below
+del checked
+parse = None
+try:                      # merely reading and parsing the same CSVs (issue 12: validate within 3x of this)
+    from pipelines import archive, ingest
+    t = time.monotonic()
+    raw = ingest.read_run(Path(sys.argv[1]), params["limits"], config.load_params("ingest", Path(sys.argv[2])))
+    frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in raw.csv_bytes.items()}
+    parse = time.monotonic() - t
+except Exception:         # an older checkout without these functions
+    pass
+print(json.dumps({"wall": wall, "parse": parse, "failures": len(failures), "dropped": len(dropped),
+                  "peak_mb": peak}))
 """
 
 
@@ -97,6 +108,9 @@ def main() -> None:
                              capture_output=True, text=True, check=True, cwd=args.code,
                              env={**os.environ, "PYTHONPATH": str(args.code), "REGRESSLAB_ROOT": str(args.code)})
         res = json.loads(out.stdout.strip().splitlines()[-1])
+        if res.get("parse"):
+            print(f"[bench] reading and parsing the CSVs alone: {res['parse']:.1f} s; validate = "
+                  f"{res['wall'] / res['parse']:.1f}x that")
         print(f"[bench] validated in {res['wall']:.1f} s, peak memory {res['peak_mb']:,.0f} MB "
               f"({res['peak_mb'] / (csv_bytes / 2**20):.1f}x the CSV); {res['failures']} failures, "
               f"{res['dropped']} counters dropped  [code: {args.code}]")
