@@ -50,7 +50,7 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from scipy.stats import ks_2samp
 
-from pipelines import archive, config, history, labs, locks, pvalues, store
+from pipelines import archive, config, history, labs, locks, memo, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.clusters")
@@ -346,21 +346,41 @@ def loo(verified: list[str], passed: list[str], index: dict[str, Any], frames, p
 
 def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[str, Any],
                      hist: dict[str, Any]) -> dict[str, Any]:
-    """The null distribution of the largest excess error (:func:`normal_scores`), written per system."""
+    """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
+    an unchanged one (``memo``: the same passed runs, params and code) is kept."""
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    path = config.cluster_calibration_path(system)
+    key = memo.input_key("clusters", index, {"passed": passed, "verified": verified_of(index, system, hist)},
+                         system=system, clusters=params, history=hist, reference=frames.reference)
+    done = memo.reuse(path, key)
+    if done is not None:
+        log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
     null, _ = normal_scores(passed, index, frames, params, hist)
-    calibration = {"system": system, "runs": passed, "normal_scores": null}
-    archive.write_json_atomic(config.cluster_calibration_path(system), calibration)
-    return calibration
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null}, key)
+
+
+def verified_of(index: dict[str, Any], system: str, hist: dict[str, Any]) -> list[str]:
+    """The verified runs of a system: the labs' levels (``labs.lab_shift``) are learned from them."""
+    return history.verified_runs(index, system, exclude=set(hist["exclude"]))
 
 
 def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
-                calibration: dict[str, Any]) -> dict[str, Any]:
+                calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """One target's clustered regression models against the most similar passed runs of its
-    baseline, judged against its system's calibration."""
+    baseline, judged against its system's calibration, and written; (the result, whether it was
+    reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-    return decide(model_against(run_id, baseline, index, frames, params, hist),
-                  list((calibration.get("normal_scores") or {}).values()), params)
+    key = memo.input_key("clusters", index, {"target": [run_id], "baseline": baseline,
+                                             "verified": verified_of(index, index[run_id]["system"], hist)},
+                         clusters=params, history=hist, reference=frames.reference,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.cluster_path(run_id), key)
+    if done is not None:
+        return done, True
+    result = decide(model_against(run_id, baseline, index, frames, params, hist),
+                    list((calibration.get("normal_scores") or {}).values()), params)
+    return memo.write(config.cluster_path(run_id), result, key), False
 
 
 def _calibration(system: str, index, frames, params, hist) -> dict[str, Any]:
@@ -382,9 +402,7 @@ def run_one(run_id: str) -> dict[str, Any]:
     system = index[run_id]["system"]
     params, hist = config.load_params("clusters"), config.load_params("history")
     frames = store.FrameStore.of_system(system)
-    result = cluster_run(run_id, index, frames, params, hist, _calibration(system, index, frames, params, hist))
-    archive.write_json_atomic(config.cluster_path(run_id), result)
-    return result
+    return cluster_run(run_id, index, frames, params, hist, _calibration(system, index, frames, params, hist))[0]
 
 
 @locks.holding("clusters")
@@ -395,16 +413,17 @@ def main() -> None:
     index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "clusters", len(todo))
-    done = 0
+    done = reused = 0
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         calibration = calibrate_system(system, index, frames, params, hist)
         for run_id in [t for t in todo if index[t]["system"] == system]:
-            result = cluster_run(run_id, index, frames, params, hist, calibration)
-            archive.write_json_atomic(config.cluster_path(run_id), result)
+            result, kept = cluster_run(run_id, index, frames, params, hist, calibration)
             done += 1
-            progress.step(done, f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}")
-    print(f"[clusters] {done} target(s) modelled")
+            reused += kept
+            progress.step(done, f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}"
+                                + (" (unchanged, reused)" if kept else ""))
+    print(f"[clusters] {done} target(s) modelled ({reused} unchanged since the last night, reused)")
 
 
 if __name__ == "__main__":

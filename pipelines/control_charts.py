@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy.signal import find_peaks
 
-from pipelines import archive, config, history, labs, locks, pvalues, store
+from pipelines import archive, config, history, labs, locks, memo, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.control_charts")
@@ -504,12 +504,19 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
 
 def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
                      hist: dict[str, Any]) -> dict[str, Any]:
-    """Calibrate one system on its history and write the calibration file."""
+    """Calibrate one system on its history and write the calibration file; an unchanged one
+    (``memo``: the same passed runs, params and code) is kept."""
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    path = config.calibration_path(system)
+    key = memo.input_key("control_charts", index, {"passed": passed}, system=system, control_charts=params,
+                         history=hist, reference=frames.reference)
+    done = memo.reuse(path, key)
+    if done is not None:
+        log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
     calibration = calibrate({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                             {r: index[r].get("version") for r in passed}, params=params)
-    archive.write_json_atomic(config.calibration_path(system), {"system": system, "runs": passed, **calibration})
-    return calibration
+    return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 
 @locks.holding("control_charts calibration")
@@ -521,14 +528,21 @@ def calibrate_all() -> list[str]:
 
 def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
               hist: dict[str, Any]) -> dict[str, Any]:
-    """Chart one target against its baseline with its system's calibration; write the result."""
+    """Chart one target against its baseline with its system's calibration; write the result.
+    A result computed under the same input key (``memo``: the run, its baseline, the lab's
+    verified runs, the calibration, the params and the code) is kept."""
     calibration = archive.read_json(config.calibration_path(index[run_id]["system"]))
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-    result = chart_run(run_id, baseline, index, frames, calibration, params,
-                       lab_runs=history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"])),
+    lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
+    key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
+                         control_charts=params, history=hist, reference=frames.reference,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.chart_path(run_id), key)
+    if done is not None:
+        return done
+    result = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=lab_runs,
                        lab_kw=labs.lab_params(hist))
-    archive.write_json_atomic(config.chart_path(run_id), result)
-    return result
+    return memo.write(config.chart_path(run_id), result, key)
 
 
 @locks.holding("control_charts", shared=True)

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, discretize, history, labs, locks, mine_rules, pvalues, store
+from pipelines import archive, config, discretize, history, labs, locks, memo, mine_rules, pvalues, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.detect")
@@ -600,6 +600,14 @@ def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spe
     exclude = set(hist["exclude"])
     passed = history.passed_runs(index, system, exclude=exclude, window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=exclude)
+    path = config.stacking_calibration_path(system)
+    key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
+                         edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
+                         history=hist)
+    done = memo.reuse(path, key)
+    if done is not None:        # the same normal runs, bins, params and code: the same scores
+        log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
     progress = Progress(log, f"detect calibration {system}", len(passed), what="normal runs")
     scores = {}
     for i, run_id in enumerate(passed, 1):
@@ -609,9 +617,7 @@ def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spe
                             with_single=False)
         scores[run_id] = round(stacking_score(result), 6)
         progress.step(i)
-    calibration = {"system": system, "runs": passed, "normal_scores": scores}
-    archive.write_json_atomic(config.stacking_calibration_path(system), calibration)
-    return calibration
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores}, key)
 
 
 @locks.holding("detect calibration")
@@ -634,26 +640,38 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
     """Detect on one target run and write its result (the per-run task of the nightly DAG).
 
     ``caches`` keeps one :class:`DetectCache` per system across the targets of one process.
+    A result computed under the same input key (``memo``: the run, its baseline, the lab's
+    verified runs, the bins, the calibration, the params and the code) is kept as it is.
     """
+    return detect_one(run_id, caches)[0]
+
+
+def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
+    """:func:`run_one` without the lock: (the verdict document, whether it was reused)."""
     params = config.load_params("detect")
     mine_params = config.load_params("mine_rules")
     hist = config.load_params("history")
     index = archive.read_valid_index()
     system = index[run_id]["system"]
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
+    key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
+                         edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
+                         history=hist, calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.detection_path(run_id), key)
+    if done is not None:
+        return done, True
     spec = store.read_edges(system)
     caches = {} if caches is None else caches
     if system not in caches:
         caches[system] = DetectCache(store.FrameStore(spec["reference_load"]))
-    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
     result, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params, config.models_dir(system),
                           caches[system], spec["reference_load"], config.single_models_dir(system),
-                          lab_runs=history.verdicts(index, system, exclude=set(hist["exclude"])),
-                          lab_kw=labs.lab_params(hist))
-    calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
+                          lab_runs=verdicts, lab_kw=labs.lab_params(hist))
     null = [v for r, v in (calibration.get("normal_scores") or {}).items() if r != run_id]
     doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, null))
-    archive.write_json_atomic(config.detection_path(run_id), doc)
-    return doc
+    return memo.write(config.detection_path(run_id), doc, key), False
 
 
 @locks.holding("detect")
@@ -665,10 +683,14 @@ def main() -> None:
     progress = Progress(log, "detect", len(todo))
     caches: dict[str, DetectCache] = {}
     calibrate_all(caches)
+    reused = 0
     for i, run_id in enumerate(todo, 1):
-        doc = run_one(run_id, caches)
-        progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged")
-    print(f"[detect] {len(todo)} target runs analysed -> {config.DETECTIONS}")
+        doc, kept = detect_one(run_id, caches)
+        reused += kept
+        progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged"
+                         + (" (unchanged, reused)" if kept else ""))
+    print(f"[detect] {len(todo)} target runs analysed ({reused} unchanged since the last night, reused) "
+          f"-> {config.DETECTIONS}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, control_charts, history, labs, locks, store
+from pipelines import archive, config, control_charts, history, labs, locks, memo, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.features")
@@ -156,6 +156,12 @@ def main() -> None:
         passed = history.passed_runs(index, system, exclude=exclude)
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
         verified = history.verified_runs(index, system, exclude=exclude)
+        path = config.features_path(system)
+        key = memo.input_key("features", index, {"passed": passed, "verified": verified}, system=system,
+                             control_charts=cc_params, history=hist, reference=charter.frames.reference)
+        if memo.reuse_parquet(path, key):     # the same verified runs, params and code: the same pairs
+            print(f"[features] {system}: {len(verified)} verified runs unchanged, table kept")
+            continue
         progress = Progress(log, f"features {system}", len(verified), every=10)
         parts = []
         lab_runs = history.verdicts(index, system, exclude=exclude)
@@ -169,7 +175,7 @@ def main() -> None:
             progress.step(i)
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
         frame = frame[KEY_COLUMNS + feature_columns(frame)]
-        archive.write_parquet_atomic(config.features_path(system), frame)
+        memo.write_parquet(path, frame, key)
         print(f"[features] {system}: {len(frame)} pairs of {len(verified)} runs, "
               f"{len(feature_columns(frame))} features, causes {sorted(frame['cause'].unique())}")
 

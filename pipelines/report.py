@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import archive, config, headline, history, locks, store, triage
+from pipelines import archive, config, headline, history, locks, memo, store, triage
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.report")
@@ -368,9 +368,27 @@ def index_row(doc: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- I/O shell
 
 
+def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any]) -> str:
+    """The input key of a run's report (``memo``): the stages' result files it composes, the run
+    and its baseline runs (their frames give ``counter_changes``), its archive's name, the
+    params and the code."""
+    inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
+              for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
+                        config.cluster_path(run_id))}
+    raw = [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
+           if (config.RAW / name).exists()]
+    baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
+    return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
+                          inputs=inputs, raw=raw)
+
+
 def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Compose, write and render one run's report; return its verdict document."""
+    """Compose, write and render one run's report; return its verdict document.  A page written
+    under the same input key (:func:`report_key`) is kept, with its verdict file."""
     detection = archive.read_json(config.detection_path(run_id))
+    key = report_key(run_id, detection, index, params)
+    if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
+        return archive.read_json(config.run_report_path(run_id))
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
@@ -402,7 +420,7 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
                                      for b in doc["baseline_runs"]},
                       raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
                       trends=trends, few_intervals=int(params["few_intervals"]))
-    archive.write_text_atomic(config.run_report_path(run_id, "html"), html)
+    archive.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
     return doc
 
 

@@ -90,6 +90,48 @@ def test_new_night_with_nothing_new_re_mines_nothing(analysed):
     assert all(p.stat().st_mtime_ns == stamps[p] for p in models)
 
 
+def _judged_files() -> list[Path]:
+    return sorted([*config.DETECTIONS.glob("*.json"), *config.STACKING_CALIBRATION.glob("*.json"),
+                   *(config.CONTROL_CHARTS / "runs").glob("*.json"), *(config.CONTROL_CHARTS / "calibration").glob("*.json"),
+                   *config.CLUSTERS.glob("*.json"), *(config.CLUSTERS / "calibration").glob("*.json"),
+                   *config.FEATURES.glob("*.parquet"), *config.RUN_REPORTS.glob("*.json"),
+                   *config.RUN_REPORTS.glob("*.html")])
+
+
+def test_a_second_night_reuses_what_did_not_change_and_redoes_what_did(analysed):
+    """Issue 12 (the second night): with nothing changed, detect, control_charts, clusters,
+    features and report rewrite none of their files (the night index is the night's own); when the history changes (one passed run excluded),
+    every calibration and target result is computed again; put back, they come back byte for
+    byte as the first night wrote them."""
+    tree, _ = analysed
+    files = _judged_files()
+    assert len(files) >= 10 and any(p.suffix == ".parquet" for p in files)
+    first = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    stages = (detect, control_charts, clusters, features, train_causes, predict_causes, report)
+    for stage in stages:
+        stage.main()
+    assert _judged_files() == files
+    assert [p for p in files if p.stat().st_mtime_ns != first[p][0]] == []
+    params_path = tree / "params.yaml"
+    original = params_path.read_text()
+    params = yaml.safe_load(original)
+    index = json.loads(config.VALID_INDEX.read_text())["valid"]
+    dropped = min(r for r, row in index.items() if row["verdict"] == "pass")
+    params["history"]["exclude"] = [dropped]
+    params_path.write_text(yaml.safe_dump(params))
+    try:
+        for stage in stages:
+            stage.main()
+        assert [p for p in files if p.stat().st_mtime_ns == first[p][0]] == []     # every one recomputed
+        calibration = json.loads((config.STACKING_CALIBRATION / "shop.json").read_text())
+        assert dropped not in calibration["runs"]
+    finally:
+        params_path.write_text(original)
+    for stage in stages:
+        stage.main()
+    assert {p: p.read_bytes() for p in files} == {p: b for p, (_, b) in first.items()}
+
+
 def test_edges_are_learned_over_the_passed_runs_only(analysed):
     tree, truth = analysed
     spec = json.loads(config.edges_path("shop").read_text())

@@ -1,0 +1,78 @@
+"""memo: what makes a stage's result reusable, and what does not (issue 12: the second night)."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from pipelines import archive, config, memo
+
+
+def write_info(run_id: str, key: str) -> None:
+    config.info_path(run_id).parent.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.info_path(run_id), {"run_id": run_id, "key": key})
+
+
+@pytest.fixture()
+def index(tree):
+    for r in ("s-1", "s-2", "s-3"):
+        write_info(r, f"frame-{r}")
+    return {r: {"system": "s", "verdict": "pass", "environment": {"db": "a"}, "started_at": f"2026-01-0{i}"}
+            for i, r in enumerate(("s-1", "s-2", "s-3"), 1)}
+
+
+def test_the_key_moves_with_what_the_stage_read_and_nothing_else(index):
+    key = memo.input_key("detect", index, {"passed": ["s-1", "s-2"]}, detect={"a": 1})
+    assert key == memo.input_key("detect", index, {"passed": ["s-1", "s-2"]}, detect={"a": 1})
+    # a new target of the same system, which this result did not read: the same key
+    assert key == memo.input_key("detect", {**index, "s-4": {"system": "s", "verdict": None}},
+                                 {"passed": ["s-1", "s-2"]}, detect={"a": 1})
+    moved = [
+        memo.input_key("detect", index, {"passed": ["s-1", "s-3"]}, detect={"a": 1}),               # another run
+        memo.input_key("detect", index, {"passed": ["s-1", "s-2"]}, detect={"a": 2}),               # a param
+        memo.input_key("detect", {**index, "s-2": {**index["s-2"], "verdict": "fail"}},            # a triage
+                       {"passed": ["s-1", "s-2"]}, detect={"a": 1}),
+        memo.input_key("control_charts", index, {"passed": ["s-1", "s-2"]}, detect={"a": 1}),       # other code
+    ]
+    write_info("s-2", "frame-s-2-renormalised")                                                    # new frame
+    moved.append(memo.input_key("detect", index, {"passed": ["s-1", "s-2"]}, detect={"a": 1}))
+    assert len({key, *moved}) == len(moved) + 1
+
+
+def test_the_code_digest_covers_the_stage_and_what_it_imports():
+    """``detect`` imports ``pvalues`` (and more); ``config`` imports no project module."""
+    assert memo._imports("from pipelines import config, pvalues\nimport pipelines.store\n",
+                         {"config", "pvalues", "store", "detect"}) == {"config", "pvalues", "store"}
+    assert memo._imports("def f():\n    from pipelines.labs import shifted\n", {"labs"}) == {"labs"}
+    assert memo.code_digest("detect") != memo.code_digest("control_charts")
+    assert len(memo.code_digest("config")) == 64
+
+
+def test_a_result_is_reused_only_under_its_own_key(tree):
+    path = tree / "out" / "r.json"
+    assert memo.reuse(path, "k1") is None                                    # nothing written yet
+    written = memo.write(path, {"verdict": "pass"}, "k1")
+    assert written == {"verdict": "pass", "input_key": "k1"}
+    assert memo.reuse(path, "k1") == written and memo.reuse(path, "k2") is None
+    path.write_text('{"verdict": "pa')                                        # torn: computed again
+    assert memo.reuse(path, "k1") is None
+    table = tree / "out" / "t.parquet"
+    assert not memo.reuse_parquet(table, "k1")
+    frame = pd.DataFrame({"x": [1.0, 2.0]}, index=["a", "b"])
+    memo.write_parquet(table, frame, "k1")
+    assert memo.reuse_parquet(table, "k1") and not memo.reuse_parquet(table, "k2")
+    pd.testing.assert_frame_equal(pd.read_parquet(table), frame)
+    assert json.loads(json.dumps(memo.reuse(path.with_name("none.json"), "k1"))) is None
+
+
+def test_a_page_carries_its_key_in_its_head(tree):
+    key = "ab" * 32
+    html = memo.stamp_html("<!doctype html><html><head><title>t</title></head><body></body></html>", key)
+    assert html.startswith('<!doctype html><html><head><meta name="regresslab-input-key" content="' + key + '">')
+    page = tree / "p.html"
+    assert not memo.reuse_html(page, key)
+    page.write_text(html)
+    assert memo.reuse_html(page, key) and not memo.reuse_html(page, "cd" * 32)
+    with pytest.raises(ValueError, match="<head>"):
+        memo.stamp_html("<p>no head</p>", key)
