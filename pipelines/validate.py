@@ -613,7 +613,7 @@ def main() -> None:
     manifest = archive.read_manifest()
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)
-    validator = Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
+    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
     clean_stale(config.VALID)
     index: dict[str, Any] = {}
     quarantined: dict[str, Any] = {}
@@ -635,6 +635,8 @@ def main() -> None:
         if q_path.exists() and archive.read_json(q_path).get("validation_key") == key:
             quarantined[entry.run_id] = archive.read_json(q_path)["reason"]
             continue
+        if validator is None:
+            validator = Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
         checked = validate_archive(config.RAW / entry.file, validator, params)
         raw, frames, failures, dropped = checked.raw, checked.frames, checked.failures, checked.dropped
         done += 1
@@ -672,9 +674,12 @@ def main() -> None:
             index[entry.run_id] = _index_row(meta)
             n_dropped += len(dropped)
         progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
-    t_docs = time.monotonic()
-    validator.build_docs()
-    log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)
+    if validator is None and not (config.VALIDATION_DOCS / "index.html").exists():
+        validator = Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
+    if validator is not None:               # nothing validated and the site exists: it is current
+        t_docs = time.monotonic()
+        validator.build_docs()
+        log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)
     # the analysts' decisions win over the archives' verdicts (pipelines/triage.py): a triaged target joins the history
     decisions = triage.triage_state(triage.read_log())
     index = triage.apply_triage(index, decisions)

@@ -98,10 +98,16 @@ def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_pa
     docs = (config.VALIDATION_DOCS / "index.html").read_text()
     assert "counter_values" in docs
 
-    # a second night with nothing new validates nothing again
+    # a second night with nothing new validates nothing again, and opens no Great Expectations
+    # context: the Data Docs are current and not rebuilt
     stamp = (config.VALID / run_id / "meta.json").stat().st_mtime_ns
+    docs_stamp = (config.VALIDATION_DOCS / "index.html").stat().st_mtime_ns
     validate.main()
     assert (config.VALID / run_id / "meta.json").stat().st_mtime_ns == stamp
+    assert (config.VALIDATION_DOCS / "index.html").stat().st_mtime_ns == docs_stamp
+    shutil.rmtree(config.VALIDATION_DOCS)                     # a site someone deleted is built again
+    validate.main()
+    assert "counter_values" in (config.VALIDATION_DOCS / "index.html").read_text()
 
 
 def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):

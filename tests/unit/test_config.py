@@ -44,3 +44,14 @@ def test_path_functions_stay_inside_the_tree(tmp_path):
             config.run_report_path("r1", "sh")
     finally:
         config.use_root(old)
+
+
+def test_params_are_parsed_once_per_version_and_every_caller_gets_its_own_copy(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("detect:\n  a: 1\n")
+    first = config.load_params("detect", path)
+    first["a"] = 99                                          # a caller's change stays its own
+    assert config.load_params("detect", path) == {"a": 1}
+    path.write_text("detect:\n  a: 2\n")                      # a new version, even of the same size, is read
+    assert config.load_params("detect", path) == {"a": 2}
+    assert config.load_params(None, path) == {"detect": {"a": 2}}
