@@ -29,7 +29,7 @@ log = logging.getLogger("regresslab.predict_causes")
 
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,
                   top: int = 3, blocks: list[str] = ("counters",),
-                  per_cause: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                  per_cause: dict[str, dict[str, Any]] | None = None, fault_model=None) -> dict[str, Any]:
     """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
 
     ``fault`` is the most probable cause other than ``none`` with its own probability (not
@@ -38,15 +38,22 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     Counters the model was trained on but the run lacks are NaN (imputed with their
     missing indicator); counters the model never saw are ignored and listed.  ``blocks`` are
     the model's ``features.design`` blocks; ``per_cause`` its training runs per cause, so that a
-    label learned from few runs says so (``runs_of_cause``, ``few_runs``).
+    label learned from few runs says so (``runs_of_cause``, ``few_runs``).  ``fault_model`` (the
+    model of the fault runs alone, when ``train_causes`` chose it) names the fault instead, with
+    its probability given that the run is a fault (``given_a_fault``).
     """
     designed = features.design(rows, list(blocks))
     aligned = designed.reindex(columns=columns)
     proba = train_causes.run_probabilities(model, aligned, columns, classes).sort_values(ascending=False)
     label, p = str(proba.index[0]), float(proba.iloc[0])
     unseen = sorted(set(designed.columns) - set(columns))
-    nearest = train_causes.nearest_fault(proba)
-    fault = {"label": nearest, "probability": None if nearest is None else round(float(proba[nearest]), 4)}
+    if fault_model is not None:     # the model of the fault runs alone names the fault: P(cause | fault)
+        given = train_causes.run_probabilities(fault_model, aligned, columns, list(fault_model.classes_))
+        nearest = str(given.idxmax())
+        fault = {"label": nearest, "probability": round(float(given[nearest]), 4), "given_a_fault": True}
+    else:
+        nearest = train_causes.nearest_fault(proba)
+        fault = {"label": nearest, "probability": None if nearest is None else round(float(proba[nearest]), 4)}
     learned = (per_cause or {}).get(fault["label"]) or {}
     fault.update({"runs_of_cause": learned.get("runs"), "few_runs": learned.get("few_runs")})
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
@@ -78,7 +85,8 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
                               history.verdicts(index, system, exclude=set(hist["exclude"])), labs.lab_params(hist))
             result = predict_cause(model, features.pair_features(charter, run_id, pairs, lab["shift"]),
                                    meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
-                                   blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"))
+                                   blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"),
+                                   fault_model=models.fault_model(system))
             result["baseline_runs"] = pairs
             if meta.get("null_fault_scores") is not None:     # the classifier as a detector (headline)
                 result["null_fault_scores"] = sorted(meta["null_fault_scores"].values())

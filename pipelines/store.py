@@ -131,10 +131,12 @@ def latest_model_meta(system: str) -> dict[str, Any]:
 
 
 class CauseModels:
-    """The current cause model of each system and its metadata, loaded once (None when none yet)."""
+    """The current cause model of each system and its metadata, loaded once (None when none yet);
+    ``fault_model(system)`` the model of its fault runs alone, when training chose one."""
 
     def __init__(self):
         self._models: dict[str, tuple | None] = {}
+        self._fault_models: dict[str, Any] = {}
 
     def __getitem__(self, system: str):
         if system not in self._models:
@@ -146,3 +148,10 @@ class CauseModels:
                 self._models[system] = (load_model(directory / pointer["model"]),
                                         archive.read_json(directory / pointer["meta"]))
         return self._models[system]
+
+    def fault_model(self, system: str):
+        if system not in self._fault_models:
+            loaded = self[system]
+            name = loaded[1].get("fault_model_file") if loaded else None
+            self._fault_models[system] = load_model(config.cause_models_dir(system) / name) if name else None
+        return self._fault_models[system]

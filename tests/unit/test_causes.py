@@ -164,3 +164,32 @@ def test_model_files_with_foreign_types_are_refused(tmp_path):
     sio.dump(make_pipeline(FunctionTransformer(_shout)), tmp_path / "evil.skops")
     with pytest.raises(ValueError, match="refusing"):
         store.load_model(tmp_path / "evil.skops")
+
+
+def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
+    """Issue 15: ``fault_only_model`` learns ``P(cause | fault)`` from the fault runs alone, scored
+    in leave-one-run-out on them; ``train_system`` keeps it only when that beats the full model's
+    nearest fault (a tie keeps the full model, the simpler one).  A prediction with it names the
+    fault with its probability given a fault: the mean over the run's pairs of the model's own
+    probability, by hand here."""
+    frame = _toy_features(np.random.default_rng(2))
+    cols = features.feature_columns(frame)
+    labels = train_causes.run_labels(frame)
+    template = train_causes.learners()["logistic_regression"]
+    model, source, accuracy = train_causes.fault_only_model(template, frame, cols, labels, False)
+    assert source == "faults_only" and accuracy == 1.0 and sorted(model.classes_) == ["cpu", "db"]
+    none_only = frame[frame["cause"].isin(["none", "cpu"])]
+    assert train_causes.fault_only_model(template, none_only, cols, labels, False) == (None, "all_runs", None)
+    params = {"learners": ["logistic_regression"], "learning_curve_max_runs": 2, "learning_curve_repeats": 1,
+              "learning_curve_learners": 1, "seed": 0, "feature_blocks": ["counters"], "balance_classes": False,
+              "few_runs": 4}
+    out = train_causes.train_system(frame, params)
+    assert out["fault_nearest_accuracy_all_runs"] == 1.0 == out["fault_nearest_accuracy_faults_only"]
+    assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None          # a tie
+    rows = frame[frame["target"] == "db-0"]
+    pred = predict_causes.predict_cause(out["model"], rows, out["columns"], out["classes"], tau=0.5,
+                                        blocks=["counters"], fault_model=model)
+    by_hand = model.predict_proba(rows[cols].to_numpy(dtype=float))[:, list(model.classes_).index("db")].mean()
+    assert pred["fault"]["label"] == "db" and pred["fault"]["given_a_fault"] is True
+    assert pred["fault"]["probability"] == pytest.approx(round(float(by_hand), 4))
+    assert pred["label"] == "db" and pred["known"]          # the full model's own answer is unchanged

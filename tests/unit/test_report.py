@@ -177,3 +177,16 @@ def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
                                           "abstained": "the baseline is not of the run's lab (adjusted)"}
     row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", report.render_run(doc, meta, None, **kw), re.S).group(0)
     assert "n/a" in row and "abstains: the baseline is not of the run&#39;s lab (adjusted)" in row
+
+
+def test_a_cause_named_by_the_model_of_the_faults_alone_says_its_probability_is_given_a_fault():
+    """Issue 15: the fault model's probability is P(cause | fault), and the page says so."""
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    kw = dict(baseline_envs={}, raw_href="x", raw_name="x", few_intervals=20)
+    doc = _doc()
+    assert "if it is a fault" not in report.render_run(doc, meta, None, **kw)
+    doc["details"]["cause_prediction"] = {"fault": {"label": "c", "probability": 0.4, "given_a_fault": True}}
+    unknown = report.render_run(doc, meta, None, **kw)
+    assert "(40 %, if it is a fault), not to be taken as certain" in unknown
+    doc["cause"]["known"] = True
+    assert "(probability 40 %, if it is a fault)" in report.render_run(doc, meta, None, **kw)
