@@ -81,12 +81,29 @@ def file_digest(path: Path) -> str | None:
 INDEX_FIELDS = ("system", "verdict", "cause", "environment", "version", "baseline", "started_at")
 
 
+_FRAME_KEYS: dict[tuple[str, int, int, int], str | None] = {}
+
+
+def frame_key(run_id: str) -> str | None:
+    """The key its normalised frame was made under (``normalize.run_key``); None before it is.
+    Read once per version of the info file in a process: every target's key lists the same
+    history runs, and an info file holds every counter's load fit."""
+    info = config.info_path(run_id)
+    try:
+        stat = info.stat()
+    except FileNotFoundError:
+        return None
+    # normalize replaces the file by a rename: a new version is a new inode, whatever its time and size
+    version = (str(info), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    if version not in _FRAME_KEYS:
+        _FRAME_KEYS[version] = archive.read_json(info).get("key")
+    return _FRAME_KEYS[version]
+
+
 def run_identity(run_id: str, index: dict[str, dict[str, Any]]) -> list[Any]:
     """What a stage reads of one run: its normalised frame's key and the index's row of it."""
-    info = config.info_path(run_id)
-    frame_key = archive.read_json(info).get("key") if info.exists() else None
     row = index.get(run_id) or {}
-    return [run_id, frame_key, {k: row.get(k) for k in INDEX_FIELDS}]
+    return [run_id, frame_key(run_id), {k: row.get(k) for k in INDEX_FIELDS}]
 
 
 def input_key(module: str, index: dict[str, dict[str, Any]], runs: dict[str, list[str]], **parts: Any) -> str:
