@@ -368,15 +368,20 @@ def index_row(doc: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any]) -> str:
+def raw_archives(run_id: str) -> list[str]:
+    """The run's own archives in ``data/raw`` (``a`` never matches ``a.b.tar.gz``)."""
+    return [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
+            if (config.RAW / name).exists()]
+
+
+def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any],
+               raw: list[str]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
     params and the code."""
     inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
                         config.cluster_path(run_id))}
-    raw = [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
-           if (config.RAW / name).exists()]
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
                           inputs=inputs, raw=raw)
@@ -386,7 +391,8 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     """Compose, write and render one run's report; return its verdict document.  A page written
     under the same input key (:func:`report_key`) is kept, with its verdict file."""
     detection = archive.read_json(config.detection_path(run_id))
-    key = report_key(run_id, detection, index, params)
+    raw = raw_archives(run_id)
+    key = report_key(run_id, detection, index, params, raw)
     if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
         return archive.read_json(config.run_report_path(run_id))
     charts = store.read_optional(config.chart_path(run_id))
@@ -412,8 +418,6 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> di
     doc["dropped_counters"] = [{k: d.get(k) for k in ("host", "counter", "reason")}
                                for d in index[run_id].get("_dropped_counters") or []]
     archive.write_json_atomic(config.run_report_path(run_id), doc)
-    raw = [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
-           if (config.RAW / name).exists()]          # the run's own archive: "a" never links to "a.b.tar.gz"
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
     html = render_run(doc, index[run_id], charts,
                       baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
