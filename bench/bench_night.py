@@ -2,7 +2,8 @@
 
     python bench/bench_night.py                                   # 100 runs, 2,000 counters, 8 h at 15 s
     python bench/bench_night.py --runs 20 --counters 500 --hours 2   # a smaller night
-    python bench/bench_night.py --keep /tmp/night                 # keep the scratch tree
+    python bench/bench_night.py --keep /tmp/night                 # keep the scratch tree; run again: the same
+                                                                  # archives are reused, the tree starts empty
 
 A generated history (``--runs`` passed runs of ``--counters`` counters on 4 hosts, ``--hours``
 long, one sample every ``--period`` s) plus ``--targets`` new runs, the last of which has a step
@@ -120,6 +121,7 @@ def main() -> None:
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="bench-night-"))
     try:
         source, root = scratch / "source", scratch / "tree"
+        shutil.rmtree(root, ignore_errors=True)             # every bench starts from an empty tree
         source.mkdir(parents=True, exist_ok=True)
         root.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
@@ -127,12 +129,18 @@ def main() -> None:
         names = [(f"big-h{i:03d}", "pass") for i in range(args.runs)]
         names += [(f"big-t{i:03d}", None) for i in range(args.targets)]
         kw = dict(counters=args.counters, hours=args.hours, period=args.period, hosts=args.hosts)
-        for i, (run_id, verdict) in enumerate(names):
-            size += write_run(source / f"{run_id}.tar.gz", run_id=run_id, index=i, verdict=verdict,
-                              shift_share=0.05 if run_id == names[-1][0] else 0.0, **kw)
-        print(f"[bench] {len(names)} archives ({args.runs} passed, {args.targets} targets) of {args.counters} counters "
-              f"x {args.hours:g} h at {args.period:g} s on {args.hosts} hosts: {size / 2**30:.2f} GiB of CSV, "
-              f"written in {time.monotonic() - t0:.0f} s")
+        spec = json.dumps({**kw, "runs": args.runs, "targets": args.targets})
+        (source / "big-t900.tar.gz").unlink(missing_ok=True)     # the second night's archive
+        if (scratch / "spec.json").exists() and (scratch / "spec.json").read_text() == spec:
+            print(f"[bench] {len(names)} archives of {spec} reused from {source} (--keep)")
+        else:
+            for i, (run_id, verdict) in enumerate(names):
+                size += write_run(source / f"{run_id}.tar.gz", run_id=run_id, index=i, verdict=verdict,
+                                  shift_share=0.05 if run_id == names[-1][0] else 0.0, **kw)
+            (scratch / "spec.json").write_text(spec)
+            print(f"[bench] {len(names)} archives ({args.runs} passed, {args.targets} targets) of {args.counters} "
+                  f"counters x {args.hours:g} h at {args.period:g} s on {args.hosts} hosts: {size / 2**30:.2f} GiB "
+                  f"of CSV, written in {time.monotonic() - t0:.0f} s")
         params = yaml.safe_load((REPO / "params.yaml").read_text())
         params["pull"]["source"] = str(source)
         params["evaluate"]["labels"] = []

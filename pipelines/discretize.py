@@ -109,9 +109,10 @@ def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.Dat
         else:
             inner = np.asarray(spec["edges"][1:-1], dtype=float)
             bins = np.searchsorted(inner, values, side="right")  # a value on an edge opens the upper bin
-        cols[counter] = pd.array(np.where(np.isnan(values), -1, bins), dtype="Int64")
-    out = pd.DataFrame(cols, index=frame.index)
-    return out.mask(out == -1)
+        missing = np.isnan(values)
+        # the bins with their missing mask, as one nullable array (no frame-wide mask afterwards)
+        cols[counter] = pd.arrays.IntegerArray(np.where(missing, 0, bins).astype("int64"), missing)
+    return pd.DataFrame(cols, index=frame.index)
 
 
 def edges_digest(edges: dict[str, dict[str, Any]]) -> str:

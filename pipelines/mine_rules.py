@@ -65,12 +65,15 @@ def counter_of(item_name: str) -> str:
 def one_hot(binned: pd.DataFrame) -> pd.DataFrame:
     """Transactions as a boolean frame: one column per ``counter=bin`` item that occurs."""
     arr = binned.to_numpy(dtype=float, na_value=np.nan)
-    cols = {}
+    names, cols = [], []
     for j, counter in enumerate(binned.columns):
         col = arr[:, j]
         for b in np.unique(col[~np.isnan(col)]):
-            cols[item(counter, b)] = col == b
-    return pd.DataFrame(cols, index=binned.index)
+            names.append(item(counter, b))
+            cols.append(col == b)
+    # one boolean block, not one per item (thousands of items at 2,000 counters)
+    matrix = np.column_stack(cols) if cols else np.zeros((len(binned), 0), dtype=bool)
+    return pd.DataFrame(matrix, index=binned.index, columns=names)
 
 
 def usual_ranges(binned: pd.DataFrame, bins: dict[str, int], *, min_confidence: float) -> dict[str, float]:
@@ -174,7 +177,11 @@ def rules_to_frame(rules: pd.DataFrame) -> pd.DataFrame:
 
 
 def rules_from_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(premise=frame["premise"].map(lambda s: tuple(s.split("&")) if s else ()))
+    """The rules of :func:`rules_to_frame` again; the consequents as plain Python strings (a
+    Parquet string column iterates element by element through Arrow, and detection lists
+    them for every model and run)."""
+    return frame.assign(premise=frame["premise"].map(lambda s: tuple(s.split("&")) if s else ()),
+                        consequent=frame["consequent"].astype(object))
 
 
 # --------------------------------------------------------------------------- I/O shell

@@ -168,3 +168,27 @@ def test_constant_counters_and_more_counters_than_intervals():
     assert result["constant_counters"] == ["flat"]
     assert all(np.isfinite(c["error"]) for c in result["clusters"])
     assert result["verdict"] == "pass"
+
+
+def test_redundancy_updates_equal_a_fresh_inverse_at_every_removal():
+    """The removals' R² come from rank-one updates of one inverse (pipelines/clusters.py); each
+    must equal R²_j = 1 - 1/(C_S⁻¹)_jj computed afresh from the correlation matrix of the counters
+    still in, and the counter removed must be the one with the largest of them."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(200, 4))
+    cols = {f"c{i}": base[:, i % 4] * (1 + 0.1 * i) + rng.normal(0, 0.05 + 0.05 * (i % 3), 200) for i in range(12)}
+    frame = pd.DataFrame(cols)
+    removed = clusters.redundant_counters(frame, r2_threshold=0.9, ridge=1e-6)
+    assert len(removed) >= 4                      # 12 counters from 4 sources: most are redundant
+    still = list(frame.columns)
+    corr = np.corrcoef(frame.to_numpy(), rowvar=False)
+    for name, r2 in removed:
+        idx = [frame.columns.get_loc(c) for c in still]
+        inv = np.linalg.inv(corr[np.ix_(idx, idx)] + 1e-6 * np.eye(len(idx)))
+        fresh = 1.0 - 1.0 / np.clip(np.diag(inv), 1.0, None)
+        assert still[int(np.argmax(fresh))] == name
+        assert r2 == pytest.approx(float(fresh.max()), abs=1e-6)
+        still.remove(name)
+    idx = [frame.columns.get_loc(c) for c in still]
+    inv = np.linalg.inv(corr[np.ix_(idx, idx)] + 1e-6 * np.eye(len(idx)))
+    assert (1.0 - 1.0 / np.clip(np.diag(inv), 1.0, None)).max() <= 0.9    # it stopped where it should
