@@ -450,14 +450,19 @@ def valid_host_frames(frames: dict[str, pd.DataFrame], summary: pd.DataFrame | N
     out = {}
     for host, frame in frames.items():
         keep = [c for c in frame.columns if c != "timestamp" and (host, str(c)) not in gone]
-        numeric = frame[keep].apply(pd.to_numeric, errors="coerce").astype(float)
-        numeric.columns = [str(c) for c in numeric.columns]
-        for col in numeric.columns:
-            low, high = bounds.get((host, col), (-np.inf, np.inf))
-            values = numeric[col]
-            numeric[col] = values.where(np.isfinite(values) & (values >= low) & (values <= high))
+        names = [str(c) for c in keep]
+        values = np.empty((len(frame), len(keep)))            # one array: 2,000 counters, no per-column frames
+        for j, c in enumerate(keep):
+            col = frame[c]
+            values[:, j] = (col.to_numpy(dtype=float) if pd.api.types.is_numeric_dtype(col)
+                            else pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan))
+        low = np.array([bounds.get((host, n), (-np.inf, np.inf))[0] for n in names], dtype=float)
+        high = np.array([bounds.get((host, n), (-np.inf, np.inf))[1] for n in names], dtype=float)
+        with np.errstate(invalid="ignore"):
+            possible = np.isfinite(values) & (values >= low) & (values <= high)
+        numeric = pd.DataFrame(np.where(possible, values, np.nan), columns=names)
         numeric.insert(0, "ts", parse_timestamps(frame["timestamp"]).values)
-        out[host] = numeric.reset_index(drop=True)
+        out[host] = numeric
     return out
 
 
