@@ -61,8 +61,18 @@ RESOLUTION = 1e-3     # the smallest prediction error worth telling apart (0.1 %
 
 
 def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
-    """Equation 1 of seed 000 between every pair of columns: ``1 - ρ`` when ``ρ ≥ 0``, else ``|ρ|``."""
-    rho = frame.corr().to_numpy()
+    """Equation 1 of seed 000 between every pair of columns: ``1 - ρ`` when ``ρ ≥ 0``, else ``|ρ|``.
+
+    Without missing values (the frames :func:`complete_columns` makes) ``ρ`` is numpy's
+    matrix product form (BLAS: 1.5 s for 900 counters × 10,000 intervals, where pandas' pairwise
+    loop took 30 s); with gaps, pandas' pairwise-complete correlation."""
+    values = frame.to_numpy(dtype=float)
+    if np.isnan(values).any():
+        rho = frame.corr().to_numpy()
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):       # a constant column: NaN, as pandas gives
+            rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
+        rho = np.triu(rho) + np.triu(rho, 1).T                    # exactly symmetric (BLAS may not be)
     dist = np.where(rho >= 0, 1.0 - rho, np.abs(rho))
     np.fill_diagonal(dist, 0.0)
     return pd.DataFrame(dist, index=frame.columns, columns=frame.columns)
@@ -252,6 +262,8 @@ def complete_columns(frame: pd.DataFrame, *, min_share: float) -> pd.DataFrame:
     """The counters present in at least ``min_share`` of the intervals, gaps filled with the median."""
     share = frame.notna().mean()
     keep = frame.loc[:, share >= min_share]
+    if not keep.isna().to_numpy().any():
+        return keep
     return keep.fillna(keep.median())
 
 
