@@ -54,6 +54,7 @@ from pipelines import archive, config, history, labs, locks, memo, pvalues, stor
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.clusters")
+DISTANCE_DECIMALS = 10      # pearson_distance: far above summation-order noise (1e-13), far below any real difference
 RESOLUTION = 1e-3     # the smallest prediction error worth telling apart (0.1 %), for the p-values' log scale
 
 
@@ -65,7 +66,10 @@ def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
 
     Without missing values (the frames :func:`complete_columns` makes) ``ρ`` is numpy's
     matrix product form (BLAS: 1.5 s for 900 counters × 10,000 intervals, where pandas' pairwise
-    loop took 30 s); with gaps, pandas' pairwise-complete correlation."""
+    loop took 30 s); with gaps, pandas' pairwise-complete correlation.  The distances are rounded
+    to ``DISTANCE_DECIMALS``: two ways of summing (or two BLAS builds, or thread counts) differ
+    by ~1e-13, and on real sets with near-equal distances (Nezha) that alone reordered the
+    average-linkage merges; rounded, equal distances stay equal and ties go by column order."""
     values = frame.to_numpy(dtype=float)
     if np.isnan(values).any():
         rho = frame.corr().to_numpy()
@@ -73,7 +77,7 @@ def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
         with np.errstate(invalid="ignore", divide="ignore"):       # a constant column: NaN, as pandas gives
             rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
         rho = np.triu(rho) + np.triu(rho, 1).T                    # exactly symmetric (BLAS may not be)
-    dist = np.where(rho >= 0, 1.0 - rho, np.abs(rho))
+    dist = np.round(np.where(rho >= 0, 1.0 - rho, np.abs(rho)), DISTANCE_DECIMALS)
     np.fill_diagonal(dist, 0.0)
     return pd.DataFrame(dist, index=frame.columns, columns=frame.columns)
 

@@ -192,3 +192,20 @@ def test_redundancy_updates_equal_a_fresh_inverse_at_every_removal():
     idx = [frame.columns.get_loc(c) for c in still]
     inv = np.linalg.inv(corr[np.ix_(idx, idx)] + 1e-6 * np.eye(len(idx)))
     assert (1.0 - 1.0 / np.clip(np.diag(inv), 1.0, None)).max() <= 0.9    # it stopped where it should
+
+
+def test_distances_do_not_depend_on_how_the_correlations_are_summed():
+    """numpy's matrix form and pandas' pairwise loop differ by ~1e-13; rounded to
+    DISTANCE_DECIMALS they give the same distances, exactly symmetric, so the same merges."""
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(300, 2))
+    frame = pd.DataFrame({f"c{i}": base[:, i % 2] * (1 + i) + rng.normal(0, 0.3, 300) for i in range(6)})
+    rho = frame.corr().to_numpy()                                   # pandas' pairwise form, by hand
+    by_hand = np.round(np.where(rho >= 0, 1.0 - rho, np.abs(rho)), clusters.DISTANCE_DECIMALS)
+    np.fill_diagonal(by_hand, 0.0)
+    dist = clusters.pearson_distance(frame).to_numpy()              # no gaps: numpy's form
+    assert np.array_equal(dist, by_hand)
+    assert np.array_equal(dist, dist.T)
+    with_gap = frame.copy()
+    with_gap.iloc[0, 0] = np.nan                                    # a gap: pandas' form, still symmetric
+    assert np.array_equal(clusters.pearson_distance(with_gap).to_numpy(), clusters.pearson_distance(with_gap).to_numpy().T)
