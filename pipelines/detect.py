@@ -187,6 +187,11 @@ class Model:
     judges: frozenset[str] | None = None
 
 
+def rule_items(rules: pd.DataFrame) -> list[str]:
+    """Every item a rule set names: its consequents, then its premises' items."""
+    return [*rules["consequent"], *(x for p in rules["premise"] for x in p)]
+
+
 def evaluate_rules(rules: pd.DataFrame, target: pd.DataFrame | Encoded, *, delta_threshold: float,
                    min_premise_intervals: int) -> RuleEvidence:
     """Confidence of every rule on the target's intervals, its change and its violations.
@@ -201,7 +206,7 @@ def evaluate_rules(rules: pd.DataFrame, target: pd.DataFrame | Encoded, *, delta
         return RuleEvidence(empty, np.zeros((n, 0), dtype=bool))
     width = max(1, int(rules["premise"].map(len).max()))
     premises = [tuple(p) + (None,) * (width - len(p)) for p in rules["premise"]]
-    enc.add_range_items(list(rules["consequent"]) + [x for p in premises for x in p])
+    enc.add_range_items(rule_items(rules))
     holds = np.ones((n, len(rules)), dtype=bool, order="F")     # column-major, as the gathered columns
     for pos in range(width):
         names = [p[pos] for p in premises]
@@ -309,7 +314,7 @@ def detect_run(binned: pd.DataFrame, target_env: dict[str, Any], models: list[Mo
     enc = Encoded.of(binned)
     # every model's range items at once: one growth of the matrix instead of one per model
     enc.add_range_items([x for r in [*(m.rules for m in models), *([single] if single is not None else [])]
-                         for x in [*r["consequent"], *(i for p in r["premise"] for i in p)]])
+                         for x in rule_items(r)])
     evidences, flag_rows, delta_rows = [], [], []
     for m in models:
         ev = evaluate_rules(m.rules, enc, delta_threshold=delta_threshold,

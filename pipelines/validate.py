@@ -456,8 +456,7 @@ def valid_host_frames(frames: dict[str, pd.DataFrame], summary: pd.DataFrame | N
             col = frame[c]
             values[:, j] = (col.to_numpy(dtype=float) if pd.api.types.is_numeric_dtype(col)
                             else pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan))
-        low = np.array([bounds.get((host, n), (-np.inf, np.inf))[0] for n in names], dtype=float)
-        high = np.array([bounds.get((host, n), (-np.inf, np.inf))[1] for n in names], dtype=float)
+        low, high = np.array([bounds.get((host, n), (-np.inf, np.inf)) for n in names], dtype=float).reshape(-1, 2).T
         with np.errstate(invalid="ignore"):
             possible = np.isfinite(values) & (values >= low) & (values <= high)
         numeric = pd.DataFrame(np.where(possible, values, np.nan), columns=names)
