@@ -4,6 +4,8 @@
     python bench/bench_night.py --runs 20 --counters 500 --hours 2   # a smaller night
     python bench/bench_night.py --keep /tmp/night                 # keep the scratch tree; run again: the same
                                                                   # archives are reused, the tree starts empty
+    python bench/bench_night.py --keep /tmp/night --next-night    # one more night on the kept tree, with one
+                                                                  # more new archive (no first night)
 
 A generated history (``--runs`` passed runs of ``--counters`` counters on 4 hosts, ``--hours``
 long, one sample every ``--period`` s) plus ``--targets`` new runs, the last of which has a step
@@ -13,6 +15,10 @@ as ``dvc repro`` runs them; ``evaluate`` is left out: it is the analysts' leave-
 part of a night), each in its own process, and the wall time and peak memory (the process's
 largest resident set, from ``wait4``) of each stage are printed.  Then one more archive arrives
 and the night runs again: the second night's total as a share of the first's.
+
+The stages run a snapshot of ``pipelines/`` copied into the scratch folder when the bench
+starts, so that editing the code during a long bench cannot change the stages' input keys
+between the two nights (a changed module is a changed key: every result would be computed again).
 
 The counters of a run share a load curve (each counter a random mix of the load and its own
 noise, so that the association rules and the clusters have structure to find), and each run
@@ -79,14 +85,25 @@ def write_run(path: Path, *, run_id: str, index: int, counters: int, hours: floa
     return size
 
 
+def snapshot(scratch: Path) -> Path:
+    """A copy of the project's ``pipelines`` package, which the stages of the bench run."""
+    code = scratch / "code"
+    shutil.rmtree(code, ignore_errors=True)
+    shutil.copytree(REPO / "pipelines", code / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
+    return code
+
+
+CODE = REPO
+
+
 def run_stage(stage: str, root: Path) -> tuple[float, float, int]:
     """(wall s, peak MB, exit code) of ``python -m pipelines.<stage>`` on the tree ``root``."""
-    env = {**os.environ, "REGRESSLAB_ROOT": str(root), "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "REGRESSLAB_ROOT": str(root), "PYTHONPATH": str(CODE), "PYTHONWARNINGS": "ignore"}
     log = (root / "logs").joinpath(f"{stage}.log")
     log.parent.mkdir(exist_ok=True)
     t0 = time.monotonic()
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}"], cwd=REPO, env=env, stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}"], cwd=CODE, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -117,8 +134,14 @@ def main() -> None:
     parser.add_argument("--period", type=float, default=15.0)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--keep", type=Path, default=None, help="build the scratch tree here and keep it")
+    parser.add_argument("--next-night", action="store_true",
+                        help="with --keep: one more night on the kept tree, with one more new archive")
     args = parser.parse_args()
+    if args.next_night:
+        return next_night(args)
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="bench-night-"))
+    global CODE
+    CODE = snapshot(scratch)
     try:
         source, root = scratch / "source", scratch / "tree"
         shutil.rmtree(root, ignore_errors=True)             # every bench starts from an empty tree
@@ -148,6 +171,7 @@ def main() -> None:
         params["commit_changes"]["labels"] = None
         (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         first = night(root, "first night")
+        (scratch / "first.json").write_text(json.dumps({"first_night_s": first, "spec": spec}))
         write_run(source / "big-t900.tar.gz", run_id="big-t900", index=len(names), verdict=None, **kw)
         second = night(root, "second night (one new archive)")
         print(f"[bench] first night {first:.0f} s ({first / 60:.1f} min); second {second:.0f} s = "
@@ -155,6 +179,24 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def next_night(args: argparse.Namespace) -> None:
+    """One more night on the tree kept by an earlier ``--keep`` bench, with one more new archive,
+    run by that bench's code snapshot; its total as a share of that bench's first night."""
+    global CODE
+    if args.keep is None or not (args.keep / "first.json").exists():
+        raise SystemExit("--next-night needs --keep DIR of an earlier bench that ran its first night")
+    scratch = args.keep
+    CODE, first = scratch / "code", json.loads((scratch / "first.json").read_text())
+    kw = json.loads(first["spec"])
+    existing = sorted((scratch / "source").glob("big-t9*.tar.gz"))
+    run_id = f"big-t{900 + len(existing)}"
+    index = kw.pop("runs") + kw.pop("targets") + len(existing)
+    write_run(scratch / "source" / f"{run_id}.tar.gz", run_id=run_id, index=index, verdict=None, **kw)
+    total = night(scratch / "tree", f"next night (one new archive, {run_id})")
+    print(f"[bench] this night {total:.0f} s = {100 * total / first['first_night_s']:.0f} % of the first "
+          f"({first['first_night_s']:.0f} s)")
 
 
 if __name__ == "__main__":
