@@ -52,6 +52,7 @@ DEFAULT_LIMITS = {
     "max_header_bytes": 65536,        # a tar PAX / GNU long-name header (tarfile reads it whole)
     "max_columns": 20000,             # counters of one host's CSV (pandas allocates per column)
     "max_rows": 2000000,              # samples of one host's CSV
+    "max_cells": 40000000,            # samples x counters of one archive, all hosts (bounds its memory)
 }
 
 
@@ -325,6 +326,27 @@ def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawR
     return RawRun(run_id=run_id, meta=meta, csv_bytes=csvs)
 
 
+def csv_cells(data: bytes) -> int:
+    """Rows times columns of a CSV as written (header excluded), counted on the bytes."""
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return max(0, lines - 1) * (data.split(b"\n", 1)[0].count(b",") + 1)
+
+
+def check_cells(csv_bytes: dict[str, bytes], limits: dict[str, Any] | None = None) -> None:
+    """An archive's memory bound, before pandas allocates anything: its samples times counters,
+    over every host, at most ``max_cells``.  Parsing and validating take about 20-60 bytes a
+    cell (numbers / text, measured: 20 M cells of text, a 150 MB CSV, peaked at 1.1 GB in
+    ``validate``), so the default 40 M cells keeps one archive near 2 GB at worst; a 2,000-counter,
+    8-hour run sampled every 2 s is 28.8 M."""
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    cells = {host: csv_cells(data) for host, data in csv_bytes.items()}
+    total = sum(cells.values())
+    if total > limits["max_cells"]:
+        top = ", ".join(f"{h} {n:,}" for h, n in sorted(cells.items(), key=lambda kv: -kv[1])[:3])
+        raise ArchiveError(f"{total:,} samples x counters over all hosts (more than {limits['max_cells']:,}; "
+                           f"largest: {top})")
+
+
 def parse_counter_csv(data: bytes, host: str, limits: dict[str, Any] | None = None) -> pd.DataFrame:
     """Parse one host's counter CSV as the collector wrote it (no coercion).
 
@@ -480,6 +502,23 @@ def sweep_stale_temporaries(*roots: Path) -> list[Path]:
             if pid.isdigit() and not pid_alive(int(pid)) and tmp.is_file() and not tmp.is_symlink():
                 tmp.unlink(missing_ok=True)
                 removed.append(tmp)
+    return removed
+
+
+def prune_outputs(directory: str | Path, keep: set[str] | list[str], suffix: str = ".json") -> list[Path]:
+    """Delete the files ``<stem><suffix>`` of ``directory`` whose stem is not in ``keep``: the
+    results of runs that are no longer targets, or of systems that left the index.  A stage's
+    outputs are DVC ``persist`` outputs (issue 12, class 6: DVC deletes a non-persistent output
+    before the stage's command runs, outside the data lock, under an Airflow night's per-run
+    tasks that are reading it), so the stage itself, holding the data folder exclusively, keeps
+    them what a run from scratch would leave.  Only plain files; returns what it removed."""
+    directory, keep = Path(directory), set(keep)
+    removed = []
+    if directory.is_dir():
+        for path in sorted(directory.glob(f"*{suffix}")):
+            if path.name[:-len(suffix)] not in keep and path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)
+                removed.append(path)
     return removed
 
 

@@ -440,6 +440,8 @@ def main() -> None:
     params, hist = config.load_params("clusters"), config.load_params("history")
     index = archive.read_valid_index()
     todo = history.targets(index)
+    archive.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))
+    archive.prune_outputs(config.CLUSTERS, todo)
     progress = Progress(log, "clusters", len(todo))
     done = reused = 0
     for system in history.systems(index):

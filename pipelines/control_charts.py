@@ -560,6 +560,8 @@ def main() -> None:
     params, hist = config.load_params("control_charts"), config.load_params("history")
     index = archive.read_valid_index()
     todo = history.targets(index)
+    archive.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))
+    archive.prune_outputs(config.CONTROL_CHARTS / "runs", todo)
     progress = Progress(log, "control_charts", len(todo))
     done = 0
     for system in history.systems(index):

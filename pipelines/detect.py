@@ -707,7 +707,9 @@ def main() -> None:
     todo = history.targets(index)
     progress = Progress(log, "detect", len(todo))
     caches: dict[str, DetectCache] = {}
-    calibrate_all(caches)
+    systems = calibrate_all(caches)
+    archive.prune_outputs(config.STACKING_CALIBRATION, systems)
+    archive.prune_outputs(config.DETECTIONS, todo)
     reused = 0
     for i, run_id in enumerate(todo, 1):
         doc, kept = detect_one(run_id, caches)

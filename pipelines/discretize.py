@@ -129,6 +129,7 @@ def main() -> None:
     params = config.load_params("discretize")
     hist = config.load_params("history")
     index = archive.read_valid_index()
+    archive.prune_outputs(config.EDGES, history.systems(index))
     for system in history.systems(index):
         training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         ref = store.reference_load(training)

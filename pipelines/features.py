@@ -151,6 +151,7 @@ def main() -> None:
     exclude = set(hist["exclude"])
     config.ensure_dirs(config.FEATURES)
     index = archive.read_valid_index()
+    archive.prune_outputs(config.FEATURES, history.systems(index), suffix=".parquet")
     for system in history.systems(index):
         charter = control_charts.Charter(store.FrameStore.of_system(system), cc_params)
         passed = history.passed_runs(index, system, exclude=exclude)

@@ -112,6 +112,7 @@ def main() -> None:
     cc_params, hist = config.load_params("control_charts"), config.load_params("history")
     index = archive.read_valid_index()
     todo = history.targets(index)
+    archive.prune_outputs(config.CAUSES, todo)
     progress = Progress(log, "predict_causes", len(todo))
     models = store.CauseModels()
     charters: dict[str, control_charts.Charter] = {}

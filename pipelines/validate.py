@@ -570,6 +570,7 @@ def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> C
     that enough of them (and the load counter) are left."""
     expected_id = archive.archive_stem(path) if path.is_file() else path.name
     raw = ingest.read_run(path, params["limits"], params.get("ingest") or {})
+    archive.check_cells(raw.csv_bytes, params["limits"])
     frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
     counts = collections.Counter(str(c) for f in frames.values() for c in f.columns if c != "timestamp")
     dupes = sorted(c for c, n in counts.items() if n > 1)

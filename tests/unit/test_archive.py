@@ -129,3 +129,32 @@ def test_a_model_written_twice_is_the_same_bytes_and_still_loads():
     assert a == b
     loaded = sio.loads(a, trusted=sio.get_untrusted_types(data=a))
     assert (loaded.predict_proba(X) == models[0].predict_proba(X)).all()
+
+
+def test_prune_outputs_removes_only_the_stale_files_of_its_suffix(tmp_path):
+    from pipelines import archive
+    for name in ("r1.json", "r2.json", "r3.json", "sys.parquet", ".r4.json.123.abc.tmp"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "calibration").mkdir()
+    (tmp_path / "calibration" / "r2.json").write_text("x")
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.json"
+    outside.write_text("keep")
+    (tmp_path / "r5.json").symlink_to(outside)
+    removed = archive.prune_outputs(tmp_path, ["r1", "r3"])
+    assert sorted(p.name for p in removed) == ["r2.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".r4.json.123.abc.tmp", "calibration", "r1.json",
+                                                           "r3.json", "r5.json", "sys.parquet"]
+    assert (tmp_path / "calibration" / "r2.json").exists() and outside.read_text() == "keep"
+    assert [p.name for p in archive.prune_outputs(tmp_path, [], suffix=".parquet")] == ["sys.parquet"]
+    assert archive.prune_outputs(tmp_path / "missing", []) == []
+
+
+def test_an_archive_is_bounded_in_samples_times_counters_before_pandas_allocates():
+    from pipelines import archive
+    assert archive.csv_cells(b"timestamp,a,b\n1,2,3\n4,5,6\n") == 2 * 3
+    assert archive.csv_cells(b"timestamp,a,b\n1,2,3\n4,5,6") == 2 * 3       # no final newline
+    assert archive.csv_cells(b"timestamp,a,b\n") == 0 and archive.csv_cells(b"") == 0
+    csvs = {"web01": b"timestamp,a,b\n" + b"1,2,3\n" * 10, "db01": b"timestamp,c\n" + b"1,2\n" * 20}
+    archive.check_cells(csvs, {"max_cells": 70})                              # 30 + 40 = 70: at the bound
+    with pytest.raises(archive.ArchiveError, match=r"70 samples x counters .*more than 69.*db01 40, web01 30"):
+        archive.check_cells(csvs, {"max_cells": 69})

@@ -109,3 +109,24 @@ def test_no_stage_lists_a_module_that_does_not_exist():
         for dep in stage.get("deps", []):
             if str(dep).startswith("pipelines/"):
                 assert (REPO / dep).exists(), f"stage {name} lists {dep}"
+
+
+# the outputs DVC may delete before a stage runs: the example's own simulated data (only DVC
+# writes it) and the metrics (no stage or task reads them)
+DVC_ONLY_OUTPUTS = {"data/example", "data/example_commits"}
+
+
+def test_dvc_never_deletes_an_output_a_night_may_be_reading():
+    """Issue 12, class 6.  ``dvc repro`` deletes a stage's non-``persist`` outputs before the
+    stage's command runs, that is before the command takes the data lock: an Airflow night's
+    per-run task (holding the lock shared) that was reading them met a missing calibration (seen
+    in the Airflow-beside-dvc test).  So every output the stages read is ``persist``, and each
+    stage prunes its own stale files under the lock (``archive.prune_outputs``)."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    deletable = []
+    for name, stage in stages.items():
+        for out in stage.get("outs") or []:
+            path, opts = (out, {}) if isinstance(out, str) else next(iter(out.items()))
+            if path not in DVC_ONLY_OUTPUTS and not opts.get("persist"):
+                deletable.append(f"{name}: {path}")
+    assert deletable == []

@@ -286,3 +286,17 @@ def test_numeric_columns_checked_as_one_block_match_the_cell_by_cell_checks():
     assert cpu["out_of_range_examples"] == "inf, -1.0, 120.0"
     heap = block.set_index("counter").loc["proc.heap_mb"]
     assert heap["samples"] == 0 and np.isnan(heap["min_value"]) and heap["in_range_share"] == 1.0
+
+
+def test_an_archive_over_its_cell_bound_is_quarantined_with_the_count(tmp_path, validator):
+    """Issue 12, class 3: memory per archive.  good_frames: web01 66 rows x 3 columns, lg01 66 x 3
+    (the timestamp included) = 396 cells; at a bound of 395 the archive is refused before pandas
+    parses it, with the count in the reason; at 396 it is valid."""
+    frames = good_frames()
+    assert sum(len(f) * f.shape[1] for f in frames.values()) == 396
+    at_bound = {**PARAMS, "limits": {**PARAMS["limits"], "max_cells": 396}}
+    assert checked(tmp_path, validator, params=at_bound).failures == []
+    over = {**PARAMS, "limits": {**PARAMS["limits"], "max_cells": 395}}
+    failures = checked(tmp_path, validator, name="sys-run-2", params=over).failures
+    assert [f["expectation"] for f in failures] == ["readable_safe_archive"]
+    assert "396 samples x counters over all hosts (more than 395" in failures[0]["reason"]
