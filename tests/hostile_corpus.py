@@ -19,6 +19,8 @@ import numpy as np
 
 from tests.helpers import good_frames, good_meta, members
 
+ESCAPED_ABSOLUTE = "/tmp/regresslab-hostile-escaped"    # a system naming an absolute path: never written
+
 
 def _tar_bytes(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
@@ -56,6 +58,10 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     def good(run_id: str, **meta) -> dict[str, bytes]:
         return members(good_meta(run_id, **meta), good_frames())
 
+    # --- class 1: a system that would become a path outside data/ (or no file name at all)
+    for name, system in (("sys-up", "../../../../escaped"), ("sys-abs", ESCAPED_ABSOLUTE), ("sys-nl", "sys\n"),
+                         ("sys-nul", "s\x00ys"), ("sys-emoji", "\U0001F600" * 100)):
+        out[f"{name}.tar.gz"] = (_tgz(good(name, system=system)), ["system_is_identifier"])
     # --- class 2: poison pills that used to raise something other than ArchiveError
     z = _zip_bytes(good("sys-zip-crc"))
     at = z.find(b"PK\x03\x04") + 14                        # CRC-32 of the first member (run.json)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import yaml
@@ -158,17 +159,25 @@ def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tin
 
 
 def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp_path):
-    """Issue 12, classes 2 and 8: archives that used to crash a reader (bad zip CRC, encrypted or
-    unknown-method members, xz under a gzip name, run.json 200,000 levels deep) or pass silently
-    (a started_at of digits, +inf samples, duplicate keys or run.json members, NaN in JSON) are
-    each quarantined with the fault named; the good runs are validated."""
-    from tests.hostile_corpus import write_corpus
+    """Issue 12, classes 1, 2, 3 and 8: archives that used to crash a reader (bad zip CRC,
+    encrypted or unknown-method members, xz under a gzip name, run.json 200,000 levels deep), to
+    exhaust it (2,000 directory entries, a 300 KB PAX header, 25,000 columns), to write outside
+    the tree (a system naming a path) or to pass silently (a started_at of digits, +inf samples,
+    duplicate keys or run.json members, NaN in JSON), beside good runs: every stage's ``main()``
+    runs, each hostile archive is quarantined with the fault named, the good runs are analysed,
+    and nothing is written anywhere beside the tree (the whole tree of its parent is compared)."""
+    from pipelines import (clusters, commit_changes, control_charts, detect, discretize, evaluate, features,
+                           mine_rules, normalize, predict_causes, report, train_causes)
+    from tests.hostile_corpus import ESCAPED_ABSOLUTE, write_corpus
 
     lab, truth = tiny_lab
     src = tmp_path / "src"
     shutil.copytree(lab, src)
     expected = write_corpus(src)
-    set_source(tree, src)
+    set_source(tree, src, quick_training=True)
+    before = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
+                    and p != tree)
+    assert not Path(ESCAPED_ABSOLUTE).exists()
     pull.main()
     validate.main()
     index = json.loads(config.VALID_INDEX.read_text())
@@ -179,8 +188,18 @@ def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp
         text = json.dumps(reason)
         assert all(w in text for w in words), (run_id, words, reason["reason"][:300])
         assert (config.RAW / reason["archive"].split("/")[-1]).exists()        # raw kept
-    for path in [config.VALID_INDEX, *config.QUARANTINE.glob("*.json")]:
+    for stage in (normalize, discretize, mine_rules, detect, control_charts, clusters, features, train_causes,
+                  predict_causes, commit_changes, report, evaluate):
+        stage.main()                                             # the night goes on with the good runs
+    targets = {r for r, row in json.loads(config.VALID_INDEX.read_text())["valid"].items() if row["verdict"] is None}
+    assert targets and {p.stem for p in config.REPORTS.joinpath("runs").glob("*.json")} == targets
+    page = config.NIGHT_INDEX.read_text()
+    assert "runs regressed" in page and all(run_id in page for run_id in expected)   # each listed with its reason
+    for path in [p for p in tree.rglob("*.json") if p.is_file()]:
         json.loads(path.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    after = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
+                   and p != tree)
+    assert after == before and not Path(ESCAPED_ABSOLUTE).exists()              # nothing written beside the tree
 
 
 def test_a_night_with_every_archive_quarantined_still_ends_with_a_night_index(tree, tmp_path):
