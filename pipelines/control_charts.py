@@ -107,13 +107,16 @@ def _broadcast(limit: pd.DataFrame, target: pd.DataFrame, scope: str) -> np.ndar
     return limit.reindex(index=target.index, columns=cols).to_numpy(dtype=float)
 
 
-def violation_ratios(target: pd.DataFrame, limits: Limits, *, window_share: float | None = None) -> pd.DataFrame:
+def violation_ratios(target: pd.DataFrame, limits: Limits, *, window_share: float | None = None,
+                     excursions_too: bool = False) -> pd.DataFrame:
     """Lower, upper, average and sum violation ratio per counter (Nguyen 2017 §3.2.2, Table 3.3).
 
     Ratios are shares in [0, 1] of the target's points that have limits; a counter the
     baseline or the target lacks gets NaN ratios (``n`` = 0).  With ``window_share``, the
     ``window`` column is the sum ratio of the strongest window of consecutive intervals
     (:func:`window_ratio`): a regression that covers part of the run is not diluted by the rest.
+    With ``excursions_too`` (the cause features), ``below`` and ``above`` are the strongest
+    window's mean distance below the LCL and above the UCL in band widths (:func:`excursions`).
     """
     counters = [c for c in target.columns if c in limits.lcl.columns]
     t = target[counters].to_numpy(dtype=float)
@@ -132,8 +135,30 @@ def violation_ratios(target: pd.DataFrame, limits: Limits, *, window_share: floa
     if window_share is not None:
         with np.errstate(invalid="ignore"):
             violated = np.where(comparable, (t < lo) | (t > hi), np.nan)
-        out["window"] = window_ratio(violated, window_share=window_share)
+        if excursions_too:      # the band of a run-wide limit is one row: broadcast it, not n copies
+            rows = (slice(0, 1) if limits.scope == "run" else slice(None))
+            below, above = excursions(t, lo[rows], hi[rows], comparable)
+            out["window"], out["below"], out["above"] = strongest_windows([violated, below, above], comparable,
+                                                                          window_share=window_share)
+        else:
+            out["window"] = strongest_windows([violated], comparable, window_share=window_share)[0]
     return out
+
+
+def excursions(t: np.ndarray, lo: np.ndarray, hi: np.ndarray, comparable: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """How far each point lies below the LCL and above the UCL, in widths of its control band
+    (``UCL - LCL``; 0 inside, NaN without a comparable point): a violation ratio says *that* a
+    counter left its band, this says *how far*, with its direction (issue 15: the direction and
+    size of each counter's change).  A band narrower than 1 % of the counter's level (a counter
+    nearly constant in the baseline) counts as 1 % wide, or 1e-9 at level 0, so a move off a
+    constant is large but finite.  ``lo`` and ``hi`` have a row per interval or one for the run.
+    """
+    with np.errstate(invalid="ignore"):
+        width = np.fmax(hi - lo, np.fmax(0.01 * np.fmax(np.abs(lo), np.abs(hi)), 1e-9))
+        below = np.where(comparable, np.fmax(lo - t, 0.0) / width, np.nan)
+        above = np.where(comparable, np.fmax(t - hi, 0.0) / width, np.nan)
+    return below, above
 
 
 def window_width(n_intervals: int, window_share: float) -> int:
@@ -145,13 +170,37 @@ def window_ratio(violated: np.ndarray, *, window_share: float) -> np.ndarray:
     """Per column, the largest share of violated points over windows of consecutive intervals.
 
     ``violated`` is (intervals x counters): 1 outside the limits, 0 inside, NaN without a
-    comparable point; a window counts its comparable points only (at least half of it).
+    comparable point; a window counts its comparable points only (at least half of it).  Any
+    other non-negative per-point value (:func:`excursions`) gives its strongest window's mean.
     The width is :func:`window_width`; a run shorter than a window is one window.
     """
-    frame = pd.DataFrame(violated)
-    width = window_width(len(frame), window_share)
-    rolled = frame.rolling(width, min_periods=max(1, width // 2)).mean().iloc[width - 1:]   # whole windows only
-    return rolled.max(axis=0).to_numpy(dtype=float)
+    values = np.asarray(violated, dtype=float)
+    values = values[:, None] if values.ndim == 1 else values
+    return strongest_windows([values], ~np.isnan(values), window_share=window_share)[0]
+
+
+def strongest_windows(arrays: list[np.ndarray], seen: np.ndarray, *, window_share: float) -> list[np.ndarray]:
+    """:func:`window_ratio` of several (intervals x counters) arrays that share their comparable
+    points ``seen``, counting the points of each window once for all of them: running sums over
+    whole windows (``ceil(window_share·n)`` intervals, at least half of them comparable), then
+    the largest mean per column (NaN for a column no window can judge)."""
+    n, m = seen.shape
+    width = window_width(n, window_share)
+    if n == 0:
+        return [np.full(m, np.nan) for _ in arrays]
+    zero = np.zeros((1, m))
+    counts = np.concatenate([zero, np.cumsum(seen, axis=0, dtype=float)])
+    counts = counts[width:] - counts[:-width]
+    judged = counts >= max(1, width // 2)
+    judgeable = judged.any(axis=0)
+    out = []
+    for values in arrays:
+        sums = np.concatenate([zero, np.cumsum(np.where(seen, values, 0.0), axis=0)])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(judged, (sums[width:] - sums[:-width]) / counts, -np.inf)
+        best = means.max(axis=0)
+        out.append(np.where(judgeable, best, np.nan))
+    return out
 
 
 def density(values: np.ndarray, *, grid: int = 512) -> tuple[np.ndarray, np.ndarray]:
@@ -224,47 +273,72 @@ def find_modes(baseline: list[pd.DataFrame], *, max_dip: float, min_mode_share: 
     return modes
 
 
+def without_minor_modes(frame: pd.DataFrame, modes: dict[str, dict[str, Any]], *, baseline: bool) -> pd.DataFrame:
+    """``frame`` with each bimodal counter's minor mode dropped (:func:`drop_minor_mode`): all of
+    it from a baseline run, at most the mode's baseline share from the target."""
+    if not modes:
+        return frame
+    frame = frame.copy()
+    for counter, m in modes.items():
+        if counter in frame.columns:
+            frame[counter] = drop_minor_mode(frame[counter], m["cut"], m["side"], 1.0 if baseline else m["share"])
+    return frame
+
+
+def baseline_limits(baseline: list[pd.DataFrame], modes: dict[str, dict[str, Any]], *, method: str,
+                    lower_pct: float, upper_pct: float, sigma: float, scope: str) -> Limits:
+    """The control limits of ``baseline`` without its counters' minor modes (:func:`chart`'s first half)."""
+    return control_limits([without_minor_modes(f, modes, baseline=True) for f in baseline], method=method,
+                          lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma, scope=scope)
+
+
 def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lower_pct: float, upper_pct: float,
           sigma: float, scope: str, multimodal_filter: bool, max_dip: float, min_mode_share: float,
-          window_share: float, modes: dict[str, dict[str, Any]] | None = None
-          ) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
+          window_share: float, modes: dict[str, dict[str, Any]] | None = None, excursions_too: bool = False,
+          limits: Limits | None = None) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
     """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
 
-    ``modes`` (from :func:`find_modes` on the same baseline) saves finding them again.
+    ``modes`` (from :func:`find_modes` on the same baseline) saves finding them again, and
+    ``limits`` (:func:`baseline_limits` of the same baseline and modes) computing them again.
     Returns the violation ratios, the limits and, per filtered counter, its minor mode.
     """
     if not multimodal_filter:
         modes = {}
     elif modes is None:
         modes = find_modes(baseline, max_dip=max_dip, min_mode_share=min_mode_share)
-    if modes:
-        baseline = [f.copy() for f in baseline]
-        target = target.copy()
-        for counter, m in modes.items():
-            for f in baseline:
-                if counter in f.columns:
-                    f[counter] = drop_minor_mode(f[counter], m["cut"], m["side"], 1.0)
-            if counter in target.columns:
-                target[counter] = drop_minor_mode(target[counter], m["cut"], m["side"], m["share"])
-    limits = control_limits(baseline, method=method, lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma,
-                            scope=scope)
-    return violation_ratios(target, limits, window_share=window_share), limits, modes
+    if limits is None:
+        limits = baseline_limits(baseline, modes, method=method, lower_pct=lower_pct, upper_pct=upper_pct,
+                                 sigma=sigma, scope=scope)
+    target = without_minor_modes(target, modes, baseline=False)
+    return violation_ratios(target, limits, window_share=window_share, excursions_too=excursions_too), limits, modes
 
 
 class Charter:
-    """:func:`chart` over named runs, finding the modes of each baseline set once."""
+    """:func:`chart` over named runs, finding the modes and the limits of each baseline set once (a
+    run is the baseline of about 10 pairs in ``features``).  Whole-run limits are a row per counter
+    and are kept; per-interval limits (``scope: interval``) would be a frame per baseline set, and
+    are recomputed."""
 
     def __init__(self, frames, params: dict[str, Any]):
-        self.frames, self.kw, self._modes = frames, chart_params(params), {}
+        self.frames, self.kw, self._modes, self._limits = frames, chart_params(params), {}, {}
 
-    def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None):
-        """Chart ``target`` (moved by ``-shift``, :func:`labs.shifted`) against ``baseline``."""
+    def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None, *,
+                 excursions_too: bool = False):
+        """Chart ``target`` (moved by ``-shift``, :func:`labs.shifted`) against ``baseline``
+        (``excursions_too``: with the excursions, :func:`violation_ratios`)."""
         key = tuple(sorted(baseline))
-        if key not in self._modes and self.kw["multimodal_filter"]:
-            self._modes[key] = find_modes([self.frames[b] for b in key], max_dip=self.kw["max_dip"],
-                                          min_mode_share=self.kw["min_mode_share"])
-        return chart([self.frames[b] for b in key], labs.shifted(self.frames[target], shift),
-                     modes=self._modes.get(key), **self.kw)
+        if key not in self._modes:
+            self._modes[key] = (find_modes([self.frames[b] for b in key], max_dip=self.kw["max_dip"],
+                                           min_mode_share=self.kw["min_mode_share"])
+                                if self.kw["multimodal_filter"] else {})
+        limits = self._limits.get(key)
+        if limits is None:
+            limits = baseline_limits([self.frames[b] for b in key], self._modes[key],
+                                     **{k: self.kw[k] for k in ("method", "lower_pct", "upper_pct", "sigma", "scope")})
+            if self.kw["scope"] == "run":     # one row per counter; per-interval limits are kept by no one
+                self._limits[key] = limits
+        return chart([], labs.shifted(self.frames[target], shift), modes=self._modes[key],
+                     limits=limits, excursions_too=excursions_too, **self.kw)
 
     def lab(self, target: str, baseline: list[str], index: dict[str, Any], lab_runs: dict[str, str],
             lab_kw: dict[str, Any], candidates: list[str] = ()) -> dict[str, Any]:

@@ -9,9 +9,11 @@ environment (``history.most_similar``), each charted alone as in the thesis; a r
 them shares a lab with is first moved by its lab's level (``labs``), as in the nightly
 charts.  A passed run is never its own baseline.  A counter absent from the target or the baseline has
 NaN ratios: the classifiers impute them and see a missing-value indicator, so absence
-is a feature, not a silent zero.  Columns are ``lower:<counter>`` and ``upper:<counter>``.
+is a feature, not a silent zero.  Columns are ``lower:<counter>`` and ``upper:<counter>``, and
+``below:<counter>`` and ``above:<counter>``: how far the counter went below and above its band
+in its strongest window, in band widths (``control_charts.excursions``, ``log1p``).
 
-What the classifiers see (:func:`design`, param ``train_causes.feature_blocks``) is built from
+What the classifiers see (:func:`design`, ``train_causes.feature_designs``) is built from
 those rows.  ``counters`` is the ratios themselves, one column per counter, as in the thesis.
 ``kinds`` folds the counters of one *kind* across components (issue 15): a counter's kind is
 its name without the component prefix and with digit runs folded (``cartservice.cpu_usage_m``
@@ -23,7 +25,11 @@ service it hits: with a handful of runs per cause the per-counter columns cannot
 a CPU fault in ``cartservice`` resembles one in ``adservice``.  Measured in leave-one-run-out
 (closing note of issue 15): on Nezha's shop the faults' nearest-cause accuracy went from 0.18
 to 0.42 with ``kinds`` alone (0.24 with both blocks); HPC's node (0.86) and labsim (1.00/0.98)
-are unchanged.
+are unchanged.  ``shifts`` folds the excursions the same way: a violation ratio says that a
+counter left its band, an excursion how far and which way (issue 15: the direction and size of
+each counter's change).  Which blocks a system's classifiers see is chosen on its own history
+(``train_causes.choose_design``); ``bench/compare_cause_features.py`` prints every choice's
+figures on the labelled sets.
 """
 from __future__ import annotations
 
@@ -46,9 +52,14 @@ KEY_COLUMNS = ["target", "baseline", "system", "cause"]
 
 
 def pair_row(ratios: pd.DataFrame) -> dict[str, float]:
-    """One feature row from the violation ratios of a pair."""
+    """One feature row from the control charts of a pair: each counter's lower and upper violation
+    ratio (the thesis' features), and how far below and above its band it went in its strongest
+    window (``control_charts.excursions``: band widths, ``log1p``-compressed, since a fault moves
+    one counter 2 widths and another 2,000)."""
     row = {f"lower:{c}": v for c, v in ratios["lower"].items()}
     row.update({f"upper:{c}": v for c, v in ratios["upper"].items()})
+    row.update({f"below:{c}": v for c, v in np.log1p(ratios["below"]).items()})
+    row.update({f"above:{c}": v for c, v in np.log1p(ratios["above"]).items()})
     return row
 
 
@@ -58,7 +69,7 @@ def pair_features(charter: control_charts.Charter, target: str, baselines: list[
     each of ``baselines`` (charted one at a time)."""
     rows = []
     for b in baselines:
-        ratios, _, _ = charter([b], target, shift)
+        ratios, _, _ = charter([b], target, shift, excursions_too=True)
         rows.append({"target": target, "baseline": b, **pair_row(ratios)})
     return pd.DataFrame(rows)
 
@@ -71,11 +82,14 @@ def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any
     return sorted(control_charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], max_runs))
 
 
+RATIO_SIDES, SHIFT_SIDES = ("lower", "upper"), ("below", "above")
+
+
 def feature_columns(frame: pd.DataFrame) -> list[str]:
-    return sorted(c for c in frame.columns if c.startswith(("lower:", "upper:")))
+    return sorted(c for c in frame.columns if c.startswith(tuple(s + ":" for s in RATIO_SIDES + SHIFT_SIDES)))
 
 
-BLOCKS = ("counters", "kinds")
+BLOCKS = ("counters", "kinds", "shifts")
 
 
 def counter_kind(counter: str) -> tuple[str, str]:
@@ -87,13 +101,14 @@ def counter_kind(counter: str) -> tuple[str, str]:
     return component, re.sub(r"\d+", "N", name)
 
 
-def kind_features(frame: pd.DataFrame) -> pd.DataFrame:
-    """The ``kinds`` block of :func:`design`: per side (lower/upper) and counter kind, the max, min
-    and median of the ratios over the kind's instances, and the ratio of the most deviating
-    component (largest sum of that side's ratios; NaN when it has no counter of the kind).
+def kind_features(frame: pd.DataFrame, sides: tuple[str, ...] = RATIO_SIDES) -> pd.DataFrame:
+    """The ``kinds`` block of :func:`design` (``sides`` lower/upper: the violation ratios) and the
+    ``shifts`` block (below/above: the excursions): per side and counter kind, the max, min and
+    median of the values over the kind's instances, and the value of the most deviating component
+    (largest sum of that side's values; NaN when it has no counter of the kind).
     Columns ``<side>:<stat>:<kind>``, stat in max/min/median/top."""
     out: dict[str, pd.Series] = {}
-    for side in ("lower", "upper"):
+    for side in sides:
         cols = [c for c in feature_columns(frame) if c.startswith(side + ":")]
         if not cols:
             continue
@@ -116,18 +131,21 @@ def kind_features(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def design(frame: pd.DataFrame, blocks: list[str]) -> pd.DataFrame:
-    """What the cause classifiers see of feature rows: the ``blocks`` (``counters``, ``kinds``) side
-    by side, columns sorted.  Pure: the same rows give the same columns in training and prediction."""
+    """What the cause classifiers see of feature rows: the ``blocks`` (``counters``, ``kinds``,
+    ``shifts``) side by side, columns sorted.  Pure: the same rows give the same columns in training and prediction."""
     unknown = sorted(set(blocks) - set(BLOCKS))
     if unknown or not blocks:
-        raise ValueError(f"train_causes.feature_blocks must be a non-empty subset of {list(BLOCKS)}, got {blocks}")
+        raise ValueError(f"a train_causes.feature_designs entry must be a non-empty subset of {list(BLOCKS)}, "
+                         f"got {blocks}")
     parts = []
     if "counters" in blocks:
-        parts.append(frame[feature_columns(frame)].astype(float))
-    if "kinds" in blocks:
-        kinds = kind_features(frame)
-        kinds.columns = ["kind:" + c for c in kinds.columns]
-        parts.append(kinds)
+        ratios = tuple(side + ":" for side in RATIO_SIDES)
+        parts.append(frame[[c for c in feature_columns(frame) if c.startswith(ratios)]].astype(float))
+    for block, prefix, sides in (("kinds", "kind:", RATIO_SIDES), ("shifts", "shift:", SHIFT_SIDES)):
+        if block in blocks:
+            folded = kind_features(frame, sides)
+            folded.columns = [prefix + c for c in folded.columns]
+            parts.append(folded)
     out = pd.concat(parts, axis=1)
     return out[sorted(out.columns)]
 

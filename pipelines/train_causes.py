@@ -4,8 +4,10 @@ Nguyen 2017 ch. 8 (seed 004; METHODS.md §D):
 
 * several learners, each a scikit-learn ``Pipeline`` (imputation with missing-value
   indicators, scaling, classifier): random forest, logistic regression, SVM, naive Bayes,
-  decision tree, k-NN and MLP, on the columns of ``features.design`` (``feature_blocks``:
-  per-counter ratios and/or the ratios folded by counter kind across components);
+  decision tree, k-NN and MLP, on the columns of ``features.design``: the design (per-counter
+  ratios, the ratios folded by counter kind across components, the excursions folded so) is
+  chosen per system among ``feature_designs`` by the leave-one-run-out of ``design_learner``
+  (:func:`choose_design`);
 * **balanced classes** (``balance_classes``, issue 15): a history has many more normal runs
   than runs of one fault, and a fault seen twice would be drowned by one seen thirty times.
   Every run weighs ``N / (K · n_c)`` (``N`` runs, ``K`` causes, ``n_c`` runs of its cause),
@@ -18,9 +20,14 @@ Nguyen 2017 ch. 8 (seed 004; METHODS.md §D):
   the random predictor (eq. 4.2-4.3);
 * the **learning curve** (§8.5): a random test run, ``n`` = 1..6 random training runs per
   cause, repeated; for the best learners;
-* the **best learner** by LOO accuracy (then gain, then the order above) is refitted on
-  every row and saved with skops (no pickle), with its metrics and the hash of its
-  training data.  Models are versioned by that hash and the learner: a night without
+* the **chosen learner** (:func:`choose_learner`) is refitted on every row and saved with
+  skops (no pickle), with its metrics and the hash of its training data.  Nguyen finds no
+  universal best learner, but random forest the best on average over his systems (§8.3, Table
+  8.3: "if the best learner for a software system is not known yet, learners from these two
+  classes can be used"), and the largest of seven LOO accuracies measured on a few dozen runs
+  is biased upwards.  So the first of ``learners`` (random forest) is kept unless another is
+  better by more than ``learner_standard_errors`` standard errors of the best accuracy (the
+  one-standard-error rule of Breiman et al.'s CART).  Models are versioned by that hash and the learner: a night without
   new verified runs retrains nothing; every version stays on disk.
 
 Unknown causes (§9.2.2, limitation 3): a run whose largest class probability is below
@@ -72,7 +79,7 @@ from pipelines import archive, config, features, history, locks, store
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.train_causes")
-CODE_VERSION = 4
+CODE_VERSION = 6
 
 
 # --------------------------------------------------------------------------- pure core
@@ -298,15 +305,66 @@ def fault_only_model(template: Pipeline, frame: pd.DataFrame, columns: list[str]
     return fit_rows(template, faults, columns, balance), "faults_only", accuracy
 
 
+def choose_learner(accuracies: dict[str, float], order: list[str], runs: int, standard_errors: float) -> str:
+    """The learner the system keeps: the first of ``order`` whose leave-one-out accuracy is within
+    ``standard_errors`` standard errors of the best one (0: the best, ties to the first listed).
+    The standard error is the binomial one of the best accuracy ``p`` over ``runs`` runs, with
+    Agresti and Coull's centre for one standard error (``p' = (p·n + 1/2)/(n + 1)``,
+    ``se = sqrt(p'(1 − p')/(n + 1))``), so that a perfect score still has a nonzero error."""
+    if not accuracies:
+        raise ValueError("no learner to choose from")
+    top = max(accuracies.values())
+    n = max(int(runs), 0)
+    centre = (top * n + 0.5) / (n + 1)
+    se = float(np.sqrt(centre * (1.0 - centre) / (n + 1)))
+    floor = top - float(standard_errors) * se - 1e-9
+    return next(k for k in order if k in accuracies and accuracies[k] >= floor)
+
+
+def loo_figures(proba: pd.DataFrame, labels: pd.Series) -> dict[str, float | None]:
+    """Leave-one-out accuracy of class probabilities (one row per run) and the nearest-fault
+    accuracy on the fault runs (None without one)."""
+    predicted = proba.idxmax(axis=1)
+    accuracy = float((predicted == labels.reindex(predicted.index)).mean()) if len(predicted) else 0.0
+    faults = [r for r in proba.index if labels[r] != "none"]
+    nearest = float(np.mean([nearest_fault(proba.loc[r]) == labels[r] for r in faults])) if faults else None
+    return {"accuracy": round(accuracy, 4), "fault_nearest_accuracy": None if nearest is None else round(nearest, 4)}
+
+
+def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipeline, balance: bool
+                  ) -> tuple[list[str], dict[str, dict[str, float | None]]]:
+    """Which of ``designs`` (``features.design`` blocks) the classifiers see: the one whose
+    leave-one-run-out accuracy with ``template`` is the highest, then its faults' nearest-cause
+    accuracy, then the first listed (issue 15).  What carries the cause differs between systems:
+    on Nezha's shop the excursions folded by kind (``shifts``) name 0.55 of the history's faults in
+    leave-one-run-out against 0.45 for the violation ratios (``kinds``), on HPC's node 0.82 against
+    0.90 (README); each system's own history chooses.  One design is taken as it is."""
+    if len(designs) == 1:
+        return list(designs[0]), {}
+    labels = run_labels(frame)
+    scores = {}
+    for blocks in designs:
+        designed, columns = design_frame(frame, list(blocks))
+        scores["+".join(blocks)] = loo_figures(loo_probabilities(template, designed, columns, balance), labels)
+    order = ["+".join(b) for b in designs]
+    best = min(order, key=lambda k: (-scores[k]["accuracy"], -(scores[k]["fault_nearest_accuracy"] or 0.0),
+                                     order.index(k)))
+    return best.split("+"), scores
+
+
 def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> dict[str, Any]:
-    """Everything train_causes learns for one system: per-learner LOO, best model, curve, unknown-cause
-    tau, the confusion matrix and per-cause recall of the best learner."""
-    frame, columns = design_frame(frame, list(params["feature_blocks"]))
+    """Everything train_causes learns for one system: the feature design (:func:`choose_design`),
+    per-learner LOO, best model, curve, unknown-cause tau, the confusion matrix and per-cause
+    recall of the best learner."""
     balance = bool(params["balance_classes"])
+    seed = int(params["seed"])
+    blocks, design_scores = choose_design(frame, [list(d) for d in params["feature_designs"]],
+                                          learners(seed)[params["design_learner"]], balance)
+    frame, columns = design_frame(frame, blocks)
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
-    seed = int(params["seed"])
-    candidates = {k: v for k, v in learners(seed).items() if k in params["learners"]}
+    available = learners(seed)
+    candidates = {k: available[k] for k in params["learners"]}      # in the order listed: the first is preferred
     table, loo = {}, {}
     for i, (name, template) in enumerate(candidates.items(), 1):
         proba = loo_probabilities(template, frame, columns, balance)
@@ -318,7 +376,8 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
             progress(i, len(candidates), name, acc)
     order = list(candidates)
     ranked = sorted(table, key=lambda k: (-table[k]["accuracy"], -table[k]["gain"], order.index(k)))
-    best = ranked[0]
+    best = choose_learner({k: table[k]["accuracy"] for k in table}, order, len(labels),
+                          float(params["learner_standard_errors"]))
     curve = []
     for name in ranked[: int(params["learning_curve_learners"])]:
         for row in learning_curve(candidates[name], frame, columns, max_runs=int(params["learning_curve_max_runs"]),
@@ -343,7 +402,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     classes = sorted(labels.unique())
     return {"learners": table, "best": best, "random_accuracy": round(r, 4), "learning_curve": curve,
             "unknown": unknown, "model": model, "columns": columns, "classes": classes,
-            "feature_blocks": list(params["feature_blocks"]), "balance_classes": balance,
+            "feature_blocks": blocks, "design_scores": design_scores, "balance_classes": balance,
             "runs": int(len(labels)), "pairs": int(len(frame)),
             "fault_runs": len(faults),
             "fault_nearest_accuracy": alone if fault_from == "faults_only" else all_runs_accuracy,
@@ -422,7 +481,8 @@ def main() -> None:
                            "fault_model_from": meta.get("fault_model_from", "all_runs"),
                            "fault_nearest_accuracy_all_runs": meta.get("fault_nearest_accuracy_all_runs"),
                            "fault_nearest_accuracy_faults_only": meta.get("fault_nearest_accuracy_faults_only"),
-                           "feature_blocks": meta["feature_blocks"], "balance_classes": meta["balance_classes"],
+                           "feature_blocks": meta["feature_blocks"], "design_scores": meta.get("design_scores"),
+                           "balance_classes": meta["balance_classes"],
                            "per_cause": meta["per_cause"], "confusion": meta["confusion"],
                            "learners": meta["learners"], "unknown_cause": {
                                k: meta["unknown"][k] for k in ("tau", "unknown_recall", "known_called_unknown")},

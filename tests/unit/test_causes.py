@@ -1,6 +1,8 @@
 """Cause classifiers: gain, LOO by run, unknown-cause threshold, safe model files (Nguyen 2017 ch. 8)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -50,6 +52,25 @@ def test_loo_holds_out_every_row_of_the_run_and_learns_separable_causes():
     assert train_causes.train_mask(frame.assign(baseline="cpu-0"), {"cpu-0"}).sum() == 0   # never as baseline either
 
 
+def test_the_design_the_history_supports_is_chosen_and_a_tie_keeps_the_first():
+    """The violation ratios of the toy runs carry the cause (cpu and db move different counters);
+    their excursions are the same for every run, so a model of them alone can only guess.  In
+    leave-one-run-out: ratios 12/12 right; excursions a constant, which a decision tree answers
+    with the most frequent class of its training, never the held-out run's own (its class is the
+    one a run short): 0/12."""
+    frame = _toy_features(np.random.default_rng(0))
+    frame = frame.assign(**{"below:a.cpu": 0.0, "above:a.cpu": 1.0, "below:a.db": 0.0, "above:a.db": 1.0})
+    frame = frame.rename(columns={"lower:cpu": "lower:a.cpu", "upper:cpu": "upper:a.cpu",
+                                  "lower:db": "lower:a.db", "upper:db": "upper:a.db"})
+    template = train_causes.learners()["decision_tree"]
+    chosen, scores = train_causes.choose_design(frame, [["shifts"], ["kinds"]], template, False)
+    assert chosen == ["kinds"] and scores["kinds"] == {"accuracy": 1.0, "fault_nearest_accuracy": 1.0}
+    assert scores["shifts"] == {"accuracy": 0.0, "fault_nearest_accuracy": 0.0}
+    tie, _ = train_causes.choose_design(frame, [["counters"], ["kinds"]], template, False)
+    assert tie == ["counters"]                                   # 12/12 both: the first listed
+    assert train_causes.choose_design(frame, [["shifts"]], template, False) == (["shifts"], {})   # one: no LOO
+
+
 def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
     frame = _toy_features(np.random.default_rng(1))
     cols = features.feature_columns(frame)
@@ -66,7 +87,8 @@ def test_train_system_reports_every_learner_and_refits_the_best():
     frame = _toy_features(np.random.default_rng(2))
     params = {"learners": list(train_causes.learners()), "learning_curve_max_runs": 2,
               "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
-              "feature_blocks": ["counters"], "balance_classes": True, "few_runs": 4}
+              "feature_designs": [["counters"]], "design_learner": "random_forest", "balance_classes": True,
+              "few_runs": 4, "learner_standard_errors": 0}
     out = train_causes.train_system(frame, params)
     assert set(out["learners"]) == set(train_causes.learners()) and len(out["learners"]) >= 6
     assert out["random_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
@@ -139,8 +161,21 @@ def test_kind_features_fold_a_counter_across_components_by_hand():
     assert features.counter_kind("plain") == ("", "plain")
     both = features.design(frame, ["counters", "kinds"])
     assert "upper:a.cpu" in both.columns and "kind:upper:max:cpu" in both.columns
-    with pytest.raises(ValueError, match="feature_blocks"):
+    with pytest.raises(ValueError, match="feature_designs"):
         features.design(frame, ["words"])
+
+
+def test_shift_features_fold_the_excursions_by_kind_and_stay_out_of_the_ratio_blocks():
+    ratios = pd.DataFrame({"lower": [0.0, 0.5], "upper": [0.5, 0.0], "below": [0.0, 3.0], "above": [np.e - 1, 0.0]},
+                          index=["a.cpu", "b.cpu"])
+    row = features.pair_row(ratios)
+    assert row["above:a.cpu"] == pytest.approx(1.0) and row["below:b.cpu"] == pytest.approx(math.log(4.0))
+    frame = pd.DataFrame([row])
+    x = features.design(frame, ["shifts"])
+    assert x.loc[0, "shift:above:max:cpu"] == pytest.approx(1.0) and x.loc[0, "shift:below:max:cpu"] == pytest.approx(math.log(4.0))
+    assert x.loc[0, "shift:above:top:cpu"] == pytest.approx(1.0)   # a sums 1.0 above, b 0.0
+    assert x.loc[0, "shift:below:top:cpu"] == pytest.approx(math.log(4.0))
+    assert not any(c.startswith(("shift:", "below:", "above:")) for c in features.design(frame, ["counters", "kinds"]))
 
 
 def test_prediction_handles_counters_the_model_never_saw_or_the_run_lacks():
@@ -181,8 +216,9 @@ def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
     none_only = frame[frame["cause"].isin(["none", "cpu"])]
     assert train_causes.fault_only_model(template, none_only, cols, labels, False) == (None, "all_runs", None)
     params = {"learners": ["logistic_regression"], "learning_curve_max_runs": 2, "learning_curve_repeats": 1,
-              "learning_curve_learners": 1, "seed": 0, "feature_blocks": ["counters"], "balance_classes": False,
-              "few_runs": 4}
+              "learning_curve_learners": 1, "seed": 0, "feature_designs": [["counters"]], "design_learner": "random_forest",
+              "balance_classes": False,
+              "few_runs": 4, "learner_standard_errors": 1}
     out = train_causes.train_system(frame, params)
     assert out["fault_nearest_accuracy_all_runs"] == 1.0 == out["fault_nearest_accuracy_faults_only"]
     assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None          # a tie
@@ -193,3 +229,21 @@ def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
     assert pred["fault"]["label"] == "db" and pred["fault"]["given_a_fault"] is True
     assert pred["fault"]["probability"] == pytest.approx(round(float(by_hand), 4))
     assert pred["label"] == "db" and pred["known"]          # the full model's own answer is unchanged
+
+
+def test_choose_learner_keeps_the_first_unless_another_is_better_by_more_than_a_standard_error():
+    # 20 runs, best 0.80: p' = (16 + 0.5) / 21 = 0.785714, se = sqrt(p'(1 - p') / 21) = 0.089541,
+    # so anything at 0.80 - 0.089541 = 0.710459 or above is as good as the best
+    order = ["random_forest", "logistic_regression", "mlp"]
+    acc = {"random_forest": 0.75, "logistic_regression": 0.80, "mlp": 0.80}
+    assert train_causes.choose_learner(acc, order, 20, 1.0) == "random_forest"
+    assert train_causes.choose_learner(acc, order, 20, 0.0) == "logistic_regression"   # the best, first listed
+    assert train_causes.choose_learner({**acc, "random_forest": 0.71}, order, 20, 1.0) == "logistic_regression"
+    assert train_causes.choose_learner({**acc, "random_forest": 0.711}, order, 20, 1.0) == "random_forest"
+    # a perfect score still has an error: 48 runs, p' = 48.5 / 49 = 0.989796, se = 0.014357, floor 0.985643;
+    # one miss in 48 (0.979167) is below it
+    perfect = {"random_forest": 47 / 48, "logistic_regression": 1.0}
+    assert train_causes.choose_learner(perfect, order, 48, 1.0) == "logistic_regression"
+    assert train_causes.choose_learner(perfect, order, 48, 1.6) == "random_forest"     # floor 0.977029
+    with pytest.raises(ValueError):
+        train_causes.choose_learner({}, order, 10, 1.0)

@@ -136,6 +136,29 @@ def test_target_keeps_minor_mode_points_beyond_the_baseline_share():
     assert r_off.loc["x", "lower"] < 0.15
 
 
+def test_charter_keeps_each_baseline_sets_modes_and_limits_and_charts_as_chart_does():
+    rng = np.random.default_rng(3)
+    frames = {"b1": pd.DataFrame({"x": _mixture(rng, 900, 100), "y": rng.normal(50, 2, 1000)}),
+              "b2": pd.DataFrame({"x": _mixture(rng, 880, 120), "y": rng.normal(51, 2, 1000)}),
+              "t1": pd.DataFrame({"x": _mixture(rng, 60, 40), "y": rng.normal(56, 2, 100)}),
+              "t2": pd.DataFrame({"x": _mixture(rng, 90, 10), "y": rng.normal(50, 2, 100)})}
+    params = {"method": "percentile", "lower_pct": 1, "upper_pct": 99, "sigma": 3, "scope": "run",
+              "multimodal_filter": True, "multimodal_max_dip": MODES["max_dip"],
+              "multimodal_min_share": MODES["min_share"], "window_share": 0.2}
+    charter = cc.Charter(frames, params)
+    for target in ("t1", "t2", "t1"):                    # the second and third charts reuse the limits
+        got, limits, modes = charter(["b2", "b1"], target, excursions_too=True)
+        want, want_limits, want_modes = cc.chart([frames["b1"], frames["b2"]], frames[target], excursions_too=True,
+                                                 **cc.chart_params(params))
+        pd.testing.assert_frame_equal(got, want)
+        pd.testing.assert_frame_equal(limits.ucl, want_limits.ucl)
+        assert modes == want_modes and "x" in modes
+    assert list(charter._limits) == [("b1", "b2")]
+    interval = cc.Charter(frames, {**params, "scope": "interval"})
+    interval(["b1"], "t2")
+    assert interval._limits == {}                          # a frame per baseline set is not kept
+
+
 def test_load_scaling_removes_a_pure_load_difference():
     # c = 2 l + 10 exactly; the baseline ran at load 100, the target at load 150
     rng = np.random.default_rng(3)
@@ -271,6 +294,42 @@ def test_window_ratio_finds_a_regression_in_part_of_the_run():
     target = pd.DataFrame({"x": [50.0] * 16 + [500.0] * 4})
     ratios = cc.violation_ratios(target, limits, window_share=0.2)
     assert ratios.loc["x", "sum"] == pytest.approx(0.2) and ratios.loc["x", "window"] == pytest.approx(1.0)
+
+
+def test_strongest_windows_equal_a_window_by_window_count():
+    """The running-sum form against the definition, window by window: whole windows of
+    ``ceil(0.2·n)`` intervals, at least half of their points comparable, NaN points not counted."""
+    rng = np.random.default_rng(5)
+    values = rng.random((37, 6)) * (rng.random((37, 6)) < 0.3)
+    values[rng.random((37, 6)) < 0.25] = np.nan
+    values[:, 5] = np.nan                                                  # a counter never comparable
+    width = cc.window_width(37, 0.2)
+    expected = []
+    for j in range(6):
+        means = [np.nanmean(values[i:i + width, j]) for i in range(37 - width + 1)
+                 if np.sum(~np.isnan(values[i:i + width, j])) >= max(1, width // 2)]
+        expected.append(max(means) if means else np.nan)
+    got = cc.window_ratio(values, window_share=0.2)
+    assert width == 8 and np.allclose(got, expected, equal_nan=True) and np.isnan(got[5])
+
+
+def test_excursions_say_how_far_below_or_above_the_band_in_its_widths():
+    """Baseline 0..100: LCL 1, UCL 99, band 98 wide.  20 intervals, 4 a window (20 %)."""
+    limits = cc.control_limits([pd.DataFrame({"x": np.arange(101.0), "flat": np.full(101, 200.0),
+                                              "zero": np.zeros(101)})], **LIMITS)
+    x = [50.0] * 14 + [99.0 + 98.0, 99.0 + 2 * 98.0, 99.0 + 2 * 98.0, 99.0 + 3 * 98.0] + [1.0 - 49.0, 50.0]
+    flat = [200.0] * 19 + [210.0]                  # band of no width: 1 % of the level (2.0) wide
+    zero = [0.0] * 19 + [np.nan]
+    ratios = cc.violation_ratios(pd.DataFrame({"x": x, "flat": flat, "zero": zero}), limits, window_share=0.2,
+                                 excursions_too=True)
+    assert "above" not in cc.violation_ratios(pd.DataFrame({"x": x}), limits, window_share=0.2)
+    # above: 1, 2, 2, 3 widths in one window of 4 -> mean 2.0; below: one point 0.5 wide, alone in any window
+    assert ratios.loc["x", "above"] == pytest.approx(2.0) and ratios.loc["x", "below"] == pytest.approx(0.5 / 4)
+    assert ratios.loc["flat", "above"] == pytest.approx((10.0 / 2.0) / 4) and ratios.loc["flat", "below"] == 0.0
+    assert ratios.loc["zero", "above"] == 0.0       # a missing point is not a move
+    lo, hi = np.array([[1.0]]), np.array([[99.0]])
+    below, above = cc.excursions(np.array([[np.nan]]), lo, hi, np.array([[False]]))
+    assert np.isnan(below[0, 0]) and np.isnan(above[0, 0])
 
 
 def test_a_filter_that_would_eat_the_evidence_is_not_applied():

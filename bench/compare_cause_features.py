@@ -1,0 +1,159 @@
+"""Which features carry the cause on real faults (issue 15): per labelled tree, feature blocks and
+learners, the leave-one-run-out accuracy on the history (``none`` included: what ``train_causes``
+ranks by), the faults' nearest cause in it, and the nearest cause of the labelled failed targets.
+
+    python bench/compare_cause_features.py nezha=build/nezha:../shared/data/nezha/target_labels.json \
+        hpc=build/hpc:../shared/data/hpc/target_labels.json [--blocks kinds shifts kinds,shifts] \
+        [--learners random_forest logistic_regression] [--seeds 0 1 2] [--pooled]
+
+Each tree must hold the outputs of ``features`` of this code (the pair tables) and its validated,
+normalised runs.  The history's figure is ``train_causes``' own: a run's class probabilities from
+a model trained without any row of the run (as target or baseline), its nearest fault the most
+probable cause other than ``none``, classes balanced as ``train_causes.balance_classes`` says.
+A target's figure is ``predict_causes``' own: its pairs against its most similar passed runs,
+moved into their lab, through the model trained on the whole history; "failed targets" are the
+targets whose truth is a fault, judged whatever a detector said (the label a failed run shows).
+The learner is not chosen here: every one asked is printed, so that a block is kept only when
+it helps on both sets with the same learner.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def modules(tree: Path):
+    """The pipeline's modules with the tree as the project root (``config`` reads it at import)."""
+    os.environ["REGRESSLAB_ROOT"] = str(tree.resolve())
+    names = ["config", "archive", "store", "history", "labs", "control_charts", "features", "train_causes"]
+    loaded = {}
+    for name in names:
+        module = importlib.import_module(f"pipelines.{name}")
+        loaded[name] = importlib.reload(module) if name == "config" else module
+    for name in names[1:]:          # the others hold config's paths through the module object
+        loaded[name] = importlib.reload(loaded[name])
+    return loaded
+
+
+def rows_against(m, charter, run_id, pairs, shift, pooled):
+    """Pair rows (one per baseline run, charted alone: the thesis') or, ``pooled``, one row against
+    the pairs' runs pooled into one baseline (as the nightly charts judge a target)."""
+    if not pooled:
+        return m["features"].pair_features(charter, run_id, pairs, shift)
+    ratios, _, _ = charter(pairs, run_id, shift, excursions_too=True)
+    return pd.DataFrame([{"target": run_id, "baseline": "+".join(pairs), **m["features"].pair_row(ratios)}])
+
+
+def target_rows(m, index, system, run_id, cc_params, hist, charter, pooled):
+    """The rows ``predict_causes`` builds for a target."""
+    envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
+    baseline = m["history"].baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    pairs = m["features"].pair_baselines(run_id, baseline, envs, cc_params["max_baseline_runs"])
+    if not pairs:
+        return None
+    lab = charter.lab(run_id, pairs, index, m["history"].verdicts(index, system, exclude=set(hist["exclude"])),
+                      m["labs"].lab_params(hist))
+    return rows_against(m, charter, run_id, pairs, lab["shift"], pooled)
+
+
+def pooled_table(m, index, system, cc_params, hist, charter):
+    """The history's rows against pooled baselines, built as ``features.main`` builds its pairs.
+    A held-out run may sit in the pooled baselines of other runs' rows (their ``baseline`` names
+    the pool, which ``train_causes.train_mask`` does not look into): a slight leak, in its favour."""
+    exclude = set(hist["exclude"])
+    passed = m["history"].passed_runs(index, system, exclude=exclude)
+    envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
+    lab_runs = m["history"].verdicts(index, system, exclude=exclude)
+    parts = []
+    for run_id in m["history"].verified_runs(index, system, exclude=exclude):
+        pairs = m["features"].pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
+        lab = charter.lab(run_id, pairs, index, lab_runs, m["labs"].lab_params(hist))
+        part = rows_against(m, charter, run_id, pairs, lab["shift"], True)
+        part["system"] = system
+        part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
+        parts.append(part)
+    frame = pd.concat(parts, ignore_index=True)
+    return frame[m["features"].KEY_COLUMNS + m["features"].feature_columns(frame)]
+
+
+def evaluate_tree(name: str, tree: Path, labels: dict, blocks_list: list[list[str]], learners: list[str],
+                  pooled: bool = False, seeds: tuple[int, ...] = (0,)):
+    m = modules(tree)
+    config, tc = m["config"], m["train_causes"]
+    index = m["archive"].read_valid_index()
+    cc_params, hist = config.load_params("control_charts"), config.load_params("history")
+    balance = bool(config.load_params("train_causes")["balance_classes"])
+    rows = []
+    for system in m["history"].systems(index):
+        path = config.features_path(system)
+        if not path.exists():
+            continue
+        table = pd.read_parquet(path)
+        if table["cause"].nunique() < 2:
+            continue
+        charter = m["control_charts"].Charter(m["store"].FrameStore.of_system(system), cc_params)
+        if pooled:
+            table = pooled_table(m, index, system, cc_params, hist, charter)
+        failed = [t for t in m["history"].targets(index) if index[t]["system"] == system
+                  and labels.get(t, {}).get("verdict") == "fail" and labels[t].get("cause") not in (None, "unknown")]
+        t_rows = {t: target_rows(m, index, system, t, cc_params, hist, charter, pooled) for t in failed}
+        for blocks in blocks_list:
+            frame, columns = tc.design_frame(table, blocks)
+            truth = tc.run_labels(frame)
+            for learner, seed in [(lr, sd) for lr in learners for sd in seeds]:
+                started = time.monotonic()
+                template = tc.learners(seed)[learner]
+                proba = tc.loo_probabilities(template, frame, columns, balance)
+                faults = [r for r in proba.index if truth[r] != "none"]
+                overall = float((proba.idxmax(axis=1) == truth.reindex(proba.index)).mean())
+                loo = sum(tc.nearest_fault(proba.loc[r]) == truth[r] for r in faults) / max(1, len(faults))
+                model = tc.fit_rows(template, frame, columns, balance)
+                classes = sorted(truth.unique())
+                hits = []
+                for t, tr in t_rows.items():
+                    if tr is None:
+                        continue
+                    designed = m["features"].design(tr, blocks).reindex(columns=columns)
+                    p = tc.run_probabilities(model, designed, columns, classes)
+                    hits.append(tc.nearest_fault(p) == labels[t]["cause"])
+                rows.append({"set": name, "system": system, "baseline": "pooled" if pooled else "pairs",
+                             "blocks": "+".join(blocks), "learner": learner, "seed": seed,
+                             "LOO accuracy": round(overall, 3),
+                             "history faults": len(faults), "LOO nearest cause": round(loo, 3),
+                             "failed targets": len(hits),
+                             "targets nearest cause": round(sum(hits) / max(1, len(hits)), 3),
+                             "seconds": round(time.monotonic() - started, 1)})
+                print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sets", nargs="+", help="name=tree:labels.json")
+    ap.add_argument("--blocks", nargs="+", default=["kinds", "shifts", "kinds,shifts"])
+    ap.add_argument("--learners", nargs="+", default=["random_forest", "logistic_regression"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="the learners' random seeds (the spread "
+                    "of a figure over seeds is its noise from the learner alone)")
+    ap.add_argument("--pooled", action="store_true", help="one row per run against its pooled baseline runs")
+    args = ap.parse_args()
+    rows = []
+    for spec in args.sets:
+        name, rest = spec.split("=", 1)
+        tree, labels = rest.split(":", 1)
+        rows += evaluate_tree(name, Path(tree), json.loads(Path(labels).read_text()),
+                              [b.split(",") for b in args.blocks], args.learners, args.pooled, tuple(args.seeds))
+    print(pd.DataFrame(rows).to_markdown(index=False))
+
+
+if __name__ == "__main__":
+    main()
