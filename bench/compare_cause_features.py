@@ -13,6 +13,10 @@ probable cause other than ``none``, classes balanced as ``train_causes.balance_c
 A target's figure is ``predict_causes``' own: its pairs against its most similar passed runs,
 moved into their lab, through the model trained on the whole history; "failed targets" are the
 targets whose truth is a fault, judged whatever a detector said (the label a failed run shows).
+``--blocks`` takes the pipeline's blocks (``features.BLOCKS``) and two measured here only:
+``families`` (ratios and excursions folded per counter family: CPU, memory, IO, latency) and
+``shapes`` (each counter's strongest window over its whole-run violation share: a step, or a
+burst inside part of the run), which rebuilds the pair rows with that column.
 The learner is not chosen here: every one asked is printed, so that a block is kept only when
 it helps on both sets with the same learner.
 """
@@ -45,16 +49,87 @@ def modules(tree: Path):
     return loaded
 
 
-def rows_against(m, charter, run_id, pairs, shift, pooled):
+# Counter families (issue 15: "ratios per counter family"), a measurement only, not a pipeline
+# block: the first pattern that matches a counter's kind (features.counter_kind) names its family.
+FAMILIES = [("latency", r"latency|success_rate|workload_ops|response|duration"),
+            ("io", r"network|syscall|iowait|pgpgin|pgpgout|written|dirtied|disk|_io|read|write"),
+            ("cpu", r"cpu|user_pct|sys_pct|idle_pct|nice_pct|softirq|context_switch|procs_running|processes|intr"),
+            ("memory", r".")]
+
+
+def family_features(m, frame: pd.DataFrame) -> pd.DataFrame:
+    """Per side (ratios and excursions) and family, the largest, mean and median value over the
+    family's counters (``families`` in ``--blocks``)."""
+    import re
+    out = {}
+    for side in ("lower", "upper", "below", "above"):
+        cols = [c for c in m["features"].feature_columns(frame) if c.startswith(side + ":")]
+        fam = pd.Series([next(f for f, rx in FAMILIES if re.search(rx, m["features"].counter_kind(c[len(side) + 1:])[1]))
+                         for c in cols], index=cols, dtype=object)
+        for family, members in fam.groupby(fam).groups.items():
+            block = frame[list(members)].astype(float)
+            out[f"family:{side}:max:{family}"] = block.max(axis=1)
+            out[f"family:{side}:mean:{family}"] = block.mean(axis=1)
+            out[f"family:{side}:median:{family}"] = block.median(axis=1)
+    return pd.DataFrame(out, index=frame.index)
+
+
+def shape_rows(m, charter, run_id, pairs, shift) -> pd.DataFrame:
+    """Pair rows with each counter's shape in time (``--blocks shapes``): ``burst:<counter>``, the
+    strongest window's violation share over the whole run's (1 for a step that covers the run, up
+    to 1 / window_share for a burst inside one window; NaN without a violation)."""
+    rows = []
+    for b in pairs:
+        ratios, _, _ = charter([b], run_id, shift, excursions_too=True)
+        row = {"target": run_id, "baseline": b, **m["features"].pair_row(ratios)}
+        burst = (ratios["window"] / ratios["sum"]).where(ratios["sum"] > 0)
+        row.update({f"burst:{c}": v for c, v in burst.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def shape_features(m, frame: pd.DataFrame) -> pd.DataFrame:
+    """The ``burst:`` columns folded by counter kind: largest and median over the kind's counters."""
+    cols = [c for c in frame.columns if c.startswith("burst:")]
+    kinds = pd.Series([m["features"].counter_kind(c[6:])[1] for c in cols], index=cols)
+    out = {}
+    for kind, members in kinds.groupby(kinds).groups.items():
+        block = frame[list(members)].astype(float)
+        out[f"shape:max:{kind}"] = block.max(axis=1)
+        out[f"shape:median:{kind}"] = block.median(axis=1)
+    return pd.DataFrame(out, index=frame.index)
+
+
+def bench_design(m, frame: pd.DataFrame, blocks: list[str]) -> pd.DataFrame:
+    """``features.design`` with the bench's own ``families`` block beside the pipeline's blocks."""
+    own = [b for b in blocks if b not in ("families", "shapes")]
+    parts = [m["features"].design(frame, own)] if own else []
+    if "families" in blocks:
+        parts.append(family_features(m, frame))
+    if "shapes" in blocks:
+        parts.append(shape_features(m, frame))
+    out = pd.concat(parts, axis=1)
+    return out[sorted(out.columns)]
+
+
+def bench_design_frame(m, frame: pd.DataFrame, blocks: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    x = bench_design(m, frame, blocks)
+    keys = frame[m["features"].KEY_COLUMNS].reset_index(drop=True)
+    return pd.concat([keys, x.reset_index(drop=True)], axis=1), list(x.columns)
+
+
+def rows_against(m, charter, run_id, pairs, shift, pooled, shapes=False):
     """Pair rows (one per baseline run, charted alone: the thesis') or, ``pooled``, one row against
     the pairs' runs pooled into one baseline (as the nightly charts judge a target)."""
+    if shapes:
+        return shape_rows(m, charter, run_id, pairs, shift)
     if not pooled:
         return m["features"].pair_features(charter, run_id, pairs, shift)
     ratios, _, _ = charter(pairs, run_id, shift, excursions_too=True)
     return pd.DataFrame([{"target": run_id, "baseline": "+".join(pairs), **m["features"].pair_row(ratios)}])
 
 
-def target_rows(m, index, system, run_id, cc_params, hist, charter, pooled):
+def target_rows(m, index, system, run_id, cc_params, hist, charter, pooled, shapes=False):
     """The rows ``predict_causes`` builds for a target."""
     envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
     baseline = m["history"].baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
@@ -63,10 +138,10 @@ def target_rows(m, index, system, run_id, cc_params, hist, charter, pooled):
         return None
     lab = charter.lab(run_id, pairs, index, m["history"].verdicts(index, system, exclude=set(hist["exclude"])),
                       m["labs"].lab_params(hist))
-    return rows_against(m, charter, run_id, pairs, lab["shift"], pooled)
+    return rows_against(m, charter, run_id, pairs, lab["shift"], pooled, shapes)
 
 
-def pooled_table(m, index, system, cc_params, hist, charter):
+def pooled_table(m, index, system, cc_params, hist, charter, shapes=False):
     """The history's rows against pooled baselines, built as ``features.main`` builds its pairs.
     A held-out run may sit in the pooled baselines of other runs' rows (their ``baseline`` names
     the pool, which ``train_causes.train_mask`` does not look into): a slight leak, in its favour."""
@@ -78,12 +153,13 @@ def pooled_table(m, index, system, cc_params, hist, charter):
     for run_id in m["history"].verified_runs(index, system, exclude=exclude):
         pairs = m["features"].pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
         lab = charter.lab(run_id, pairs, index, lab_runs, m["labs"].lab_params(hist))
-        part = rows_against(m, charter, run_id, pairs, lab["shift"], True)
+        part = rows_against(m, charter, run_id, pairs, lab["shift"], not shapes, shapes)
         part["system"] = system
         part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
         parts.append(part)
     frame = pd.concat(parts, ignore_index=True)
-    return frame[m["features"].KEY_COLUMNS + m["features"].feature_columns(frame)]
+    return frame[m["features"].KEY_COLUMNS + m["features"].feature_columns(frame)
+                 + [c for c in frame.columns if c.startswith("burst:")]]
 
 
 def evaluate_tree(name: str, tree: Path, labels: dict, blocks_list: list[list[str]], learners: list[str],
@@ -102,13 +178,14 @@ def evaluate_tree(name: str, tree: Path, labels: dict, blocks_list: list[list[st
         if table["cause"].nunique() < 2:
             continue
         charter = m["control_charts"].Charter(m["store"].FrameStore.of_system(system), cc_params)
-        if pooled:
-            table = pooled_table(m, index, system, cc_params, hist, charter)
+        shapes = any("shapes" in b for b in blocks_list)
+        if pooled or shapes:      # shapes: the pairs again, with each counter's strongest window
+            table = pooled_table(m, index, system, cc_params, hist, charter, shapes)
         failed = [t for t in m["history"].targets(index) if index[t]["system"] == system
                   and labels.get(t, {}).get("verdict") == "fail" and labels[t].get("cause") not in (None, "unknown")]
-        t_rows = {t: target_rows(m, index, system, t, cc_params, hist, charter, pooled) for t in failed}
+        t_rows = {t: target_rows(m, index, system, t, cc_params, hist, charter, pooled, shapes) for t in failed}
         for blocks in blocks_list:
-            frame, columns = tc.design_frame(table, blocks)
+            frame, columns = bench_design_frame(m, table, blocks)
             truth = tc.run_labels(frame)
             for learner, seed in [(lr, sd) for lr in learners for sd in seeds]:
                 started = time.monotonic()
@@ -123,7 +200,7 @@ def evaluate_tree(name: str, tree: Path, labels: dict, blocks_list: list[list[st
                 for t, tr in t_rows.items():
                     if tr is None:
                         continue
-                    designed = m["features"].design(tr, blocks).reindex(columns=columns)
+                    designed = bench_design(m, tr, blocks).reindex(columns=columns)
                     p = tc.run_probabilities(model, designed, columns, classes)
                     hits.append(tc.nearest_fault(p) == labels[t]["cause"])
                 rows.append({"set": name, "system": system, "baseline": "pooled" if pooled else "pairs",
