@@ -16,7 +16,9 @@ targets whose truth is a fault, judged whatever a detector said (the label a fai
 ``--blocks`` takes the pipeline's blocks (``features.BLOCKS``) and two measured here only:
 ``families`` (ratios and excursions folded per counter family: CPU, memory, IO, latency) and
 ``shapes`` (each counter's strongest window over its whole-run violation share: a step, or a
-burst inside part of the run), which rebuilds the pair rows with that column.
+burst inside part of the run) and ``onsets`` (when each counter kind first left its band, and
+how long after the first one: which component moved first), which rebuild the pair rows with
+those columns.
 The learner is not chosen here: every one asked is printed, so that a block is kept only when
 it helps on both sets with the same learner.
 """
@@ -80,12 +82,28 @@ def shape_rows(m, charter, run_id, pairs, shift) -> pd.DataFrame:
     to 1 / window_share for a burst inside one window; NaN without a violation)."""
     rows = []
     for b in pairs:
-        ratios, _, _ = charter([b], run_id, shift, excursions_too=True)
+        ratios, limits, _ = charter([b], run_id, shift, excursions_too=True)
         row = {"target": run_id, "baseline": b, **m["features"].pair_row(ratios)}
         burst = (ratios["window"] / ratios["sum"]).where(ratios["sum"] > 0)
         row.update({f"burst:{c}": v for c, v in burst.items()})
+        row.update({f"onset:{c}": v for c, v in onsets(m, charter, run_id, limits, shift).items()})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def onsets(m, charter, run_id, limits, shift) -> pd.Series:
+    """Per counter, when it first left its band for two intervals in a row, as a share of the run
+    (0 = the first interval; NaN: never).  Whole-run limits only."""
+    import numpy as np
+    target = m["labs"].shifted(charter.frames[run_id], shift)
+    counters = [c for c in target.columns if c in limits.lcl.columns]
+    t = target[counters].to_numpy(dtype=float)
+    lo, hi = limits.lcl[counters].to_numpy(dtype=float)[:1], limits.ucl[counters].to_numpy(dtype=float)[:1]
+    with np.errstate(invalid="ignore"):
+        out = (t < lo) | (t > hi)
+    both = out[:-1] & out[1:]
+    first = np.where(both.any(axis=0), both.argmax(axis=0) / max(1, len(t) - 1), np.nan)
+    return pd.Series(first, index=counters)
 
 
 def shape_features(m, frame: pd.DataFrame) -> pd.DataFrame:
@@ -100,14 +118,31 @@ def shape_features(m, frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=frame.index)
 
 
+def onset_features(m, frame: pd.DataFrame) -> pd.DataFrame:
+    """Which component moved first (``--blocks onsets``): per counter kind, the earliest onset over
+    its instances, and that onset less the row's earliest (0 for the kind that moved first)."""
+    cols = [c for c in frame.columns if c.startswith("onset:")]
+    x = frame[cols].astype(float)
+    first = x.min(axis=1)
+    kinds = pd.Series([m["features"].counter_kind(c[6:])[1] for c in cols], index=cols)
+    out = {}
+    for kind, members in kinds.groupby(kinds).groups.items():
+        earliest = x[list(members)].min(axis=1)
+        out[f"onset:min:{kind}"] = earliest
+        out[f"onset:after_first:{kind}"] = earliest - first
+    return pd.DataFrame(out, index=frame.index)
+
+
 def bench_design(m, frame: pd.DataFrame, blocks: list[str]) -> pd.DataFrame:
     """``features.design`` with the bench's own ``families`` block beside the pipeline's blocks."""
-    own = [b for b in blocks if b not in ("families", "shapes")]
+    own = [b for b in blocks if b not in ("families", "shapes", "onsets")]
     parts = [m["features"].design(frame, own)] if own else []
     if "families" in blocks:
         parts.append(family_features(m, frame))
     if "shapes" in blocks:
         parts.append(shape_features(m, frame))
+    if "onsets" in blocks:
+        parts.append(onset_features(m, frame))
     out = pd.concat(parts, axis=1)
     return out[sorted(out.columns)]
 
@@ -159,7 +194,7 @@ def pooled_table(m, index, system, cc_params, hist, charter, shapes=False):
         parts.append(part)
     frame = pd.concat(parts, ignore_index=True)
     return frame[m["features"].KEY_COLUMNS + m["features"].feature_columns(frame)
-                 + [c for c in frame.columns if c.startswith("burst:")]]
+                 + [c for c in frame.columns if c.startswith(("burst:", "onset:"))]]
 
 
 def evaluate_tree(name: str, tree: Path, labels: dict, blocks_list: list[list[str]], learners: list[str],
@@ -178,7 +213,7 @@ def evaluate_tree(name: str, tree: Path, labels: dict, blocks_list: list[list[st
         if table["cause"].nunique() < 2:
             continue
         charter = m["control_charts"].Charter(m["store"].FrameStore.of_system(system), cc_params)
-        shapes = any("shapes" in b for b in blocks_list)
+        shapes = any("shapes" in b or "onsets" in b for b in blocks_list)
         if pooled or shapes:      # shapes: the pairs again, with each counter's strongest window
             table = pooled_table(m, index, system, cc_params, hist, charter, shapes)
         failed = [t for t in m["history"].targets(index) if index[t]["system"] == system
