@@ -190,3 +190,14 @@ def test_a_cause_named_by_the_model_of_the_faults_alone_says_its_probability_is_
     assert "(40 %, if it is a fault), not to be taken as certain" in unknown
     doc["cause"]["known"] = True
     assert "(probability 40 %, if it is a fault)" in report.render_run(doc, meta, None, **kw)
+
+
+def test_a_runs_raw_archive_link_names_its_own_archive_only(tmp_path, monkeypatch):
+    # issue 12, class 8: run "a" used to link to "a.b.tar.gz" (a glob on "a.*")
+    from pipelines import config
+    monkeypatch.setattr(config, "RAW", tmp_path)
+    for name in ("a.b.tar.gz", "a.zip", "ab.tar.gz", "a.b"):
+        (tmp_path / name).write_bytes(b"x")
+    assert report.raw_archives("a") == ["a.zip"]
+    assert report.raw_archives("a.b") == ["a.b", "a.b.tar.gz"]          # a directory archive, and a tar.gz
+    assert report.raw_archives("c") == []
