@@ -321,31 +321,47 @@ def choose_learner(accuracies: dict[str, float], order: list[str], runs: int, st
     return next(k for k in order if k in accuracies and accuracies[k] >= floor)
 
 
+def loo_accuracy(proba: pd.DataFrame, labels: pd.Series) -> float:
+    """The share of runs whose most probable class (one row of class probabilities per run) is their label."""
+    predicted = proba.idxmax(axis=1)
+    return float((predicted == labels.reindex(predicted.index)).mean()) if len(predicted) else 0.0
+
+
+def nearest_accuracy(proba: pd.DataFrame, labels: pd.Series) -> float | None:
+    """The share of the fault runs whose nearest fault (:func:`nearest_fault`) is their cause (None without one)."""
+    faults = [r for r in proba.index if labels[r] != "none"]
+    return float(np.mean([nearest_fault(proba.loc[r]) == labels[r] for r in faults])) if faults else None
+
+
 def loo_figures(proba: pd.DataFrame, labels: pd.Series) -> dict[str, float | None]:
     """Leave-one-out accuracy of class probabilities (one row per run) and the nearest-fault
     accuracy on the fault runs (None without one)."""
-    predicted = proba.idxmax(axis=1)
-    accuracy = float((predicted == labels.reindex(predicted.index)).mean()) if len(predicted) else 0.0
-    faults = [r for r in proba.index if labels[r] != "none"]
-    nearest = float(np.mean([nearest_fault(proba.loc[r]) == labels[r] for r in faults])) if faults else None
-    return {"accuracy": round(accuracy, 4), "fault_nearest_accuracy": None if nearest is None else round(nearest, 4)}
+    nearest = nearest_accuracy(proba, labels)
+    return {"accuracy": round(loo_accuracy(proba, labels), 4),
+            "fault_nearest_accuracy": None if nearest is None else round(nearest, 4)}
 
 
-def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipeline, balance: bool
+def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipeline, balance: bool,
+                  probabilities: dict[str, pd.DataFrame] | None = None
                   ) -> tuple[list[str], dict[str, dict[str, float | None]]]:
     """Which of ``designs`` (``features.design`` blocks) the classifiers see: the one whose
     leave-one-run-out accuracy with ``template`` is the highest, then its faults' nearest-cause
     accuracy, then the first listed (issue 15).  What carries the cause differs between systems:
     on Nezha's shop the excursions folded by kind (``shifts``) name 0.55 of the history's faults in
     leave-one-run-out against 0.45 for the violation ratios (``kinds``), on HPC's node 0.82 against
-    0.90 (README); each system's own history chooses.  One design is taken as it is."""
+    0.90 (README); each system's own history chooses.  One design is taken as it is.
+    ``probabilities``, when given, receives each design's leave-one-out probabilities (by the
+    design's name, blocks joined by ``+``), so that the caller need not compute them again."""
     if len(designs) == 1:
         return list(designs[0]), {}
     labels = run_labels(frame)
     scores = {}
     for blocks in designs:
         designed, columns = design_frame(frame, list(blocks))
-        scores["+".join(blocks)] = loo_figures(loo_probabilities(template, designed, columns, balance), labels)
+        proba = loo_probabilities(template, designed, columns, balance)
+        scores["+".join(blocks)] = loo_figures(proba, labels)
+        if probabilities is not None:
+            probabilities["+".join(blocks)] = proba
     order = ["+".join(b) for b in designs]
     best = min(order, key=lambda k: (-scores[k]["accuracy"], -(scores[k]["fault_nearest_accuracy"] or 0.0),
                                      order.index(k)))
@@ -358,20 +374,21 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     recall of the best learner."""
     balance = bool(params["balance_classes"])
     seed = int(params["seed"])
+    available = learners(seed)
+    seen: dict[str, pd.DataFrame] = {}          # the design learner's LOO of each design, computed once
     blocks, design_scores = choose_design(frame, [list(d) for d in params["feature_designs"]],
-                                          learners(seed)[params["design_learner"]], balance)
+                                          available[params["design_learner"]], balance, seen)
     frame, columns = design_frame(frame, blocks)
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
-    available = learners(seed)
     candidates = {k: available[k] for k in params["learners"]}      # in the order listed: the first is preferred
     table, loo = {}, {}
     for i, (name, template) in enumerate(candidates.items(), 1):
-        proba = loo_probabilities(template, frame, columns, balance)
+        known = seen.get("+".join(blocks)) if name == params["design_learner"] else None
+        proba = known if known is not None else loo_probabilities(template, frame, columns, balance)
         loo[name] = proba
-        predicted = proba.idxmax(axis=1)
-        acc = float((predicted == labels.reindex(predicted.index)).mean()) if len(predicted) else 0.0
-        table[name] = {"accuracy": round(acc, 4), "gain": round(gain(acc, r), 4), "runs": int(len(predicted))}
+        acc = loo_accuracy(proba, labels)
+        table[name] = {"accuracy": round(acc, 4), "gain": round(gain(acc, r), 4), "runs": int(len(proba))}
         if progress:
             progress(i, len(candidates), name, acc)
     order = list(candidates)
@@ -392,9 +409,9 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
                          "probability": round(float(loo[best].loc[run].max()), 4),
                          "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
-    nearest = [nearest_fault(loo[best].loc[r]) == labels[r] for r in faults]
     fault_model, fault_from, alone = fault_only_model(candidates[best], frame, columns, labels, balance)
-    all_runs_accuracy = round(float(np.mean(nearest)), 4) if nearest else None
+    nearest = nearest_accuracy(loo[best], labels)
+    all_runs_accuracy = None if nearest is None else round(nearest, 4)
     if fault_model is not None and all_runs_accuracy is not None and alone > all_runs_accuracy:
         fault_from = "faults_only"
     else:
