@@ -55,6 +55,7 @@ from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.clusters")
 DISTANCE_DECIMALS = 10      # pearson_distance: far above summation-order noise (1e-13), far below any real difference
+R2_DECIMALS = 8             # redundant_counters: above the inverse's noise on near-singular matrices (ridge 1e-6: ~1e-10)
 RESOLUTION = 1e-3     # the smallest prediction error worth telling apart (0.1 %), for the p-values' log scale
 
 
@@ -97,6 +98,13 @@ def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float
     the whole matrix: ``B_t = B_0 - sum_i b_i b_iᵀ / b_i[k_i]``, so a removal costs one column of
     ``B_t`` (a matrix-vector product) and its diagonal an O(p) update, not an O(p²) rewrite of
     the matrix (at 2,000 counters that rewrite, a thousand times, took 45 s per run).
+
+    The R² are rounded to ``R2_DECIMALS`` before the largest is taken: two counters that carry
+    the same signal (Nezha's p95 and p99 latency of one service) have the same R² up to the
+    inverse's rounding noise, which depends on the BLAS kernel and thread count, so another
+    machine removed the other one and built other clusters; rounded, the tie goes by column
+    order on every machine (checked with ``OPENBLAS_CORETYPE`` and ``NPY_DISABLE_CPU_FEATURES``,
+    ``tests/unit/test_clusters.py``).
     """
     cols = [c for c in frame.columns if frame[c].std(ddof=0) > 0]
     if len(cols) < 2:
@@ -110,8 +118,8 @@ def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float
     alive = np.ones(p, dtype=bool)
     removed: list[tuple[str, float]] = []
     for t in range(p - 1):
-        r2 = np.where(alive, 1.0 - 1.0 / np.clip(diag, 1.0, None), -np.inf)
-        k = int(np.argmax(r2))        # the first of equals, in column order
+        r2 = np.where(alive, np.round(1.0 - 1.0 / np.clip(diag, 1.0, None), R2_DECIMALS), -np.inf)
+        k = int(np.argmax(r2))        # the first of equals, in column order (rounded: see below)
         if r2[k] <= r2_threshold:
             break
         removed.append((cols[k], round(float(r2[k]), 6)))

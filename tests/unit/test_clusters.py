@@ -209,3 +209,48 @@ def test_distances_do_not_depend_on_how_the_correlations_are_summed():
     with_gap = frame.copy()
     with_gap.iloc[0, 0] = np.nan                                    # a gap: pandas' form, still symmetric
     assert np.array_equal(clusters.pearson_distance(with_gap).to_numpy(), clusters.pearson_distance(with_gap).to_numpy().T)
+
+
+BLAS_MACHINES = (                  # other machines, emulated: OpenBLAS kernels, thread counts, numpy's SIMD
+    {},
+    {"OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "1"},
+    {"OPENBLAS_CORETYPE": "Prescott"},
+    {"OPENBLAS_CORETYPE": "Zen", "NPY_DISABLE_CPU_FEATURES": "AVX512F,AVX512_SKX,AVX2,FMA3"},
+)
+REDUNDANCY_PROBE = """
+import json, sys
+import numpy as np, pandas as pd
+from pipelines.clusters import redundant_counters
+rng = np.random.default_rng(7)
+mix = rng.normal(size=(600, 12)) @ rng.normal(size=(12, 40))       # 40 counters from 12 sources
+cols = {f"c{i:02d}": mix[:, i] for i in range(40)}
+cols.update({f"d{i:02d}": mix[:, i].copy() for i in range(0, 40, 4)})  # 10 exact copies (a p95 equal to its p99)
+print(json.dumps(redundant_counters(pd.DataFrame(cols), r2_threshold=0.9)))
+"""
+
+
+def test_redundancy_removes_the_same_counters_on_every_blas_kernel():
+    """Session 12 saw Nezha's clusters differ between two machines with the same code: two
+    counters with the same signal have the same R² up to the inverse's rounding noise, which
+    depends on the BLAS kernel, and the other machine removed the other one.  Each kernel below
+    runs in its own process (OpenBLAS and numpy read these variables when they load); without
+    the R² rounding the four gave three different removal lists on this machine."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(clusters.__file__).resolve().parents[1])
+    outputs = []
+    for extra in BLAS_MACHINES:
+        env = {**os.environ, "PYTHONPATH": root, **extra}
+        done = subprocess.run([sys.executable, "-c", REDUNDANCY_PROBE], env=env, capture_output=True, text=True,
+                              check=True)
+        outputs.append(json.loads(done.stdout))
+    assert all(out == outputs[0] for out in outputs[1:])
+    removed = [name for name, _ in outputs[0]]
+    for i in range(0, 40, 4):       # while both copies are in, their R² are equal: the earlier column goes first
+        c, d = f"c{i:02d}", f"d{i:02d}"
+        assert d not in removed or (c in removed and removed.index(c) < removed.index(d))
+    assert any(f"d{i:02d}" in removed for i in range(0, 40, 4))     # the rule above was put to the test
