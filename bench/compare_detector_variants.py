@@ -1,0 +1,170 @@
+"""Variants of issue 11's detectors measured on a labelled tree and not adopted (session 13).
+
+    python bench/compare_detector_variants.py gap-null build/smd smd-1-6 --gap-days 3
+    python bench/compare_detector_variants.py peak build/smd ../shared/data/smd/target_labels.json
+    python bench/compare_detector_variants.py counter-fusion build/nezha ../shared/data/nezha/target_labels.json
+
+Each tree is one of ``make real-<set>`` (``build/<set>``) or the checkout after ``dvc repro``
+(``.`` with ``data/example/target_labels.json``), holding this code's outputs.
+
+* ``gap-null``: is a drifting server's false alarm a matter of time?  Stacking's null is each
+  normal run against the models of *all* the others, its neighbours in time included, while a
+  target is judged only by runs before it, days earlier.  This judges each normal run only by
+  runs at least ``--gap-days`` away from it and prints the largest scores: if drift grew with the
+  gap, a null with the target's gap would hold the drifted normal targets' scores.
+* ``peak``: a sparse window statistic for the control charts, the largest over counters of the
+  strongest-window ratio over the counter's normal window maximum (a fault in 4 of 38 counters
+  is diluted by the top-half average), calibrated in leave-one-out like the two others and
+  Bonferroni-combined with them; prints the labelled targets' p-values and accuracies, charts
+  and headline (Simes over the detectors' p-values of the verdict files), before and after.
+* ``counter-fusion``: the headline's counter ranking (mean of stacking's and the charts' counter
+  scores) against the charts' alone, the cluster models' alone, the mean of the three, and rank
+  (Borda) fusions: counter ROC AUC averaged over the labelled failed targets, as ``evaluate``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _root(tree: str) -> None:
+    os.environ["REGRESSLAB_ROOT"] = str(Path(tree).resolve())
+
+
+def gap_null(tree: str, system: str, gap_days: float) -> None:
+    _root(tree)
+    import pandas as pd
+
+    from pipelines import archive, config, detect, history, labs, store
+    index = archive.read_valid_index()
+    params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
+    spec = store.read_edges(system)
+    cache = detect.DetectCache(store.FrameStore(spec["reference_load"]))
+    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    when = {r: pd.Timestamp(index[r]["started_at"]) for r in passed}
+    scores = {}
+    for r in passed:
+        base = [b for b in passed if b != r and abs((when[b] - when[r]).total_seconds()) >= gap_days * 86400]
+        if len(base) < 2:
+            continue
+        result, _ = detect.analyse(r, base, index, spec["counters"], mine, params, config.models_dir(system), cache,
+                                   spec["reference_load"], config.single_models_dir(system), lab_runs=verdicts,
+                                   lab_kw=labs.lab_params(hist), with_single=False)
+        scores[r] = round(detect.stacking_score(result), 3)
+    calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
+    loo = sorted((calibration.get("normal_scores") or {}).values())
+    print(f"{system}: {len(scores)} normal runs judged by runs >= {gap_days} days away; largest stacking scores "
+          f"{sorted(scores.values())[-6:]}; leave-one-out null's largest {loo[-6:]}")
+    for run_id in [t for t in history.targets(index) if index[t]["system"] == system]:
+        doc = store.read_optional(config.detection_path(run_id)) or {}
+        stacking = (doc.get("methods") or {}).get("association_rules_stacking") or {}
+        print(f"  target {run_id}: stacking score {stacking.get('score')}, p {stacking.get('p_value')}")
+
+
+def _verdict_pvalues(doc: dict) -> dict:
+    return dict(doc["details"]["p_values"])
+
+
+def peak(tree: str, labels_path: str) -> None:
+    _root(tree)
+    import pandas as pd
+
+    from pipelines import archive, config, history, store, pvalues
+    from pipelines import control_charts as cc
+    labels = json.loads(Path(labels_path).read_text())
+    index = archive.read_valid_index()
+    params, hist = config.load_params("control_charts"), config.load_params("history")
+    alpha = float(config.load_params("report")["false_alarm_rate"])
+    combination = config.load_params("report")["combination"]
+    floor = float(params["counter_flag_floor"])
+    rows = []
+    for system in history.systems(index):
+        frames = store.FrameStore.of_system(system)
+        passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+        parts = cc.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+                                     {r: index[r].get("version") for r in passed}, params=params)
+        windows = pd.DataFrame({r: x["window"] for r, x in parts["runs"].items()}).T
+        null = [float((windows.loc[r] / windows.drop(index=r).max(axis=0).clip(lower=floor)).max()) for r in windows.index]
+        for run_id, truth in labels.items():
+            chart = store.read_optional(config.chart_path(run_id))
+            if run_id not in index or index[run_id]["system"] != system or not chart or chart.get("verdict") is None:
+                continue
+            s = pd.Series(chart["counter_scores"], dtype=float)
+            p_peak = pvalues.calibrated_pvalue(float((s / (1 - s)).max()), null, resolution=0.01)
+            charts_new = pvalues.combined_pvalue([chart["p_run"], chart["p_window"], p_peak], "bonferroni")
+            pv = _verdict_pvalues(archive.read_json(config.run_report_path(run_id)))
+            head_old = pvalues.combined_pvalue([v for v in pv.values() if v is not None], combination)
+            pv["control_charts"] = charts_new
+            head_new = pvalues.combined_pvalue([v for v in pv.values() if v is not None], combination)
+            rows.append({"run": run_id, "truth": truth["verdict"], "p_peak": round(p_peak, 4),
+                         "charts_old": chart["p_value"], "charts_new": round(charts_new, 4),
+                         "headline_old": round(head_old, 4), "headline_new": round(head_new, 4)})
+    frame = pd.DataFrame(rows)
+    print(frame.to_string(index=False))
+    for col in ("charts_old", "charts_new", "headline_old", "headline_new"):
+        failed = frame[col] <= alpha
+        right = (failed == (frame["truth"] == "fail")).mean()
+        print(f"{col}: accuracy {right:.3f}, normal runs failed {int((failed & (frame.truth == 'pass')).sum())}"
+              f"/{int((frame.truth == 'pass').sum())}, faults caught {int((failed & (frame.truth == 'fail')).sum())}"
+              f"/{int((frame.truth == 'fail').sum())}")
+
+
+def counter_fusion(tree: str, labels_path: str) -> None:
+    _root(tree)
+    import numpy as np
+    import pandas as pd
+
+    from pipelines import archive, config, evaluate, store
+    labels = json.loads(Path(labels_path).read_text())
+    names = ("headline (now)", "stacking", "charts", "clusters", "mean of three", "rank of two", "rank of three")
+    aucs: dict[str, list[float]] = {n: [] for n in names}
+    for run_id, truth in labels.items():
+        if truth["verdict"] != "fail" or not truth.get("regressed_counters") or not config.detection_path(run_id).exists():
+            continue
+        rules = archive.read_json(config.detection_path(run_id))["counter_scores"]
+        charts = (store.read_optional(config.chart_path(run_id)) or {}).get("counter_scores") or {}
+        clusters = (store.read_optional(config.cluster_path(run_id)) or {}).get("counter_scores") or {}
+        head = archive.read_json(config.run_report_path(run_id))["counter_scores"]
+        universe = sorted(set(rules) | set(charts) | set(clusters))
+        ranks = [pd.Series({c: s.get(c, 0.0) for c in universe}).rank(pct=True) for s in (rules, charts, clusters) if s]
+        candidates = {"headline (now)": head, "stacking": rules, "charts": charts, "clusters": clusters,
+                      "mean of three": {c: float(np.mean([s[c] for s in (rules, charts, clusters) if c in s])) for c in universe},
+                      "rank of two": {c: float(np.mean([r[c] for r in ranks[:2]])) for c in universe},
+                      "rank of three": {c: float(np.mean([r[c] for r in ranks])) for c in universe}}
+        for name, scores in candidates.items():
+            auc = evaluate.roc_auc(scores, set(truth["regressed_counters"])) if scores else None
+            if auc is not None:
+                aucs[name].append(auc)
+    for name in names:
+        print(f"{name:16s} counter ROC AUC {np.mean(aucs[name]):.4f} over {len(aucs[name])} failed targets"
+              if aucs[name] else f"{name:16s} -")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    g = sub.add_parser("gap-null")
+    g.add_argument("tree")
+    g.add_argument("system")
+    g.add_argument("--gap-days", type=float, default=3.0)
+    for name in ("peak", "counter-fusion"):
+        p = sub.add_parser(name)
+        p.add_argument("tree")
+        p.add_argument("labels")
+    args = parser.parse_args()
+    if args.what == "gap-null":
+        gap_null(args.tree, args.system, args.gap_days)
+    elif args.what == "peak":
+        peak(args.tree, args.labels)
+    else:
+        counter_fusion(args.tree, args.labels)
+
+
+if __name__ == "__main__":
+    main()
