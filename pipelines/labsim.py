@@ -316,8 +316,13 @@ def offered_load(spec: SystemSpec, tl: Timeline, seed: int, rate: float) -> np.n
 
 
 def _noise(seed: int, counter: str, n: int, cv: float) -> np.ndarray:
-    """Multiplicative measurement noise for one counter, identical with and without a fault."""
-    return np.exp(_rng(seed, "noise", counter).normal(0.0, cv, size=n))
+    """Multiplicative measurement noise for one counter, identical with and without a fault.
+
+    The exponential is taken in long double and rounded to float64: numpy's float64 ``exp`` is
+    the AVX-512 one on a machine that has it and another elsewhere, one ULP apart now and then,
+    which flipped the fourth decimal of some written values, so the example's archives (and
+    ``dvc.lock``) differed between machines.  The long double ``exp`` has one implementation."""
+    return np.exp(_rng(seed, "noise", counter).normal(0.0, cv, size=n).astype(np.longdouble)).astype(np.float64)
 
 
 def _gc_sawtooth(alloc_mb_s: np.ndarray, young_mb: float) -> np.ndarray:

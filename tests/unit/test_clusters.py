@@ -215,7 +215,7 @@ BLAS_MACHINES = (                  # other machines, emulated: OpenBLAS kernels,
     {},
     {"OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "1"},
     {"OPENBLAS_CORETYPE": "Prescott"},
-    {"OPENBLAS_CORETYPE": "Zen", "NPY_DISABLE_CPU_FEATURES": "AVX512F,AVX512_SKX,AVX2,FMA3"},
+    {"OPENBLAS_CORETYPE": "Zen", "NPY_DISABLE_CPU_FEATURES": "X86_V4,X86_V3"},
 )
 REDUNDANCY_PROBE = """
 import json, sys

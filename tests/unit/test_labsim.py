@@ -136,6 +136,35 @@ def test_the_same_seed_gives_the_same_archive_and_another_seed_does_not():
     assert not a.frames["web01"].equals(c.frames["web01"])
 
 
+NOISE_PROBE = """
+import hashlib, sys
+from pipelines import labsim
+values = [labsim._noise(seed, f"c{seed}", 5000, cv) for seed, cv in ((1, 0.05), (2, 0.3), (3, 1.0))]
+print(hashlib.sha256(b"".join(v.tobytes() for v in values)).hexdigest())
+"""
+
+
+def test_the_noise_is_the_same_bits_with_and_without_avx512():
+    """numpy's float64 exp is the AVX-512 one where the CPU has it: the example's archives then
+    differed between machines (a fourth decimal now and then).  numpy reads the variable when it
+    loads, so each run is its own process; on a machine without AVX-512 the first two agree by
+    construction, and X86_V3 (AVX2) is checked as well."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(labsim.__file__).resolve().parents[1])
+    digests = set()
+    for disabled in ("", "X86_V4", "X86_V4,X86_V3"):
+        env = {**os.environ, "PYTHONPATH": root, "NPY_DISABLE_CPU_FEATURES": disabled}
+        digests.add(subprocess.run([sys.executable, "-c", NOISE_PROBE], env=env, capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    assert len(digests) == 1
+    z = labsim._rng(2, "noise", "c2").normal(0.0, 0.3, size=5000)           # the same draws, by hand
+    np.testing.assert_allclose(labsim._noise(2, "c2", 5000, 0.3), np.exp(z), rtol=4e-16, atol=0)
+
+
 def test_fault_and_twin_share_their_noise():
     fault = plan(fault=Fault("blocking_io"))
     faulty, clean = simulate_run(fault), simulate_run(replace(fault, fault=None))
