@@ -70,7 +70,10 @@ def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
     loop took 30 s); with gaps, pandas' pairwise-complete correlation.  The distances are rounded
     to ``DISTANCE_DECIMALS``: two ways of summing (or two BLAS builds, or thread counts) differ
     by ~1e-13, and on real sets with near-equal distances (Nezha) that alone reordered the
-    average-linkage merges; rounded, equal distances stay equal and ties go by column order."""
+    average-linkage merges; rounded, equal distances stay equal and ties go by column order.
+    The correlation is rounded, not the distance: equation 1 jumps from 1 to 0 at ``ρ = 0``, and
+    two counters that are uncorrelated (``ρ`` of order 1e-17, either sign) were 1 apart on one
+    machine and 0 apart on another (Nezha, session 13)."""
     values = frame.to_numpy(dtype=float)
     if np.isnan(values).any():
         rho = frame.corr().to_numpy()
@@ -78,7 +81,8 @@ def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
         with np.errstate(invalid="ignore", divide="ignore"):       # a constant column: NaN, as pandas gives
             rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
         rho = np.triu(rho) + np.triu(rho, 1).T                    # exactly symmetric (BLAS may not be)
-    dist = np.round(np.where(rho >= 0, 1.0 - rho, np.abs(rho)), DISTANCE_DECIMALS)
+    rho = np.round(rho, DISTANCE_DECIMALS) + 0.0                 # + 0.0: no -0.0, whose sign would pick |ρ|
+    dist = np.where(rho >= 0, 1.0 - rho, np.abs(rho))
     np.fill_diagonal(dist, 0.0)
     return pd.DataFrame(dist, index=frame.columns, columns=frame.columns)
 

@@ -200,8 +200,8 @@ def test_distances_do_not_depend_on_how_the_correlations_are_summed():
     rng = np.random.default_rng(5)
     base = rng.normal(size=(300, 2))
     frame = pd.DataFrame({f"c{i}": base[:, i % 2] * (1 + i) + rng.normal(0, 0.3, 300) for i in range(6)})
-    rho = frame.corr().to_numpy()                                   # pandas' pairwise form, by hand
-    by_hand = np.round(np.where(rho >= 0, 1.0 - rho, np.abs(rho)), clusters.DISTANCE_DECIMALS)
+    rho = np.round(frame.corr().to_numpy(), clusters.DISTANCE_DECIMALS)   # pandas' pairwise form, by hand
+    by_hand = np.where(rho >= 0, 1.0 - rho, np.abs(rho))
     np.fill_diagonal(by_hand, 0.0)
     dist = clusters.pearson_distance(frame).to_numpy()              # no gaps: numpy's form
     assert np.array_equal(dist, by_hand)
@@ -254,3 +254,18 @@ def test_redundancy_removes_the_same_counters_on_every_blas_kernel():
         c, d = f"c{i:02d}", f"d{i:02d}"
         assert d not in removed or (c in removed and removed.index(c) < removed.index(d))
     assert any(f"d{i:02d}" in removed for i in range(0, 40, 4))     # the rule above was put to the test
+
+
+@pytest.mark.parametrize("eps", [1e-14, -1e-14])
+def test_uncorrelated_counters_are_one_apart_whatever_the_sign_of_the_noise(eps):
+    """Equation 1 jumps from 1 (ρ = +0) to 0 (ρ = -0).  x and y are orthogonal (ρ = 0 exactly by
+    hand: products 1, -1, -1, 1); y + eps·x has ρ = eps·|x|/|y + eps·x| ≈ eps, the size of the
+    rounding noise that differs between machines.  Rounded first, ρ is 0 both ways: distance 1.
+    (Distances rounded after the formula gave 1.0 for +1e-14 and 0.0 for -1e-14.)"""
+    x = np.array([1.0, -1.0, 1.0, -1.0])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    assert float(np.dot(x, y)) == 0.0
+    frame = pd.DataFrame({"x": x, "y": y + eps * x})
+    assert 0 < abs(float(np.corrcoef(frame["x"], frame["y"])[0, 1])) < 1e-12
+    dist = clusters.pearson_distance(frame)
+    assert dist.loc["x", "y"] == 1.0 and dist.loc["y", "x"] == 1.0
