@@ -25,8 +25,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ["pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "clusters",
-          "features", "train_causes", "predict_causes", "report", "evaluate"]
+_ALL = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
+STAGES = _ALL[_ALL.index("pull"):]       # dvc.yaml's order from pull on (before it: the example's generators)
 EMULATED = {"NPY_DISABLE_CPU_FEATURES": "X86_V4", "OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "1"}
 
 

@@ -54,7 +54,7 @@ from pipelines import archive, config, history, labs, locks, memo, pvalues, stor
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.clusters")
-DISTANCE_DECIMALS = 10      # pearson_distance: far above summation-order noise (1e-13), far below any real difference
+DISTANCE_DECIMALS = 10      # pearson_distance's ρ: far above summation-order noise (1e-13), far below any real difference
 R2_DECIMALS = 8             # redundant_counters: above the inverse's noise on near-singular matrices (ridge 1e-6: ~1e-10)
 RESOLUTION = 1e-3     # the smallest prediction error worth telling apart (0.1 %), for the p-values' log scale
 
@@ -67,13 +67,13 @@ def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
 
     Without missing values (the frames :func:`complete_columns` makes) ``ρ`` is numpy's
     matrix product form (BLAS: 1.5 s for 900 counters × 10,000 intervals, where pandas' pairwise
-    loop took 30 s); with gaps, pandas' pairwise-complete correlation.  The distances are rounded
-    to ``DISTANCE_DECIMALS``: two ways of summing (or two BLAS builds, or thread counts) differ
-    by ~1e-13, and on real sets with near-equal distances (Nezha) that alone reordered the
-    average-linkage merges; rounded, equal distances stay equal and ties go by column order.
-    The correlation is rounded, not the distance: equation 1 jumps from 1 to 0 at ``ρ = 0``, and
-    two counters that are uncorrelated (``ρ`` of order 1e-17, either sign) were 1 apart on one
-    machine and 0 apart on another (Nezha, session 13)."""
+    loop took 30 s); with gaps, pandas' pairwise-complete correlation.  The correlations are
+    rounded to ``DISTANCE_DECIMALS`` before equation 1: two ways of summing (or two BLAS builds,
+    or thread counts) differ by ~1e-13, and on real sets with near-equal distances (Nezha) that
+    alone reordered the average-linkage merges; rounded, equal distances stay equal and ties go
+    by column order.  Rounding ρ rather than the distance matters at ``ρ = 0``, where equation 1
+    jumps from 1 to 0: two uncorrelated counters (``ρ`` of order 1e-17, either sign) were 1
+    apart on one machine and 0 apart on another (Nezha, session 13)."""
     values = frame.to_numpy(dtype=float)
     if np.isnan(values).any():
         rho = frame.corr().to_numpy()
@@ -123,7 +123,7 @@ def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float
     removed: list[tuple[str, float]] = []
     for t in range(p - 1):
         r2 = np.where(alive, np.round(1.0 - 1.0 / np.clip(diag, 1.0, None), R2_DECIMALS), -np.inf)
-        k = int(np.argmax(r2))        # the first of equals, in column order (rounded: see below)
+        k = int(np.argmax(r2))        # the first of equals, in column order (rounded: see the docstring)
         if r2[k] <= r2_threshold:
             break
         removed.append((cols[k], round(float(r2[k]), 6)))

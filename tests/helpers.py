@@ -1,9 +1,12 @@
-"""Builders of good and bad archives for the tests."""
+"""Builders of good and bad archives for the tests, and a fresh Python to run code in."""
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -86,3 +89,12 @@ def every_stage_on(tree: Path, lab: Path, **train_causes):
             yield tree
         finally:
             config.use_root(old)
+
+
+def fresh_python(code: str, **env: str) -> str:
+    """What ``code`` prints in a new interpreter with this repository importable and ``env`` set
+    (numpy and OpenBLAS read their CPU and kernel variables only when they load)."""
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": root, **env},
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()

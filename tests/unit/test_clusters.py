@@ -236,18 +236,10 @@ def test_redundancy_removes_the_same_counters_on_every_blas_kernel():
     runs in its own process (OpenBLAS and numpy read these variables when they load); without
     the R² rounding the four gave three different removal lists on this machine."""
     import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    root = str(Path(clusters.__file__).resolve().parents[1])
-    outputs = []
-    for extra in BLAS_MACHINES:
-        env = {**os.environ, "PYTHONPATH": root, **extra}
-        done = subprocess.run([sys.executable, "-c", REDUNDANCY_PROBE], env=env, capture_output=True, text=True,
-                              check=True)
-        outputs.append(json.loads(done.stdout))
+    from tests.helpers import fresh_python
+
+    outputs = [json.loads(fresh_python(REDUNDANCY_PROBE, **extra)) for extra in BLAS_MACHINES]
     assert all(out == outputs[0] for out in outputs[1:])
     removed = [name for name, _ in outputs[0]]
     for i in range(0, 40, 4):       # while both copies are in, their R² are equal: the earlier column goes first

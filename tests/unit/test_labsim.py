@@ -149,17 +149,10 @@ def test_the_noise_is_the_same_bits_with_and_without_avx512():
     differed between machines (a fourth decimal now and then).  numpy reads the variable when it
     loads, so each run is its own process; on a machine without AVX-512 the first two agree by
     construction, and X86_V3 (AVX2) is checked as well."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.helpers import fresh_python
 
-    root = str(Path(labsim.__file__).resolve().parents[1])
-    digests = set()
-    for disabled in ("", "X86_V4", "X86_V4,X86_V3"):
-        env = {**os.environ, "PYTHONPATH": root, "NPY_DISABLE_CPU_FEATURES": disabled}
-        digests.add(subprocess.run([sys.executable, "-c", NOISE_PROBE], env=env, capture_output=True, text=True,
-                                   check=True).stdout.strip())
+    digests = {fresh_python(NOISE_PROBE, NPY_DISABLE_CPU_FEATURES=disabled)
+               for disabled in ("", "X86_V4", "X86_V4,X86_V3")}
     assert len(digests) == 1
     z = labsim._rng(2, "noise", "c2").normal(0.0, 0.3, size=5000)           # the same draws, by hand
     np.testing.assert_allclose(labsim._noise(2, "c2", 5000, 0.3), np.exp(z), rtol=4e-16, atol=0)
