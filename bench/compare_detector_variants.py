@@ -3,6 +3,7 @@
     python bench/compare_detector_variants.py gap-null build/smd smd-1-6 --gap-days 3
     python bench/compare_detector_variants.py peak build/smd ../shared/data/smd/target_labels.json
     python bench/compare_detector_variants.py counter-fusion build/nezha ../shared/data/nezha/target_labels.json
+    python bench/compare_detector_variants.py cross-lab-null . data/example/target_labels.json
 
 Each tree is one of ``make real-<set>`` (``build/<set>``) or the checkout after ``dvc repro``
 (``.`` with ``data/example/target_labels.json``), holding this code's outputs.
@@ -65,6 +66,52 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
         doc = store.read_optional(config.detection_path(run_id)) or {}
         stacking = (doc.get("methods") or {}).get("association_rules_stacking") or {}
         print(f"  target {run_id}: stacking score {stacking.get('score')}, p {stacking.get('p_value')}")
+
+
+def cross_lab_null(tree: str, labels_path: str) -> None:
+    _root(tree)
+    from pipelines import archive, config, detect, history, labs, store
+    labels = json.loads(Path(labels_path).read_text())
+    index = archive.read_valid_index()
+    params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
+    for system in history.systems(index):
+        spec = store.read_edges(system)
+        cache = detect.DetectCache(store.FrameStore(spec["reference_load"]))
+        passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+        verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+        lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
+        cross: dict[str, dict[str, float]] = {"adjusted": {}, "insufficient": {}}
+        for r in passed:
+            base = [b for b in passed if lab_of[b] != lab_of[r]]
+            if len(base) < 2:
+                continue
+            # adjusted: the lab's other verified runs teach its level; insufficient: none of them is known
+            for status, lab_runs in (("adjusted", verdicts),
+                                     ("insufficient", {k: v for k, v in verdicts.items() if lab_of[k] != lab_of[r]})):
+                result, doc = detect.analyse(r, base, index, spec["counters"], mine, params,
+                                             config.models_dir(system), cache, spec["reference_load"],
+                                             config.single_models_dir(system), lab_runs=lab_runs,
+                                             lab_kw=labs.lab_params(hist), with_single=False)
+                if doc["details"]["lab"]["status"] == status:
+                    cross[status][r] = round(detect.stacking_score(result), 3)
+        same = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("normal_scores") or {}
+        print(f"{system}: {len({lab_of[r] for r in passed})} lab(s) with normal runs; same-lab null (n={len(same)}) "
+              f"largest {sorted(round(v, 3) for v in same.values())[-5:]}; "
+              + "; ".join(f"cross-lab null as {k} (n={len(v)}) largest {sorted(v.values())[-5:]}"
+                          for k, v in cross.items()))
+        for run_id in [t for t in history.targets(index) if index[t]["system"] == system]:
+            doc = store.read_optional(config.detection_path(run_id)) or {}
+            status = ((doc.get("details") or {}).get("lab") or {}).get("status")
+            if status in (None, "same_lab"):
+                continue
+            score = ((doc.get("methods") or {}).get("association_rules_stacking") or {}).get("score")
+            n_models = max(1, len(doc.get("baseline_runs") or []))     # one model per baseline run
+            p_same = detect.stacking_pvalue(score, [v for k, v in same.items() if k != run_id], n_models)
+            null = list(cross.get(status, {}).values())
+            p_cross = detect.stacking_pvalue(score, null, n_models) if len(null) >= 2 else float("nan")
+            print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): score {score}, "
+                  f"p same-lab {p_same:.4f}, cross-lab {p_cross:.4f}"
+                  + ("" if len(null) >= 2 else " (no cross-lab null: the history's normal runs share one lab)"))
 
 
 def _verdict_pvalues(doc: dict) -> dict:
@@ -153,7 +200,7 @@ def main() -> None:
     g.add_argument("tree")
     g.add_argument("system")
     g.add_argument("--gap-days", type=float, default=3.0)
-    for name in ("peak", "counter-fusion"):
+    for name in ("peak", "counter-fusion", "cross-lab-null"):
         p = sub.add_parser(name)
         p.add_argument("tree")
         p.add_argument("labels")
@@ -162,6 +209,8 @@ def main() -> None:
         gap_null(args.tree, args.system, args.gap_days)
     elif args.what == "peak":
         peak(args.tree, args.labels)
+    elif args.what == "cross-lab-null":
+        cross_lab_null(args.tree, args.labels)
     else:
         counter_fusion(args.tree, args.labels)
 
