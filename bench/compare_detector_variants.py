@@ -112,6 +112,50 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
             print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): score {score}, "
                   f"p same-lab {p_same:.4f}, cross-lab {p_cross:.4f}"
                   + ("" if len(null) >= 2 else " (no cross-lab null: the history's normal runs share one lab)"))
+        _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist)
+
+
+def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> None:
+    """The same for the control charts: each normal run charted against the other labs' passed
+    runs only (its lab's level learned, or unknown), its run and window scores; then every new-lab
+    target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
+    one whose null scores are those cross-lab ones."""
+    from pipelines import archive, config, history as _history, labs, store
+    from pipelines import control_charts as cc
+    params = config.load_params("control_charts")
+    frames = store.FrameStore.of_system(system)
+    calibration = archive.read_json(config.calibration_path(system))
+    cross: dict[str, dict[str, dict[str, float]]] = {"adjusted": {}, "insufficient": {}}
+    for r in passed:
+        base = [b for b in passed if lab_of[b] != lab_of[r]]
+        if len(base) < 2:
+            continue
+        for status, lab_runs in (("adjusted", verdicts),
+                                 ("insufficient", {k: v for k, v in verdicts.items() if lab_of[k] != lab_of[r]})):
+            out = cc.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
+                               lab_kw=labs.lab_params(hist))
+            if (out.get("lab") or {}).get("status") == status:
+                cross[status][r] = {"run": out["violation_ratio"], "window": out["window_ratio"]}
+    print(f"{system} charts: same-lab null largest run scores "
+          f"{sorted(round(v, 3) for v in calibration['normal_scores'].values())[-5:]}; "
+          + "; ".join(f"cross-lab as {k} (n={len(v)}) largest {sorted(x['run'] for x in v.values())[-5:]}"
+                      for k, v in cross.items()))
+    for run_id in [t for t in _history.targets(index) if index[t]["system"] == system]:
+        doc = store.read_optional(config.chart_path(run_id)) or {}
+        status = (doc.get("lab") or {}).get("status")
+        if status in (None, "same_lab"):
+            continue
+        null = cross.get(status, {})
+        if len(null) < 2:
+            print(f"  {run_id}: no cross-lab null for the charts")
+            continue
+        matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
+                       window_scores={r: x["window"] for r, x in null.items()})
+        baseline = _history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        out = cc.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
+                           lab_kw=labs.lab_params(hist))
+        print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
+              f"window {doc.get('window_ratio')}; chart p same-lab {doc.get('p_value')}, cross-lab {out['p_value']}")
 
 
 def _verdict_pvalues(doc: dict) -> dict:
