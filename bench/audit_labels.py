@@ -66,7 +66,7 @@ def main() -> None:
     labels = json.loads(Path(args.labels).read_text())
     index = archive.read_valid_index()
     exclude = set(config.load_params("history")["exclude"])
-    counts: dict[str, list[int]] = {}
+    furthest: dict[str, list[float]] = {}     # label -> each target's largest distance out (-1: none)
     frames: dict[str, store.FrameStore] = {}
     for run_id in sorted(labels):
         if run_id not in index:
@@ -88,10 +88,10 @@ def main() -> None:
                           for c, f in list(out.items())[:TOP])
         print(f"{run_id} ({truth}): {len(out)} counter(s) beyond {len(normal)} normal runs (ranges out)"
               + (f": {shown}" if out else ""))
-        counts.setdefault(truth, []).append(max(out.values(), default=-1.0))
-    for truth, furthest in sorted(counts.items()):
+        furthest.setdefault(truth, []).append(max(out.values(), default=-1.0))
+    for truth, largest in sorted(furthest.items()):
         print(f"{truth}-labelled targets (same lab) with a counter's median beyond every normal history interval: "
-              + ", ".join(f"{sum(f > level for f in furthest)} of {len(furthest)} by more than {level:g} range(s)"
+              + ", ".join(f"{sum(f > level for f in largest)} of {len(largest)} by more than {level:g} range(s)"
                           for level in LEVELS))
 
 

@@ -80,30 +80,20 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
-        cross: dict[str, dict[str, float]] = {"adjusted": {}, "insufficient": {}}
-        for r in passed:
-            base = [b for b in passed if lab_of[b] != lab_of[r]]
-            if len(base) < 2:
-                continue
-            # adjusted: the lab's other verified runs teach its level; insufficient: none of them is known
-            for status, lab_runs in (("adjusted", verdicts),
-                                     ("insufficient", {k: v for k, v in verdicts.items() if lab_of[k] != lab_of[r]})):
-                result, doc = detect.analyse(r, base, index, spec["counters"], mine, params,
-                                             config.models_dir(system), cache, spec["reference_load"],
-                                             config.single_models_dir(system), lab_runs=lab_runs,
-                                             lab_kw=labs.lab_params(hist), with_single=False)
-                if doc["details"]["lab"]["status"] == status:
-                    cross[status][r] = round(detect.stacking_score(result), 3)
+
+        def stacking(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
+            result, doc = detect.analyse(r, base, index, spec["counters"], mine, params, config.models_dir(system),
+                                         cache, spec["reference_load"], config.single_models_dir(system),
+                                         lab_runs=lab_runs, lab_kw=labs.lab_params(hist), with_single=False)
+            return doc["details"]["lab"]["status"], round(detect.stacking_score(result), 3)
+        cross = _cross_lab_scores(passed, verdicts, lab_of, stacking)
         same = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("normal_scores") or {}
         print(f"{system}: {len({lab_of[r] for r in passed})} lab(s) with normal runs; same-lab null (n={len(same)}) "
               f"largest {sorted(round(v, 3) for v in same.values())[-5:]}; "
               + "; ".join(f"cross-lab null as {k} (n={len(v)}) largest {sorted(v.values())[-5:]}"
                           for k, v in cross.items()))
-        for run_id in [t for t in history.targets(index) if index[t]["system"] == system]:
-            doc = store.read_optional(config.detection_path(run_id)) or {}
-            status = ((doc.get("details") or {}).get("lab") or {}).get("status")
-            if status in (None, "same_lab"):
-                continue
+        for run_id, doc, status in _across_labs(index, system, config.detection_path,
+                                                lambda doc: ((doc.get("details") or {}).get("lab") or {}).get("status")):
             score = ((doc.get("methods") or {}).get("association_rules_stacking") or {}).get("score")
             n_models = max(1, len(doc.get("baseline_runs") or []))     # one model per baseline run
             p_same = detect.stacking_pvalue(score, [v for k, v in same.items() if k != run_id], n_models)
@@ -115,43 +105,65 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
         _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist)
 
 
-def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> None:
-    """The same for the control charts: each normal run charted against the other labs' passed
-    runs only (its lab's level learned, or unknown), its run and window scores; then every new-lab
-    target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
-    one whose null scores are those cross-lab ones."""
-    from pipelines import archive, config, history as _history, labs, store
-    from pipelines import control_charts as cc
-    params = config.load_params("control_charts")
-    frames = store.FrameStore.of_system(system)
-    calibration = archive.read_json(config.calibration_path(system))
-    cross: dict[str, dict[str, dict[str, float]]] = {"adjusted": {}, "insufficient": {}}
+def _cross_lab_scores(passed: list[str], verdicts: dict[str, str], lab_of: dict[str, str],
+                      judge) -> dict[str, dict[str, object]]:
+    """Each normal run judged by the other labs' passed runs only, twice: with its lab's level
+    taught by the lab's other verified runs (``adjusted``) and with none of them known
+    (``insufficient``).  ``judge(run, baseline, lab_runs)`` returns (the lab status the detector
+    saw, the score); a score is kept under the status it was meant to simulate."""
+    cross: dict[str, dict[str, object]] = {"adjusted": {}, "insufficient": {}}
     for r in passed:
         base = [b for b in passed if lab_of[b] != lab_of[r]]
         if len(base) < 2:
             continue
         for status, lab_runs in (("adjusted", verdicts),
                                  ("insufficient", {k: v for k, v in verdicts.items() if lab_of[k] != lab_of[r]})):
-            out = cc.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
-                               lab_kw=labs.lab_params(hist))
-            if (out.get("lab") or {}).get("status") == status:
-                cross[status][r] = {"run": out["violation_ratio"], "window": out["window_ratio"]}
+            seen, score = judge(r, base, lab_runs)
+            if seen == status:
+                cross[status][r] = score
+    return cross
+
+
+def _across_labs(index: dict, system: str, path_of, status_of):
+    """The system's targets judged across labs: (run_id, the stage's result file, its lab status)."""
+    from pipelines import history, store
+    for run_id in [t for t in history.targets(index) if index[t]["system"] == system]:
+        doc = store.read_optional(path_of(run_id)) or {}
+        status = status_of(doc)
+        if status not in (None, "same_lab"):
+            yield run_id, doc, status
+
+
+def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> None:
+    """The same for the control charts: each normal run charted against the other labs' passed
+    runs only (its lab's level learned, or unknown), its run and window scores; then every new-lab
+    target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
+    one whose null scores are those cross-lab ones."""
+    from pipelines import archive, config, history, labs, store
+    from pipelines import control_charts as cc
+    params = config.load_params("control_charts")
+    frames = store.FrameStore.of_system(system)
+    calibration = archive.read_json(config.calibration_path(system))
+
+    def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
+        out = cc.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
+                           lab_kw=labs.lab_params(hist))
+        return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
+                                                       "window": out.get("window_ratio")}
+    cross = _cross_lab_scores(passed, verdicts, lab_of, chart)
     print(f"{system} charts: same-lab null largest run scores "
           f"{sorted(round(v, 3) for v in calibration['normal_scores'].values())[-5:]}; "
           + "; ".join(f"cross-lab as {k} (n={len(v)}) largest {sorted(x['run'] for x in v.values())[-5:]}"
                       for k, v in cross.items()))
-    for run_id in [t for t in _history.targets(index) if index[t]["system"] == system]:
-        doc = store.read_optional(config.chart_path(run_id)) or {}
-        status = (doc.get("lab") or {}).get("status")
-        if status in (None, "same_lab"):
-            continue
+    for run_id, doc, status in _across_labs(index, system, config.chart_path,
+                                            lambda doc: (doc.get("lab") or {}).get("status")):
         null = cross.get(status, {})
         if len(null) < 2:
             print(f"  {run_id}: no cross-lab null for the charts")
             continue
         matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
                        window_scores={r: x["window"] for r, x in null.items()})
-        baseline = _history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
         out = cc.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
                            lab_kw=labs.lab_params(hist))
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
