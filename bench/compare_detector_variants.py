@@ -21,6 +21,13 @@ Each tree is one of ``make real-<set>`` (``build/<set>``) or the checkout after 
 * ``counter-fusion``: the headline's counter ranking (mean of stacking's and the charts' counter
   scores) against the charts' alone, the cluster models' alone, the mean of the three, and rank
   (Borda) fusions: counter ROC AUC averaged over the labelled failed targets, as ``evaluate``.
+* ``cross-lab-null``: the null of a target judged across labs.  Since session 15 the nightly
+  calibrations judge each normal run by the other labs only, on the counters a new-lab target is
+  judged on (``labs.cross_lab_null``, environment dependence learned from every lab).  This
+  prints, beside that matched null (read from the calibration files) and the same-lab one, the
+  *unmatched* null measured in session 14 — environment dependence learned from the other labs
+  only, so a left-out lab whose component they never vary is judged on every counter it moves —
+  and each new-lab target's stacking and chart p-values under it.
 """
 from __future__ import annotations
 
@@ -86,10 +93,14 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
                                          cache, spec["reference_load"], config.single_models_dir(system),
                                          lab_runs=lab_runs, lab_kw=labs.lab_params(hist), with_single=False)
             return doc["details"]["lab"]["status"], round(detect.stacking_score(result), 3)
-        cross = _cross_lab_scores(passed, verdicts, lab_of, stacking)
+        cross = labs.cross_lab_null(passed, lab_of, verdicts, stacking)      # unmatched: environment from the other labs
         same = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("normal_scores") or {}
+        matched = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("cross_lab_scores") or {}
         print(f"{system}: {len({lab_of[r] for r in passed})} lab(s) with normal runs; same-lab null (n={len(same)}) "
               f"largest {sorted(round(v, 3) for v in same.values())[-5:]}; "
+              + "".join(f"matched cross-lab null as {k} (n={len(v)}) largest {sorted(round(x, 3) for x in v.values())[-5:]}; "
+                        for k, v in matched.items())
+              + "unmatched: "
               + "; ".join(f"cross-lab null as {k} (n={len(v)}) largest {sorted(v.values())[-5:]}"
                           for k, v in cross.items()))
         for run_id, doc, status in _across_labs(index, system, config.detection_path,
@@ -100,28 +111,10 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
             null = list(cross.get(status, {}).values())
             p_cross = detect.stacking_pvalue(score, null, n_models) if len(null) >= 2 else float("nan")
             print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): score {score}, "
-                  f"p same-lab {p_same:.4f}, cross-lab {p_cross:.4f}"
+                  f"p same-lab {p_same:.4f}, unmatched cross-lab {p_cross:.4f}, nightly "
+                  f"{(doc.get('methods') or {}).get('association_rules_stacking', {}).get('p_value')}"
                   + ("" if len(null) >= 2 else " (no cross-lab null: the history's normal runs share one lab)"))
         _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist)
-
-
-def _cross_lab_scores(passed: list[str], verdicts: dict[str, str], lab_of: dict[str, str],
-                      judge) -> dict[str, dict[str, object]]:
-    """Each normal run judged by the other labs' passed runs only, twice: with its lab's level
-    taught by the lab's other verified runs (``adjusted``) and with none of them known
-    (``insufficient``).  ``judge(run, baseline, lab_runs)`` returns (the lab status the detector
-    saw, the score); a score is kept under the status it was meant to simulate."""
-    cross: dict[str, dict[str, object]] = {"adjusted": {}, "insufficient": {}}
-    for r in passed:
-        base = [b for b in passed if lab_of[b] != lab_of[r]]
-        if len(base) < 2:
-            continue
-        for status, lab_runs in (("adjusted", verdicts),
-                                 ("insufficient", {k: v for k, v in verdicts.items() if lab_of[k] != lab_of[r]})):
-            seen, score = judge(r, base, lab_runs)
-            if seen == status:
-                cross[status][r] = score
-    return cross
 
 
 def _across_labs(index: dict, system: str, path_of, status_of):
@@ -150,7 +143,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
                            lab_kw=labs.lab_params(hist))
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
-    cross = _cross_lab_scores(passed, verdicts, lab_of, chart)
+    cross = labs.cross_lab_null(passed, lab_of, verdicts, chart)
     print(f"{system} charts: same-lab null largest run scores "
           f"{sorted(round(v, 3) for v in calibration['normal_scores'].values())[-5:]}; "
           + "; ".join(f"cross-lab as {k} (n={len(v)}) largest {sorted(x['run'] for x in v.values())[-5:]}"
@@ -162,12 +155,13 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
             print(f"  {run_id}: no cross-lab null for the charts")
             continue
         matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
-                       window_scores={r: x["window"] for r, x in null.items()})
+                       window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
         out = cc.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
                            lab_kw=labs.lab_params(hist))
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
-              f"window {doc.get('window_ratio')}; chart p same-lab {doc.get('p_value')}, cross-lab {out['p_value']}")
+              f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "
+              f"unmatched cross-lab {out['p_value']}")
 
 
 def _verdict_pvalues(doc: dict) -> dict:

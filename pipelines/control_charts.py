@@ -460,6 +460,45 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
             "same_version_pairs": len(pairs)}
 
 
+def cross_lab_calibration(passed: list[str], index: dict[str, Any], charter: Charter, independent: list[str],
+                          params: dict[str, Any], *, lab_runs: dict[str, str], lab_kw: dict[str, Any]
+                          ) -> dict[str, dict[str, dict[str, float]]]:
+    """The run and window scores of the normal runs charted the way a target whose baseline does
+    not share its lab is (:func:`labs.cross_lab_null`): against the most similar passed runs of
+    the other labs, moved by its lab's level (``adjusted``) or with the counters that follow the
+    environment set aside (``insufficient``, learned from the other passed runs of every lab, as a
+    new-lab target's are from the whole history), scored without ``independent`` counters as
+    :func:`judge` scores a target.  ``{status: {"normal_scores", "window_scores"}}``."""
+    envs = {r: index[r].get("environment") or {} for r in {*passed, *lab_runs}}
+    top = float(params["top_fraction"])
+
+    def chart_across(run_id: str, baseline: list[str], verified: dict[str, str]) -> tuple[str, dict[str, float]]:
+        base = chart_baseline({b: envs[b] for b in baseline}, envs[run_id], params["max_baseline_runs"])
+        lab = charter.lab(run_id, base, index, verified, lab_kw, candidates=[r for r in passed if r != run_id])
+        ratios = charter(base, run_id, lab["shift"])[0].drop(index=labs.not_judged(lab), errors="ignore")
+        return lab["status"], {"run": run_score(ratios["average"], top_fraction=top, exclude=independent),
+                               "window": run_score(ratios["window"], top_fraction=top, exclude=independent)}
+    null = labs.cross_lab_null(passed, {r: labs.lab_key(e) for r, e in envs.items()}, lab_runs, chart_across)
+    return {status: {"normal_scores": {r: x["run"] for r, x in runs.items()},
+                     "window_scores": {r: x["window"] for r, x in runs.items()}} for status, runs in null.items()}
+
+
+def matched_calibration(calibration: dict[str, Any], status: str, run_id: str | None = None
+                        ) -> tuple[dict[str, Any], str]:
+    """The calibration a run is judged by: its null scores those of the normal runs charted across
+    labs as ``status`` (:func:`cross_lab_calibration`, without ``run_id``) when the run's baseline
+    is not of its lab and the history has them (:func:`labs.matched_null`), the threshold then their
+    largest; else ``calibration`` itself.  Returns (calibration, ``"cross_lab"`` or ``"same_lab"``)."""
+    cross = ((calibration.get("cross_lab") or {}).get(status)) or {}
+    scores, kind = labs.matched_null(status, calibration["normal_scores"], {status: cross.get("normal_scores") or {}},
+                                     run_id)
+    if kind == "same_lab":
+        return calibration, kind
+    windows = {r: v for r, v in cross["window_scores"].items() if r in scores}
+    threshold = calibration["threshold"] if calibration["threshold_from"] == "params" else max(scores.values())
+    return {**calibration, "normal_scores": scores, "window_scores": windows, "threshold": threshold}, kind
+
+
 def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], versions: dict[str, str],
               *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
     """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
@@ -563,9 +602,11 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
     target = labs.shifted(frames[run_id], lab["shift"])
     ratios, limits, modes = charter(base, run_id, lab["shift"])
     ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
-    out = judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
+    matched, null = matched_calibration(calibration, lab["status"], run_id)
+    out = judge(ratios, matched, top_fraction=float(params["top_fraction"]),
                 counter_flag_floor=float(params["counter_flag_floor"]),
                 false_alarm_rate=float(params["false_alarm_rate"]))
+    out["null"] = null
     out.update({
         "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
@@ -581,15 +622,19 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     path = config.calibration_path(system)
-    key = memo.input_key("control_charts", index, {"passed": passed}, system=system, control_charts=params,
-                         history=hist, reference=frames.reference)
+    key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
+                         control_charts=params, history=hist, reference=frames.reference)
     done = memo.reuse(path, key)
     if done is not None:
         log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
+    charter = Charter(frames, params)
     calibration = calibrate({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
-                            {r: index[r].get("version") for r in passed}, params=params)
+                            {r: index[r].get("version") for r in passed}, params=params, charter=charter)
+    calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
+                                                     lab_runs=verdicts, lab_kw=labs.lab_params(hist))
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 

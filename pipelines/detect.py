@@ -542,7 +542,7 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
 def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict[str, Any],
             mine_params: dict[str, Any], params: dict[str, Any], directory, cache: DetectCache,
             reference: float | None, single_dir, *, lab_runs: dict[str, str], lab_kw: dict[str, Any],
-            with_single: bool = True) -> tuple[dict, dict]:
+            with_single: bool = True, environment_from: list[str] | None = None) -> tuple[dict, dict]:
     """Detect on one run against a baseline; return (detect_run result, verdict document).
 
     ``reference`` is the system's reference load the bin edges were learned at.  Steps:
@@ -552,6 +552,10 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     that the target environment's passed runs break; the three combiners; the
     practical-change filter.  ``with_single=False`` skips the pooled model (the calibration
     needs only stacking's score, and a pooled model per held-out run would be mined for nothing).
+    ``environment_from`` (default: the baseline) are the runs whose labs teach which counters
+    follow the environment: the cross-lab null (:func:`labs.cross_lab_null`) judges a normal run
+    by the other labs only, on the counters a new-lab target is judged on (learned from the
+    whole history, its own lab included).
     """
     info = store.read_info(run_id)
     target_env = index[run_id].get("environment") or {}
@@ -571,8 +575,9 @@ def analyse(run_id: str, baseline: list[str], index: dict[str, Any], edges: dict
     env_dependent: dict[str, float] = {}
     if (params["new_environment_abstain"] and baseline and target_env not in envs.values()
             and lab["status"] != "adjusted"):
-        env_dependent = labs.environment_dependent(cache.levels(baseline, reference),
-                                                   [labs.lab_key(envs[b]) for b in baseline],
+        teachers = list(environment_from or baseline)
+        env_dependent = labs.environment_dependent(cache.levels(teachers, reference),
+                                                   [labs.lab_key(index[b].get("environment")) for b in teachers],
                                                    alpha=lab_kw["environment_alpha"],
                                               min_rel_change=params["min_rel_change"] or 0.0)
         models = [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(env_dependent)) for m in models]
@@ -618,6 +623,9 @@ def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spe
                      mine_params: dict[str, Any], params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
     """The stacking scores of the history's normal runs, each against the models of the others
     (the null of :func:`stacking_pvalue`); written to ``config.stacking_calibration_path``.
+    With passed runs in several labs, also ``cross_lab_scores``: each normal run judged by the
+    other labs' models only (:func:`labs.cross_lab_null`), the null of a target whose baseline
+    does not share its lab (:func:`labs.matched_null`).
 
     The bin edges are the system's (learned with every passed run, the judged one included:
     a normal run looks slightly more normal than a new one would, so the null is a little
@@ -633,16 +641,26 @@ def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spe
     if done is not None:        # the same normal runs, bins, params and code: the same scores
         log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
-    progress = Progress(log, f"detect calibration {system}", len(passed), what="normal runs")
-    scores = {}
-    for i, run_id in enumerate(passed, 1):
-        result, _ = analyse(run_id, [r for r in passed if r != run_id], index, spec["counters"], mine_params,
-                            params, config.models_dir(system), cache, spec["reference_load"],
-                            config.single_models_dir(system), lab_runs=verdicts, lab_kw=labs.lab_params(hist),
-                            with_single=False)
-        scores[run_id] = round(stacking_score(result), 6)
-        progress.step(i)
-    return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores}, key)
+    lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
+    across_labs = [r for r in passed if sum(lab_of[b] != lab_of[r] for b in passed) >= 2]
+    progress = Progress(log, f"detect calibration {system}", len(passed) + 2 * len(across_labs),
+                        what="normal-run analyses")
+    analysed = 0
+
+    def judge(run_id: str, baseline: list[str], lab_runs: dict[str, str], across: bool = True) -> tuple[str, float]:
+        nonlocal analysed
+        result, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params,
+                              config.models_dir(system), cache, spec["reference_load"],
+                              config.single_models_dir(system), lab_runs=lab_runs, lab_kw=labs.lab_params(hist),
+                              with_single=False,
+                              environment_from=[r for r in passed if r != run_id] if across else None)
+        analysed += 1
+        progress.step(analysed)
+        return doc["details"]["lab"]["status"], round(stacking_score(result), 6)
+    scores = {r: judge(r, [b for b in passed if b != r], verdicts, across=False)[1] for r in passed}
+    cross = labs.cross_lab_null(passed, lab_of, verdicts, judge)
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores,
+                             "cross_lab_scores": cross}, key)
 
 
 @locks.holding("detect calibration")
@@ -694,8 +712,10 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
     result, doc = analyse(run_id, baseline, index, spec["counters"], mine_params, params, config.models_dir(system),
                           caches[system], spec["reference_load"], config.single_models_dir(system),
                           lab_runs=verdicts, lab_kw=labs.lab_params(hist))
-    null = [v for r, v in (calibration.get("normal_scores") or {}).items() if r != run_id]
-    doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, null))
+    null, kind = labs.matched_null(doc["details"]["lab"]["status"], calibration.get("normal_scores") or {},
+                                   calibration.get("cross_lab_scores"), run_id)
+    doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, list(null.values())),
+                                                        null=kind)
     return memo.write(config.detection_path(run_id), doc, key), False
 
 

@@ -116,7 +116,9 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
     can only be lower — the held-out run is judged slightly more strictly).  This keeps the
     cost linear in the history instead of quadratic.  A held-out run whose lab its baseline
     does not share is moved by its lab's level learned from the other verified runs
-    (:func:`labs.lab_shift`), as the nightly chart does.  Returns per run the
+    (:func:`labs.lab_shift`), as the nightly chart does, and judged by the normal runs charted
+    across labs (:func:`control_charts.matched_calibration`, charted once, the first time a run
+    needs them; the held-out run's own score left out).  Returns per run the
     :func:`control_charts.judge` result (with its ``counter_scores``).
     """
     runs = list(dict.fromkeys(verified + passed))
@@ -126,6 +128,7 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
     charter = control_charts.Charter(frames, params)
     parts = control_charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
                                              charter=charter)
+    cross: dict[str, Any] | None = None          # the cross-lab null, charted the first time a run needs it
     out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
     for i, run_id in enumerate(verified, 1):
@@ -136,10 +139,16 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
         lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=others)
         ratios, _, _ = charter(base, run_id, lab["shift"])
         ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
+        if lab["status"] != "same_lab" and cross is None:
+            independent = control_charts.calibration_from(parts, params=params)["load_independent"]
+            cross = control_charts.cross_lab_calibration(passed, index, charter, independent, params,
+                                                         lab_runs=lab_runs, lab_kw=lab_kw)
+        calibration, null = control_charts.matched_calibration({**calibration, "cross_lab": cross},
+                                                               lab["status"], run_id)
         result = control_charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
                                       counter_flag_floor=float(params["counter_flag_floor"]),
                                       false_alarm_rate=float(params["false_alarm_rate"]))
-        result["lab"] = labs.summary(lab)
+        result["lab"], result["null"] = labs.summary(lab), null
         out[run_id] = result
         progress.step(i)
     return out
@@ -188,7 +197,10 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
 
     Every verified run is analysed against the passed runs without it; the passed runs'
     stacking scores so obtained are the null of each held-out run's stacking p-value (its own
-    score left out), as ``detect.calibrate_system`` does for a night, at no extra cost."""
+    score left out), as ``detect.calibrate_system`` does for a night, at no extra cost.  A
+    held-out run whose baseline does not share its lab is judged by the passed runs analysed
+    across labs instead (:func:`labs.matched_null`; under the bins of every passed run), analysed
+    only when such a run exists."""
     passed = history.passed_runs(index, system, exclude=exclude)
     verified = history.verified_runs(index, system, exclude=exclude)
     directory = config.loo_cache_dir(system)
@@ -211,6 +223,16 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                                                                   "small_changes": result["small_changes"]}, doc)
         progress.step(i)
     null = {r: detect.stacking_score(analysed[r][0]) for r in passed if r in analysed}
+    statuses = {r: doc["details"]["lab"]["status"] for r, (_, doc) in analysed.items()}
+    cross = None
+    if any(s != "same_lab" for s in statuses.values()):     # a held-out run judged across labs
+        def judge(run_id: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
+            result, doc = detect.analyse(run_id, base, index, all_edges, mine_params, params, directory, cache,
+                                         all_ref, directory / "single", lab_runs=lab_runs, lab_kw=lab_kw,
+                                         with_single=False, environment_from=[r for r in passed if r != run_id])
+            return doc["details"]["lab"]["status"], detect.stacking_score(result)
+        cross = labs.cross_lab_null(passed, {r: labs.lab_key(index[r].get("environment")) for r in index},
+                                    {r: index[r]["verdict"] for r in verified}, judge)
     rows = []
     for run_id, (result, doc) in analysed.items():
         row = index[run_id]
@@ -219,8 +241,9 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         if charts is not None:            # the control charts alone, and the report's headline: both together
             rows += score_rows(*truth, {"control_charts": charts[run_id]["flagged_counters"]},
                                charts[run_id]["counter_scores"], "loo")
+            matched, kind = labs.matched_null(statuses[run_id], null, cross, run_id)
             doc["methods"]["association_rules_stacking"].update(
-                detect.stacking_evidence(result, [v for r, v in null.items() if r != run_id]))
+                detect.stacking_evidence(result, list(matched.values())), null=kind)
             head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []},
                                     (classified or {}).get(run_id),
                                     verdict_rule=report_params["verdict_rule"], flag_rule=report_params["flag_rule"],

@@ -212,7 +212,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         methods["control_charts"] = {k: charts[k] for k in ("verdict", "violation_ratio", "threshold",
                                                             "flagged_counters", "load_independent_counters")}
         methods["control_charts"].update({k: charts[k] for k in ("p_value", "window_ratio", "false_alarm_rate",
-                                                                 "load_independent_skipped") if k in charts})
+                                                                 "load_independent_skipped", "null") if k in charts})
         methods["control_charts"]["baseline_runs"] = charts["baseline_runs"]
         if charts.get("lab"):
             methods["control_charts"]["lab"] = charts["lab"]

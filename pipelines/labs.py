@@ -30,6 +30,21 @@ and the reason says so.
 When the lab has fewer than ``min_runs`` verified runs, nothing can be learned about it:
 the status is ``insufficient`` and the report says that the verdict rests on another lab's
 runs ("insufficient baseline").  Pure: dicts and frames in, dicts out.
+
+A target judged across labs needs a null judged across labs too (issue 11).  The detectors'
+p-values compare a run's score with the scores of the history's normal runs, each judged by
+the others — its own lab's runs among them.  A target whose baseline does not share its lab is
+judged without them, so :func:`cross_lab_null` judges each normal run the same way: by the
+passed runs of the *other* labs only, with its lab's level learned from its lab's other
+verified runs (``adjusted``) or unknown (``insufficient``), on the counters such a target is
+judged on (``environment_from``: the whole history teaches which counters follow the
+environment, as it does for the target).  :func:`matched_null` then picks, for a target, the
+null of its own status when the history has one (Nguyen 2017 §7.5.3, seed 004: the threshold
+comes from normal runs judged as the target is; METHODS.md §C).  Measured on the example lab
+(session 15, ``bench/compare_detector_variants.py cross-lab-null``): ledger's normal runs judged
+as ``insufficient`` score at most 1.64 on stacking (same-lab null 1.32), shop's 0.75 (1.20);
+ledger's new-lab normal target's chart p-value 0.035 → 0.14, its new-lab faults still
+0.016 and 0.006 on stacking.
 """
 from __future__ import annotations
 
@@ -133,6 +148,44 @@ def lab_for(target: str, baseline: list[str], envs: dict[str, dict[str, Any]], v
             lab["reason"] += (f"; {len(dependent)} counter(s) whose level differs between the history's "
                               f"labs are not judged")
     return lab
+
+
+def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str, str],
+                   judge: Callable[[str, list[str], dict[str, str]], tuple[str, Any]], *,
+                   min_baseline: int = 2) -> dict[str, dict[str, Any]]:
+    """Each normal run judged the way a target in a lab no baseline run shares is.
+
+    For every run of ``passed`` (normal runs; ``lab_of``: run -> :func:`lab_key`), the baseline is
+    the passed runs of the other labs (at least ``min_baseline`` of them, else the run is
+    skipped), judged twice: with every verified run of ``verdicts`` available to teach its lab's
+    level (``adjusted``), and with none of its lab's (``insufficient``).  ``judge(run, baseline,
+    lab_runs)`` returns (the lab status the detector found, its score); a score is kept only under
+    the status it was meant to stand for (a lab with too few other runs is ``insufficient`` both
+    times, and counts once).  Returns ``{"adjusted": {run: score}, "insufficient": {run: score}}``;
+    both empty when the passed runs share one lab."""
+    null: dict[str, dict[str, Any]] = {"adjusted": {}, "insufficient": {}}
+    for run in passed:
+        baseline = [b for b in passed if lab_of[b] != lab_of[run]]
+        if len(baseline) < min_baseline:
+            continue
+        unknown = {k: v for k, v in verdicts.items() if lab_of.get(k) != lab_of[run]}
+        for status, lab_runs in (("adjusted", verdicts), ("insufficient", unknown)):
+            seen, score = judge(run, baseline, lab_runs)
+            if seen == status:
+                null[status][run] = score
+    return null
+
+
+def matched_null(status: str, same_lab: dict[str, Any], cross_lab: dict[str, dict[str, Any]] | None,
+                 run_id: str | None = None, *, min_runs: int = 2) -> tuple[dict[str, Any], str]:
+    """The null a run's score is judged against: the normal runs judged across labs as
+    ``status`` (:func:`cross_lab_null`) when the run's baseline is not of its lab and the history
+    has at least ``min_runs`` of them, else the same-lab null; ``run_id``'s own score is left
+    out of either.  Returns (run -> score, ``"cross_lab"`` or ``"same_lab"``)."""
+    matched = {r: v for r, v in ((cross_lab or {}).get(status) or {}).items() if r != run_id}
+    if status != "same_lab" and len(matched) >= min_runs:
+        return matched, "cross_lab"
+    return {r: v for r, v in same_lab.items() if r != run_id}, "same_lab"
 
 
 def shifted(frame: pd.DataFrame, shift: pd.Series | None) -> pd.DataFrame:

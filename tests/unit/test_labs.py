@@ -75,3 +75,75 @@ def test_the_chart_of_a_shifted_target_sees_no_lab_difference():
     shifted, _, _ = charter(list(base), "t", pd.Series({"x": 10.0}))
     assert unshifted.at["x", "upper"] == 1.0
     assert shifted.at["x", "sum"] == 0.0
+
+
+# --------------------------------------------------------------------------- the cross-lab null (issue 11)
+
+def test_each_normal_run_is_judged_by_the_other_labs_with_its_lab_known_and_unknown():
+    """Labs A (a1, a2 passed, fa failed), B (b1, b2) and C (c1): a1's baseline is B's and C's passed
+    runs; as ``adjusted`` it may learn its lab from every verified run, as ``insufficient`` from
+    none of its lab's.  The fake judge finds ``adjusted`` when the run's lab has another verified
+    run among those it may use, as ``labs.lab_shift`` does with min_runs 1."""
+    lab_of = {"a1": "A", "a2": "A", "fa": "A", "b1": "B", "b2": "B", "c1": "C"}
+    passed = ["a1", "a2", "b1", "b2", "c1"]
+    verdicts = {**{r: "pass" for r in passed}, "fa": "fail"}
+    calls = []
+
+    def judge(run, baseline, lab_runs):
+        calls.append((run, tuple(baseline), tuple(sorted(lab_runs))))
+        known = [r for r in lab_runs if lab_of[r] == lab_of[run] and r != run]
+        return ("adjusted" if known else "insufficient"), float(len(baseline))
+    null = labs.cross_lab_null(passed, lab_of, verdicts, judge)
+    assert ("a1", ("b1", "b2", "c1"), ("a1", "a2", "b1", "b2", "c1", "fa")) in calls
+    assert ("a1", ("b1", "b2", "c1"), ("b1", "b2", "c1")) in calls
+    assert ("c1", ("a1", "a2", "b1", "b2"), ("a1", "a2", "b1", "b2", "fa")) in calls
+    # scores: the size of the other labs' passed runs (A: 3, B: 3, C: 4); C has no other run of
+    # its lab, so its 'adjusted' judgement was 'insufficient' and counts under that status only
+    assert null == {"adjusted": {"a1": 3.0, "a2": 3.0, "b1": 3.0, "b2": 3.0},
+                    "insufficient": {"a1": 3.0, "a2": 3.0, "b1": 3.0, "b2": 3.0, "c1": 4.0}}
+    # one lab only: nobody can be judged across labs; a lab with a single other-lab run is skipped
+    assert labs.cross_lab_null(["a1", "a2"], lab_of, verdicts, judge) == {"adjusted": {}, "insufficient": {}}
+    assert labs.cross_lab_null(["a1", "a2", "c1"], lab_of, verdicts, judge)["insufficient"] == {"c1": 2.0}
+
+
+def test_the_matched_null_is_the_cross_lab_one_only_for_a_run_judged_across_labs():
+    same = {"n1": 0.1, "n2": 0.2, "n3": 0.3}
+    cross = {"insufficient": {"n1": 5.0, "n2": 6.0, "n3": 7.0}, "adjusted": {"n1": 1.0, "n2": 2.0}}
+    assert labs.matched_null("same_lab", same, cross, "n1") == ({"n2": 0.2, "n3": 0.3}, "same_lab")
+    assert labs.matched_null("insufficient", same, cross, "t") == (cross["insufficient"], "cross_lab")
+    assert labs.matched_null("insufficient", same, cross, "n3") == ({"n1": 5.0, "n2": 6.0}, "cross_lab")
+    # 'adjusted' without its own run has one score left: too few, the same-lab null judges
+    assert labs.matched_null("adjusted", same, cross, "n2") == ({"n1": 0.1, "n3": 0.3}, "same_lab")
+    assert labs.matched_null("adjusted", same, None) == (same, "same_lab")
+
+
+def _calibration(normal: list[float], cross: list[float]) -> dict:
+    named = lambda xs: {f"n{i}": x for i, x in enumerate(xs)}      # noqa: E731
+    return {"threshold": max(normal), "threshold_from": "max over normal runs", "normal_scores": named(normal),
+            "window_scores": named(normal), "load_independent": [], "counter_normal_max": {},
+            "counter_window_max": {}, "cross_lab": {"insufficient": {"normal_scores": named(cross),
+                                                                     "window_scores": named(cross)}}}
+
+
+def test_a_new_lab_normal_run_failed_by_the_same_lab_null_passes_the_matched_one():
+    """A run of a new lab with run and window scores 0.2 (one counter, 100 intervals).
+
+    Same-lab null: 59 normal runs all at 0 (hurdle, no positive score): each p = (0 + 1)/(59 + 1)
+    = 1/60, Bonferroni over run and window 2/60 = 0.0333 <= 0.05: fail.  Normal runs judged
+    across labs: 9 at 0 and one at 0.5: k = 1 positive, too few to fit, p = (1 + 1)/(10 + 1) =
+    2/11 each, combined 4/11 = 0.364: pass; the threshold becomes the matched null's largest, 0.5."""
+    ratios = pd.DataFrame({"average": [0.2], "sum": [0.2], "window": [0.2], "n": [100]}, index=["x"])
+    calibration = _calibration([0.0] * 59, [0.0] * 9 + [0.5])
+    kw = {"top_fraction": 0.5, "counter_flag_floor": 0.05, "false_alarm_rate": 0.05}
+    same = cc.judge(ratios, calibration, **kw)
+    assert same["verdict"] == "fail" and same["p_run"] == pytest.approx(1 / 60, abs=1e-6)
+    assert same["p_value"] == pytest.approx(2 / 60, abs=1e-6)
+    matched, kind = cc.matched_calibration(calibration, "insufficient", "t")
+    assert kind == "cross_lab" and matched["threshold"] == 0.5
+    out = cc.judge(ratios, matched, **kw)
+    assert out["verdict"] == "pass" and out["p_run"] == pytest.approx(2 / 11, abs=1e-6)
+    assert out["p_value"] == pytest.approx(4 / 11, abs=1e-6)
+    # a run of a lab the baseline shares keeps the same-lab calibration, itself
+    assert cc.matched_calibration(calibration, "same_lab", "t") == (calibration, "same_lab")
+    fixed = {**calibration, "threshold": 0.3, "threshold_from": "params"}
+    assert cc.matched_calibration(fixed, "insufficient", "t")[0]["threshold"] == 0.3
