@@ -327,18 +327,24 @@ def similar_runs(run_id: str, candidates: list[str], index: dict[str, Any], limi
 
 
 def model_against(run_id: str, candidates: list[str], index: dict[str, Any], frames, params: dict[str, Any],
-                  hist: dict[str, Any], *, cluster_threshold: float = float("inf")) -> dict[str, Any]:
+                  hist: dict[str, Any], *, cluster_threshold: float = float("inf"),
+                  lab_runs: dict[str, str] | None = None, environment_from: list[str] | None = None) -> dict[str, Any]:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
-    when none of them shares its lab), not yet judged: :func:`decide` judges it."""
+    when none of them shares its lab), not yet judged: :func:`decide` judges it.  ``lab_runs``
+    (default: the system's verified runs) may teach its lab's level; ``environment_from``
+    (default: the candidates) teaches which counters follow the environment
+    (:func:`labs.cross_lab_null` judges a normal run by the other labs on a new-lab target's counters)."""
     similar = similar_runs(run_id, candidates, index, int(params["max_baseline_runs"]))
     out: dict[str, Any] = {"run_id": run_id, "system": index[run_id]["system"], "baseline_runs": similar}
     if not similar:
         return {**out, "verdict": None, "reason": "no passed run in the baseline", "max_prediction_error": None,
                 "max_excess_error": None, "clusters": []}
-    lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
-    envs = {r: index[r].get("environment") or {} for r in [run_id, *candidates, *lab_runs]}
+    if lab_runs is None:
+        lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
+    teachers = [c for c in (candidates if environment_from is None else environment_from) if c != run_id]
+    envs = {r: index[r].get("environment") or {} for r in [run_id, *candidates, *lab_runs, *teachers]}
     lab = labs.lab_for(run_id, similar, envs, lab_runs, lambda runs: frames.levels(runs, frames.reference),
-                       labs.lab_params(hist), [c for c in candidates if c != run_id])
+                       labs.lab_params(hist), teachers)
     return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, cluster_threshold, lab)}
 
 
@@ -373,15 +379,51 @@ def normal_scores(passed: list[str], index: dict[str, Any], frames, params: dict
     return {r: res["max_excess_error"] for r, res in results.items() if res.get("verdict") is not None}, results
 
 
+def cross_lab_scores(passed: list[str], index: dict[str, Any], frames, params: dict[str, Any],
+                     hist: dict[str, Any], lab_runs: dict[str, str]) -> dict[str, dict[str, float]]:
+    """The largest excess errors of the normal runs modelled the way a target whose baseline does
+    not share its lab is (:func:`labs.cross_lab_null`): against the other labs' passed runs, its
+    lab's level learned or unknown, the counters that follow the environment learned from every
+    lab.  Nothing when the passed runs share one lab."""
+    lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *lab_runs}}
+    progress = Progress(log, "clusters cross-lab calibration", 2 * len(labs.judged_across(passed, lab_of)),
+                        what="normal-run models")
+    modelled = 0
+
+    def model_across(run_id: str, baseline: list[str], verified: dict[str, str]) -> tuple[str | None, float | None]:
+        nonlocal modelled
+        result = model_against(run_id, baseline, index, frames, params, hist, lab_runs=verified,
+                               environment_from=passed)
+        modelled += 1
+        progress.step(modelled)
+        return (result.get("lab") or {}).get("status"), result.get("max_excess_error")
+    null = labs.cross_lab_null(passed, lab_of, lab_runs, model_across)
+    return {status: {r: v for r, v in runs.items() if v is not None} for status, runs in null.items()}
+
+
+def decide_matched(result: dict[str, Any], null: dict[str, float], cross: dict[str, dict[str, float]] | None,
+                   params: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
+    """:func:`decide` against the null of the run's situation (:func:`labs.matched_null`: the normal
+    runs modelled across labs when its baseline is not of its lab), saying which (``null``)."""
+    status = (result.get("lab") or {}).get("status") or "same_lab"
+    matched, kind = labs.matched_null(status, null, cross, run_id)
+    return {**decide(result, list(matched.values()), params), "null": kind}
+
+
 def loo(verified: list[str], passed: list[str], index: dict[str, Any], frames, params: dict[str, Any],
         hist: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Leave-one-out of the clustered models on the verified runs (``evaluate``): each run
-    against the other passed runs, judged against the other passed runs' scores."""
+    against the other passed runs, judged against the other passed runs' scores — or, for a run
+    whose baseline is not of its lab, against the passed runs modelled across labs (modelled only
+    when such a run exists)."""
     null, results = normal_scores(passed, index, frames, params, hist)
     for r in verified:
         if r not in results:
             results[r] = model_against(r, passed, index, frames, params, hist)
-    return {r: decide(results[r], [v for k, v in null.items() if k != r], params) for r in verified}
+    cross = None
+    if any((results[r].get("lab") or {}).get("status") not in (None, "same_lab") for r in verified):
+        cross = cross_lab_scores(passed, index, frames, params, hist, {r: index[r]["verdict"] for r in verified})
+    return {r: decide_matched(results[r], null, cross, params, r) for r in verified}
 
 
 def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[str, Any],
@@ -397,7 +439,9 @@ def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[st
         log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     null, _ = normal_scores(passed, index, frames, params, hist)
-    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null}, key)
+    cross = cross_lab_scores(passed, index, frames, params, hist,
+                             history.verdicts(index, system, exclude=set(hist["exclude"])))
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross}, key)
 
 
 def verified_of(index: dict[str, Any], system: str, hist: dict[str, Any]) -> list[str]:
@@ -418,8 +462,8 @@ def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, An
     done = memo.reuse(config.cluster_path(run_id), key)
     if done is not None:
         return done, True
-    result = decide(model_against(run_id, baseline, index, frames, params, hist),
-                    list((calibration.get("normal_scores") or {}).values()), params)
+    result = decide_matched(model_against(run_id, baseline, index, frames, params, hist),
+                            calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
     return memo.write(config.cluster_path(run_id), result, key), False
 
 

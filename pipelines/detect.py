@@ -642,8 +642,7 @@ def calibrate_system(system: str, index: dict[str, Any], cache: DetectCache, spe
         log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
-    across_labs = [r for r in passed if sum(lab_of[b] != lab_of[r] for b in passed) >= 2]
-    progress = Progress(log, f"detect calibration {system}", len(passed) + 2 * len(across_labs),
+    progress = Progress(log, f"detect calibration {system}", len(passed) + 2 * len(labs.judged_across(passed, lab_of)),
                         what="normal-run analyses")
     analysed = 0
 

@@ -175,7 +175,8 @@ def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any
     keys = ("counters", "target_counter", "ks_p_value", "error", "baseline_error", "excess_error", "regression")
     return {"verdict": result["verdict"], "max_prediction_error": result["max_prediction_error"],
             "max_excess_error": result.get("max_excess_error"), "p_value": result.get("p_value"),
-            "error_threshold": result.get("error_threshold"), "flagged_counters": result.get("flagged_counters") or [],
+            "error_threshold": result.get("error_threshold"), "null": result.get("null"),
+            "flagged_counters": result.get("flagged_counters") or [],
             "n_clusters": len(result.get("clusters") or []),
             "clusters": [{k: c.get(k) for k in keys} for c in (result.get("clusters") or [])[:top]],
             "redundant_counters": sorted(result.get("redundant_counters") or {}),

@@ -164,16 +164,20 @@ def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str
     times, and counts once).  Returns ``{"adjusted": {run: score}, "insufficient": {run: score}}``;
     both empty when the passed runs share one lab."""
     null: dict[str, dict[str, Any]] = {"adjusted": {}, "insufficient": {}}
-    for run in passed:
+    for run in judged_across(passed, lab_of, min_baseline=min_baseline):
         baseline = [b for b in passed if lab_of[b] != lab_of[run]]
-        if len(baseline) < min_baseline:
-            continue
         unknown = {k: v for k, v in verdicts.items() if lab_of.get(k) != lab_of[run]}
         for status, lab_runs in (("adjusted", verdicts), ("insufficient", unknown)):
             seen, score = judge(run, baseline, lab_runs)
             if seen == status:
                 null[status][run] = score
     return null
+
+
+def judged_across(passed: list[str], lab_of: dict[str, str], *, min_baseline: int = 2) -> list[str]:
+    """The runs :func:`cross_lab_null` judges: those with at least ``min_baseline`` passed runs in
+    other labs (each is judged twice; a progress count)."""
+    return [r for r in passed if sum(lab_of[b] != lab_of[r] for b in passed) >= min_baseline]
 
 
 def matched_null(status: str, same_lab: dict[str, Any], cross_lab: dict[str, dict[str, Any]] | None,

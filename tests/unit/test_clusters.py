@@ -159,6 +159,28 @@ def test_the_verdict_is_calibrated_on_the_normal_runs_unless_a_threshold_is_set(
     assert clusters.judge(0.9, [0.1], false_alarm_rate=0.05, error_threshold=None)["verdict"] is None
 
 
+def test_a_run_judged_across_labs_is_decided_against_the_normal_runs_modelled_across_labs():
+    """A new-lab run whose largest excess error is 0.2.  Same-lab null: 59 normal runs at 0 (no
+    positive error): p = (0 + 1)/(59 + 1) = 1/60 <= 0.05, fail.  Normal runs modelled across labs
+    as ``insufficient``: 9 at 0 and one at 0.5, k = 1 positive: p = (1 + 1)/(10 + 1) = 2/11, pass.
+    A run of a lab its baseline shares keeps the same-lab null."""
+    cluster = {"counters": ["a", "b"], "target_counter": "a", "error": 0.25, "excess_error": 0.2}
+    same = {f"n{i}": 0.0 for i in range(59)}
+    cross = {"insufficient": {**{f"n{i}": 0.0 for i in range(9)}, "n9": 0.5}, "adjusted": {}}
+    params = {"false_alarm_rate": 0.05, "error_threshold": None}
+
+    def result(status):
+        return {"verdict": "pass", "max_excess_error": 0.2, "clusters": [cluster], "lab": {"status": status}}
+    across = clusters.decide_matched(result("insufficient"), same, cross, params, "t")
+    assert across["null"] == "cross_lab" and across["verdict"] == "pass"
+    assert across["p_value"] == pytest.approx(2 / 11, abs=1e-6) and across["cluster_threshold"] == 0.5
+    within = clusters.decide_matched(result("same_lab"), same, cross, params, "t")
+    assert within["null"] == "same_lab" and within["verdict"] == "fail"
+    assert within["p_value"] == pytest.approx(1 / 60, abs=1e-6) and within["flagged_counters"] == ["a", "b"]
+    # 'adjusted' has no run modelled across labs here: the same-lab null judges it
+    assert clusters.decide_matched(result("adjusted"), same, cross, params, "t")["null"] == "same_lab"
+
+
 def test_constant_counters_and_more_counters_than_intervals():
     rng = np.random.default_rng(0)
     old = pd.DataFrame(rng.normal(100, 5, (6, 12)), columns=[f"k{i}" for i in range(12)]).assign(flat=1.0)
