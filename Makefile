@@ -50,15 +50,14 @@ bench: setup
 # build/<set>/ (params.yaml with pull.source and evaluate.labels pointed at the set), stages in
 # dvc.yaml's order; the set's metrics are copied to metrics/<set>/, beside the example's.
 SHARED ?= $(CURDIR)/../shared
-STAGES := pull validate normalize discretize mine_rules detect control_charts clusters features train_causes \
-          predict_causes report evaluate
+STAGES = $(shell $(BIN)/python -m pipelines.orchestration.stage_graph pull)
 real-%: setup
 	rm -rf build/$*
 	mkdir -p build/$* metrics/$*
 	$(BIN)/python -c 'import sys, yaml; p = yaml.safe_load(open("params.yaml")); \
 	  p["pull"]["source"] = "$(SHARED)/data/$*/archives"; p["evaluate"]["labels"] = ["$(SHARED)/data/$*/target_labels.json"]; \
 	  yaml.safe_dump(p, open("build/$*/params.yaml", "w"), sort_keys=False)'
-	for stage in $(STAGES); do REGRESSLAB_ROOT=$(CURDIR)/build/$* $(BIN)/python -m pipelines.$$stage || exit 1; done
+	for stage in $(STAGES); do REGRESSLAB_ROOT=$(CURDIR)/build/$* $(BIN)/python -m pipelines.stages.$$stage || exit 1; done
 	cp build/$*/metrics/* metrics/$*/
 	@echo "Night report: build/$*/reports/index.html   Metrics: metrics/$*/"
 

@@ -3,7 +3,7 @@
     python bench/audit_labels.py build/smd ../shared/data/smd/target_labels.json
     python bench/audit_labels.py . data/example/target_labels.json      # after dvc repro
 
-Issue 11 judges the detectors by run accuracy against a set's labels.  A label says what the
+The detectors are judged by run accuracy against a set's labels.  A label says what the
 people who made the set called a fault; a regression detector reads counters.  Where the two
 disagree, no sound detector can follow the label, and the set's goal should be read with that
 in mind.  For every labelled target this prints the counters whose **median over the run lies
@@ -61,7 +61,9 @@ def main() -> None:
     ap.add_argument("labels", help="the set's target_labels.json")
     args = ap.parse_args()
     os.environ["REGRESSLAB_ROOT"] = str(Path(args.tree).resolve())
-    from pipelines import archive, config, history, labs, store
+    from pipelines import config
+    from pipelines.calibration import history, labs
+    from pipelines.storage import archive, store
 
     labels = json.loads(Path(args.labels).read_text())
     index = archive.read_valid_index()

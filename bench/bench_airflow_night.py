@@ -11,10 +11,10 @@ the same time (from the metadata DB).
     python bench/bench_airflow_night.py [--source data/example] [--parallelism 4] [--with-retrain]
 
 With ``--compare``, the same night's stages then run one after the other as ``dvc repro`` runs
-them (``python -m pipelines.<stage>``, the stages the nightly DAG runs: not ``features`` and
+them (``python -m pipelines.stages.<stage>``, the stages the nightly DAG runs: not ``features`` and
 ``train_causes``, which the retraining DAG runs, nor the analysts' ``evaluate``) in another
 scratch tree, and the ratio of the night's own duration (its DAG run's start to end in the metadata
-DB) to their wall time is printed (issue 12: within 1.3x).  The retraining DAG stays paused unless
+DB) to their wall time is printed (within 1.3x).  The retraining DAG stays paused unless
 ``--with-retrain``: otherwise it would train beside the night on the same cores, work the compared
 stages do not do.  ``--source`` may be any archive folder, e.g. the one ``bench/bench_night.py
 --keep DIR`` generates (``DIR/source``).
@@ -37,6 +37,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
+
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
@@ -131,8 +134,8 @@ def night(dag_id: str, env: dict, timeout: float, db: Path, *, trigger: bool) ->
     return report_run(dag_id, run_id, state, time.monotonic() - started, db)
 
 
-NIGHT_STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "clusters",
-                "predict_causes", "report", "commit_changes")
+NIGHT_STAGES = stage_graph.select("pull", through="report", skip=("features", "train_causes"),
+                                  also=("commit_changes",))
 
 
 def stages_night(params: dict, scratch: Path) -> float:
@@ -143,7 +146,7 @@ def stages_night(params: dict, scratch: Path) -> float:
     env = dict(os.environ, REGRESSLAB_ROOT=str(root), PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
     start = time.monotonic()
     for stage in NIGHT_STAGES:
-        subprocess.run([sys.executable, "-m", f"pipelines.{stage}"], cwd=REPO, env=env, check=True,
+        subprocess.run([sys.executable, "-m", f"pipelines.stages.{stage}"], cwd=REPO, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - start
 

@@ -6,10 +6,9 @@
     python bench/bench_evaluate.py --root build/smd     # a real set's tree (make real-smd)
 
 Run it after ``make run`` (the example's stages must have run).  Each repeat is a fresh
-process (``python -m pipelines.evaluate``), so the peak memory is the stage's own; the first
+process (``python -m pipelines.stages.evaluate``), so the peak memory is the stage's own; the first
 repeat fills the leave-one-out model cache (``data/cache/loo``), so the figure printed is
 the median of the later ones, the cost of a night's ``evaluate`` once the cache is warm.
-Issue 11 asks that the calibrated verdicts keep this within 1.5x of the cost before them.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ def run_once(code: Path, root: Path) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(code), "REGRESSLAB_ROOT": str(root)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pipelines.evaluate"], cwd=code, env=env, check=True,
+    subprocess.run([sys.executable, "-m", "pipelines.stages.evaluate"], cwd=code, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

@@ -1,11 +1,11 @@
 """Benchmark of the JMeter importer on a large result file: wall time, rows/s and peak memory.
 
-    python bench/bench_ingest.py                 # 5,000,000 rows (issue 13: < 60 s, < 2 GB)
+    python bench/bench_ingest.py                 # 5,000,000 rows (< 60 s, < 2 GB)
     python bench/bench_ingest.py --rows 1000000 --keep /tmp/big
 
 A CSV JTL with JMeter's 17 default columns is written first (50 labels, 200 threads, about
 1,000 requests/s over the run, 2 % failures; labels quoted, as JMeter does when they hold a
-comma). The conversion then runs in a fresh process (``python -m pipelines.ingest`` on a run
+comma). The conversion then runs in a fresh process (``python -m pipelines.cli.ingest`` on a run
 directory holding that file), so the peak memory printed is the importer's own: pyarrow's
 CSV reader streams the file in blocks and only the columns the counters need are kept.
 """
@@ -65,7 +65,7 @@ def main() -> None:
     print(f"[bench] {args.rows:,} rows, {size_mb:.0f} MB JTL written in {time.monotonic() - t0:.1f} s")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t1 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pipelines.ingest", str(run_dir), "--out", str(base)], check=True,
+    subprocess.run([sys.executable, "-m", "pipelines.cli.ingest", str(run_dir), "--out", str(base)], check=True,
                    env=env, cwd=REPO, stdout=subprocess.DEVNULL)
     wall = time.monotonic() - t1
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

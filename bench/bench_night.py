@@ -1,4 +1,4 @@
-"""One whole night at scale, stage by stage, then the second night with one new archive (issue 12).
+"""One whole night at scale, stage by stage, then the second night with one new archive.
 
     python bench/bench_night.py                                   # 100 runs, 2,000 counters, 8 h at 15 s
     python bench/bench_night.py --runs 20 --counters 500 --hours 2   # a smaller night
@@ -10,7 +10,7 @@
 A generated history (``--runs`` passed runs of ``--counters`` counters on 4 hosts, ``--hours``
 long, one sample every ``--period`` s) plus ``--targets`` new runs, the last of which has a step
 in 5 % of its counters, is written as archives into a scratch source; then every stage of
-``dvc.yaml`` from ``pull`` to ``report`` runs in a scratch tree (``python -m pipelines.<stage>``,
+``dvc.yaml`` from ``pull`` to ``report`` runs in a scratch tree (``python -m pipelines.stages.<stage>``,
 as ``dvc repro`` runs them; ``evaluate`` is left out: it is the analysts' leave-one-out, not
 part of a night), each in its own process, and the wall time and peak memory (the process's
 largest resident set, from ``wait4``) of each stage are printed.  Then one more archive arrives
@@ -22,7 +22,7 @@ between the two nights (a changed module is a changed key: every result would be
 
 The counters of a run share a load curve (each counter a random mix of the load and its own
 noise, so that the association rules and the clusters have structure to find), and each run
-has its own seed and start time (9 hours apart).  Goals (issue 12, on this 2-core machine): the
+has its own seed and start time (9 hours apart).  Goals (on this 2-core machine): the
 first night under 30 minutes and 8 GB, the second under 20 % of the first.
 """
 from __future__ import annotations
@@ -43,16 +43,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
-STAGES = ("pull", "validate", "normalize", "discretize", "mine_rules", "detect", "control_charts", "clusters",
-          "features", "train_causes", "predict_causes", "report")
+STAGES = stage_graph.select("pull", through="report")
 KINDS = ("cpu_pct", "io_read_bytes_per_s", "queue_length", "response_time_ms", "heap_mb")
 
 
 def write_run(path: Path, *, run_id: str, index: int, counters: int, hours: float, period: float, hosts: int,
               verdict: str | None, shift_share: float = 0.0) -> int:
     """One archive: ``counters`` counters over ``hosts`` hosts sharing a load curve; returns its CSV bytes."""
-    from pipelines import archive
+    from pipelines.storage import archive
 
     rng = np.random.default_rng(1000 + index)
     start = 1_790_000_000.0 + index * 9 * 3600.0
@@ -97,13 +97,13 @@ CODE = REPO
 
 
 def run_stage(stage: str, root: Path) -> tuple[float, float, int]:
-    """(wall s, peak MB, exit code) of ``python -m pipelines.<stage>`` on the tree ``root``."""
+    """(wall s, peak MB, exit code) of ``python -m pipelines.stages.<stage>`` on the tree ``root``."""
     env = {**os.environ, "REGRESSLAB_ROOT": str(root), "PYTHONPATH": str(CODE), "PYTHONWARNINGS": "ignore"}
     log = (root / "logs").joinpath(f"{stage}.log")
     log.parent.mkdir(exist_ok=True)
     t0 = time.monotonic()
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", f"pipelines.{stage}"], cwd=CODE, env=env, stdout=out,
+        proc = subprocess.Popen([sys.executable, "-m", f"pipelines.stages.{stage}"], cwd=CODE, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -29,7 +29,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipelines import config, detect, discretize, mine_rules  # noqa: E402
+from pipelines import config
+from pipelines.detectors import rule_ensemble, rule_mining
+from pipelines.preparation import bins
 
 # the project's own mining params (params.yaml: mine_rules); the algorithm varies per case
 PARAMS = {k: v for k, v in config.load_params("mine_rules").items() if k != "algorithm"}
@@ -66,27 +68,27 @@ def synthetic_run(n_counters: int, n_intervals: int, seed: int, shift: dict[int,
 
 def case_mine(n_counters: int, n_intervals: int, algorithm: str) -> dict:
     frame = synthetic_run(n_counters, n_intervals, seed=1)
-    edges = discretize.edges_for([frame], DISC)
-    binned = discretize.apply_edges(frame, edges)
+    edges = bins.edges_for([frame], DISC)
+    binned = bins.apply_edges(frame, edges)
     t0 = time.perf_counter()
-    rules = mine_rules.mine_model(binned, edges, dict(PARAMS, algorithm=algorithm))
+    rules = rule_mining.mine_model(binned, edges, dict(PARAMS, algorithm=algorithm))
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "rules": int(len(rules)), "stationarity": int((rules["premise"].map(len) == 0).sum())}
 
 
 def case_detect(n_counters: int, n_intervals: int, history: int) -> dict:
     runs = [synthetic_run(n_counters, n_intervals, seed=100 + i) for i in range(history)]
-    edges = discretize.edges_for(runs, DISC)
+    edges = bins.edges_for(runs, DISC)
     params = dict(PARAMS, algorithm="apriori")
     t0 = time.perf_counter()
-    models = [detect.Model(f"r{i}", mine_rules.mine_model(discretize.apply_edges(r, edges), edges, params),
+    models = [rule_ensemble.Model(f"r{i}", rule_mining.mine_model(bins.apply_edges(r, edges), edges, params),
                            {"cpu": "a" if i % 2 else "b", "mem": 16}) for i, r in enumerate(runs)]
     mine_wall = time.perf_counter() - t0
     target = synthetic_run(n_counters, n_intervals, seed=999, shift={3: 1.3, 7: 0.7})
-    refs = {f"r{i}": detect.Encoded.of(discretize.apply_edges(runs[i], edges)) for i in range(0, history, 2)[:3]}
+    refs = {f"r{i}": rule_ensemble.Encoded.of(bins.apply_edges(runs[i], edges)) for i in range(0, history, 2)[:3]}
     t0 = time.perf_counter()
-    pruned, _ = detect.prune_models(models, refs, delta_threshold=0.1, min_premise_intervals=10)
-    result = detect.detect_run(discretize.apply_edges(target, edges), {"cpu": "a", "mem": 16}, pruned, None,
+    pruned, _ = rule_ensemble.prune_models(models, refs, delta_threshold=0.1, min_premise_intervals=10)
+    result = rule_ensemble.detect_run(bins.apply_edges(target, edges), {"cpu": "a", "mem": 16}, pruned, None,
                                delta_threshold=0.1, min_premise_intervals=10, stacking_threshold=0.5)
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "mine_all_s": mine_wall, "rules": int(sum(len(m.rules) for m in models)),

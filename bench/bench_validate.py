@@ -1,14 +1,14 @@
-"""Benchmark of validating one large archive: a 2,000-counter, 8-hour run (issue 12, class 3).
+"""Benchmark of validating one large archive: a 2,000-counter, 8-hour run.
 
     python bench/bench_validate.py                      # 2,000 counters x 8 h at 10 s, 4 hosts
     python bench/bench_validate.py --counters 500 --hours 1
     python bench/bench_validate.py --code /tmp/old    # a worktree of another commit, for before/after
 
 The archive is written first (4 hosts of 500 counters, one sample every 10 s over 8 hours:
-2,880 rows per host, 5.8 M cells, about 60 MB of CSV); then ``validate.validate_archive`` runs
+2,880 rows per host, 5.8 M cells, about 60 MB of CSV); then ``suites.validate_archive`` runs
 on it in a fresh process, with the real Great Expectations suites, and the wall time and the
 process's peak memory are printed. The checks work on one row per host and one row per
-counter (``validate.counter_summary``), not on a long frame of every cell, which used to be
+counter (``checks.counter_summary``), not on a long frame of every cell, which used to be
 about 30x the CSV's size.
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,11 @@ sys.path.insert(0, str(REPO))
 CHILD = """
 import sys, time, resource, json
 from pathlib import Path
-from pipelines import config, validate
+from pipelines import config
+try:                      # this layout, or an older checkout's flat one
+    from pipelines.validation import suites as validate
+except ImportError:
+    from pipelines import validate
 params = config.load_params("validate", Path(sys.argv[2]))
 if hasattr(validate, "suites_from_params"):
     suites = validate.suites_from_params(params)
@@ -48,8 +51,12 @@ failures, dropped = checked[2], (checked.dropped if hasattr(checked, "dropped") 
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # validate's, before the parse below
 del checked
 parse = None
-try:                      # merely reading and parsing the same CSVs (issue 12: validate within 3x of this)
-    from pipelines import archive, ingest
+try:                      # merely reading and parsing the same CSVs (validate within 3x of this)
+    try:
+        from pipelines.importers import run_directory as ingest
+        from pipelines.storage import archive
+    except ImportError:
+        from pipelines import archive, ingest
     t = time.monotonic()
     raw = ingest.read_run(Path(sys.argv[1]), params["limits"], config.load_params("ingest", Path(sys.argv[2])))
     frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in raw.csv_bytes.items()}
@@ -62,7 +69,7 @@ print(json.dumps({"wall": wall, "parse": parse, "failures": len(failures), "drop
 
 
 def write_archive(path: Path, *, counters: int, hours: float, hosts: int = 4, period: float = 10.0) -> int:
-    from pipelines import archive
+    from pipelines.storage import archive
 
     rng = np.random.default_rng(0)
     start = 1_790_000_000.0

@@ -1,4 +1,4 @@
-"""Which features carry the cause on real faults (issue 15): per labelled tree, feature blocks and
+"""Which features carry the cause on real faults: per labelled tree, feature blocks and
 learners, the leave-one-run-out accuracy on the history (``none`` included: what ``train_causes``
 ranks by), the faults' nearest cause in it, and the nearest cause of the labelled failed targets.
 
@@ -13,7 +13,7 @@ probable cause other than ``none``, classes balanced as ``train_causes.balance_c
 A target's figure is ``predict_causes``' own: its pairs against its most similar passed runs,
 moved into their lab, through the model trained on the whole history; "failed targets" are the
 targets whose truth is a fault, judged whatever a detector said (the label a failed run shows).
-``--blocks`` takes the pipeline's blocks (``features.BLOCKS``) and two measured here only:
+``--blocks`` takes the pipeline's blocks (``cause_features.BLOCKS``) and two measured here only:
 ``families`` (ratios and excursions folded per counter family: CPU, memory, IO, latency) and
 ``shapes`` (each counter's strongest window over its whole-run violation share: a step, or a
 burst inside part of the run) and ``onsets`` (when each counter kind first left its band, and
@@ -51,7 +51,7 @@ def modules(tree: Path):
     return loaded
 
 
-# Counter families (issue 15: "ratios per counter family"), a measurement only, not a pipeline
+# Counter families ("ratios per counter family"), a measurement only, not a pipeline
 # block: the first pattern that matches a counter's kind (features.counter_kind) names its family.
 FAMILIES = [("latency", r"latency|success_rate|workload_ops|response|duration"),
             ("io", r"network|syscall|iowait|pgpgin|pgpgout|written|dirtied|disk|_io|read|write"),
@@ -134,7 +134,7 @@ def onset_features(m, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def bench_design(m, frame: pd.DataFrame, blocks: list[str]) -> pd.DataFrame:
-    """``features.design`` with the bench's own ``families`` block beside the pipeline's blocks."""
+    """``cause_features.design`` with the bench's own ``families`` block beside the pipeline's blocks."""
     own = [b for b in blocks if b not in ("families", "shapes", "onsets")]
     parts = [m["features"].design(frame, own)] if own else []
     if "families" in blocks:
@@ -177,9 +177,9 @@ def target_rows(m, index, system, run_id, cc_params, hist, charter, pooled, shap
 
 
 def pooled_table(m, index, system, cc_params, hist, charter, shapes=False):
-    """The history's rows against pooled baselines, built as ``features.main`` builds its pairs.
+    """The history's rows against pooled baselines, built as ``stages.features.main`` builds its pairs.
     A held-out run may sit in the pooled baselines of other runs' rows (their ``baseline`` names
-    the pool, which ``train_causes.train_mask`` does not look into): a slight leak, in its favour."""
+    the pool, which ``causes.train_mask`` does not look into): a slight leak, in its favour."""
     exclude = set(hist["exclude"])
     passed = m["history"].passed_runs(index, system, exclude=exclude)
     envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}

@@ -1,4 +1,4 @@
-"""Our commit-series detectors (Skia, Mono: ``pipelines/commit_changes.py``) side by side with the
+"""Our commit-series detectors (Skia, Mono: ``pipelines/detectors/commit_series.py``) side by side with the
 peers on the same labelled series: Apache Otava (E-Divisive with Hunter's windows, PyPI
 ``apache-otava``), MongoDB's ``signal-processing-algorithms`` (E-Divisive with permutation
 tests) and the detector that reports no change at all.
@@ -11,7 +11,7 @@ PyPI) and run there by a small script that reads the series from a JSON file and
 change points it finds.  Every detector sees the same per-commit values (the median of a
 commit's measurements; Mono also uses the measurements themselves, which is its method).
 
-Labelled sets: ``pipelines.commitsim`` histories (the example's parameters, one per seed), with
+Labelled sets: ``pipelines.simulators.commitsim`` histories (the example's parameters, one per seed), with
 changes of 4-25 % in groups of benchmarks, bimodal runs, outliers and auto-correlation.  A
 detection counts within ``--margin`` commits of a labelled change.  Printed per detector: pooled
 precision, recall and F1, the F1 of change-point benchmarks (the series start counted in both
@@ -37,7 +37,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipelines import commit_changes as cc, commitsim  # noqa: E402
+from pipelines.detectors import commit_series, skia
+from pipelines.simulators import commitsim
 
 PEERS = {
     "otava": {"package": "apache-otava==0.8.0", "script": """
@@ -90,17 +91,17 @@ def ours(frame: pd.DataFrame, params: dict, groupings: list[str] | None = None
          ) -> tuple[dict[str, dict[str, list[int]]], dict[str, float], list[str]]:
     """Skia's and Mono's change indices per series, and each detector's time; with ``groupings``,
     Skia once per grouping (``skia (kmeans)``, ...) instead of once with the params' own."""
-    frame = cc.check_frame(frame)
-    commits = cc.commit_order(frame)
+    frame = commit_series.check_frame(frame)
+    commits = commit_series.commit_order(frame)
     pos = {c: i for i, c in enumerate(commits)}
-    table = cc.trace_matrix(frame, commits)
+    table = commit_series.trace_matrix(frame, commits)
     sk, mo = params["skia"], params["mono"]
     found, seconds = {}, {}
     for grouping in groupings or [None]:
         name = "skia" if grouping is None else f"skia ({grouping})"
-        kw = cc.skia_params(sk) | ({} if grouping is None else {"grouping": grouping})
+        kw = commit_series.skia_params(sk) | ({} if grouping is None else {"grouping": grouping})
         t0 = time.perf_counter()
-        skia, _ = cc.skia_changes(table, **kw)
+        skia, _ = commit_series.skia_changes(table, **kw)
         seconds[name] = time.perf_counter() - t0
         by_series: dict[str, list[int]] = {}
         for ch in skia:
@@ -109,13 +110,13 @@ def ours(frame: pd.DataFrame, params: dict, groupings: list[str] | None = None
     t0 = time.perf_counter()
     mono: dict[str, list[int]] = {}
     for series, g in frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series"):
-        iv = cc.mono_series(g, commits, warmup=int(mo["warmup"]), subsamples=int(mo["subsamples"]),
+        iv = commit_series.mono_series(g, commits, warmup=int(mo["warmup"]), subsamples=int(mo["subsamples"]),
                             share=float(mo["subsample_share"]), alpha=float(mo["alpha"]), quantile=mo["quantile"],
                             seed=int(mo["seed"]))
         if mo["commit_effect"]:
-            iv = cc.commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
+            iv = commit_series.commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
                                   window=int(mo["commit_effect_window"]))
-        mono[series] = [pos[c["commit"]] for c in cc.mono_changes(iv, persist=int(mo["persist"]))]
+        mono[series] = [pos[c["commit"]] for c in commit_series.mono_changes(iv, persist=int(mo["persist"]))]
     seconds["mono"] = time.perf_counter() - t0
     return found | {"mono": mono}, seconds, commits
 
@@ -127,7 +128,7 @@ def main() -> None:
     parser.add_argument("--venvs", default=str(REPO / "build" / "peer_venvs"))
     parser.add_argument("--django", default=str(REPO.parent / "shared" / "data" / "django_asv" / "django_asv_py312.csv.gz"))
     parser.add_argument("--django-series", type=int, default=12, help="series of the Django history to run (0: all)")
-    parser.add_argument("--skia-groupings", nargs="*", default=None, choices=list(cc.GROUPINGS),
+    parser.add_argument("--skia-groupings", nargs="*", default=None, choices=list(skia.GROUPINGS),
                         help="run Skia once per grouping (default: once, with params.yaml's)")
     args = parser.parse_args()
     params = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -144,13 +145,13 @@ def main() -> None:
         found, seconds, commits = ours(frame, cparams, args.skia_groupings)
         pos = {c: i for i, c in enumerate(commits)}
         labels = {s: [pos[c] for c in v["change_commits"]] for s, v in truth["series"].items()}
-        table = cc.trace_matrix(cc.check_frame(frame), commits)
+        table = commit_series.trace_matrix(commit_series.check_frame(frame), commits)
         traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
         for name in PEERS:
             found[name], seconds[name] = run_peer(name, traces, root)
         found["no_change"], seconds["no_change"] = {}, 0.0
         for name, det in found.items():
-            m = cc.f1_scores(det, labels, margin=args.margin)
+            m = commit_series.f1_scores(det, labels, margin=args.margin)
             agg = totals.setdefault(name, {"tp": 0, "fp": 0, "fn": 0, "f1_tcpd": [], "seconds": 0.0})
             tp = round(m["recall"] * m["true_changes"])
             agg["tp"] += tp
@@ -160,7 +161,7 @@ def main() -> None:
             agg["seconds"] += seconds[name]
         print(f"[bench] seed {seed}: {len(traces)} series x {len(commits)} commits, "
               f"{sum(len(v) for v in labels.values())} labelled changes", flush=True)
-    print(f"\n| detector | precision | recall | F1 | F1 (start counted) | seconds | F1 / Otava's | time / Otava's |")
+    print("\n| detector | precision | recall | F1 | F1 (start counted) | seconds | F1 / Otava's | time / Otava's |")
     print("|---|---|---|---|---|---|---|---|")
     rows = {}
     for name, a in totals.items():
@@ -173,12 +174,12 @@ def main() -> None:
         print(f"| {name} | {p:.3f} | {r:.3f} | {f1:.3f} | {tc:.3f} | {s:.1f} | "
               f"{f1 / base[2] if base[2] else float('nan'):.2f} | {s / base[4] if base[4] else float('nan'):.2f} |")
     if args.django and Path(args.django).exists():
-        frame = cc.check_frame(pd.read_csv(args.django, dtype={"commit": str}))
+        frame = commit_series.check_frame(pd.read_csv(args.django, dtype={"commit": str}))
         if args.django_series:
             keep = sorted(frame["benchmark"].unique())[: args.django_series]
             frame = frame[frame["benchmark"].isin(keep)]
         found, seconds, commits = ours(frame, cparams, args.skia_groupings)
-        table = cc.trace_matrix(frame, commits)
+        table = commit_series.trace_matrix(frame, commits)
         traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
         for name in PEERS:
             found[name], seconds[name] = run_peer(name, traces, root)

@@ -1,4 +1,4 @@
-"""Variants of issue 11's detectors measured on a labelled tree and not adopted (session 13).
+"""Variants of the calibrated detectors measured on a labelled tree and not adopted.
 
     python bench/compare_detector_variants.py gap-null build/smd smd-1-6 --gap-days 3
     python bench/compare_detector_variants.py peak build/smd ../shared/data/smd/target_labels.json
@@ -21,11 +21,11 @@ Each tree is one of ``make real-<set>`` (``build/<set>``) or the checkout after 
 * ``counter-fusion``: the headline's counter ranking (mean of stacking's and the charts' counter
   scores) against the charts' alone, the cluster models' alone, the mean of the three, and rank
   (Borda) fusions: counter ROC AUC averaged over the labelled failed targets, as ``evaluate``.
-* ``cross-lab-null``: the null of a target judged across labs.  Since session 15 the nightly
+* ``cross-lab-null``: the null of a target judged across labs.  The nightly
   calibrations judge each normal run by the other labs only, on the counters a new-lab target is
   judged on (``labs.cross_lab_null``, environment dependence learned from every lab).  This
   prints, beside that matched null (read from the calibration files) and the same-lab one, the
-  *unmatched* null measured in session 14 — environment dependence learned from the other labs
+  *unmatched* null — environment dependence learned from the other labs
   only, so a left-out lab whose component they never vary is judged on every counter it moves —
   and each new-lab target's stacking and chart p-values under it.
 """
@@ -48,11 +48,15 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     _root(tree)
     import pandas as pd
 
-    from pipelines import archive, config, detect, history, labs, store
+    from pipelines import config
+    from pipelines.calibration import history
+    from pipelines.detectors import rule_ensemble
+    from pipelines.storage import archive, store
     index = archive.read_valid_index()
     params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
     spec = store.read_edges(system)
-    cache = detect.DetectCache(store.FrameStore(spec["reference_load"]))
+    cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
+    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist)
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     when = {r: pd.Timestamp(index[r]["started_at"]) for r in passed}
@@ -61,10 +65,8 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
         base = [b for b in passed if b != r and abs((when[b] - when[r]).total_seconds()) >= gap_days * 86400]
         if len(base) < 2:
             continue
-        result, _ = detect.analyse(r, base, index, spec["counters"], mine, params, config.models_dir(system), cache,
-                                   spec["reference_load"], config.single_models_dir(system), lab_runs=verdicts,
-                                   lab_kw=labs.lab_params(hist), with_single=False)
-        scores[r] = round(detect.stacking_score(result), 3)
+        result, _ = rule_ensemble.analyse(r, base, ctx, lab_runs=verdicts, with_single=False)
+        scores[r] = round(rule_ensemble.stacking_score(result), 3)
     calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
     loo = sorted((calibration.get("normal_scores") or {}).values())
     print(f"{system}: {len(scores)} normal runs judged by runs >= {gap_days} days away; largest stacking scores "
@@ -77,22 +79,24 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
 
 def cross_lab_null(tree: str, labels_path: str) -> None:
     _root(tree)
-    from pipelines import archive, config, detect, history, labs, store
+    from pipelines import config
+    from pipelines.calibration import history, labs
+    from pipelines.detectors import rule_ensemble
+    from pipelines.storage import archive, store
     labels = json.loads(Path(labels_path).read_text())
     index = archive.read_valid_index()
     params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
     for system in history.systems(index):
         spec = store.read_edges(system)
-        cache = detect.DetectCache(store.FrameStore(spec["reference_load"]))
+        cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
+        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist)
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
 
         def stacking(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
-            result, doc = detect.analyse(r, base, index, spec["counters"], mine, params, config.models_dir(system),
-                                         cache, spec["reference_load"], config.single_models_dir(system),
-                                         lab_runs=lab_runs, lab_kw=labs.lab_params(hist), with_single=False)
-            return doc["details"]["lab"]["status"], round(detect.stacking_score(result), 3)
+            result, doc = rule_ensemble.analyse(r, base, ctx, lab_runs=lab_runs, with_single=False)
+            return doc["details"]["lab"]["status"], round(rule_ensemble.stacking_score(result), 3)
         cross = labs.cross_lab_null(passed, lab_of, verdicts, stacking)      # unmatched: environment from the other labs
         same = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("normal_scores") or {}
         matched = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("cross_lab_scores") or {}
@@ -107,9 +111,9 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
                                                 lambda doc: ((doc.get("details") or {}).get("lab") or {}).get("status")):
             score = ((doc.get("methods") or {}).get("association_rules_stacking") or {}).get("score")
             n_models = max(1, len(doc.get("baseline_runs") or []))     # one model per baseline run
-            p_same = detect.stacking_pvalue(score, [v for k, v in same.items() if k != run_id], n_models)
+            p_same = rule_ensemble.stacking_pvalue(score, [v for k, v in same.items() if k != run_id], n_models)
             null = list(cross.get(status, {}).values())
-            p_cross = detect.stacking_pvalue(score, null, n_models) if len(null) >= 2 else float("nan")
+            p_cross = rule_ensemble.stacking_pvalue(score, null, n_models) if len(null) >= 2 else float("nan")
             print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): score {score}, "
                   f"p same-lab {p_same:.4f}, unmatched cross-lab {p_cross:.4f}, nightly "
                   f"{(doc.get('methods') or {}).get('association_rules_stacking', {}).get('p_value')}"
@@ -119,7 +123,8 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
 
 def _across_labs(index: dict, system: str, path_of, status_of):
     """The system's targets judged across labs: (run_id, the stage's result file, its lab status)."""
-    from pipelines import history, store
+    from pipelines.calibration import history
+    from pipelines.storage import store
     for run_id in [t for t in history.targets(index) if index[t]["system"] == system]:
         doc = store.read_optional(path_of(run_id)) or {}
         status = status_of(doc)
@@ -132,14 +137,16 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     runs only (its lab's level learned, or unknown), its run and window scores; then every new-lab
     target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
     one whose null scores are those cross-lab ones."""
-    from pipelines import archive, config, history, labs, store
-    from pipelines import control_charts as cc
+    from pipelines import config
+    from pipelines.calibration import history, labs
+    from pipelines.stages import control_charts
+    from pipelines.storage import archive, store
     params = config.load_params("control_charts")
     frames = store.FrameStore.of_system(system)
     calibration = archive.read_json(config.calibration_path(system))
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
-        out = cc.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
+        out = control_charts.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
                            lab_kw=labs.lab_params(hist))
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
@@ -157,7 +164,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
         matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
                        window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        out = cc.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
+        out = control_charts.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
                            lab_kw=labs.lab_params(hist))
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
               f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "
@@ -172,8 +179,10 @@ def peak(tree: str, labels_path: str) -> None:
     _root(tree)
     import pandas as pd
 
-    from pipelines import archive, config, history, store, pvalues
-    from pipelines import control_charts as cc
+    from pipelines import config
+    from pipelines.calibration import history, pvalues
+    from pipelines.detectors import charts
+    from pipelines.storage import archive, store
     labels = json.loads(Path(labels_path).read_text())
     index = archive.read_valid_index()
     params, hist = config.load_params("control_charts"), config.load_params("history")
@@ -184,7 +193,7 @@ def peak(tree: str, labels_path: str) -> None:
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
-        parts = cc.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+        parts = charts.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                                      {r: index[r].get("version") for r in passed}, params=params)
         windows = pd.DataFrame({r: x["window"] for r, x in parts["runs"].items()}).T
         null = [float((windows.loc[r] / windows.drop(index=r).max(axis=0).clip(lower=floor)).max()) for r in windows.index]
@@ -217,7 +226,9 @@ def counter_fusion(tree: str, labels_path: str) -> None:
     import numpy as np
     import pandas as pd
 
-    from pipelines import archive, config, evaluate, store
+    from pipelines import config
+    from pipelines.evaluation.scores import roc_auc
+    from pipelines.storage import archive, store
     labels = json.loads(Path(labels_path).read_text())
     names = ("headline (now)", "stacking", "charts", "clusters", "mean of three", "rank of two", "rank of three")
     aucs: dict[str, list[float]] = {n: [] for n in names}
@@ -235,7 +246,7 @@ def counter_fusion(tree: str, labels_path: str) -> None:
                       "rank of two": {c: float(np.mean([r[c] for r in ranks[:2]])) for c in universe},
                       "rank of three": {c: float(np.mean([r[c] for r in ranks])) for c in universe}}
         for name, scores in candidates.items():
-            auc = evaluate.roc_auc(scores, set(truth["regressed_counters"])) if scores else None
+            auc = roc_auc(scores, set(truth["regressed_counters"])) if scores else None
             if auc is not None:
                 aucs[name].append(auc)
     for name in names:

@@ -8,8 +8,7 @@ with another BLAS kernel and one thread (``NPY_DISABLE_CPU_FEATURES=X86_V4``,
 ``OPENBLAS_CORETYPE=SkylakeX``, ``OPENBLAS_NUM_THREADS=1``: numpy and OpenBLAS read them when they
 load, so each stage is its own process), then compares the metric files.  ``model_version`` (a
 hash of the cause models' bytes, whose split thresholds may differ at the last ULP) is left out.
-Prints each differing figure and exits 1 when there is one.  Session 13 found two tie-breaks in
-the cluster models this way (README, "Nezha's last arrows").
+Prints each differing figure and exits 1 when there is one.
 """
 from __future__ import annotations
 
@@ -25,8 +24,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-_ALL = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
-STAGES = _ALL[_ALL.index("pull"):]       # dvc.yaml's order from pull on (before it: the example's generators)
+sys.path.insert(0, str(ROOT))
+from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
+
+STAGES = stage_graph.stages_from("pull")       # dvc.yaml's stages from pull on (before it: the example's generators)
 EMULATED = {"NPY_DISABLE_CPU_FEATURES": "X86_V4", "OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "1"}
 
 
@@ -41,7 +42,7 @@ def build(tree: Path, data: Path, extra: dict[str, str]) -> float:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REGRESSLAB_ROOT": str(tree), **extra}
     start = time.monotonic()
     for i, stage in enumerate(STAGES, 1):
-        subprocess.run([sys.executable, "-m", f"pipelines.{stage}"], env=env, check=True,
+        subprocess.run([sys.executable, "-m", f"pipelines.stages.{stage}"], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         spent = time.monotonic() - start
         print(f"  {tree.name}: {i}/{len(STAGES)} stages ({stage}), {spent:.0f} s, "

@@ -7,8 +7,8 @@ the others (the calibration files), and the targets' run accuracy.
 
 Each tree must hold the outputs of control_charts, detect and report of this code.  The chart
 resolution is approximated by 0.01 and stacking's by 0.05 (the stages use 1/intervals and
-1/models), so the figures are close to, not equal to, the stages' own.  Measured in session 5
-to choose ``pvalues.calibrated_pvalue``'s scale and floor (README, issue 11 note).
+1/models), so the figures are close to, not equal to, the stages' own.  It chose
+``pvalues.calibrated_pvalue``'s scale and floor.
 """
 import glob
 import json

@@ -14,7 +14,7 @@ runs the batch again (every per-run step is idempotent). Beside them, `commit_ch
 (Skia and Mono; a page saying so when no series is configured). The night ends with
 `reports/index.html` and a summary line.
 
-Each task calls the function the DVC stage of the same name calls (`pipelines/<stage>.py`:
+Each task calls the function the DVC stage of the same name calls (`pipelines/stages/<stage>.py`:
 `run_one(run_id)` on each run of a batch, task id = the stage name; `main()` for the whole stage, task id
 = the stage name, or `<stage>_all` where the stage is also mapped per run), so a night run by Airflow and a
 `dvc repro` afterwards compute the same files, and per-run results are cached by content:
@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, task, task_group
 
-from pipelines.orchestration import batch_task, night_batches, notify_failure, stage_task, verified_runs_asset
+from pipelines.orchestration.tasks import batch_task, night_batches, notify_failure, stage_task, verified_runs_asset
 
 VERIFIED_RUNS = verified_runs_asset()
 TIMEOUT = timedelta(hours=2)
@@ -47,37 +47,38 @@ def _per_batch(name: str, trigger_rule: str = "all_success"):
 
 @task(execution_timeout=TIMEOUT)
 def new_runs() -> list[list[str]]:
-    from pipelines import normalize
+    from pipelines.stages import normalize
     return night_batches(normalize.pending_runs())
 
 
 @task(execution_timeout=TIMEOUT)
 def new_models() -> list[list[str]]:
-    from pipelines import mine_rules
+    from pipelines.stages import mine_rules
     return night_batches(mine_rules.pending_models())
 
 
 @task(task_id="calibrate_control_charts", execution_timeout=TIMEOUT)
 def calibrate_control_charts() -> list[str]:
-    from pipelines import control_charts
+    from pipelines.stages import control_charts
     return control_charts.calibrate_all()
 
 
 @task(task_id="calibrate_clusters", execution_timeout=TIMEOUT)
 def calibrate_clusters() -> list[str]:
-    from pipelines import clusters
+    from pipelines.stages import clusters
     return clusters.calibrate_all()
 
 
 @task(task_id="calibrate_stacking", execution_timeout=TIMEOUT)
 def calibrate_stacking() -> list[str]:
-    from pipelines import detect
+    from pipelines.stages import detect
     return detect.calibrate_all()
 
 
 @task(execution_timeout=TIMEOUT)
 def target_runs() -> list[list[str]]:
-    from pipelines import archive, history
+    from pipelines.calibration import history
+    from pipelines.storage import archive
     return night_batches(history.targets(archive.read_valid_index()))
 
 
@@ -86,7 +87,7 @@ def announce_verified_runs() -> list[str]:
     """Emit the asset (and so trigger retraining) only when verified runs were added or changed."""
     from airflow.exceptions import AirflowSkipException
 
-    from pipelines import train_causes
+    from pipelines.stages import train_causes
     changed = train_causes.verified_runs_changed()
     if not changed:
         raise AirflowSkipException("no new verified runs: the cause models are current")
@@ -103,7 +104,7 @@ def analyse_run(run_names: list[str]):
 
 @task(task_id="night_index", execution_timeout=TIMEOUT, trigger_rule="none_failed")
 def night_index() -> dict:
-    from pipelines import report
+    from pipelines.stages import report
     return report.write_index()
 
 
@@ -121,7 +122,7 @@ def alert(night: dict) -> str:
     """E-mail the night's failed runs through Airflow's SMTP notifier (off by default: params.yaml alerts)."""
     from airflow.sdk import get_current_context
 
-    from pipelines import alerts
+    from pipelines.reporting import alerts
     return alerts.notify_night(night, context=get_current_context())
 
 

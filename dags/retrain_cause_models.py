@@ -4,7 +4,7 @@
 Runs when the nightly DAG announces that verified runs were added (an analyst confirmed a
 verdict and a cause: Nguyen 2017's step S5), or by hand. Rebuilds the violation-ratio
 features of the labelled history, then retrains and re-selects the classifiers
-(`pipelines/features.py`, `pipelines/train_causes.py`, the DVC stages of the same names).
+(`pipelines/stages/features.py`, `pipelines/stages/train_causes.py`, the DVC stages of the same names).
 A model version is named by the hash of its training data; every version is kept with its
 metrics, and the nightly DAG uses the latest from its next run on.
 """
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag
 
-from pipelines.orchestration import notify_failure, stage_task, verified_runs_asset
+from pipelines.orchestration.tasks import notify_failure, stage_task, verified_runs_asset
 
 VERIFIED_RUNS = verified_runs_asset()
 

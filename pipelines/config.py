@@ -17,14 +17,14 @@ from typing import Any
 
 import yaml
 
-# The grammar of run_ids and systems (DATA_CONTRACT.md §1), also applied to host names: each becomes
+# The grammar of run_ids and systems (contract §1), also applied to host names: each becomes
 # part of a file name.  It starts with a letter or digit (never "." or ".."), has no "/" and, with \Z
 # rather than $, no trailing newline.  ASCII only.
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z", re.ASCII)
 
 
 def host_component(host: str) -> str:
-    """The component name of a host-level counter (``<component>.<counter>``, DATA_CONTRACT §1):
+    """The component name of a host-level counter (``<component>.<counter>``, contract §1):
     the host's name with every character outside ``[A-Za-z0-9_-]`` as ``_`` (a dot would split it)."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", str(host))
 
@@ -46,7 +46,7 @@ def identifier(value: Any, what: str = "identifier") -> str:
 VERIFIED_RUNS_ASSET = "regresslab://history/verified-runs"
 
 # Where the page templates and their one style sheet live (shared by `report` and the plugin).
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = Path(__file__).resolve().parent / "reporting" / "templates"
 
 
 def use_root(root: str | Path) -> None:

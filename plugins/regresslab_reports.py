@@ -5,7 +5,7 @@ A FastAPI app mounted by the Airflow API server at ``/regresslab`` lists the nig
 run's page (``reports/runs/<run_id>.html``), the night index and the Great Expectations
 Data Docs.  An external view puts "Regression reports" in the UI's navigation.  Paths and
 the run-id grammar come from ``pipelines.config``; the list page is the project's template
-``pipelines/templates/nights.html.j2`` with the reports' style sheet.
+``pipelines/reporting/templates/nights.html.j2`` with the reports' style sheet.
 
 Set ``REGRESSLAB_ROOT`` (and ``PYTHONPATH``) on the API server to the checkout the DAGs
 write to.  Like every FastAPI plugin, these endpoints are not behind Airflow's login:
@@ -80,7 +80,7 @@ def _night(stem: str, night: dict | None) -> dict:
 @app.get("/", response_class=HTMLResponse)
 def list_nights(page: int = 1) -> str:
     """The nights, newest first, with their runs; ``NIGHTS_PER_PAGE`` per page."""
-    from pipelines.report import page_environment, style_sheet
+    from pipelines.reporting.pages import page_environment, style_sheet
 
     every = _nights()
     pages = max(1, -(-len(every) // NIGHTS_PER_PAGE))

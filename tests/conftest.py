@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import archive, config, labsim
+from pipelines import config
+from pipelines.simulators import labsim
+from pipelines.storage import archive
 
 REPO = Path(__file__).resolve().parent.parent
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: runs stages end to end (a whole night, DVC, Airflow); "
+                                       "`pytest -m 'not slow'` leaves them out, `make test` runs them")
 
 
 def write_lab(out: Path, **kw) -> dict:

@@ -70,8 +70,7 @@ def every_stage_on(tree: Path, lab: Path, **train_causes):
     import pytest
     import yaml
 
-    from pipelines import (clusters, config, control_charts, detect, discretize, evaluate, features, mine_rules,
-                           normalize, predict_causes, pull, report, train_causes as train, validate)
+    from pipelines import config
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
@@ -83,12 +82,25 @@ def every_stage_on(tree: Path, lab: Path, **train_causes):
         mp.setenv("REGRESSLAB_ROOT", str(tree))
         config.use_root(tree)
         try:
-            for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters,
-                          features, train, predict_causes, report, evaluate):
-                stage.main()
+            run_stages("pull")
             yield tree
         finally:
             config.use_root(old)
+
+
+def run_stages(first: str | set[str] = "pull", **select) -> list[str]:
+    """``main()`` of each stage of ``dvc.yaml`` from ``first`` on, in the graph's order
+    (``stage_graph.select``: ``through``, ``skip``, ``also``), or of the stages of a set
+    ``first`` in that order; the stages run."""
+    import importlib
+
+    from pipelines.orchestration import stage_graph
+
+    names = stage_graph.select(first, **select) if isinstance(first, str) else \
+        [s for s in stage_graph.stage_order() if s in set(first)]
+    for name in names:
+        importlib.import_module(f"pipelines.stages.{name}").main()
+    return names
 
 
 def fresh_python(code: str, **env: str) -> str:

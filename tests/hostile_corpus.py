@@ -1,4 +1,4 @@
-"""A corpus of hostile archives, one per known way an archive has broken a night (issue 12).
+"""A corpus of hostile archives, one per known way an archive has broken a night.
 
 ``python -m tests.hostile_corpus OUT_DIR`` writes them; the tests call :func:`write_corpus`.
 Each entry is ``file name -> the words its quarantine reason must contain``: a specific
@@ -62,7 +62,7 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     for name, system in (("sys-up", "../../../../escaped"), ("sys-abs", ESCAPED_ABSOLUTE), ("sys-nl", "sys\n"),
                          ("sys-nul", "s\x00ys"), ("sys-emoji", "\U0001F600" * 100)):
         out[f"{name}.tar.gz"] = (_tgz(good(name, system=system)), ["system_is_identifier"])
-    # --- class 2: poison pills that used to raise something other than ArchiveError
+    # --- class 2: poison pills that raise something other than ArchiveError in a careless reader
     z = _zip_bytes(good("sys-zip-crc"))
     at = z.find(b"PK\x03\x04") + 14                        # CRC-32 of the first member (run.json)
     crc = bytearray(z)
@@ -80,10 +80,10 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     out["sys-deep.tar.gz"] = (_tgz(deep), ["nested"])
     out["sys-epoch.tar.gz"] = (_tgz(good("sys-epoch", started_at="1790000000")), ["started_at"])
     out["sys-numtime.tar.gz"] = (_tgz(good("sys-numtime", started_at=1790000000)), ["started_at"])
-    # --- class 8: what used to pass silently
+    # --- class 8: what could pass silently
     frames = good_frames()
     frames["web01"]["web.cpu_pct"] = frames["web01"]["web.cpu_pct"].astype(float)
-    # +inf samples drop a counter (DATA_CONTRACT §1); in most of them, the run
+    # +inf samples drop a counter (contract §1); in most of them, the run
     for host, col in (("web01", "web.io_write_bytes_per_s"), ("web01", "web.cpu_pct"),
                       ("lg01", "app.response_time_ms")):
         frames[host].loc[3, col] = np.inf

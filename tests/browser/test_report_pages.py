@@ -1,15 +1,14 @@
 """The HTML reports in a real headless browser (Debian's chromium driven by chromedriver).
 
-Pages are rendered by ``pipelines.report`` from a verdict document shaped like the
+Pages are rendered by ``pipelines.reporting.pages`` from a verdict document shaped like the
 pipeline's, with hostile strings from an "archive" in every field, then opened from disk
 as a release manager would: no console error, the key elements present, no script run.
 A page with a known console error and a missing image proves the check can fail.
 """
 from __future__ import annotations
 
-import time
-
 import shutil
+import time
 
 import numpy as np
 import pandas as pd
@@ -18,7 +17,10 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from pipelines import config, report
+from pipelines import config
+from pipelines.reporting.pages import index_row, render_index, render_run
+from pipelines.reporting.plots import night_trends, sparkline
+from pipelines.reporting.summary import counter_changes, plain_summary
 
 EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 
@@ -84,18 +86,18 @@ def pages(tmp_path_factory):
     counters = doc["flagged_counters"] + ["tomcat.cpu_pct"]
     target = pd.Series({counters[0]: 32.0, counters[1]: 67.0, counters[2]: 380.0})
     base = pd.Series({counters[0]: 24.0, counters[1]: 41.0, counters[2]: 350.0})
-    changes = report.counter_changes(counters, target, base, config.load_params("report")["directions"])
+    changes = counter_changes(counters, target, base, config.load_params("report")["directions"])
     doc["counter_changes"] = {c: changes[c] for c in doc["flagged_counters"]}
-    doc["summary"] = report.plain_summary(doc, changes)
-    trends = {c: report.sparkline([v * 0.9, v * 0.95, v, v * 1.3]) for c, v in base.items()}
-    html = report.render_run(doc, {"version": EVIL, "started_at": "2026-11-21T02:00:00Z",
+    doc["summary"] = plain_summary(doc, changes)
+    trends = {c: sparkline([v * 0.9, v * 0.95, v, v * 1.3]) for c, v in base.items()}
+    html = render_run(doc, {"version": EVIL, "started_at": "2026-11-21T02:00:00Z",
                                    "environment": {"cpu_model": EVIL, "db_version": "5.1"}}, _charts(),
                              baseline_envs={"shop-r1": {"cpu_model": "Xeon", "db_version": "5.1"}},
                              raw_href="../../data/raw/shop-t1.tar.gz", raw_name="shop-t1.tar.gz",
                              changes=changes, trends=trends)
     run_page = root / "runs" / "run.html"
     run_page.write_text(html)
-    rows = [report.index_row(doc) | {"change": "new"},
+    rows = [index_row(doc) | {"change": "new"},
             {"run_id": "shop-t2", "system": "shop", "verdict": "pass", "score": 0.05, "cause": "none",
              "probability": 0.9, "cause_known": True, "top": [], "change": "unchanged"}]
     index = root / "index.html"
@@ -103,8 +105,8 @@ def pages(tmp_path_factory):
                                       "score": 0.1 * (d % 5)}}) for d in range(10, 23)]
     decisions = [{"run_id": "shop-t0", "verdict": "fail", "cause": f"missing_index{EVIL}", "by": "ana",
                   "at": "2026-11-21T09:00:00+00:00", "note": EVIL, "previous": {"verdict": None}}]
-    index.write_text(report.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL],
-                                         decisions=decisions, trends=report.night_trends(nights, last=30)))
+    index.write_text(render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL],
+                                         decisions=decisions, trends=night_trends(nights, last=30)))
     return run_page, index
 
 
@@ -147,7 +149,7 @@ def test_run_page_loads_cleanly_with_its_key_elements(browser, pages):
     assert headers[:4] == ["counter", "baseline", "now", "change"] and "stacking s" not in headers
     assert "350 %" in table.text and "380 %" in table.text                 # per-process CPU, 100 per core
     assert browser.find_element(By.ID, "method-details").is_displayed()
-    assert "python -m pipelines.triage" in browser.find_element(By.ID, "triage").text
+    assert "python -m pipelines.cli.triage" in browser.find_element(By.ID, "triage").text
     sparks = browser.find_elements(By.CSS_SELECTOR, "#top-counters img.spark")
     assert len(sparks) == 3 and all(browser.execute_script(
         "return arguments[0].complete && arguments[0].naturalWidth", i) > 0 for i in sparks)

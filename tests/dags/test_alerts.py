@@ -9,7 +9,9 @@ import socket
 import pytest
 from aiosmtpd.controller import Controller
 
-from pipelines import alerts, archive, config
+from pipelines import config
+from pipelines.reporting import alerts
+from pipelines.storage import archive
 
 EVIL = "{{ 7*7 }}<b>x</b>"
 

@@ -1,6 +1,8 @@
-"""Issue 12, class 6: the nightly DAG and ``dvc repro`` on one checkout at once (its own file, so
+"""The nightly DAG and ``dvc repro`` on one checkout at once (its own file, so
 that ``pytest -n 2 --dist loadfile`` runs it beside the DAG's end-to-end test, not after it)."""
 from __future__ import annotations
+
+import pytest
 
 import json
 import subprocess
@@ -8,9 +10,11 @@ from pathlib import Path
 
 from tests.dags.test_nightly_dag import PY, REPO, airflow_env
 
+pytestmark = pytest.mark.slow     # stages end to end
+
 
 def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(tmp_path):
-    """Issue 12, class 6: the nightly DAG and ``dvc repro`` on one checkout at once.  A process
+    """The nightly DAG and ``dvc repro`` on one checkout at once.  A process
     holds the data folder, so both are certain to meet it: ``dvc repro`` waits in its first stage
     that locks it, the Airflow night in its first task that locks it (``pull`` or ``commit_changes``: ``dag.test()`` may take either first), and each says why (stage, holder).
     Once it is free they take turns, stage by stage; both succeed, every JSON file parses
@@ -20,8 +24,16 @@ def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(t
     then finds what the Airflow night wrote as ``dvc.lock`` recorded it: it re-runs only ``pull``
     (always changed) and ``commit_changes``, whose known change clusters are state kept from night
     to night (a second night over the same series calls no cluster new), nothing else."""
-    from tests.pipeline.test_concurrency import (_dvc, _dvc_env, _hold, _repro, _wait_for, dvc_checkout,
-                                                 leftovers, strict_json_files)
+    from tests.pipeline.test_concurrency import (
+        _dvc,
+        _dvc_env,
+        _hold,
+        _repro,
+        _wait_for,
+        dvc_checkout,
+        leftovers,
+        strict_json_files,
+    )
 
     root = dvc_checkout(tmp_path / "checkout")
     subprocess.run([*_dvc(), "repro", "labsim", "commitsim"], cwd=root, env=_dvc_env(root), check=True,

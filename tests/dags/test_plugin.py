@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from pipelines import archive, config
+from pipelines import config
+from pipelines.storage import archive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,7 +55,7 @@ def test_refuses_anything_outside_the_reports(client, path):
 
 
 def test_symlinks_nul_bytes_and_long_paths_are_404_not_500(client, tree):
-    """Issue 12, class 8: a symlink under reports/runs is not served; %00 and very long paths
+    """A symlink under reports/runs is not served; %00 and very long paths
     give 404, never an unhandled 500."""
     (config.RUN_REPORTS / "shop-t9.html").symlink_to(tree / "secret.txt")
     for path in ["/runs/shop-t9.html", "/validation/%00", "/validation/a%00b.html", "/validation/" + "a" * 5000,

@@ -9,7 +9,13 @@ import json
 import pytest
 import yaml
 
-from pipelines import archive, commit_changes, commitsim, config, report
+from pipelines import config
+from pipelines.reporting import pages
+from pipelines.simulators import commitsim
+from pipelines.stages import commit_changes, report
+from pipelines.storage import archive
+
+pytestmark = pytest.mark.slow     # stages end to end
 
 
 def _setup(tree, frame, truth):
@@ -58,7 +64,7 @@ def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
     assert "New interesting clusters" not in (config.COMMIT_REPORTS / "index.html").read_text()
     summary = report.commit_summary()
     assert summary["changes"] == len(rows) and summary["top"] == rows[0]
-    page = report.render_index([], night="n", generated="g", quarantined=[], commits=summary)
+    page = pages.render_index([], night="n", generated="g", quarantined=[], commits=summary)
     assert 'href="commits/index.html"' in page and f"{summary['regressions']} regression(s)" in page
 
 

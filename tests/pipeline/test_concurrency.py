@@ -1,4 +1,4 @@
-"""Issue 12, class 6: two nights on one data folder.  Real processes and a real flock: a pull that
+"""Two nights on one data folder.  Real processes and a real flock: a pull that
 finds the folder locked waits and says by whom, gives up with the holder named, and two pulls
 started together leave one manifest line per archive and no refusal."""
 from __future__ import annotations
@@ -13,14 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import archive, config, locks
+from pipelines import config
+from pipelines.storage import archive, locks
 from tests.conftest import REPO
 from tests.pipeline.test_pull_validate import set_source
+
+pytestmark = pytest.mark.slow     # stages end to end
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from pipelines import locks
+from pipelines.storage import locks
 with locks.data_lock("holder-test", shared={shared}):
     Path(sys.argv[1]).write_text("held")
     while not Path(sys.argv[2]).exists():
@@ -45,7 +48,7 @@ def _hold(tree, tmp_path, *, shared=False, name="h"):
 
 
 def _pull(tree, **env):
-    return subprocess.Popen([sys.executable, "-m", "pipelines.pull"], env=_env(tree, **env), cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "pipelines.stages.pull"], env=_env(tree, **env), cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -137,7 +140,7 @@ TINY_EXAMPLE = {"labsim": {"systems": ["shop"], "n_normal": 3, "n_per_cause": 1,
 def dvc_checkout(root) -> "os.PathLike":
     """A DVC project made of this repository's ``dvc.yaml``, ``pipelines/`` and ``params.yaml``
     (``dvc init --no-scm``), with a smaller embedded example (labsim, commitsim) so that a whole
-    ``dvc repro`` takes a minute or two.  Its stages run ``python -m pipelines.<stage>`` with the
+    ``dvc repro`` takes a minute or two.  Its stages run ``python -m pipelines.stages.<stage>`` with the
     checkout as the working directory, hence as the project root, as on a user's clone."""
     import yaml
 

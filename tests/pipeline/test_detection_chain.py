@@ -8,10 +8,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines import (clusters, config, control_charts, detect, discretize, evaluate, features, mine_rules, normalize,
-                       predict_causes, pull, report, store, train_causes, validate)
+from pipelines import config
+from pipelines.detectors import cause_features, rule_ensemble
+from pipelines.stages import discretize, mine_rules, normalize, report, train_causes
+from pipelines.storage import store
+from tests.helpers import every_stage_on, run_stages
 
-from tests.helpers import every_stage_on
+pytestmark = pytest.mark.slow     # stages end to end
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flagged_counters", "counter_scores",
@@ -99,7 +102,7 @@ def _judged_files() -> list[Path]:
 
 
 def test_a_second_night_reuses_what_did_not_change_and_redoes_what_did(analysed):
-    """Issue 12 (the second night): with nothing changed, detect, control_charts, clusters,
+    """With nothing changed, detect, control_charts, clusters,
     features and report rewrite none of their files (the night index is the night's own); when the history changes (one passed run excluded),
     every calibration and target result is computed again; put back, they come back byte for
     byte as the first night wrote them."""
@@ -107,9 +110,8 @@ def test_a_second_night_reuses_what_did_not_change_and_redoes_what_did(analysed)
     files = _judged_files()
     assert len(files) >= 10 and any(p.suffix == ".parquet" for p in files)
     first = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
-    stages = (detect, control_charts, clusters, features, train_causes, predict_causes, report)
-    for stage in stages:
-        stage.main()
+    stages = {"detect", "control_charts", "clusters", "features", "train_causes", "predict_causes", "report"}
+    run_stages(stages)
     assert _judged_files() == files
     assert [p for p in files if p.stat().st_mtime_ns != first[p][0]] == []
     params_path = tree / "params.yaml"
@@ -120,15 +122,13 @@ def test_a_second_night_reuses_what_did_not_change_and_redoes_what_did(analysed)
     params["history"]["exclude"] = [dropped]
     params_path.write_text(yaml.safe_dump(params))
     try:
-        for stage in stages:
-            stage.main()
+        run_stages(stages)
         assert [p for p in files if p.stat().st_mtime_ns == first[p][0]] == []     # every one recomputed
         calibration = json.loads((config.STACKING_CALIBRATION / "shop.json").read_text())
         assert dropped not in calibration["runs"]
     finally:
         params_path.write_text(original)
-    for stage in stages:
-        stage.main()
+    run_stages(stages)
     assert {p: p.read_bytes() for p in files} == {p: b for p, (_, b) in first.items()}
 
 
@@ -144,7 +144,7 @@ def test_cause_models_are_versioned_safe_files_with_metrics(analysed):
     tree, truth = analysed
     latest = json.loads(config.latest_cause_model("shop").read_text())
     meta = json.loads((config.cause_models_dir("shop") / latest["meta"]).read_text())
-    assert meta["training_data_sha256"] == features.frame_digest(pd.read_parquet(config.features_path("shop")))
+    assert meta["training_data_sha256"] == cause_features.frame_digest(pd.read_parquet(config.features_path("shop")))
     model = store.load_model(config.cause_models_dir("shop") / latest["model"])
     assert sorted(model.classes_) == ["cpu_hot_path", "extra_db_query", "none"]
     metrics = json.loads((config.METRICS / "causes.json").read_text())
@@ -176,7 +176,8 @@ def test_control_chart_results_and_metrics(analysed):
 
 def test_rule_flags_respect_the_practical_change_and_new_environment_filters(analysed):
     tree, truth = analysed
-    from pipelines import archive, history
+    from pipelines.calibration import history
+    from pipelines.storage import archive
     index = archive.read_json(config.VALID_INDEX)["valid"]
     new_env = [r for r, t in truth.items() if t.get("new_environment")]
     assert new_env
@@ -197,17 +198,16 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     """Eight passed runs over the simulator's labs, then a normal run on a lab none of them used.
 
     The history has no failed run (as SMD's): every later stage must still write its outputs."""
+    from pipelines.calibration import history
+    from pipelines.storage import archive
     from tests.conftest import write_lab
-    from pipelines import archive, history
 
     lab = tmp_path_factory.mktemp("labs")
     truth = write_lab(lab, history_causes=[], n_per_cause=0, target_causes=[], n_normal=8, n_targets_normal=0)
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters, features,
-                  train_causes, predict_causes, report, evaluate):
-        stage.main()
+    run_stages("pull")
     assert config.CAUSE_MODELS.is_dir() and json.loads((config.METRICS / "causes.json").read_text()) == {}
     index = archive.read_json(config.VALID_INDEX)["valid"]
     new = [r for r, t in truth.items() if t.get("new_environment")]
@@ -226,22 +226,22 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
         by_lab = levels[c].groupby([json.dumps(index[b]["environment"], sort_keys=True) for b in baseline]).median()
         assert (by_lab.max() - by_lab.min()) / abs(levels[c].median()) >= 0.02
     assert skipped and not set(skipped) & {c for m in doc["methods"].values() for c in m["flagged_counters"]}
-    # judged by the normal runs judged across labs as it is (issue 11), not by the same-lab null
+    # judged by the normal runs judged across labs as it is, not by the same-lab null
     stacking = doc["methods"]["association_rules_stacking"]
     calibration = json.loads(config.stacking_calibration_path("shop").read_text())
     null = calibration["cross_lab_scores"]["insufficient"]
     assert doc["details"]["lab"]["status"] == "insufficient" and stacking["null"] == "cross_lab"
     assert stacking["normal_runs"] == len(null) >= 2 and set(null) <= set(baseline)
-    assert stacking["p_value"] == pytest.approx(detect.stacking_pvalue(stacking["score"], list(null.values()),
+    assert stacking["p_value"] == pytest.approx(rule_ensemble.stacking_pvalue(stacking["score"], list(null.values()),
                                                                        len(doc["baseline_runs"])), abs=1e-6)
     chart = json.loads(config.chart_path(new[0]).read_text())
     charted = json.loads(config.calibration_path("shop").read_text())["cross_lab"]["insufficient"]
     assert chart["null"] == "cross_lab" and chart["threshold"] == pytest.approx(max(charted["normal_scores"].values()),
                                                                                 abs=1e-4)
     assert verdict["methods"]["control_charts"]["null"] == "cross_lab"
-    # this normal run of a new lab failed against the same-lab null (stacking p 0.0065, charts 8e-5,
-    # combined 0.0002 before session 15); judged as the normal runs judged across labs, it passes
-    same_lab = detect.stacking_pvalue(stacking["score"], list(calibration["normal_scores"].values()),
+    # this normal run of a new lab fails against the same-lab null; judged as the normal runs
+    # judged across labs, it passes
+    same_lab = rule_ensemble.stacking_pvalue(stacking["score"], list(calibration["normal_scores"].values()),
                                       len(doc["baseline_runs"]))
     assert same_lab <= 0.05 < stacking["p_value"]
     assert verdict["verdict"] == "pass" and verdict["cause"] == {"label": "none", "probability": None, "known": True}
@@ -266,14 +266,15 @@ def _killed(code: str, tree: Path) -> int:
 
 
 def test_a_report_killed_between_a_verdict_file_and_its_page_resumes_byte_identical(analysed):
-    """Issue 12, class 5: a hard exit after a run's verdict JSON and before its HTML leaves a run
+    """A hard exit after a run's verdict JSON and before its HTML leaves a run
     with half its outputs; the next report rewrites everything byte for byte, no temporary left."""
     import shutil
     tree, truth = analysed
     report.main()
     before = _snapshot(config.RUN_REPORTS, skip=(".tmp",))
     shutil.rmtree(config.RUN_REPORTS)
-    code = ("import os; from pipelines import archive, config, report\n"
+    code = ("import os; from pipelines import config; from pipelines.stages import report\n"
+            "from pipelines.storage import archive\n"
             "write = archive.write_text_atomic\n"
             "def dying(path, text):\n"
             "    if str(path).endswith('.html') and config.RUN_REPORTS in __import__('pathlib').Path(path).parents:\n"
@@ -289,7 +290,7 @@ def test_a_report_killed_between_a_verdict_file_and_its_page_resumes_byte_identi
 
 
 def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left(analysed):
-    """Issue 12, class 5: a hard exit while the skops model is written (inside ``atomic_path``,
+    """A hard exit while the skops model is written (inside ``atomic_path``,
     before its rename) leaves ``.<version>.skops.<pid>.*.tmp`` and no model; the next run removes the
     temporary, trains the same model again (same bytes) and points ``latest`` at it.  One quick
     learner keeps the three trainings short; the module's tree is restored afterwards."""
@@ -309,7 +310,7 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
         before = _snapshot(models, skip=(".json",))
         latest = config.latest_cause_model("shop").read_bytes()
         shutil.rmtree(models)
-        code = ("import os; from pipelines import archive, train_causes\n"
+        code = ("import os; from pipelines.stages import train_causes; from pipelines.storage import archive\n"
                 "replace = os.replace\n"
                 "def dying(src, dst):\n"
                 "    if str(dst).endswith('.skops'):\n"
@@ -331,7 +332,7 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
 
 
 def test_clustered_regression_models_reach_the_verdict_file_and_the_page(analysed):
-    """Issue 16 (seed 000): the clusters stage models every target; the verdict file carries
+    """The clusters stage models every target; the verdict file carries
     the contract's ``methods.clustered_regression`` (verdict, max_prediction_error) and the page
     lists the clusters, worst first."""
     tree, truth = analysed

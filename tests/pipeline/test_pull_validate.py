@@ -1,6 +1,8 @@
 """pull and validate main() on a tiny lab in a temporary tree, with bad archives mixed in."""
 from __future__ import annotations
 
+import pytest
+
 import io
 import json
 import shutil
@@ -9,8 +11,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from pipelines import archive, config, pull, validate
-from tests.helpers import good_frames, good_meta, members, write_tgz
+from pipelines import config
+from pipelines.stages import pull, validate
+from pipelines.storage import archive
+from tests.helpers import good_frames, good_meta, members, run_stages, write_tgz
+
+pytestmark = pytest.mark.slow     # stages end to end
 
 
 def set_source(tree, *sources, quick_training: bool = False):
@@ -145,11 +151,7 @@ def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tin
         reason = json.loads((config.QUARANTINE / f"{name}.json").read_text())
         assert any(f["kwargs"].get("column") == "system_is_identifier" for f in reason["failed_expectations"])
     assert config.VALID.is_dir() and (config.VALID / sorted(truth)[0] / "meta.json").exists()
-    from pipelines import (clusters, control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
-                           report, train_causes)
-    for stage in (normalize, discretize, mine_rules, detect, control_charts, clusters, features, train_causes,
-                  predict_causes, report):
-        stage.main()                                         # the night goes on with the good runs
+    run_stages("normalize", through="report")      # the night goes on with the good runs
     assert "runs regressed" in config.NIGHT_INDEX.read_text()
     assert {p.stem for p in config.EDGES.glob("*.json")} == {"shop"}
     after = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
@@ -159,15 +161,13 @@ def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tin
 
 
 def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp_path):
-    """Issue 12, classes 1, 2, 3 and 8: archives that used to crash a reader (bad zip CRC,
+    """Archives that crash a careless reader (bad zip CRC,
     encrypted or unknown-method members, xz under a gzip name, run.json 200,000 levels deep), to
     exhaust it (2,000 directory entries, a 300 KB PAX header, 25,000 columns), to write outside
     the tree (a system naming a path) or to pass silently (a started_at of digits, +inf samples,
     duplicate keys or run.json members, NaN in JSON), beside good runs: every stage's ``main()``
     runs, each hostile archive is quarantined with the fault named, the good runs are analysed,
     and nothing is written anywhere beside the tree (the whole tree of its parent is compared)."""
-    from pipelines import (clusters, commit_changes, control_charts, detect, discretize, evaluate, features,
-                           mine_rules, normalize, predict_causes, report, train_causes)
     from tests.hostile_corpus import ESCAPED_ABSOLUTE, write_corpus
 
     lab, truth = tiny_lab
@@ -188,9 +188,7 @@ def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp
         text = json.dumps(reason)
         assert all(w in text for w in words), (run_id, words, reason["reason"][:300])
         assert (config.RAW / reason["archive"].split("/")[-1]).exists()        # raw kept
-    for stage in (normalize, discretize, mine_rules, detect, control_charts, clusters, features, train_causes,
-                  predict_causes, commit_changes, report, evaluate):
-        stage.main()                                             # the night goes on with the good runs
+    run_stages("normalize", also=("commit_changes",))      # the night goes on with the good runs
     targets = {r for r, row in json.loads(config.VALID_INDEX.read_text())["valid"].items() if row["verdict"] is None}
     assert targets and {p.stem for p in config.REPORTS.joinpath("runs").glob("*.json")} == targets
     page = config.NIGHT_INDEX.read_text()
@@ -203,20 +201,16 @@ def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp
 
 
 def test_a_night_with_every_archive_quarantined_still_ends_with_a_night_index(tree, tmp_path):
-    """Issue 12, class 7: nothing valid to analyse.  Every stage ends cleanly, every output DVC
+    """Nothing valid to analyse.  Every stage ends cleanly, every output DVC
     expects exists (``dvc repro`` failed at discretize: "output 'data/processed/edges' does not
     exist"), and the night index says what happened and lists each quarantined archive with
     its reason."""
-    from pipelines import (clusters, commit_changes, control_charts, detect, discretize, evaluate, features,
-                           mine_rules, normalize, predict_causes, report, train_causes)
     from tests.hostile_corpus import write_corpus
 
     src = tmp_path / "src"
     expected = write_corpus(src)
     set_source(tree, src)
-    for stage in (pull, validate, normalize, discretize, mine_rules, detect, control_charts, clusters, features,
-                  train_causes, predict_causes, commit_changes, report, evaluate):
-        stage.main()
+    run_stages("pull", also=("commit_changes",))
     stages = yaml.safe_load((config.ROOT.parent / "dvc.yaml").read_text())["stages"] \
         if (config.ROOT.parent / "dvc.yaml").exists() else None
     from tests.conftest import REPO
@@ -246,15 +240,15 @@ def _pull_killed_at_manifest_append(tree) -> int:
     import sys
 
     from tests.conftest import REPO
-    code = ("import os; from pipelines import pull; "
-            "pull._append_manifest = lambda entry, path: os._exit(3); pull.main()")
+    code = ("import os; from pipelines.stages import pull; from pipelines.storage import sources; "
+            "sources._append_manifest = lambda entry, path: os._exit(3); pull.main()")
     env = {**os.environ, "REGRESSLAB_ROOT": str(tree), "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True).returncode
 
 
 def test_a_pull_killed_between_the_copy_and_its_manifest_line_resumes(tree, tiny_lab):
-    """Issue 12, class 5: the archive renamed into data/raw without its manifest line used to be
-    refused every later night ("already in data/raw but not in the manifest")."""
+    """An archive renamed into data/raw without its manifest line is taken back, not refused
+    every later night ("already in data/raw but not in the manifest")."""
     lab, truth = tiny_lab
     set_source(tree, lab)
     assert _pull_killed_at_manifest_append(tree) == 3
@@ -270,8 +264,8 @@ def test_a_pull_killed_between_the_copy_and_its_manifest_line_resumes(tree, tiny
 
 
 def test_a_torn_manifest_line_stops_nothing(tree, tiny_lab):
-    """Issue 12, class 5: a pull killed inside its manifest write leaves a torn last line, which
-    used to stop pull and validate for good (json.loads on the partial line)."""
+    """A pull killed inside its manifest write leaves a torn last line, which must not
+    stop pull and validate for good (json.loads on the partial line)."""
     lab, truth = tiny_lab
     set_source(tree, lab)
     pull.main()
@@ -286,7 +280,7 @@ def test_a_torn_manifest_line_stops_nothing(tree, tiny_lab):
 
 
 def test_pull_refuses_what_is_not_a_plain_archive_and_keeps_pulling(tree, tiny_lab, tmp_path):
-    """Issue 12, class 4: two archives of one run_id, a symlinked archive (to a secret), and
+    """Two archives of one run_id, a symlinked archive (to a secret), and
     directory archives with a symlink, a FIFO, 600 levels of folders or too many bytes are each
     refused with a reason; nothing of them reaches data/raw; the good runs are pulled."""
     import os
@@ -333,7 +327,7 @@ def test_pull_refuses_what_is_not_a_plain_archive_and_keeps_pulling(tree, tiny_l
 
 
 def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_path):
-    """Issue 13: per-process CPU at 100 per busy core (top, pidstat, PerfMon) is what real labs
+    """Per-process CPU at 100 per busy core (top, pidstat, PerfMon) is what real labs
     write; such a lab is analysed, not quarantined, and one impossible counter in one run is
     left out of that run and named on its page and the night index."""
     from tests.conftest import write_lab
@@ -362,11 +356,7 @@ def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_pa
     assert tomcat.max() > 100                        # per core: above 100 on an 8-core server
     assert [d["counter"] for d in index["valid"][target]["_dropped_counters"]] == ["web01.cpu_pct"]
     assert all(not row["_dropped_counters"] for r, row in index["valid"].items() if r != target)
-    from pipelines import (clusters, control_charts, detect, discretize, features, mine_rules, normalize, predict_causes,
-                           report, train_causes)
-    for stage in (normalize, discretize, mine_rules, detect, control_charts, clusters, features, train_causes,
-                  predict_causes, report):
-        stage.main()
+    run_stages("normalize", through="report")
     doc = json.loads(config.run_report_path(target).read_text())
     assert [d["counter"] for d in doc["dropped_counters"]] == ["web01.cpu_pct"]
     assert "web01.cpu_pct" not in doc["counter_scores"] and "tomcat.cpu_pct" in doc["counter_scores"]
@@ -377,9 +367,9 @@ def test_a_lab_whose_process_cpu_runs_above_100_percent_is_analysed(tree, tmp_pa
 
 
 def test_pull_takes_a_labs_own_run_directories_as_they_are(tree, tmp_path):
-    """Issue 13, part 3: a source holding run directories (run.yaml beside the collectors'
+    """A source holding run directories (run.yaml beside the collectors'
     files), or a run directory itself ({path: ..., ingest: true}), needs no conversion step:
-    the files go to data/raw untouched and validate reads them through pipelines.ingest."""
+    the files go to data/raw untouched and validate reads them through pipelines.importers.run_directory."""
     from tests.unit.test_ingest import FORMATS
 
     folder = tmp_path / "lab"

@@ -1,4 +1,4 @@
-"""A lab whose runs last 10 minutes, sampled once a minute: ten samples per host (issue 15).
+"""A lab whose runs last 10 minutes, sampled once a minute: ten samples per host.
 
 Every stage's main() runs on it in DVC order.  No run may be quarantined for being short,
 every target gets a verdict file and a page, and the intervals are the samples the hosts have."""
@@ -9,9 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from pipelines import archive, labsim
+from pipelines.simulators import labsim
+from pipelines.storage import archive
 from tests.conftest import write_lab
 from tests.helpers import every_stage_on
+
+pytestmark = pytest.mark.slow     # stages end to end
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The analysts' loop (issue 14, part 2; Nguyen 2017 process steps S4-S5): triage targets with
+"""The analysts' loop (part 2; Nguyen 2017 process steps S4-S5): triage targets with
 a cause the models have never seen, run the stages again, and the runs are history, the
 cause is learned (a new class), the retraining asset fires, and a later similar run gets
 that cause. Stage mains run in dvc.yaml's order, as `dvc repro` runs them; that the triage
@@ -6,27 +6,31 @@ log is a dependency of `validate` (so `dvc repro` re-runs from there) is checked
 by tests/unit/test_dvc_graph.py."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 import yaml
 
-from pipelines import (archive, config, control_charts, detect, discretize, features, history, mine_rules, normalize,
-                       predict_causes, pull, report, train_causes, triage, validate)
+from pipelines import config
+from pipelines.calibration import history
+from pipelines.cli import triage
+from pipelines.stages import train_causes, validate
+from pipelines.storage import archive, triage_log
 from tests.conftest import write_lab
+from tests.helpers import run_stages
 
-STAGES = (pull, validate, normalize, discretize, mine_rules, detect, control_charts, features, train_causes,
-          predict_causes, report)
+pytestmark = pytest.mark.slow     # stages end to end
 
 
 def model_classes(system: str) -> list[str]:
-    from pipelines import store
+    from pipelines.storage import store
     latest = json.loads(config.latest_cause_model(system).read_text())
     return [str(c) for c in store.load_model(config.cause_models_dir(system) / latest["model"]).classes_]
 
 
 def night():
-    for stage in STAGES:
-        stage.main()
+    run_stages("pull", through="report", skip=("clusters",))
 
 
 def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys):
@@ -48,7 +52,7 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
     assert train_causes.verified_runs_changed() == []                  # the models are current
     assert "cpu_contention" not in model_classes("shop")
     page = config.run_report_path(first, "html").read_text()
-    assert f"python -m pipelines.triage {first} --verdict" in page and 'id="triage"' in page
+    assert f"python -m pipelines.cli.triage {first} --verdict" in page and 'id="triage"' in page
 
     for run in (first, second):
         triage.main([run, "--verdict", "fail", "--cause", "cpu_contention", "--counters", "tomcat.cpu_pct",
@@ -71,4 +75,4 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
     validate.main()
     index = archive.read_valid_index()
     assert index[second]["verdict"] is None and second in history.targets(index)
-    assert len(triage.read_log()) == 3
+    assert len(triage_log.read_log()) == 3

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import anchors
+from pipelines.evaluation import anchors
 
 KW = {"lower_pct": 1.0, "upper_pct": 99.0, "top_fraction": 0.5}
 

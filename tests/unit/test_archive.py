@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from pipelines import archive
+from pipelines.storage import archive
 from tests.helpers import good_frames, good_meta, members, write_tgz, write_zip
 
 
@@ -132,7 +132,7 @@ def test_a_model_written_twice_is_the_same_bytes_and_still_loads():
 
 
 def test_prune_outputs_removes_only_the_stale_files_of_its_suffix(tmp_path):
-    from pipelines import archive
+    from pipelines.storage import archive
     for name in ("r1.json", "r2.json", "r3.json", "sys.parquet", ".r4.json.123.abc.tmp"):
         (tmp_path / name).write_text("x")
     (tmp_path / "calibration").mkdir()
@@ -150,7 +150,7 @@ def test_prune_outputs_removes_only_the_stale_files_of_its_suffix(tmp_path):
 
 
 def test_an_archive_is_bounded_in_samples_times_counters_before_pandas_allocates():
-    from pipelines import archive
+    from pipelines.storage import archive
     assert archive.csv_cells(b"timestamp,a,b\n1,2,3\n4,5,6\n") == 2 * 3
     assert archive.csv_cells(b"timestamp,a,b\n1,2,3\n4,5,6") == 2 * 3       # no final newline
     assert archive.csv_cells(b"timestamp,a,b\n") == 0 and archive.csv_cells(b"") == 0

@@ -10,21 +10,23 @@ import skops.io as sio
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
-from pipelines import evaluate, features, predict_causes, store, train_causes
+from pipelines.detectors import cause_features, causes
+from pipelines.evaluation import leave_one_out
+from pipelines.storage import store
 
 
 def test_random_predictor_accuracy_and_gain_by_hand():
     # 3 runs of a, 1 of b: r = (3/4)^2 + (1/4)^2 = 0.625; accuracy 0.75 -> gain 1.2
-    r = train_causes.random_accuracy(["a", "a", "a", "b"])
+    r = causes.random_accuracy(["a", "a", "a", "b"])
     assert r == pytest.approx(0.625)
-    assert train_causes.gain(0.75, r) == pytest.approx(1.2)
+    assert causes.gain(0.75, r) == pytest.approx(1.2)
     # the thesis' Commercial 2: five causes of six runs -> r = 20 %
-    assert train_causes.random_accuracy([c for c in "abcde" for _ in range(6)]) == pytest.approx(0.2)
+    assert causes.random_accuracy([c for c in "abcde" for _ in range(6)]) == pytest.approx(0.2)
 
 
 def test_best_threshold_separates_known_from_unknown():
-    assert train_causes.best_threshold(np.array([0.9, 0.8, 0.95]), np.array([0.4, 0.5])) == pytest.approx(0.8)
-    assert train_causes.best_threshold(np.array([0.9]), np.array([])) == 0.0
+    assert causes.best_threshold(np.array([0.9, 0.8, 0.95]), np.array([0.4, 0.5])) == pytest.approx(0.8)
+    assert causes.best_threshold(np.array([0.9]), np.array([])) == 0.0
 
 
 def _toy_features(rng, causes=("none", "cpu", "db"), runs_per_cause=4, pairs=2):
@@ -43,13 +45,13 @@ def _toy_features(rng, causes=("none", "cpu", "db"), runs_per_cause=4, pairs=2):
 
 def test_loo_holds_out_every_row_of_the_run_and_learns_separable_causes():
     frame = _toy_features(np.random.default_rng(0))
-    template = train_causes.learners()["random_forest"]
-    proba = train_causes.loo_probabilities(template, frame, features.feature_columns(frame))
-    labels = train_causes.run_labels(frame)
+    template = causes.learners()["random_forest"]
+    proba = causes.loo_probabilities(template, frame, cause_features.feature_columns(frame))
+    labels = causes.run_labels(frame)
     assert len(proba) == 12 and (proba.idxmax(axis=1) == labels.reindex(proba.index)).all()
-    mask = train_causes.train_mask(frame, {"cpu-0"})
+    mask = causes.train_mask(frame, {"cpu-0"})
     assert not frame[mask]["target"].eq("cpu-0").any()
-    assert train_causes.train_mask(frame.assign(baseline="cpu-0"), {"cpu-0"}).sum() == 0   # never as baseline either
+    assert causes.train_mask(frame.assign(baseline="cpu-0"), {"cpu-0"}).sum() == 0   # never as baseline either
 
 
 def test_the_design_the_history_supports_is_chosen_and_a_tie_keeps_the_first():
@@ -62,40 +64,40 @@ def test_the_design_the_history_supports_is_chosen_and_a_tie_keeps_the_first():
     frame = frame.assign(**{"below:a.cpu": 0.0, "above:a.cpu": 1.0, "below:a.db": 0.0, "above:a.db": 1.0})
     frame = frame.rename(columns={"lower:cpu": "lower:a.cpu", "upper:cpu": "upper:a.cpu",
                                   "lower:db": "lower:a.db", "upper:db": "upper:a.db"})
-    template = train_causes.learners()["decision_tree"]
-    chosen, scores = train_causes.choose_design(frame, [["shifts"], ["kinds"]], template, False)
+    template = causes.learners()["decision_tree"]
+    chosen, scores = causes.choose_design(frame, [["shifts"], ["kinds"]], template, False)
     assert chosen == ["kinds"] and scores["kinds"] == {"accuracy": 1.0, "fault_nearest_accuracy": 1.0}
     assert scores["shifts"] == {"accuracy": 0.0, "fault_nearest_accuracy": 0.0}
-    tie, _ = train_causes.choose_design(frame, [["counters"], ["kinds"]], template, False)
+    tie, _ = causes.choose_design(frame, [["counters"], ["kinds"]], template, False)
     assert tie == ["counters"]                                   # 12/12 both: the first listed
-    assert train_causes.choose_design(frame, [["shifts"]], template, False) == (["shifts"], {})   # one: no LOO
+    assert causes.choose_design(frame, [["shifts"]], template, False) == (["shifts"], {})   # one: no LOO
 
 
 def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
     frame = _toy_features(np.random.default_rng(1))
-    cols = features.feature_columns(frame)
-    template = train_causes.learners()["random_forest"]
-    held = train_causes.held_out_cause_probabilities(template, frame, cols, ["cpu", "db"])
+    cols = cause_features.feature_columns(frame)
+    template = causes.learners()["random_forest"]
+    held = causes.held_out_cause_probabilities(template, frame, cols, ["cpu", "db"])
     assert set(held) == {"cpu", "db"} and all(len(s) == 4 for s in held.values())
-    known = train_causes.loo_probabilities(template, frame, cols).max(axis=1)
-    figures = train_causes.unknown_cause_figures(known, train_causes.run_labels(frame), held)
+    known = causes.loo_probabilities(template, frame, cols).max(axis=1)
+    figures = causes.unknown_cause_figures(known, causes.run_labels(frame), held)
     assert set(figures["per_held_out_cause"]) == {"cpu", "db"}
     assert 0.0 <= figures["unknown_recall"] <= 1.0 and 0.0 < figures["tau"] <= 1.0
 
 
 def test_train_system_reports_every_learner_and_refits_the_best():
     frame = _toy_features(np.random.default_rng(2))
-    params = {"learners": list(train_causes.learners()), "learning_curve_max_runs": 2,
+    params = {"learners": list(causes.learners()), "learning_curve_max_runs": 2,
               "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
               "feature_designs": [["counters"]], "design_learner": "random_forest", "balance_classes": True,
               "few_runs": 4, "learner_standard_errors": 0}
-    out = train_causes.train_system(frame, params)
-    assert set(out["learners"]) == set(train_causes.learners()) and len(out["learners"]) >= 6
+    out = causes.train_system(frame, params)
+    assert set(out["learners"]) == set(causes.learners()) and len(out["learners"]) >= 6
     assert out["random_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
     assert out["learners"][out["best"]]["accuracy"] == max(v["accuracy"] for v in out["learners"].values())
     assert [r["runs_per_cause"] for r in out["learning_curve"]] == [1, 2]
     one = frame[frame["target"] == "db-0"]
-    pred = predict_causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5,
+    pred = causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5,
                                         blocks=out["feature_blocks"], per_cause=out["per_cause"])
     assert pred["label"] == "db" and pred["fault"]["label"] == "db" and pred["known"]
     # four runs of each cause: every cause counts as learned from few runs (few_runs = 4)
@@ -104,15 +106,15 @@ def test_train_system_reports_every_learner_and_refits_the_best():
     # the confusion matrix holds every LOO run once, truth by predicted
     assert sum(sum(r.values()) for r in out["confusion"].values()) == out["runs"] == 12
     assert out["fault_runs"] == 8 and 0.0 <= out["fault_nearest_accuracy"] <= 1.0
-    # the classifier as a detector (issue 11): fault score = 1 - P(none), the null = the normal runs'
+    # the classifier as a detector: fault score = 1 - P(none), the null = the normal runs'
     assert pred["fault_score"] == pytest.approx(1 - pred["none_probability"], abs=2e-4)
     assert sorted(out["null_fault_scores"]) == [f"none-{i}" for i in range(4)]
     assert all(out["null_fault_scores"][r] == out["loo_predictions"][r]["fault_score"] for r in out["null_fault_scores"])
-    loo = evaluate.loo_classified({"loo_predictions": out["loo_predictions"]})
+    loo = leave_one_out.loo_classified({"loo_predictions": out["loo_predictions"]})
     assert set(loo) == set(out["loo_predictions"])
     assert len(loo["none-0"]["null_fault_scores"]) == 3 and len(loo["db-0"]["null_fault_scores"]) == 4
     assert sorted(loo["db-0"]["null_fault_scores"]) == sorted(out["null_fault_scores"].values())
-    assert evaluate.loo_classified({"loo_predictions": {"r": {"truth": "none"}}}) == {}   # a model older than issue 11
+    assert leave_one_out.loo_classified({"loo_predictions": {"r": {"truth": "none"}}}) == {}   # a model without fault scores
 
 
 def test_balanced_weights_by_hand():
@@ -122,7 +124,7 @@ def test_balanced_weights_by_hand():
     (x 7/4): 7/12 per normal pair and 7/2 for the fault pair, so each cause totals 3.5."""
     rows = [{"target": f"n{i}", "baseline": f"b{j}", "cause": "none"} for i in range(3) for j in range(2)]
     rows.append({"target": "f0", "baseline": "b0", "cause": "leak"})
-    w = train_causes.balanced_weights(pd.DataFrame(rows))
+    w = causes.balanced_weights(pd.DataFrame(rows))
     assert w[:6] == pytest.approx([7 / 12] * 6) and w[6] == pytest.approx(7 / 2)
     assert w[:6].sum() == pytest.approx(w[6:].sum()) and w.mean() == pytest.approx(1.0)
 
@@ -137,10 +139,10 @@ def test_balancing_changes_what_an_imbalanced_history_predicts():
     for i, v in enumerate([0.55, 0.6]):
         rows.append({"target": f"f{i}", "baseline": "b", "system": "s", "cause": "leak", "upper:x": v})
     frame = pd.DataFrame(rows)
-    template = train_causes.learners()["logistic_regression"]
+    template = causes.learners()["logistic_regression"]
     middle = pd.DataFrame({"upper:x": [0.4]})
-    plain = train_causes.fit_rows(template, frame, ["upper:x"], balance=False)
-    balanced = train_causes.fit_rows(template, frame, ["upper:x"], balance=True)
+    plain = causes.fit_rows(template, frame, ["upper:x"], balance=False)
+    balanced = causes.fit_rows(template, frame, ["upper:x"], balance=True)
     p_plain = dict(zip(plain.classes_, plain.predict_proba(middle.to_numpy())[0]))
     p_bal = dict(zip(balanced.classes_, balanced.predict_proba(middle.to_numpy())[0]))
     assert p_bal["leak"] > p_plain["leak"]
@@ -150,40 +152,40 @@ def test_balancing_changes_what_an_imbalanced_history_predicts():
 def test_kind_features_fold_a_counter_across_components_by_hand():
     frame = pd.DataFrame({"upper:a.cpu": [0.5, 0.0], "upper:b.cpu": [0.1, 0.2], "upper:b.mem": [0.3, np.nan],
                           "lower:a.cpu3": [0.0, 0.0], "lower:a.cpu12": [0.0, 1.0]})
-    x = features.design(frame, ["kinds"])
+    x = cause_features.design(frame, ["kinds"])
     # row 0: cpu over a, b = 0.5, 0.1 -> max .5 min .1 median .3; top component a (0.5 > 0.1 + 0.3)
     assert x.loc[0, "kind:upper:max:cpu"] == 0.5 and x.loc[0, "kind:upper:min:cpu"] == 0.1
     assert x.loc[0, "kind:upper:median:cpu"] == pytest.approx(0.3)
     assert x.loc[0, "kind:upper:top:cpu"] == 0.5 and np.isnan(x.loc[0, "kind:upper:top:mem"])
     # row 1: a sums 0.0, b sums 0.2 -> top b; digits fold: cpu3 and cpu12 are one kind cpuN
     assert x.loc[1, "kind:upper:top:cpu"] == 0.2 and x.loc[1, "kind:lower:max:cpuN"] == 1.0
-    assert features.counter_kind("procstat.cpu11_user_pct") == ("procstat", "cpuN_user_pct")
-    assert features.counter_kind("plain") == ("", "plain")
-    both = features.design(frame, ["counters", "kinds"])
+    assert cause_features.counter_kind("procstat.cpu11_user_pct") == ("procstat", "cpuN_user_pct")
+    assert cause_features.counter_kind("plain") == ("", "plain")
+    both = cause_features.design(frame, ["counters", "kinds"])
     assert "upper:a.cpu" in both.columns and "kind:upper:max:cpu" in both.columns
     with pytest.raises(ValueError, match="feature_designs"):
-        features.design(frame, ["words"])
+        cause_features.design(frame, ["words"])
 
 
 def test_shift_features_fold_the_excursions_by_kind_and_stay_out_of_the_ratio_blocks():
     ratios = pd.DataFrame({"lower": [0.0, 0.5], "upper": [0.5, 0.0], "below": [0.0, 3.0], "above": [np.e - 1, 0.0]},
                           index=["a.cpu", "b.cpu"])
-    row = features.pair_row(ratios)
+    row = cause_features.pair_row(ratios)
     assert row["above:a.cpu"] == pytest.approx(1.0) and row["below:b.cpu"] == pytest.approx(math.log(4.0))
     frame = pd.DataFrame([row])
-    x = features.design(frame, ["shifts"])
+    x = cause_features.design(frame, ["shifts"])
     assert x.loc[0, "shift:above:max:cpu"] == pytest.approx(1.0) and x.loc[0, "shift:below:max:cpu"] == pytest.approx(math.log(4.0))
     assert x.loc[0, "shift:above:top:cpu"] == pytest.approx(1.0)   # a sums 1.0 above, b 0.0
     assert x.loc[0, "shift:below:top:cpu"] == pytest.approx(math.log(4.0))
-    assert not any(c.startswith(("shift:", "below:", "above:")) for c in features.design(frame, ["counters", "kinds"]))
+    assert not any(c.startswith(("shift:", "below:", "above:")) for c in cause_features.design(frame, ["counters", "kinds"]))
 
 
 def test_prediction_handles_counters_the_model_never_saw_or_the_run_lacks():
     frame = _toy_features(np.random.default_rng(3))
-    cols = features.feature_columns(frame)
-    model = train_causes.fit_rows(train_causes.learners()["logistic_regression"], frame, cols)
+    cols = cause_features.feature_columns(frame)
+    model = causes.fit_rows(causes.learners()["logistic_regression"], frame, cols)
     rows = frame[frame["target"] == "cpu-1"].drop(columns=["lower:db", "upper:db"]).assign(**{"upper:new": 0.5})
-    pred = predict_causes.predict_cause(model, rows, cols, sorted(frame["cause"].unique()), tau=0.0)
+    pred = causes.predict_cause(model, rows, cols, sorted(frame["cause"].unique()), tau=0.0)
     assert pred["features_not_in_model"] == 1 and pred["label"] in {"none", "cpu", "db"}
 
 
@@ -192,7 +194,7 @@ def _shout(x):
 
 
 def test_model_files_with_foreign_types_are_refused(tmp_path):
-    safe = train_causes.fit_rows(train_causes.learners()["decision_tree"], _toy_features(np.random.default_rng(4)),
+    safe = causes.fit_rows(causes.learners()["decision_tree"], _toy_features(np.random.default_rng(4)),
                                  ["upper:cpu", "upper:db"])
     sio.dump(safe, tmp_path / "ok.skops")
     assert store.load_model(tmp_path / "ok.skops").predict(np.array([[0.9, 0.0]]))[0] == "cpu"
@@ -202,28 +204,28 @@ def test_model_files_with_foreign_types_are_refused(tmp_path):
 
 
 def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
-    """Issue 15: ``fault_only_model`` learns ``P(cause | fault)`` from the fault runs alone, scored
+    """``fault_only_model`` learns ``P(cause | fault)`` from the fault runs alone, scored
     in leave-one-run-out on them; ``train_system`` keeps it only when that beats the full model's
     nearest fault (a tie keeps the full model, the simpler one).  A prediction with it names the
     fault with its probability given a fault: the mean over the run's pairs of the model's own
     probability, by hand here."""
     frame = _toy_features(np.random.default_rng(2))
-    cols = features.feature_columns(frame)
-    labels = train_causes.run_labels(frame)
-    template = train_causes.learners()["logistic_regression"]
-    model, source, accuracy = train_causes.fault_only_model(template, frame, cols, labels, False)
+    cols = cause_features.feature_columns(frame)
+    labels = causes.run_labels(frame)
+    template = causes.learners()["logistic_regression"]
+    model, source, accuracy = causes.fault_only_model(template, frame, cols, labels, False)
     assert source == "faults_only" and accuracy == 1.0 and sorted(model.classes_) == ["cpu", "db"]
     none_only = frame[frame["cause"].isin(["none", "cpu"])]
-    assert train_causes.fault_only_model(template, none_only, cols, labels, False) == (None, "all_runs", None)
+    assert causes.fault_only_model(template, none_only, cols, labels, False) == (None, "all_runs", None)
     params = {"learners": ["logistic_regression"], "learning_curve_max_runs": 2, "learning_curve_repeats": 1,
               "learning_curve_learners": 1, "seed": 0, "feature_designs": [["counters"]], "design_learner": "random_forest",
               "balance_classes": False,
               "few_runs": 4, "learner_standard_errors": 1}
-    out = train_causes.train_system(frame, params)
+    out = causes.train_system(frame, params)
     assert out["fault_nearest_accuracy_all_runs"] == 1.0 == out["fault_nearest_accuracy_faults_only"]
     assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None          # a tie
     rows = frame[frame["target"] == "db-0"]
-    pred = predict_causes.predict_cause(out["model"], rows, out["columns"], out["classes"], tau=0.5,
+    pred = causes.predict_cause(out["model"], rows, out["columns"], out["classes"], tau=0.5,
                                         blocks=["counters"], fault_model=model)
     by_hand = model.predict_proba(rows[cols].to_numpy(dtype=float))[:, list(model.classes_).index("db")].mean()
     assert pred["fault"]["label"] == "db" and pred["fault"]["given_a_fault"] is True
@@ -236,14 +238,14 @@ def test_choose_learner_keeps_the_first_unless_another_is_better_by_more_than_a_
     # so anything at 0.80 - 0.089541 = 0.710459 or above is as good as the best
     order = ["random_forest", "logistic_regression", "mlp"]
     acc = {"random_forest": 0.75, "logistic_regression": 0.80, "mlp": 0.80}
-    assert train_causes.choose_learner(acc, order, 20, 1.0) == "random_forest"
-    assert train_causes.choose_learner(acc, order, 20, 0.0) == "logistic_regression"   # the best, first listed
-    assert train_causes.choose_learner({**acc, "random_forest": 0.71}, order, 20, 1.0) == "logistic_regression"
-    assert train_causes.choose_learner({**acc, "random_forest": 0.711}, order, 20, 1.0) == "random_forest"
+    assert causes.choose_learner(acc, order, 20, 1.0) == "random_forest"
+    assert causes.choose_learner(acc, order, 20, 0.0) == "logistic_regression"   # the best, first listed
+    assert causes.choose_learner({**acc, "random_forest": 0.71}, order, 20, 1.0) == "logistic_regression"
+    assert causes.choose_learner({**acc, "random_forest": 0.711}, order, 20, 1.0) == "random_forest"
     # a perfect score still has an error: 48 runs, p' = 48.5 / 49 = 0.989796, se = 0.014357, floor 0.985643;
     # one miss in 48 (0.979167) is below it
     perfect = {"random_forest": 47 / 48, "logistic_regression": 1.0}
-    assert train_causes.choose_learner(perfect, order, 48, 1.0) == "logistic_regression"
-    assert train_causes.choose_learner(perfect, order, 48, 1.6) == "random_forest"     # floor 0.977029
+    assert causes.choose_learner(perfect, order, 48, 1.0) == "logistic_regression"
+    assert causes.choose_learner(perfect, order, 48, 1.6) == "random_forest"     # floor 0.977029
     with pytest.raises(ValueError):
-        train_causes.choose_learner({}, order, 10, 1.0)
+        causes.choose_learner({}, order, 10, 1.0)

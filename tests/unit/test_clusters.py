@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import ks_2samp
 
-from pipelines import clusters
+from pipelines.detectors import cluster_models
 
 # Table 1 of seed 000 (Shang et al. 2015): 8 counters, 8 observations, old and new version.
 OLD = pd.DataFrame({
@@ -45,7 +45,7 @@ PARAMS = dict(r2_threshold=0.9, max_clusters=20, error_threshold=0.30, error_flo
 
 def test_pearson_distance_of_both_versions_is_table_2():
     both = pd.concat([OLD, NEW], ignore_index=True)[KEPT]
-    dist = clusters.pearson_distance(both)
+    dist = cluster_models.pearson_distance(both)
     for (a, b), expected in TABLE_2.items():
         assert round(float(dist.loc[a, b]), 2) == expected, (a, b)
         assert dist.loc[a, b] == dist.loc[b, a]
@@ -54,7 +54,7 @@ def test_pearson_distance_of_both_versions_is_table_2():
 def test_pearson_distance_is_equation_1_on_a_hand_case():
     # x = 1,2,3; y = 3,2,1 (rho = -1 -> d = 1); z = 1,2,4 (rho(x,z) = 0.9820 -> d = 0.0180)
     frame = pd.DataFrame({"x": [1.0, 2, 3], "y": [3.0, 2, 1], "z": [1.0, 2, 4]})
-    dist = clusters.pearson_distance(frame)
+    dist = cluster_models.pearson_distance(frame)
     assert dist.loc["x", "y"] == pytest.approx(1.0)
     # rho(x, z) = cov/(sd sd) = (3/2) / (1 x sqrt(7/3)) = 0.98198
     assert 1.5 / np.sqrt(7 / 3) == pytest.approx(0.98198, abs=1e-5)
@@ -64,7 +64,7 @@ def test_pearson_distance_is_equation_1_on_a_hand_case():
 
 def test_redundancy_analysis_removes_the_counters_the_paper_names():
     both = pd.concat([OLD, NEW], ignore_index=True)
-    removed = clusters.redundant_counters(both, r2_threshold=0.9)
+    removed = cluster_models.redundant_counters(both, r2_threshold=0.9)
     assert [c for c, _ in removed] == ["IO read op/sec", "Memory Working set"]
     # R^2 of Memory Working set on the rest, once IO read op/sec is gone, by least squares:
     rest = both.drop(columns=["IO read op/sec", "Memory Working set"])
@@ -82,11 +82,11 @@ def test_calinski_harabasz_from_distances_by_hand():
     # W: each cluster (1^2 + 1^2)/(2*2) = 0.5, so 1;  T = (2 x (1+100+121+81+100+1))/(2*4) = 101
     # CH = ((101 - 1)/(2 - 1)) / (1/(4 - 2)) = 200, as between/within sums of squares give on the
     # line: B = 2(5^2) + 2(5^2) = 100, W = 4 x 0.5^2 = 1
-    assert clusters.calinski_harabasz(dist, labels) == pytest.approx(200.0)
+    assert cluster_models.calinski_harabasz(dist, labels) == pytest.approx(200.0)
 
 
 def test_the_running_example_gives_the_papers_clusters_targets_and_verdict():
-    result = clusters.clustered_regression(OLD, NEW, **PARAMS)
+    result = cluster_models.clustered_regression(OLD, NEW, **PARAMS)
     groups = {frozenset(c["counters"]): c for c in result["clusters"]}
     assert set(groups) == {frozenset({"CPU Privileged", "IO read byte/sec"}),
                            frozenset({"IO write op/sec", "Memory Private byte"}),
@@ -112,7 +112,7 @@ def test_the_running_example_gives_the_papers_clusters_targets_and_verdict():
     assert errors["CPU User"] == pytest.approx(0.093, abs=0.001)                 # the paper: 2 %
     assert result["verdict"] == "fail" and result["max_prediction_error"] == pytest.approx(1.0)
     assert [c["regression"] for c in result["clusters"]] == [True, False, False]   # worst first
-    flags, scores = clusters.flagged(result)
+    flags, scores = cluster_models.flagged(result)
     assert flags == ["IO read byte/sec", "CPU Privileged"] and scores["CPU User"] == errors["CPU User"]
 
 
@@ -136,27 +136,27 @@ def test_a_broken_correlation_that_per_counter_checks_miss_is_caught():
         assert ks_2samp(old[col], new[col]).pvalue > 0.5
         assert abs(new[col].median() / old[col].median() - 1) < 0.05
         assert new[col].between(old[col].min() - 20, old[col].max() + 20).mean() > 0.95
-    result = clusters.clustered_regression(old, new, **PARAMS)
+    result = cluster_models.clustered_regression(old, new, **PARAMS)
     worst = result["clusters"][0]
     assert set(worst["counters"]) == {"a", "b"} and worst["regression"] and worst["error"] > 0.5
     assert result["verdict"] == "fail" and result["max_prediction_error"] == worst["error"]
     assert set(result["clusters"][1]["counters"]) == {"c", "d"} and result["clusters"][1]["error"] < 0.15
-    same = clusters.clustered_regression(old, run(0.0), **PARAMS)     # b still follows a
+    same = cluster_models.clustered_regression(old, run(0.0), **PARAMS)     # b still follows a
     assert same["verdict"] == "pass" and same["max_prediction_error"] < 0.15
 
 
 def test_the_verdict_is_calibrated_on_the_normal_runs_unless_a_threshold_is_set():
     null = [0.10, 0.12, 0.11, 0.13, 0.12]
-    from pipelines import pvalues
-    high = clusters.judge(0.50, null, false_alarm_rate=0.05, error_threshold=None)
+    from pipelines.calibration import pvalues
+    high = cluster_models.judge(0.50, null, false_alarm_rate=0.05, error_threshold=None)
     assert high["verdict"] == "fail" and high["cluster_threshold"] == 0.13
-    assert high["p_value"] == pytest.approx(pvalues.calibrated_pvalue(0.50, null, resolution=clusters.RESOLUTION),
+    assert high["p_value"] == pytest.approx(pvalues.calibrated_pvalue(0.50, null, resolution=cluster_models.RESOLUTION),
                                             abs=1e-6)
-    assert clusters.judge(0.115, null, false_alarm_rate=0.05, error_threshold=None)["verdict"] == "pass"
+    assert cluster_models.judge(0.115, null, false_alarm_rate=0.05, error_threshold=None)["verdict"] == "pass"
     # the paper's fixed 30 %: an error of 0.2 passes whatever the normal runs did
-    assert clusters.judge(0.20, null, false_alarm_rate=0.05, error_threshold=0.30)["verdict"] == "pass"
-    assert clusters.judge(0.31, [], false_alarm_rate=0.05, error_threshold=0.30)["verdict"] == "fail"
-    assert clusters.judge(0.9, [0.1], false_alarm_rate=0.05, error_threshold=None)["verdict"] is None
+    assert cluster_models.judge(0.20, null, false_alarm_rate=0.05, error_threshold=0.30)["verdict"] == "pass"
+    assert cluster_models.judge(0.31, [], false_alarm_rate=0.05, error_threshold=0.30)["verdict"] == "fail"
+    assert cluster_models.judge(0.9, [0.1], false_alarm_rate=0.05, error_threshold=None)["verdict"] is None
 
 
 def test_a_run_judged_across_labs_is_decided_against_the_normal_runs_modelled_across_labs():
@@ -171,14 +171,14 @@ def test_a_run_judged_across_labs_is_decided_against_the_normal_runs_modelled_ac
 
     def result(status):
         return {"verdict": "pass", "max_excess_error": 0.2, "clusters": [cluster], "lab": {"status": status}}
-    across = clusters.decide_matched(result("insufficient"), same, cross, params, "t")
+    across = cluster_models.decide_matched(result("insufficient"), same, cross, params, "t")
     assert across["null"] == "cross_lab" and across["verdict"] == "pass"
     assert across["p_value"] == pytest.approx(2 / 11, abs=1e-6) and across["cluster_threshold"] == 0.5
-    within = clusters.decide_matched(result("same_lab"), same, cross, params, "t")
+    within = cluster_models.decide_matched(result("same_lab"), same, cross, params, "t")
     assert within["null"] == "same_lab" and within["verdict"] == "fail"
     assert within["p_value"] == pytest.approx(1 / 60, abs=1e-6) and within["flagged_counters"] == ["a", "b"]
     # 'adjusted' has no run modelled across labs here: the same-lab null judges it
-    assert clusters.decide_matched(result("adjusted"), same, cross, params, "t")["null"] == "same_lab"
+    assert cluster_models.decide_matched(result("adjusted"), same, cross, params, "t")["null"] == "same_lab"
 
 
 def test_constant_counters_and_more_counters_than_intervals():
@@ -186,21 +186,21 @@ def test_constant_counters_and_more_counters_than_intervals():
     old = pd.DataFrame(rng.normal(100, 5, (6, 12)), columns=[f"k{i}" for i in range(12)]).assign(flat=1.0)
     new = old + rng.normal(0, 0.5, old.shape)
     new["flat"] = 1.0
-    result = clusters.clustered_regression(old, new, **PARAMS)
+    result = cluster_models.clustered_regression(old, new, **PARAMS)
     assert result["constant_counters"] == ["flat"]
     assert all(np.isfinite(c["error"]) for c in result["clusters"])
     assert result["verdict"] == "pass"
 
 
 def test_redundancy_updates_equal_a_fresh_inverse_at_every_removal():
-    """The removals' R² come from rank-one updates of one inverse (pipelines/clusters.py); each
+    """The removals' R² come from rank-one updates of one inverse (pipelines/detectors/cluster_models.py); each
     must equal R²_j = 1 - 1/(C_S⁻¹)_jj computed afresh from the correlation matrix of the counters
     still in, and the counter removed must be the one with the largest of them."""
     rng = np.random.default_rng(3)
     base = rng.normal(size=(200, 4))
     cols = {f"c{i}": base[:, i % 4] * (1 + 0.1 * i) + rng.normal(0, 0.05 + 0.05 * (i % 3), 200) for i in range(12)}
     frame = pd.DataFrame(cols)
-    removed = clusters.redundant_counters(frame, r2_threshold=0.9, ridge=1e-6)
+    removed = cluster_models.redundant_counters(frame, r2_threshold=0.9, ridge=1e-6)
     assert len(removed) >= 4                      # 12 counters from 4 sources: most are redundant
     still = list(frame.columns)
     corr = np.corrcoef(frame.to_numpy(), rowvar=False)
@@ -222,15 +222,15 @@ def test_distances_do_not_depend_on_how_the_correlations_are_summed():
     rng = np.random.default_rng(5)
     base = rng.normal(size=(300, 2))
     frame = pd.DataFrame({f"c{i}": base[:, i % 2] * (1 + i) + rng.normal(0, 0.3, 300) for i in range(6)})
-    rho = np.round(frame.corr().to_numpy(), clusters.DISTANCE_DECIMALS)   # pandas' pairwise form, by hand
+    rho = np.round(frame.corr().to_numpy(), cluster_models.DISTANCE_DECIMALS)   # pandas' pairwise form, by hand
     by_hand = np.where(rho >= 0, 1.0 - rho, np.abs(rho))
     np.fill_diagonal(by_hand, 0.0)
-    dist = clusters.pearson_distance(frame).to_numpy()              # no gaps: numpy's form
+    dist = cluster_models.pearson_distance(frame).to_numpy()              # no gaps: numpy's form
     assert np.array_equal(dist, by_hand)
     assert np.array_equal(dist, dist.T)
     with_gap = frame.copy()
     with_gap.iloc[0, 0] = np.nan                                    # a gap: pandas' form, still symmetric
-    assert np.array_equal(clusters.pearson_distance(with_gap).to_numpy(), clusters.pearson_distance(with_gap).to_numpy().T)
+    assert np.array_equal(cluster_models.pearson_distance(with_gap).to_numpy(), cluster_models.pearson_distance(with_gap).to_numpy().T)
 
 
 BLAS_MACHINES = (                  # other machines, emulated: OpenBLAS kernels, thread counts, numpy's SIMD
@@ -242,7 +242,7 @@ BLAS_MACHINES = (                  # other machines, emulated: OpenBLAS kernels,
 REDUNDANCY_PROBE = """
 import json, sys
 import numpy as np, pandas as pd
-from pipelines.clusters import redundant_counters
+from pipelines.detectors.cluster_models import redundant_counters
 rng = np.random.default_rng(7)
 mix = rng.normal(size=(600, 12)) @ rng.normal(size=(12, 40))       # 40 counters from 12 sources
 cols = {f"c{i:02d}": mix[:, i] for i in range(40)}
@@ -252,8 +252,7 @@ print(json.dumps(redundant_counters(pd.DataFrame(cols), r2_threshold=0.9)))
 
 
 def test_redundancy_removes_the_same_counters_on_every_blas_kernel():
-    """Session 12 saw Nezha's clusters differ between two machines with the same code: two
-    counters with the same signal have the same R² up to the inverse's rounding noise, which
+    """Two counters with the same signal have the same R² up to the inverse's rounding noise, which
     depends on the BLAS kernel, and the other machine removed the other one.  Each kernel below
     runs in its own process (OpenBLAS and numpy read these variables when they load); without
     the R² rounding the four gave three different removal lists on this machine."""
@@ -281,5 +280,5 @@ def test_uncorrelated_counters_are_one_apart_whatever_the_sign_of_the_noise(eps)
     assert float(np.dot(x, y)) == 0.0
     frame = pd.DataFrame({"x": x, "y": y + eps * x})
     assert 0 < abs(float(np.corrcoef(frame["x"], frame["y"])[0, 1])) < 1e-12
-    dist = clusters.pearson_distance(frame)
+    dist = cluster_models.pearson_distance(frame)
     assert dist.loc["x", "y"] == 1.0 and dist.loc["y", "x"] == 1.0

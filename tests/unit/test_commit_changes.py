@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
-from pipelines import commit_changes as cc, commitsim
+from pipelines.detectors import commit_series, mono, skia
+from pipelines.simulators import commitsim
 
 
 def test_normalize_traces_scales_only_above_the_floor():
     traces = np.array([[1.0, 3.0, 1.0, 3.0],          # mean 2, sd 1 -> -1, 1, -1, 1
                        [5.0, 5.0005, 5.0, 5.0005]])    # sd 0.00025 < floor: only centred
-    out = cc.normalize_traces(traces, sd_floor=0.001)
+    out = skia.normalize_traces(traces, sd_floor=0.001)
     assert out[0] == pytest.approx([-1, 1, -1, 1])
     assert out[1] == pytest.approx([-0.00025, 0.00025, -0.00025, 0.00025])
 
@@ -23,13 +24,13 @@ def test_normalize_traces_scales_only_above_the_floor():
 def test_step_fit_finds_the_step_and_its_regression_factor():
     # 0 0 0 1 1 1 with a bump: best split at 3; left mean 0.1/3... computed by hand below
     c = np.array([0.0, 0.0, 0.3, 1.0, 1.0, 1.0])
-    fit = cc.step_fit(c, min_segment=2)
+    fit = skia.step_fit(c, min_segment=2)
     assert fit["index"] == 3
     left, right = 0.1, 1.0                          # means of [0, 0, .3] and [1, 1, 1]
     mse = ((0 - .1) ** 2 + (0 - .1) ** 2 + (.3 - .1) ** 2) / 6   # = 0.06 / 6 = 0.01
     assert fit["step"] == pytest.approx(left - right) and fit["fit"] == pytest.approx(mse)
     assert fit["regression"] == pytest.approx(-0.9 / 0.01)      # R = step / fit = -90: a step up
-    assert cc.step_fit(np.ones(3), min_segment=2)["index"] == -1    # too short to split
+    assert skia.step_fit(np.ones(3), min_segment=2)["index"] == -1    # too short to split
 
 
 def test_step_fits_of_many_rows_are_each_rows_step_fit():
@@ -38,7 +39,7 @@ def test_step_fits_of_many_rows_are_each_rows_step_fit():
     rows = np.array([[0.0, 0.0, 0.3, 1.0, 1.0, 1.0],
                      [1.0, 1.0, 1.0, 0.0, 0.0, 0.0],         # a step down at 3: fit 0, R = 1 / 1e-9
                      [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]])        # no step: see below
-    fits = cc.step_fits(rows, min_segment=2)
+    fits = skia.step_fits(rows, min_segment=2)
     assert list(fits["index"]) == [3, 3, 3]
     assert fits["step"][0] == pytest.approx(-0.9) and fits["fit"][0] == pytest.approx(0.01)
     assert fits["regression"][1] == pytest.approx(1.0 / 1e-9)
@@ -46,7 +47,7 @@ def test_step_fits_of_many_rows_are_each_rows_step_fit():
     # 2 x (1/9 + 4/9 + 1/9) = 4/3, fit 4/3 / 6 = 2/9 (better); split 4 mirrors split 2
     assert fits["step"][2] == pytest.approx(-1 / 3) and fits["fit"][2] == pytest.approx(2 / 9)
     for row, i in zip(rows, fits["index"]):
-        assert cc.step_fit(row, min_segment=2)["index"] == i
+        assert skia.step_fit(row, min_segment=2)["index"] == i
 
 
 def test_individual_grouping_finds_one_trace_that_stepped_among_flat_ones():
@@ -61,13 +62,13 @@ def test_individual_grouping_finds_one_trace_that_stepped_among_flat_ones():
                          columns=[f"k{i:02d}" for i in range(n)])
     kw = dict(window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto", seed=0, coalesce_traces=20,
               merge_margin=3, permutations=20, null_quantile=0.99)
-    alone, clusters = cc.skia_changes(table, grouping="individual", **kw)
+    alone, clusters = commit_series.skia_changes(table, grouping="individual", **kw)
     assert [(c["series"], c["commit"]) for c in alone] == [("step|c", "k25")]
     assert alone[0]["magnitude"] == pytest.approx(0.2, abs=0.01) and clusters[0]["cluster_size"] == 1
-    both, _ = cc.skia_changes(table, grouping="both", **kw)
+    both, _ = commit_series.skia_changes(table, grouping="both", **kw)
     assert ("step|c", "k25") in {(c["series"], c["commit"]) for c in both}
     with pytest.raises(ValueError, match="grouping"):
-        cc.skia_changes(table, grouping="each", **kw)
+        commit_series.skia_changes(table, grouping="each", **kw)
 
 
 def test_skia_finds_the_group_that_moved_and_not_the_flat_one():
@@ -77,7 +78,7 @@ def test_skia_finds_the_group_that_moved_and_not_the_flat_one():
     flat = [np.full(n, 5.0) + rng.normal(0, 0.05, n) for _ in range(4)]
     table = pd.DataFrame(up + flat, index=[f"up{i}|c" for i in range(4)] + [f"flat{i}|c" for i in range(4)],
                          columns=[f"k{i:02d}" for i in range(n)])
-    changes, clusters = cc.skia_changes(table, window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto",
+    changes, clusters = commit_series.skia_changes(table, window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto",
                                         seed=0, coalesce_traces=20, merge_margin=3, permutations=20,
                                         null_quantile=0.99)
     assert {c["series"] for c in changes} == {f"up{i}|c" for i in range(4)}
@@ -85,7 +86,7 @@ def test_skia_finds_the_group_that_moved_and_not_the_flat_one():
     assert all(c["magnitude"] == pytest.approx(0.1, abs=0.01) for c in changes)     # 10 -> 11
     assert len(clusters) == 1 and abs(clusters[0]["regression_factor"]) > clusters[0]["threshold"]
     # with the seed's fixed 150 on 8 traces, the same step is not interesting
-    none, _ = cc.skia_changes(table, window=40, k=2, sd_floor=0.001, min_segment=3, interesting=1e9, seed=0,
+    none, _ = commit_series.skia_changes(table, window=40, k=2, sd_floor=0.001, min_segment=3, interesting=1e9, seed=0,
                               coalesce_traces=20, merge_margin=3)
     assert none == []
 
@@ -95,7 +96,7 @@ def test_coalescing_keeps_a_known_cluster_and_raises_a_new_one():
               "regression_factor": -200.0, "status": "triaged", "seen": 1}]
     found = [{"commit": "k20", "nearest": ["a|c", "b|c"], "members": ["a|c", "b|c"], "regression_factor": -300.0},
              {"commit": "k31", "nearest": ["d|c"], "members": ["d|c"], "regression_factor": 180.0}]
-    registry, new = cc.coalesce(known, found)
+    registry, new = skia.coalesce(known, found)
     assert new == ["c0002"] and registry[0]["status"] == "triaged" and registry[0]["seen"] == 2
     assert registry[0]["regression_factor"] == -300.0 and registry[1]["status"] == "untriaged"
 
@@ -103,34 +104,34 @@ def test_coalescing_keeps_a_known_cluster_and_raises_a_new_one():
 def test_triage_sets_a_clusters_status_and_refuses_what_it_does_not_know():
     registry = [{"id": "c0001", "commit": "k20", "nearest": ["a|c"], "status": "untriaged"},
                 {"id": "c0002", "commit": "k31", "nearest": ["d|c"], "status": "untriaged"}]
-    out = cc.triage_cluster(registry, "c0002", "positive", by="ana", at="2026-11-23T04:00:00+00:00", note="real")
+    out = skia.triage_cluster(registry, "c0002", "positive", by="ana", at="2026-11-23T04:00:00+00:00", note="real")
     assert out[1] == {**registry[1], "status": "positive", "triaged_by": "ana",
                       "triaged_at": "2026-11-23T04:00:00+00:00", "note": "real"}
     assert out[0] == registry[0] and registry[1]["status"] == "untriaged"      # the input is not changed
     with pytest.raises(ValueError, match="no interesting cluster 'c0009'"):
-        cc.triage_cluster(registry, "c0009", "positive", by="ana", at="t")
+        skia.triage_cluster(registry, "c0009", "positive", by="ana", at="t")
     with pytest.raises(ValueError, match="status must be"):
-        cc.triage_cluster(registry, "c0001", "maybe", by="ana", at="t")
+        skia.triage_cluster(registry, "c0001", "maybe", by="ana", at="t")
 
 
 def test_mono_interval_is_the_random_effects_formula():
     means = np.array([10.0, 12.0, 11.0])              # M_j; mean 11, S2_rho = (1 + 1 + 0)/2 = 1
     variances = np.array([4.0, 2.0, 3.0])             # S2_sigma = 3
     n = 8
-    iv = cc.mono_interval(means, variances, n, alpha=0.01, quantile="normal")
+    iv = mono.mono_interval(means, variances, n, alpha=0.01, quantile="normal")
     u = 2.5758293035489004                            # standard normal 0.995 quantile
     assert iv["centre"] == 11.0 and iv["s2_rho"] == pytest.approx(1.0) and iv["s2_sigma"] == pytest.approx(3.0)
     assert iv["half"] == pytest.approx(u * math.sqrt((8 * 1.0 + 3.0) / (3 * 8)))
-    t = cc.mono_interval(means, variances, n, alpha=0.01, quantile="student")
+    t = mono.mono_interval(means, variances, n, alpha=0.01, quantile="student")
     assert t["half"] == pytest.approx(student.ppf(0.995, 2) * math.sqrt(11 / 24))
 
 
 def test_run_statistics_drop_the_warm_up_and_keep_constant_runs_exact():
     rng = np.random.default_rng(0)
     runs = [np.array([100.0, 50.0, 5.0, 5.0, 5.0, 5.0]), np.array([90.0, 40.0, 7.0, 7.0, 7.0, 7.0])]
-    means, variances, n = cc.run_statistics(runs, warmup=2, subsamples=50, share=0.75, rng=rng)
+    means, variances, n = mono.run_statistics(runs, warmup=2, subsamples=50, share=0.75, rng=rng)
     assert list(means) == [5.0, 7.0] and list(variances) == [0.0, 0.0] and n == 3     # ceil(0.75 x 4)
-    single, var1, n1 = cc.run_statistics([np.array([3.0]), np.array([4.0])], warmup=3, subsamples=10, share=0.75,
+    single, var1, n1 = mono.run_statistics([np.array([3.0]), np.array([4.0])], warmup=3, subsamples=10, share=0.75,
                                          rng=rng)
     assert list(single) == [3.0, 4.0] and list(var1) == [0.0, 0.0] and n1 == 1
 
@@ -142,36 +143,36 @@ def _intervals(centres, halves):
 
 def test_a_change_is_non_overlapping_intervals_that_hold():
     iv = _intervals([10.0, 10.1, 12.0, 12.1, 12.0], [0.3] * 5)
-    changes = cc.mono_changes(iv, persist=2)
+    changes = commit_series.mono_changes(iv, persist=2)
     assert [c["commit"] for c in changes] == ["k2"]             # |12.0 - 10.1| = 1.9 > 0.6
     assert changes[0]["magnitude"] == pytest.approx((12.0 - 10.1) / 10.1)
     spike = _intervals([10.0, 10.0, 12.0, 10.0, 10.0], [0.3] * 5)
-    assert [c["commit"] for c in cc.mono_changes(spike, persist=1)] == ["k2", "k3"]    # the paper's rule
-    assert cc.mono_changes(spike, persist=2) == []               # one slow commit, undone by the next
+    assert [c["commit"] for c in commit_series.mono_changes(spike, persist=1)] == ["k2", "k3"]    # the paper's rule
+    assert commit_series.mono_changes(spike, persist=2) == []               # one slow commit, undone by the next
 
 
 def test_commit_effect_adds_the_variance_between_commits():
     # centres alternate 10 +- 1 around a flat running median of 10; own intervals 0.1 wide
     centres = [10 + (1 if i % 2 else -1) for i in range(21)]
     iv = _intervals(centres, [0.1] * 21)
-    out = cc.commit_effect(iv, alpha=0.01, quantile="normal", window=11)
+    out = commit_series.commit_effect(iv, alpha=0.01, quantile="normal", window=11)
     u = 2.5758293035489004
     # residuals are all +-1 (median 10): MAD = 1 -> tau^2 = 1.4826^2 - (0.1/u)^2
     tau2 = 1.4826 ** 2 - (0.1 / u) ** 2
     assert out["tau2"].iloc[0] == pytest.approx(tau2)
     assert out["half"].iloc[0] == pytest.approx(u * math.sqrt((0.1 / u) ** 2 + tau2))
-    assert cc.mono_changes(out, persist=1) == []                 # +-1 is now within the intervals
+    assert commit_series.mono_changes(out, persist=1) == []                 # +-1 is now within the intervals
 
 
 def test_f1_with_and_without_the_series_start():
     truth = {"a": [50], "b": [], "c": [20, 80]}
     detected = {"a": [52], "b": [10], "c": [20]}
-    m = cc.f1_scores(detected, truth, margin=5)
+    m = commit_series.f1_scores(detected, truth, margin=5)
     # pooled: tp 2 (a:52~50, c:20), fp 1 (b:10), fn 1 (c:80) -> p 2/3, r 2/3, f1 2/3
     assert (m["precision"], m["recall"], m["f1"]) == (pytest.approx(0.6667, abs=1e-4),) * 3
     # start counted: a: p 2/2 r 2/2 -> 1; b: p 1/2 r 1/1 -> 2/3; c: p 2/2 r 2/3 -> 0.8
     assert m["f1_tcpd"] == pytest.approx((1 + 2 / 3 + 0.8) / 3, abs=1e-4)
-    nothing = cc.f1_scores({}, truth, margin=5)                  # the no-change detector
+    nothing = commit_series.f1_scores({}, truth, margin=5)                  # the no-change detector
     assert nothing["f1_tcpd"] == pytest.approx((2 / 3 + 1 + 0.5) / 3, abs=1e-4)     # 2/(2+c) per series
 
 
@@ -179,7 +180,7 @@ def test_contract_rows_put_regressions_first_and_respect_higher_is_better():
     changes = [{"series": "t.latency|py3", "commit": "k1", "magnitude": 0.05, "method": "mono", "evidence": {}},
                {"series": "t.throughput|py3", "commit": "k2", "magnitude": -0.20, "method": "skia", "evidence": {}},
                {"series": "t.latency|py3", "commit": "k3", "magnitude": -0.30, "method": "mono", "evidence": {}}]
-    rows = cc.contract_rows(changes, ["*.throughput"])
+    rows = commit_series.contract_rows(changes, ["*.throughput"])
     assert [(r["benchmark"], r["direction"], r["magnitude_pct"]) for r in rows] == [
         ("t.throughput", "regression", -20.0), ("t.latency", "regression", 5.0), ("t.latency", "improvement", -30.0)]
     assert set(rows[0]) == {"benchmark", "config", "commit", "direction", "magnitude_pct", "method", "evidence"}
@@ -187,7 +188,7 @@ def test_contract_rows_put_regressions_first_and_respect_higher_is_better():
 
 def test_a_frame_without_the_contracts_columns_is_refused_by_name():
     with pytest.raises(ValueError, match="missing column.*run"):
-        cc.check_frame(pd.DataFrame({"commit": ["a"], "commit_time": ["t"], "benchmark": ["b"], "config": ["c"],
+        commit_series.check_frame(pd.DataFrame({"commit": ["a"], "commit_time": ["t"], "benchmark": ["b"], "config": ["c"],
                                      "value": [1.0]}))
 
 
@@ -195,8 +196,8 @@ def test_the_simulated_history_has_the_changes_it_labels():
     frame, truth = commitsim.simulate(seed=3, n_commits=60, n_groups=2, benchmarks_per_group=2, runs=3,
                                       measurements=6, warmup=2, changes_per_group=(1, 1), min_change=0.2,
                                       max_change=0.3, static_share=0.0, min_gap=10)
-    assert list(frame.columns) == list(cc.COLUMNS) and len(frame) == 60 * 4 * 3 * 8
-    table = cc.trace_matrix(cc.check_frame(frame), cc.commit_order(frame))
+    assert list(frame.columns) == list(commit_series.COLUMNS) and len(frame) == 60 * 4 * 3 * 8
+    table = commit_series.trace_matrix(commit_series.check_frame(frame), commit_series.commit_order(frame))
     for series, t in truth["series"].items():
         (p,) = t["change_index"]
         row = table.loc[series].to_numpy()
@@ -212,9 +213,9 @@ def test_the_vectorised_series_gives_the_formula_of_mono_interval():
             rows += [{"commit": c, "commit_time": c, "benchmark": "b", "config": "x", "run": run,
                       "value": v} for v in (99.0, level + offset, level + offset, level + offset)]
     frame = pd.DataFrame(rows)
-    iv = cc.mono_series(frame, ["k0", "k1", "k2"], warmup=1, subsamples=20, share=0.75, alpha=0.01,
+    iv = commit_series.mono_series(frame, ["k0", "k1", "k2"], warmup=1, subsamples=20, share=0.75, alpha=0.01,
                         quantile="normal", seed=0)
-    expected = cc.mono_interval(np.array([10.0, 10.4, 9.6]), np.zeros(3), 3, alpha=0.01, quantile="normal")
+    expected = mono.mono_interval(np.array([10.0, 10.4, 9.6]), np.zeros(3), 3, alpha=0.01, quantile="normal")
     assert iv["centre"].tolist() == pytest.approx([10.0, 10.0, 13.0])
     assert iv["half"].iloc[0] == pytest.approx(expected["half"])          # u sqrt(3 x 0.16 / 9)
-    assert [c["commit"] for c in cc.mono_changes(iv, persist=1)] == ["k2"]
+    assert [c["commit"] for c in commit_series.mono_changes(iv, persist=1)] == ["k2"]

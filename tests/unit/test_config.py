@@ -1,5 +1,5 @@
 """Identifiers become file names only through config's path functions, which refuse anything
-outside the contract's grammar (DATA_CONTRACT.md §1)."""
+outside the contract's grammar (contract §1)."""
 from __future__ import annotations
 
 import pytest

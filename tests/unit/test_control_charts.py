@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import control_charts as cc
-from pipelines import normalize, pvalues
+from pipelines.calibration import pvalues
+from pipelines.detectors import charts
+from pipelines.preparation import intervals
 
 # The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.
 LIMITS = {"method": "percentile", "lower_pct": 1.0, "upper_pct": 99.0, "sigma": 3.0, "scope": "run"}
@@ -33,7 +34,7 @@ def _table_3_3_runs():
 
 def test_limits_are_the_baseline_percentiles_and_median():
     base, _ = _table_3_3_runs()
-    limits = cc.control_limits([base], **LIMITS)
+    limits = charts.control_limits([base], **LIMITS)
     assert limits.lcl.iloc[0]["CPU"] == pytest.approx(1.0)
     assert limits.ucl.iloc[0]["CPU"] == pytest.approx(99.0)
     assert limits.cl.iloc[0]["CPU"] == pytest.approx(50.0)
@@ -41,7 +42,7 @@ def test_limits_are_the_baseline_percentiles_and_median():
 
 def test_violation_ratios_reproduce_table_3_3():
     base, target = _table_3_3_runs()
-    ratios = cc.violation_ratios(target, cc.control_limits([base], **LIMITS))
+    ratios = charts.violation_ratios(target, charts.control_limits([base], **LIMITS))
     expected = {  # Table 3.3, in percent: lower, upper, average, sum
         "CPU": (0.00, 95.74, 47.87, 95.74),
         "NetRx": (14.89, 0.00, 7.45, 14.89),
@@ -56,27 +57,27 @@ def test_violation_ratios_reproduce_table_3_3():
 
 def test_sigma_limits_by_hand():
     base = pd.DataFrame({"x": [1.0, 2, 3, 4, 5]})            # mean 3, sd 1.5811
-    limits = cc.control_limits([base], **{**LIMITS, "method": "sigma", "sigma": 3})
+    limits = charts.control_limits([base], **{**LIMITS, "method": "sigma", "sigma": 3})
     assert limits.lcl.iloc[0]["x"] == pytest.approx(3 - 3 * 1.5811388, abs=1e-6)
-    ratios = cc.violation_ratios(pd.DataFrame({"x": [-2.0, 0.0, 8.5, 9.0]}), limits)
+    ratios = charts.violation_ratios(pd.DataFrame({"x": [-2.0, 0.0, 8.5, 9.0]}), limits)
     assert ratios.loc["x", "lower"] == 0.25 and ratios.loc["x", "upper"] == 0.5
 
 
 def test_interval_scope_compares_each_position_with_its_own_limits():
     b1 = pd.DataFrame({"x": [10.0, 100.0]})
     b2 = pd.DataFrame({"x": [12.0, 110.0]})
-    limits = cc.control_limits([b1, b2], **{**LIMITS, "lower_pct": 0, "upper_pct": 100, "scope": "interval"})
+    limits = charts.control_limits([b1, b2], **{**LIMITS, "lower_pct": 0, "upper_pct": 100, "scope": "interval"})
     # position 0 limits 10..12, position 1 limits 100..110: 50 is low at 1 and high at 0
-    ratios = cc.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), limits)
+    ratios = charts.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), limits)
     assert ratios.loc["x", "upper"] == 0.5 and ratios.loc["x", "lower"] == 0.5
-    whole = cc.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), cc.control_limits([b1, b2], **{**LIMITS, "lower_pct": 0, "upper_pct": 100}))
+    whole = charts.violation_ratios(pd.DataFrame({"x": [50.0, 50.0]}), charts.control_limits([b1, b2], **{**LIMITS, "lower_pct": 0, "upper_pct": 100}))
     assert whole.loc["x", "sum"] == 0.0
 
 
 def test_missing_counter_and_missing_points_are_not_violations():
     base = pd.DataFrame({"x": [1.0, 2, 3], "gone": [1.0, 1, 1]})
     target = pd.DataFrame({"x": [np.nan, 10.0, 2.0], "new": [5.0, 5, 5]})
-    ratios = cc.violation_ratios(target, cc.control_limits([base], **{**LIMITS, "lower_pct": 0, "upper_pct": 100}))
+    ratios = charts.violation_ratios(target, charts.control_limits([base], **{**LIMITS, "lower_pct": 0, "upper_pct": 100}))
     assert list(ratios.index) == ["x"]                        # only counters both sides have
     assert ratios.loc["x", "upper"] == 0.5 and ratios.loc["x", "n"] == 2
 
@@ -84,21 +85,21 @@ def test_missing_counter_and_missing_points_are_not_violations():
 @pytest.mark.parametrize("bad", [{"method": "iqr"}, {"scope": "hour"}])
 def test_unknown_options_are_refused(bad):
     with pytest.raises(ValueError):
-        cc.control_limits([pd.DataFrame({"x": [1.0]})], **{**LIMITS, **bad})
+        charts.control_limits([pd.DataFrame({"x": [1.0]})], **{**LIMITS, **bad})
 
 
 def test_run_score_is_the_mean_of_the_top_half():
     avg = pd.Series({"a": 0.5, "b": 0.1, "c": 0.0, "d": 0.3})
-    assert cc.run_score(avg, top_fraction=0.5) == pytest.approx(0.4)          # (0.5 + 0.3) / 2
-    assert cc.run_score(avg, top_fraction=0.5, exclude=["a"]) == pytest.approx(0.2)   # b, c, d: top 2 = 0.3, 0.1
-    assert cc.run_score(pd.Series(dtype=float), top_fraction=0.5) == 0.0
+    assert charts.run_score(avg, top_fraction=0.5) == pytest.approx(0.4)          # (0.5 + 0.3) / 2
+    assert charts.run_score(avg, top_fraction=0.5, exclude=["a"]) == pytest.approx(0.2)   # b, c, d: top 2 = 0.3, 0.1
+    assert charts.run_score(pd.Series(dtype=float), top_fraction=0.5) == 0.0
 
 
 def test_load_independent_counters_from_normal_pairs():
     pairs = [pd.Series({"cache": 0.4, "cpu": 0.02, "io": 0.2}), pd.Series({"cache": 0.3, "cpu": 0.05, "io": 0.01})]
     # cache above 10 % in both pairs, io in one of two (not more than half)
-    assert cc.load_independent_counters(pairs, max_ratio=0.10, min_share=0.5) == ["cache"]
-    assert cc.load_independent_counters(pairs[:1], max_ratio=0.10, min_share=0.5) == ["cache", "io"]  # the thesis: one pair
+    assert charts.load_independent_counters(pairs, max_ratio=0.10, min_share=0.5) == ["cache"]
+    assert charts.load_independent_counters(pairs[:1], max_ratio=0.10, min_share=0.5) == ["cache", "io"]  # the thesis: one pair
 
 
 def _mixture(rng, n_major, n_minor):
@@ -107,16 +108,16 @@ def _mixture(rng, n_major, n_minor):
 
 def test_minor_mode_found_between_the_peaks_of_a_known_mixture():
     rng = np.random.default_rng(0)
-    cut, side, share = cc.minor_mode(_mixture(rng, 900, 100), **MODES)
+    cut, side, share = charts.minor_mode(_mixture(rng, 900, 100), **MODES)
     assert 20 < cut < 85 and side == "low"
     assert share == pytest.approx(0.1, abs=0.005)
-    assert cc.minor_mode(rng.normal(100, 5, 1000), **MODES) is None              # unimodal: nothing to filter
+    assert charts.minor_mode(rng.normal(100, 5, 1000), **MODES) is None              # unimodal: nothing to filter
 
 
 def test_minor_mode_on_the_high_side_for_a_batch_job():
     rng = np.random.default_rng(1)
     values = np.concatenate([rng.normal(100, 5, 850), rng.normal(300, 10, 150)])
-    cut, side, share = cc.minor_mode(values, **MODES)
+    cut, side, share = charts.minor_mode(values, **MODES)
     assert 120 < cut < 270 and side == "high" and share == pytest.approx(0.15, abs=0.005)
 
 
@@ -125,13 +126,13 @@ def test_target_keeps_minor_mode_points_beyond_the_baseline_share():
     base = pd.DataFrame({"x": _mixture(rng, 900, 100)})
     same = pd.DataFrame({"x": _mixture(rng, 90, 10)})          # the baseline's idle share
     more = pd.DataFrame({"x": _mixture(rng, 60, 40)})          # 30 % more time in the low mode
-    r_same, _, modes = cc.chart([base], same, **CHART)
-    r_more, _, _ = cc.chart([base], more, **CHART)
+    r_same, _, modes = charts.chart([base], same, **CHART)
+    r_more, _, _ = charts.chart([base], more, **CHART)
     assert "x" in modes
     assert r_same.loc["x", "lower"] < 0.05
     # 10 of the 40 low points are dropped as idle; the other 30 of the 90 kept are below the LCL
     assert r_more.loc["x", "lower"] == pytest.approx(30 / 90, abs=0.02)
-    r_off, _, _ = cc.chart([base], more, **{**CHART, "multimodal_filter": False})
+    r_off, _, _ = charts.chart([base], more, **{**CHART, "multimodal_filter": False})
     # unfiltered, the low mode widens the limits down to it: most of the extra idle time is hidden
     assert r_off.loc["x", "lower"] < 0.15
 
@@ -145,16 +146,16 @@ def test_charter_keeps_each_baseline_sets_modes_and_limits_and_charts_as_chart_d
     params = {"method": "percentile", "lower_pct": 1, "upper_pct": 99, "sigma": 3, "scope": "run",
               "multimodal_filter": True, "multimodal_max_dip": MODES["max_dip"],
               "multimodal_min_share": MODES["min_share"], "window_share": 0.2}
-    charter = cc.Charter(frames, params)
+    charter = charts.Charter(frames, params)
     for target in ("t1", "t2", "t1"):                    # the second and third charts reuse the limits
         got, limits, modes = charter(["b2", "b1"], target, excursions_too=True)
-        want, want_limits, want_modes = cc.chart([frames["b1"], frames["b2"]], frames[target], excursions_too=True,
-                                                 **cc.chart_params(params))
+        want, want_limits, want_modes = charts.chart([frames["b1"], frames["b2"]], frames[target], excursions_too=True,
+                                                 **charts.chart_params(params))
         pd.testing.assert_frame_equal(got, want)
         pd.testing.assert_frame_equal(limits.ucl, want_limits.ucl)
         assert modes == want_modes and "x" in modes
     assert list(charter._limits) == [("b1", "b2")]
-    interval = cc.Charter(frames, {**params, "scope": "interval"})
+    interval = charts.Charter(frames, {**params, "scope": "interval"})
     interval(["b1"], "t2")
     assert interval._limits == {}                          # a frame per baseline set is not kept
 
@@ -165,14 +166,14 @@ def test_load_scaling_removes_a_pure_load_difference():
     l_base, l_target = 100 + rng.normal(0, 3, 60), 150 + rng.normal(0, 3, 60)
     base = pd.DataFrame({"load": l_base, "c": 2 * l_base + 10 + rng.normal(0, 1, 60)})
     target = pd.DataFrame({"load": l_target, "c": 2 * l_target + 10 + rng.normal(0, 1, 60)})
-    raw, _, _ = cc.chart([base], target, **{**CHART, "multimodal_filter": False})
+    raw, _, _ = charts.chart([base], target, **{**CHART, "multimodal_filter": False})
     assert raw.loc["c", "upper"] > 0.9
     fits = {"c": [2.0, 10.0]}
-    scaled_b = normalize.scale_to_load(base, "load", fits, 100.0)
-    scaled_t = normalize.scale_to_load(target, "load", fits, 100.0)
+    scaled_b = intervals.scale_to_load(base, "load", fits, 100.0)
+    scaled_t = intervals.scale_to_load(target, "load", fits, 100.0)
     # c' = c (2·100 + 10) / (2 l + 10): both runs are brought to load 100
     assert scaled_t["c"].mean() == pytest.approx(210, abs=1.0)
-    scaled, _, _ = cc.chart([scaled_b], scaled_t.drop(columns="load"), **{**CHART, "multimodal_filter": False})
+    scaled, _, _ = charts.chart([scaled_b], scaled_t.drop(columns="load"), **{**CHART, "multimodal_filter": False})
     assert scaled.loc["c", "sum"] < 0.1
 
 
@@ -189,11 +190,11 @@ def test_judge_with_a_fixed_threshold_flags_counters_over_their_normal_maximum_o
     calibration = {"threshold": 0.1, "threshold_from": "params", "load_independent": ["b"],
                    "counter_normal_max": {"a": 0.2, "c": 0.01}, "counter_window_max": {"a": 0.9, "c": 0.01},
                    "normal_scores": {}, "window_scores": {}}
-    out = cc.judge(ratios, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
+    out = charts.judge(ratios, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
     # b is load-independent: top half of (a 0.4, c 0.025) = 0.4 > 0.1
     assert out["verdict"] == "fail" and out["violation_ratio"] == 0.4
     assert out["flagged_counters"] == ["a"]          # c: 0.05 is over its normal max but under the floor
-    calm = cc.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1,
+    calm = charts.judge(ratios, {**calibration, "threshold": 0.5}, top_fraction=0.5, counter_flag_floor=0.1,
                     false_alarm_rate=0.05)
     assert calm["verdict"] == "pass" and calm["flagged_counters"] == [] and calm["counters_over_limit"] == ["a"]
     # counter scores r / (1 + r), r = window / max(normal window max, floor 0.1): a: r = 0.8 / 0.9 = 8/9,
@@ -275,11 +276,11 @@ def test_one_odd_normal_run_silences_a_fault_under_the_maximum_but_not_under_the
                    "window_scores": {k: 2 * v for k, v in normal.items()}}
     fault = _ratios([0.8, 0.8], [0.9, 0.9], names="ab")                 # run score 0.4, window 0.9
     assert 0.4 < calibration["threshold"]                                 # the maximum rule: pass, the fault missed
-    out = cc.judge(fault, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
+    out = charts.judge(fault, calibration, top_fraction=0.5, counter_flag_floor=0.1, false_alarm_rate=0.05)
     assert out["verdict"] == "fail" and out["p_value"] == pytest.approx(2 / 41, abs=1e-6)
     assert out["flagged_counters"] == ["a", "b"]
     normal_like = _ratios([0.1, 0.1], [0.1, 0.1], names="ab")            # scores 0.05 and 0.1: ordinary
-    assert cc.judge(normal_like, calibration, top_fraction=0.5, counter_flag_floor=0.1,
+    assert charts.judge(normal_like, calibration, top_fraction=0.5, counter_flag_floor=0.1,
                     false_alarm_rate=0.05)["verdict"] == "pass"
 
 
@@ -288,11 +289,11 @@ def test_window_ratio_finds_a_regression_in_part_of_the_run():
     violated = np.zeros((20, 2))
     violated[16:, 0] = 1
     violated[::5, 1] = 1                                                   # scattered: 4 of 20, never 2 in a row
-    assert cc.window_width(20, 0.2) == 4 and cc.window_width(10, 0.2) == 2 and cc.window_width(1, 0.2) == 1
-    assert cc.window_ratio(violated, window_share=0.2).tolist() == pytest.approx([1.0, 0.25])
-    limits = cc.control_limits([pd.DataFrame({"x": np.arange(101.0)})], **LIMITS)
+    assert charts.window_width(20, 0.2) == 4 and charts.window_width(10, 0.2) == 2 and charts.window_width(1, 0.2) == 1
+    assert charts.window_ratio(violated, window_share=0.2).tolist() == pytest.approx([1.0, 0.25])
+    limits = charts.control_limits([pd.DataFrame({"x": np.arange(101.0)})], **LIMITS)
     target = pd.DataFrame({"x": [50.0] * 16 + [500.0] * 4})
-    ratios = cc.violation_ratios(target, limits, window_share=0.2)
+    ratios = charts.violation_ratios(target, limits, window_share=0.2)
     assert ratios.loc["x", "sum"] == pytest.approx(0.2) and ratios.loc["x", "window"] == pytest.approx(1.0)
 
 
@@ -303,38 +304,38 @@ def test_strongest_windows_equal_a_window_by_window_count():
     values = rng.random((37, 6)) * (rng.random((37, 6)) < 0.3)
     values[rng.random((37, 6)) < 0.25] = np.nan
     values[:, 5] = np.nan                                                  # a counter never comparable
-    width = cc.window_width(37, 0.2)
+    width = charts.window_width(37, 0.2)
     expected = []
     for j in range(6):
         means = [np.nanmean(values[i:i + width, j]) for i in range(37 - width + 1)
                  if np.sum(~np.isnan(values[i:i + width, j])) >= max(1, width // 2)]
         expected.append(max(means) if means else np.nan)
-    got = cc.window_ratio(values, window_share=0.2)
+    got = charts.window_ratio(values, window_share=0.2)
     assert width == 8 and np.allclose(got, expected, equal_nan=True) and np.isnan(got[5])
 
 
 def test_excursions_say_how_far_below_or_above_the_band_in_its_widths():
     """Baseline 0..100: LCL 1, UCL 99, band 98 wide.  20 intervals, 4 a window (20 %)."""
-    limits = cc.control_limits([pd.DataFrame({"x": np.arange(101.0), "flat": np.full(101, 200.0),
+    limits = charts.control_limits([pd.DataFrame({"x": np.arange(101.0), "flat": np.full(101, 200.0),
                                               "zero": np.zeros(101)})], **LIMITS)
     x = [50.0] * 14 + [99.0 + 98.0, 99.0 + 2 * 98.0, 99.0 + 2 * 98.0, 99.0 + 3 * 98.0] + [1.0 - 49.0, 50.0]
     flat = [200.0] * 19 + [210.0]                  # band of no width: 1 % of the level (2.0) wide
     zero = [0.0] * 19 + [np.nan]
-    ratios = cc.violation_ratios(pd.DataFrame({"x": x, "flat": flat, "zero": zero}), limits, window_share=0.2,
+    ratios = charts.violation_ratios(pd.DataFrame({"x": x, "flat": flat, "zero": zero}), limits, window_share=0.2,
                                  excursions_too=True)
-    assert "above" not in cc.violation_ratios(pd.DataFrame({"x": x}), limits, window_share=0.2)
+    assert "above" not in charts.violation_ratios(pd.DataFrame({"x": x}), limits, window_share=0.2)
     # above: 1, 2, 2, 3 widths in one window of 4 -> mean 2.0; below: one point 0.5 wide, alone in any window
     assert ratios.loc["x", "above"] == pytest.approx(2.0) and ratios.loc["x", "below"] == pytest.approx(0.5 / 4)
     assert ratios.loc["flat", "above"] == pytest.approx((10.0 / 2.0) / 4) and ratios.loc["flat", "below"] == 0.0
     assert ratios.loc["zero", "above"] == 0.0       # a missing point is not a move
     lo, hi = np.array([[1.0]]), np.array([[99.0]])
-    below, above = cc.excursions(np.array([[np.nan]]), lo, hi, np.array([[False]]))
+    below, above = charts.excursions(np.array([[np.nan]]), lo, hi, np.array([[False]]))
     assert np.isnan(below[0, 0]) and np.isnan(above[0, 0])
 
 
 def test_a_filter_that_would_eat_the_evidence_is_not_applied():
-    assert cc.capped_filter(["a"], 10, max_share=0.3) == (["a"], None)
-    kept, reason = cc.capped_filter(list("abcd"), 10, max_share=0.3)      # 4 of 10 > 30 %
+    assert charts.capped_filter(["a"], 10, max_share=0.3) == (["a"], None)
+    kept, reason = charts.capped_filter(list("abcd"), 10, max_share=0.3)      # 4 of 10 > 30 %
     assert kept == [] and "4 of 10" in reason
 
 
@@ -342,4 +343,4 @@ def test_repeat_pairs_are_consecutive_runs_of_one_version_in_one_lab():
     envs = {"a": {"cpu": 1}, "b": {"cpu": 1}, "c": {"cpu": 2}, "d": {"cpu": 1}, "e": {"cpu": 1}}
     versions = {"a": "1.0", "b": "1.0", "c": "1.0", "d": "1.1", "e": "1.0"}
     # c is another lab, d another version: a-b and b-e are the same test run again
-    assert cc.repeat_pairs(list("abcde"), envs, versions) == [("a", "b"), ("b", "e")]
+    assert charts.repeat_pairs(list("abcde"), envs, versions) == [("a", "b"), ("b", "e")]

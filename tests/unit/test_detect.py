@@ -8,15 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import detect, history, labs
+from pipelines.calibration import history, labs
+from pipelines.detectors import rule_ensemble
 
 
 def test_confidence_change_from_0_9_to_0_2():
     # V_h = (0.9, 0.1), V_n = (0.2, 0.8): cos = 0.26 / (sqrt(0.82) sqrt(0.68)) = 0.348186 -> Δ = 0.651814
-    assert detect.confidence_change(0.9, 0.2) == pytest.approx(0.651814, abs=1e-6)
-    assert detect.confidence_change(0.9, 0.9) == pytest.approx(0.0, abs=1e-12)
+    assert rule_ensemble.confidence_change(0.9, 0.2) == pytest.approx(0.651814, abs=1e-6)
+    assert rule_ensemble.confidence_change(0.9, 0.9) == pytest.approx(0.0, abs=1e-12)
     # the premise holds and the consequent never does: Δ = 1 - 0.1 / sqrt(0.82) = 1 - 0.110432 = 0.889568
-    assert detect.confidence_change(0.9, 0.0) == pytest.approx(0.889568, abs=1e-6)
+    assert rule_ensemble.confidence_change(0.9, 0.0) == pytest.approx(0.889568, abs=1e-6)
 
 
 def test_table_iii_environment_weights_give_0_55():
@@ -24,13 +25,13 @@ def test_table_iii_environment_weights_give_0_55():
     t5 = {"cpu": "2GHz x2", "memory": "2GB", "db": "1", "arch": "64"}
     t1 = {"cpu": "2GHz x2", "memory": "2GB", "db": "1", "arch": "32"}
     t2 = {"cpu": "2GHz x2", "memory": "1GB", "db": "2", "arch": "64"}
-    w = detect.environment_weights([t1, t2], t5)
+    w = rule_ensemble.environment_weights([t1, t2], t5)
     assert w[0] == pytest.approx(math.sqrt(3) / (math.sqrt(3) + math.sqrt(2)))
     assert round(w[0], 2) == 0.55 and w.sum() == pytest.approx(1.0)
 
 
 def test_environment_weights_with_nothing_in_common_are_equal():
-    assert detect.environment_weights([{"a": 1}, {"a": 2}], {"a": 3}).tolist() == [0.5, 0.5]
+    assert rule_ensemble.environment_weights([{"a": 1}, {"a": 2}], {"a": 3}).tolist() == [0.5, 0.5]
 
 
 TABLE_I = pd.DataFrame(
@@ -39,31 +40,31 @@ TABLE_I = pd.DataFrame(
 
 
 def test_table_i_to_ii_bagging_flags_throughput_and_memory():
-    votes, flagged = detect.bagging(TABLE_I)
+    votes, flagged = rule_ensemble.bagging(TABLE_I)
     assert votes.to_dict() == {"cpu": 1, "throughput": 3, "memory": 2, "db_tx": 1}   # Table II
     assert sorted(flagged) == ["memory", "throughput"]
 
 
 def test_stacking_weighs_models():
     w = np.array([0.4, 0.1, 0.1, 0.4])
-    s, flagged = detect.stacking(TABLE_I, w, threshold=0.5)
+    s, flagged = rule_ensemble.stacking(TABLE_I, w, threshold=0.5)
     assert s.to_dict() == pytest.approx({"cpu": 0.4, "throughput": 0.6, "memory": 0.2, "db_tx": 0.4})
     assert flagged == ["throughput"]
-    s_eq, flagged_eq = detect.stacking(TABLE_I, np.full(4, 0.25), threshold=0.5)
+    s_eq, flagged_eq = rule_ensemble.stacking(TABLE_I, np.full(4, 0.25), threshold=0.5)
     assert s_eq["memory"] == 0.5 and flagged_eq == ["throughput"]             # s must exceed 0.5
 
 
 def test_abstaining_models_are_left_out_of_the_vote():
     flags = TABLE_I.copy()
     flags.loc[["R1", "R4"], "memory"] = np.nan          # two models never saw the memory counter
-    votes, flagged = detect.bagging(flags)
+    votes, flagged = rule_ensemble.bagging(flags)
     assert "memory" in flagged                           # 2 of the 2 models that judged it
-    s, _ = detect.stacking(flags, np.array([0.4, 0.1, 0.1, 0.4]), threshold=0.5)
+    s, _ = rule_ensemble.stacking(flags, np.array([0.4, 0.1, 0.1, 0.4]), threshold=0.5)
     assert s["memory"] == pytest.approx(1.0)
 
 
 def enc(**cols):
-    return detect.Encoded.of(pd.DataFrame({k: pd.array(v, dtype="Int64") for k, v in cols.items()}))
+    return rule_ensemble.Encoded.of(pd.DataFrame({k: pd.array(v, dtype="Int64") for k, v in cols.items()}))
 
 
 def rules(*rows):
@@ -75,7 +76,7 @@ def test_rule_evaluation_on_the_target():
     r = rules((("app.load=1",), "x.cpu=1", 0.5, 0.9, 1.5),        # premise holds 10 times, consequent 2: conf 0.2
               (("app.load=2",), "x.cpu=1", 0.4, 0.95, 1.5),       # premise never holds: no evidence
               ((), "x.cpu=0..1", 1.0, 1.0, 1.0))                  # a range: always true
-    ev = detect.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=10).rules
+    ev = rule_ensemble.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=10).rules
     assert ev["n_premise"].tolist() == [10, 0, 20]
     assert ev.loc[0, "conf_new"] == pytest.approx(0.2)
     assert ev.loc[0, "delta"] == pytest.approx(0.651814, abs=1e-6) and bool(ev.loc[0, "violated"])
@@ -86,26 +87,26 @@ def test_rule_evaluation_on_the_target():
 def test_too_few_premise_intervals_give_no_evidence():
     target = enc(**{"app.load": [1] * 4 + [0] * 16, "x.cpu": [0] * 20})
     r = rules((("app.load=1",), "x.cpu=1", 0.5, 0.9, 1.5))
-    ev = detect.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=10).rules
+    ev = rule_ensemble.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=10).rules
     assert ev.loc[0, "n_premise"] == 4 and not ev.loc[0, "violated"]
 
 
 def test_unobserved_counters_do_not_count():
     target = enc(**{"app.load": [1] * 12, "x.cpu": [1] * 6 + [None] * 6})
     r = rules((("app.load=1",), "x.cpu=1", 0.5, 0.9, 1.5))
-    ev = detect.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=5).rules
+    ev = rule_ensemble.evaluate_rules(r, target, delta_threshold=0.1, min_premise_intervals=5).rules
     assert ev.loc[0, "n_premise"] == 6 and ev.loc[0, "conf_new"] == 1.0
 
 
 def test_pruning_drops_rules_a_good_reference_run_breaks_and_the_model_abstains():
     r = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0))
-    model = detect.Model("m1", r, {"cpu": "slow"}, frozenset({"x.cpu", "x.mem"}))
+    model = rule_ensemble.Model("m1", r, {"cpu": "slow"}, frozenset({"x.cpu", "x.mem"}))
     good_ref = enc(**{"x.cpu": [2] * 12, "x.mem": [0] * 12})      # the target's environment: cpu in bin 2
-    pruned, dropped = detect.prune_models([model], {"ref": good_ref}, delta_threshold=0.1, min_premise_intervals=10)
+    pruned, dropped = rule_ensemble.prune_models([model], {"ref": good_ref}, delta_threshold=0.1, min_premise_intervals=10)
     assert dropped == {"m1": 1}
     assert pruned[0].rules["consequent"].tolist() == ["x.mem=0"]
     assert pruned[0].judges == frozenset({"x.mem"})
-    flags, _ = detect.model_flags(detect.evaluate_rules(pruned[0].rules, good_ref, delta_threshold=0.1,
+    flags, _ = rule_ensemble.model_flags(rule_ensemble.evaluate_rules(pruned[0].rules, good_ref, delta_threshold=0.1,
                                                         min_premise_intervals=10), ["x.cpu", "x.mem"], pruned[0].judges)
     assert np.isnan(flags["x.cpu"]) and flags["x.mem"] == 0.0
 
@@ -123,8 +124,8 @@ def test_detect_run_end_to_end_on_a_shifted_counter():
                             "x.mem": pd.array([0] * n, dtype="Int64")})
     target = history.assign(**{"x.cpu": pd.array([3] * 15 + [1] * 5, dtype="Int64")})
     r = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0))
-    models = [detect.Model(f"m{i}", r, {"cpu": "a"}) for i in range(3)]
-    res = detect.detect_run(target, {"cpu": "a"}, models, r, delta_threshold=0.1, min_premise_intervals=10,
+    models = [rule_ensemble.Model(f"m{i}", r, {"cpu": "a"}) for i in range(3)]
+    res = rule_ensemble.detect_run(target, {"cpu": "a"}, models, r, delta_threshold=0.1, min_premise_intervals=10,
                             stacking_threshold=0.5)
     assert res["stacking"] == ["x.cpu"] and res["bagging"] == ["x.cpu"] and res["single"] == ["x.cpu"]
     assert res["severity"]["x.cpu"] == pytest.approx(15 / 20)
@@ -137,19 +138,19 @@ def test_detect_run_end_to_end_on_a_shifted_counter():
 def test_change_magnitude_is_the_median_distance_outside_the_band():
     values = np.array([10.0, 10, 12, 13, 30])
     # violation intervals 2, 3: distances from [9, 11] are 1 and 2 -> median 1.5; scale max(|10|, 11 - 9) = 10
-    assert detect.change_magnitude(values, [2, 3], 9.0, 10.0, 11.0) == pytest.approx(0.15)
+    assert rule_ensemble.change_magnitude(values, [2, 3], 9.0, 10.0, 11.0) == pytest.approx(0.15)
     # a burst: interval 4 only -> (30 - 11) / 10
-    assert detect.change_magnitude(values, [4], 9.0, 10.0, 11.0) == pytest.approx(1.9)
+    assert rule_ensemble.change_magnitude(values, [4], 9.0, 10.0, 11.0) == pytest.approx(1.9)
     # inside the band: 0, whatever broke the rule
-    assert detect.change_magnitude(values, [0, 1], 9.0, 10.0, 11.0) == 0.0
+    assert rule_ensemble.change_magnitude(values, [0, 1], 9.0, 10.0, 11.0) == 0.0
     # a counter idling near 0: the band width (0.002), not the level (0.001), is the scale
-    assert detect.change_magnitude(np.array([0.003]), [0], 0.0, 0.001, 0.002) == pytest.approx(0.5)
-    assert math.isnan(detect.change_magnitude(np.array([np.nan]), [0], 0.0, 0.0, 0.0))
+    assert rule_ensemble.change_magnitude(np.array([0.003]), [0], 0.0, 0.001, 0.002) == pytest.approx(0.5)
+    assert math.isnan(rule_ensemble.change_magnitude(np.array([np.nan]), [0], 0.0, 0.0, 0.0))
 
 
 def test_practical_filter_unflags_small_changes_in_every_combiner():
     flagged = {"single": ["a", "b"], "bagging": ["a", "b", "c"], "stacking": ["b", "c"]}
-    kept, small = detect.practical_filter(flagged, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
+    kept, small = rule_ensemble.practical_filter(flagged, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
     assert small == {"a": 0.01}
     assert kept == {"single": ["b"], "bagging": ["b", "c"], "stacking": ["b", "c"]}   # NaN: nothing to measure, kept
     assert flagged["single"] == ["a", "b"]                                               # the input is left alone
@@ -172,7 +173,7 @@ def test_environment_dependent_counters_by_kruskal_wallis():
 
 def test_stacking_score_sums_s_over_the_counters_the_practical_filter_kept():
     result = {"s": pd.Series({"a": 0.9, "b": 0.3, "c": 0.6}), "small_changes": {"c": 0.01}}
-    assert detect.stacking_score(result) == pytest.approx(0.9 + 0.3)
+    assert rule_ensemble.stacking_score(result) == pytest.approx(0.9 + 0.3)
 
 
 def test_stacking_pvalue_by_hand():
@@ -182,10 +183,10 @@ def test_stacking_pvalue_by_hand():
     logs = [math.log(1.25), math.log(2.25), math.log(3.25)]
     t = (math.log(3.75) - statistics.mean(logs)) / (statistics.stdev(logs) * math.sqrt(4 / 3))
     expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
-    assert detect.stacking_pvalue(3.5, [1.0, 2.0, 3.0], 4) == pytest.approx(expected, rel=1e-9)
+    assert rule_ensemble.stacking_pvalue(3.5, [1.0, 2.0, 3.0], 4) == pytest.approx(expected, rel=1e-9)
     # 1.2 lies below two of the three normal scores: p >= 2/4 whatever the fit says
-    assert detect.stacking_pvalue(1.2, [1.0, 2.0, 3.0], 4) >= 0.5
+    assert rule_ensemble.stacking_pvalue(1.2, [1.0, 2.0, 3.0], 4) >= 0.5
     result = {"s": pd.Series({"a": 2.0, "b": 1.5}), "small_changes": {}, "weights": {"m1": 0.5, "m2": 0.5, "m3": 0, "m4": 0}}
-    evidence = detect.stacking_evidence(result, [1.0, 2.0, 3.0])
+    evidence = rule_ensemble.stacking_evidence(result, [1.0, 2.0, 3.0])
     assert evidence == {"score": 3.5, "p_value": round(expected, 6), "normal_runs": 3}
-    assert detect.stacking_evidence(result, [])["p_value"] is None
+    assert rule_ensemble.stacking_evidence(result, [])["p_value"] is None

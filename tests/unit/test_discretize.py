@@ -7,25 +7,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import discretize
+from pipelines.preparation import bins
 
 
 @pytest.mark.parametrize("u,base,k", [(1, 10, 1), (5, 10, 1), (11, 10, 2), (1000, 10, 6), (1920, 10, 6),
                                       (1920, math.e, 15), (100, 2, 13)])
 def test_bin_count(u, base, k):
     # k = max(1, floor(2 log_b u)): 2 log10(11) = 2.08 -> 2; 2 ln(1920) = 15.1 -> 15; 2 log2(100) = 13.3 -> 13
-    assert discretize.bin_count(u, log_base=base) == k
+    assert bins.bin_count(u, log_base=base) == k
 
 
 def test_edges_pooled_over_training_runs_and_applied_with_clamping():
     a = pd.DataFrame({"c.x": [0.0, 1, 2, 3, 4, 5], "c.flat": [3.0] * 6})
     b = pd.DataFrame({"c.x": [6.0, 7, 8, 9, 10, np.nan], "c.flat": [3.0] * 6})
-    edges = discretize.learn_edges([a, b], log_base=10, open_edges=False, log_span=None)
+    edges = bins.learn_edges([a, b], log_base=10, open_edges=False, log_span=None)
     assert "c.flat" not in edges                                   # zero variance over the pool
     assert edges["c.x"]["unique"] == 11 and edges["c.x"]["k"] == 2
     assert edges["c.x"]["edges"] == [0.0, 5.0, 10.0]
     new = pd.DataFrame({"c.x": [-3.0, 0, 4.9, 5.0, 10, 12, np.nan], "c.flat": [3.0] * 7})
-    binned = discretize.apply_edges(new, edges)
+    binned = bins.apply_edges(new, edges)
     assert list(binned.columns) == ["c.x"]
     assert binned["c.x"].tolist()[:6] == [0, 0, 0, 1, 1, 1]       # outside the range -> edge bins
     assert binned["c.x"].isna().tolist() == [False] * 6 + [True]
@@ -33,21 +33,21 @@ def test_edges_pooled_over_training_runs_and_applied_with_clamping():
 
 def test_equal_width_not_equal_frequency():
     skewed = pd.DataFrame({"c.x": [0.0] * 95 + [90.0, 100, 100, 100, 100]})
-    edges = discretize.learn_edges([skewed], log_base=10, open_edges=False, log_span=None)          # u = 3 -> k = max(1, floor(0.95)) = 1
+    edges = bins.learn_edges([skewed], log_base=10, open_edges=False, log_span=None)          # u = 3 -> k = max(1, floor(0.95)) = 1
     assert edges["c.x"]["k"] == 1
     wide = pd.DataFrame({"c.x": np.r_[np.zeros(90), np.linspace(1, 100, 10)]})
-    e = discretize.learn_edges([wide], log_base=10, open_edges=False, log_span=None)["c.x"]         # u = 11 -> k = 2, width 50
-    b = discretize.apply_edges(wide, {"c.x": e})["c.x"]
+    e = bins.learn_edges([wide], log_base=10, open_edges=False, log_span=None)["c.x"]         # u = 11 -> k = 2, width 50
+    b = bins.apply_edges(wide, {"c.x": e})["c.x"]
     # 1, 12, 23, 34, 45 fall below 50 with the 90 zeros; 56 .. 100 above
     assert (b == 0).sum() == 95 and (b == 1).sum() == 5             # most values in one bin: EW, not EF
 
 
 def test_open_edge_bins_take_values_beyond_the_training_range():
     a = pd.DataFrame({"c.x": [0.0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})      # u = 11 -> k = 2 inner bins
-    edges = discretize.learn_edges([a], log_base=10, open_edges=True, log_span=None)["c.x"]
+    edges = bins.learn_edges([a], log_base=10, open_edges=True, log_span=None)["c.x"]
     assert edges["edges"] == [0.0, 5.0, 10.0] and edges["k"] == 4 and edges["open"] is True
     new = pd.DataFrame({"c.x": [-3.0, 0, 4.9, 5.0, 10, 10.5, np.nan]})
-    b = discretize.apply_edges(new, {"c.x": edges})["c.x"]
+    b = bins.apply_edges(new, {"c.x": edges})["c.x"]
     # (-inf, 0) -> 0, [0, 5) -> 1, [5, 10] -> 2 (the maximum itself closes the last inner bin), (10, inf) -> 3
     assert b.tolist()[:6] == [0, 1, 1, 2, 2, 3] and b.isna().tolist()[-1]
 
@@ -57,13 +57,13 @@ def test_a_regression_at_the_top_of_the_pooled_range_is_seen_only_with_open_edge
     lab_a = pd.DataFrame({"c.cpu": np.linspace(25, 30, 40)})
     lab_b = pd.DataFrame({"c.cpu": np.linspace(52, 58, 40)})
     regressed = pd.DataFrame({"c.cpu": np.full(10, 97.0)})
-    clamped = discretize.learn_edges([lab_a, lab_b], log_base=10, open_edges=False, log_span=None)
-    opened = discretize.learn_edges([lab_a, lab_b], log_base=10, open_edges=True, log_span=None)
+    clamped = bins.learn_edges([lab_a, lab_b], log_base=10, open_edges=False, log_span=None)
+    opened = bins.learn_edges([lab_a, lab_b], log_base=10, open_edges=True, log_span=None)
     top = clamped["c.cpu"]["k"] - 1
-    assert set(discretize.apply_edges(lab_b, clamped)["c.cpu"].tolist()) >= {top}
-    assert set(discretize.apply_edges(regressed, clamped)["c.cpu"].tolist()) == {top}        # same bin as normal B
-    b_normal = set(discretize.apply_edges(lab_b, opened)["c.cpu"].tolist())
-    b_regressed = set(discretize.apply_edges(regressed, opened)["c.cpu"].tolist())
+    assert set(bins.apply_edges(lab_b, clamped)["c.cpu"].tolist()) >= {top}
+    assert set(bins.apply_edges(regressed, clamped)["c.cpu"].tolist()) == {top}        # same bin as normal B
+    b_normal = set(bins.apply_edges(lab_b, opened)["c.cpu"].tolist())
+    b_regressed = set(bins.apply_edges(regressed, opened)["c.cpu"].tolist())
     assert b_regressed == {opened["c.cpu"]["k"] - 1} and not (b_regressed & b_normal)
 
 
@@ -71,21 +71,21 @@ def test_right_skewed_counter_gets_log_spaced_edges():
     # 18 values: 1, nine 2s, 3..9, 101 -> u = 10 -> k = 2; median 2, so h = median - min = 1 and
     # (max - min) / h = 100 >= 10: edges exp(linspace(log 1, log 101, 3)) + min - h = 1, sqrt(101), 101
     x = pd.DataFrame({"c.q": [1.0] + [2.0] * 9 + [3.0, 4, 5, 6, 7, 8, 9, 101]})
-    e = discretize.learn_edges([x], log_base=10, log_span=10, open_edges=False)["c.q"]
+    e = bins.learn_edges([x], log_base=10, log_span=10, open_edges=False)["c.q"]
     assert e["scale"] == "log" and e["k"] == 2
     assert e["edges"] == pytest.approx([1.0, math.sqrt(101), 101.0])
-    assert discretize.apply_edges(pd.DataFrame({"c.q": [2.0, 9.0, 11.0, 101]}), {"c.q": e})["c.q"].tolist() == [0, 0, 1, 1]
+    assert bins.apply_edges(pd.DataFrame({"c.q": [2.0, 9.0, 11.0, 101]}), {"c.q": e})["c.q"].tolist() == [0, 0, 1, 1]
     # linear edges would be 1, 51, 101: tripling the ordinary level (2 -> 6) would stay in bin 0 either way,
     # but 2 -> 20 crosses an edge only on the log scale
-    lin = discretize.learn_edges([x], log_base=10, open_edges=False, log_span=None)["c.q"]
+    lin = bins.learn_edges([x], log_base=10, open_edges=False, log_span=None)["c.q"]
     assert lin["edges"] == [1.0, 51.0, 101.0] and "scale" not in lin
-    assert discretize.apply_edges(pd.DataFrame({"c.q": [2.0, 20.0]}), {"c.q": lin})["c.q"].tolist() == [0, 0]
-    assert discretize.apply_edges(pd.DataFrame({"c.q": [2.0, 20.0]}), {"c.q": e})["c.q"].tolist() == [0, 1]
+    assert bins.apply_edges(pd.DataFrame({"c.q": [2.0, 20.0]}), {"c.q": lin})["c.q"].tolist() == [0, 0]
+    assert bins.apply_edges(pd.DataFrame({"c.q": [2.0, 20.0]}), {"c.q": e})["c.q"].tolist() == [0, 1]
 
 
 def test_symmetric_counter_keeps_linear_edges_under_log_span():
     # min 0, median 5, max 10: range / (median - min) = 2 < 10 -> linear; a zero median height never logs
     x = pd.DataFrame({"c.x": np.arange(11.0), "c.idle": [0.0] * 9 + [1.0, 2.0]})
-    e = discretize.learn_edges([x], log_base=10, log_span=10, open_edges=False)
+    e = bins.learn_edges([x], log_base=10, log_span=10, open_edges=False)
     assert "scale" not in e["c.x"] and e["c.x"]["edges"] == [0.0, 5.0, 10.0]
     assert "scale" not in e["c.idle"]

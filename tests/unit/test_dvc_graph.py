@@ -13,27 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipelines import codebase
+
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "pipelines"
-
-
-def module_files() -> dict[str, Path]:
-    return {f"pipelines.{f.stem}": f for f in sorted(PACKAGE.glob("*.py")) if f.stem != "__init__"}
-
-
-def project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The ``pipelines.*`` modules a file imports (``from pipelines import x``, ``from pipelines.x import y``,
-    ``import pipelines.x``)."""
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == "pipelines":
-                out |= {f"pipelines.{a.name}" for a in node.names}
-            elif node.module.startswith("pipelines."):
-                out.add(node.module)
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("pipelines.")}
-    return {m for m in out if m in modules}
+MODULES = codebase.module_files()
+GRAPH = codebase.import_graph()
+STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
 
 
 def params_read(path: Path) -> set[str]:
@@ -46,21 +31,6 @@ def params_read(path: Path) -> set[str]:
     return out
 
 
-def closure(start: str, graph: dict[str, set[str]]) -> set[str]:
-    seen, todo = set(), [start]
-    while todo:
-        m = todo.pop()
-        if m not in seen:
-            seen.add(m)
-            todo += graph[m]
-    return seen
-
-
-MODULES = module_files()
-GRAPH = {m: project_imports(f, MODULES) - {m} for m, f in MODULES.items()}
-STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-
-
 def stage_module(stage: dict) -> str:
     cmd = stage["cmd"] if isinstance(stage["cmd"], str) else " ".join(stage["cmd"])
     return cmd.split("-m ", 1)[1].split()[0]
@@ -71,14 +41,28 @@ def covered(path: str, deps: list[str]) -> bool:
 
 
 def test_the_import_reader_sees_imports_inside_functions(tmp_path):
-    code = tmp_path / "m.py"
-    code.write_text("from pipelines import config\n\ndef f():\n    from pipelines.store import read_info\n"
-                    "    import pipelines.history\n")
-    assert project_imports(code, MODULES) == {"pipelines.config", "pipelines.store", "pipelines.history"}
+    code = ("from pipelines import config\n\ndef f():\n    from pipelines.storage.store import read_info\n"
+            "    import pipelines.calibration.history\n")
+    assert codebase.project_imports(code, MODULES) == {"pipelines.config", "pipelines.storage.store",
+                                                       "pipelines.calibration.history"}
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_a_stage_is_one_module_of_its_own_name(name):
+    assert stage_module(STAGES[name]) == codebase.stage_module(name) == f"pipelines.stages.{name}"
+    assert codebase.stage_module(name) in MODULES
+
+
+def test_no_library_imports_a_stage_or_a_command_line_tool():
+    """The folders show the architecture: stages and tools call the libraries, never the reverse."""
+    shells = ("pipelines.stages.", "pipelines.cli.")
+    wrong = sorted(f"{m} imports {n}" for m, deps in GRAPH.items() if not m.startswith(shells)
+                   for n in deps if n.startswith(shells))
+    assert wrong == []
 
 
 def test_no_import_circle_among_the_pipeline_modules():
-    circular = sorted(m for m in GRAPH if any(m in closure(n, GRAPH) for n in GRAPH[m]))
+    circular = sorted(m for m in GRAPH if any(m in codebase.closure(n, GRAPH) for n in GRAPH[m]))
     assert circular == [], f"modules that import each other in a circle: {circular}"
 
 
@@ -87,13 +71,14 @@ def test_every_stage_lists_each_project_module_it_imports(name):
     stage = STAGES[name]
     module = stage_module(stage)
     deps = [str(d) for d in stage.get("deps", [])]
-    needed = sorted(str(MODULES[m].relative_to(REPO)) for m in closure(module, GRAPH))
+    needed = sorted(str(MODULES[m].relative_to(REPO)) for m in codebase.closure(module, GRAPH))
     missing = [p for p in needed if not covered(p, deps)]
     assert missing == [], f"dvc.yaml stage {name} imports but does not list {missing}"
     # the page templates are code too: a stage whose modules read them lists the folder
     if any("TEMPLATES" in MODULES[m].read_text(encoding="utf-8") and m != "pipelines.config"
-           for m in closure(module, GRAPH)):
-        assert covered("pipelines/templates/run.html.j2", deps), f"stage {name} renders pages: list pipelines/templates"
+           for m in codebase.closure(module, GRAPH)):
+        assert covered("pipelines/reporting/templates/run.html.j2", deps), \
+            f"stage {name} renders pages: list pipelines/reporting/templates"
 
 
 @pytest.mark.parametrize("name", sorted(STAGES))
@@ -117,7 +102,7 @@ DVC_ONLY_OUTPUTS = {"data/example", "data/example_commits"}
 
 
 def test_dvc_never_deletes_an_output_a_night_may_be_reading():
-    """Issue 12, class 6.  ``dvc repro`` deletes a stage's non-``persist`` outputs before the
+    """``dvc repro`` deletes a stage's non-``persist`` outputs before the
     stage's command runs, that is before the command takes the data lock: an Airflow night's
     per-run task (holding the lock shared) that was reading them met a missing calibration (seen
     in the Airflow-beside-dvc test).  So every output the stages read is ``persist``, and each

@@ -1,4 +1,4 @@
-"""Issue 12: property-based fuzzing of what reads untrusted bytes.  On any bytes, the archive
+"""Property-based fuzzing of what reads untrusted bytes.  On any bytes, the archive
 reader, the counter-CSV parser and the strict JSON reader either succeed or raise the one
 ``ArchiveError`` (which ``validate`` turns into a quarantine); nothing else escapes to stop a
 night.  Derandomised, so CI sees the same cases every time; bytes are drawn both from nothing
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines import archive
+from pipelines.storage import archive
 from tests.helpers import good_frames, good_meta, members
 
 SETTINGS = settings(derandomize=True, max_examples=150, deadline=None,

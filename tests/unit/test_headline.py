@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import headline
+from pipelines.calibration import headline
+
+
+def compose(detection, charts, predicted, *, clustered=None, **rule):
+    """The verdict file (JSON) of ``headline.compose`` under the rule of ``rule``'s keywords."""
+    return headline.compose(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered).to_json()
 
 
 @pytest.mark.parametrize("rule,stacking,charts,expected", [
@@ -13,6 +18,27 @@ from pipelines import headline
 ])
 def test_headline_verdict(rule, stacking, charts, expected):
     assert headline.headline_verdict({"stacking": stacking, "control_charts": charts}, rule) == expected
+
+
+def test_the_rule_is_built_once_from_params_and_checked():
+    params = {"verdict_rule": "calibrated", "flag_rule": "union", "false_alarm_rate": "0.01",
+              "headline_detectors": ["stacking", "control_charts"], "classifier_resolution": 0.02,
+              "combination": "bonferroni"}
+    rule = headline.HeadlineRule.from_params(params)
+    assert rule == headline.HeadlineRule("calibrated", "union", 0.01, ("stacking", "control_charts"), 0.02, "bonferroni")
+    with pytest.raises(ValueError, match="flag_rule"):
+        headline.HeadlineRule.from_params({**params, "flag_rule": "vote"})
+
+
+def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
+    det = {"run_id": "r", "system": "s", "baseline_runs": [], "counter_scores": {"a": 0.6}, "details": {},
+           "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
+    verdict = headline.compose(det, None, None, headline.HeadlineRule(verdict_rule="all"))
+    assert list(verdict.to_json()) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
+                                       "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
+                                       "methods", "details"]
+    verdict.summary = "No regression found."
+    assert list(verdict.to_json())[-1] == "summary" and verdict.to_json()["verdict"] == "pass"
 
 
 def test_headline_rule_must_be_known():
@@ -41,14 +67,14 @@ def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
            "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in headline.RULE_METHODS}}
     charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b", "c"],
               "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
-    union = headline.compose(det, charts, None, verdict_rule="all", flag_rule="union", false_alarm_rate=0.05)
-    rules = headline.compose(det, charts, None, verdict_rule="all", flag_rule="rules", false_alarm_rate=0.05)
+    union = compose(det, charts, None, verdict_rule="all", flag_rule="union", false_alarm_rate=0.05)
+    rules = compose(det, charts, None, verdict_rule="all", flag_rule="rules", false_alarm_rate=0.05)
     assert set(union["flagged_counters"]) == {"a", "b", "c"} and rules["flagged_counters"] == ["a"]
     passed_rules = {**det, "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
-    either = headline.compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules", false_alarm_rate=0.05)
+    either = compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules", false_alarm_rate=0.05)
     assert either["verdict"] == "fail" and set(either["flagged_counters"]) == {"b", "c"}
     with pytest.raises(ValueError, match="flag_rule"):
-        headline.compose(det, charts, None, verdict_rule="all", flag_rule="vote", false_alarm_rate=0.05)
+        compose(det, charts, None, verdict_rule="all", flag_rule="vote", false_alarm_rate=0.05)
 
 
 @pytest.mark.parametrize("p_stacking,p_charts,expected,combined", [
@@ -92,19 +118,19 @@ def test_a_calibrated_failure_names_the_counters_over_their_limits():
     charts = {"verdict": "pass", "violation_ratio": 0.1, "threshold": 0.2, "flagged_counters": [], "p_value": 0.2,
               "counters_over_limit": ["b"], "load_independent_counters": [], "baseline_runs": [],
               "counter_scores": {"a": 0.1, "b": 0.8}}
-    doc = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05,
+    doc = compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05,
                            combination="bonferroni")
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.02)
     assert set(doc["flagged_counters"]) == {"a", "b"}
     assert doc["baseline_status"] == "same_lab"
-    assert headline.compose(det, charts, None, verdict_rule="all", flag_rule="union",
+    assert compose(det, charts, None, verdict_rule="all", flag_rule="union",
                             false_alarm_rate=0.05)["verdict"] == "pass"
     with pytest.raises(ValueError, match="verdict_rule"):
-        headline.compose(det, charts, None, verdict_rule="most", flag_rule="union", false_alarm_rate=0.05)
+        compose(det, charts, None, verdict_rule="most", flag_rule="union", false_alarm_rate=0.05)
 
 
 def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters():
-    """Issue 16 / 11: with the clusters' p-value the factor is 3.  Stacking 0.40,
+    """With the clusters' p-value the factor is 3.  Stacking 0.40,
     charts 0.30, clusters 0.01: 3 x 0.01 = 0.03 <= 0.05 fails the run (Simes' other terms,
     3 x 0.30 / 2 and 0.40, are larger, so Bonferroni's term decides); neither the rules nor
     the charts flagged a counter, so the failing clusters' counters are the flagged ones.
@@ -118,15 +144,15 @@ def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters
                  "clusters": [{"counters": ["cpu.sys_pct", "io.read_bytes"], "target_counter": "io.read_bytes",
                                "ks_p_value": 0.001, "error": 0.8, "baseline_error": 0.1, "excess_error": 0.7,
                                "regression": True}]}
-    doc = headline.compose(det, charts, None, clustered=clustered, verdict_rule="calibrated", flag_rule="union",
+    doc = compose(det, charts, None, clustered=clustered, verdict_rule="calibrated", flag_rule="union",
                            false_alarm_rate=0.05)
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.03)
     assert doc["flagged_counters"] == ["io.read_bytes", "cpu.sys_pct"]
     assert doc["methods"]["clustered_regression"]["max_prediction_error"] == 0.8     # the contract's key
-    weaker = headline.compose(det, charts, None, clustered={**clustered, "p_value": 0.02}, verdict_rule="calibrated",
+    weaker = compose(det, charts, None, clustered={**clustered, "p_value": 0.02}, verdict_rule="calibrated",
                               flag_rule="union", false_alarm_rate=0.05)
     assert weaker["verdict"] == "pass" and weaker["p_value"] == pytest.approx(0.06)
-    without = headline.compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05)
+    without = compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05)
     assert "clustered_regression" not in without["methods"] and without["verdict"] == "pass"
 
 
@@ -137,8 +163,8 @@ def test_headline_detectors_chooses_the_p_values_combined():
               "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.0}, "p_value": 0.9}
     clustered = {"verdict": "pass", "p_value": 0.8, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
     kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered)
-    assert headline.compose(det, charts, None, **kw)["p_value"] == pytest.approx(0.09)        # 3 x 0.03
-    only_rules = headline.compose(det, charts, None, detectors=["stacking"], **kw)
+    assert compose(det, charts, None, **kw)["p_value"] == pytest.approx(0.09)        # 3 x 0.03
+    only_rules = compose(det, charts, None, detectors=["stacking"], **kw)
     assert only_rules["p_value"] == pytest.approx(0.03) and only_rules["verdict"] == "fail"
     assert "clustered_regression" in only_rules["methods"]                                    # still reported
 
@@ -156,7 +182,7 @@ def test_a_passed_run_with_a_known_fault_pattern_says_so():
 
 
 def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
-    """Issue 11: the fault score 1 − P(none) against the normal runs' leave-one-out scores.
+    """The fault score 1 − P(none) against the normal runs' leave-one-out scores.
     Null 0.04, 0.09, 0.19 with resolution 0.01: logs of 0.05, 0.10, 0.20, mean ln 0.10, standard
     deviation ln 2 (equal steps); a score of 0.99 sits at ln 1.00, so t = ln 10 / (ln 2 · sqrt(4/3))
     = 2.8769 on k − 1 = 2 degrees of freedom, whose tail is 1/2 − t / (2 sqrt(t² + 2)) = 0.0513.
@@ -204,19 +230,19 @@ def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are
                  "fault_score": 0.95, "null_fault_scores": [0.1, 0.1]}
     kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered,
               combination="bonferroni")
-    doc = headline.compose(det, charts, predicted, **kw)
+    doc = compose(det, charts, predicted, **kw)
     assert doc["methods"]["cause_classifier"]["p_value"] == pytest.approx(1 / 3)
     assert doc["p_value"] == pytest.approx(1.0) and doc["verdict"] == "pass"          # min(1, 4 × 1/3)
     # Simes over the same four: min(4·(1/3)/1, 4·0.5/2, 4·0.6/3, 4·0.7/4) = 0.7, still a pass
-    simes = headline.compose(det, charts, predicted, **{**kw, "combination": "simes"})
+    simes = compose(det, charts, predicted, **{**kw, "combination": "simes"})
     assert simes["p_value"] == pytest.approx(0.7) and simes["verdict"] == "pass"
     assert simes["details"]["combination"] == "simes"
     strong = {**predicted, "null_fault_scores": [0.01, 0.02, 0.01, 0.02, 0.015, 0.01, 0.02, 0.01]}
-    doc = headline.compose(det, charts, strong, **kw)
+    doc = compose(det, charts, strong, **kw)
     p = doc["methods"]["cause_classifier"]["p_value"]
     assert p <= 0.0125 and doc["p_value"] == pytest.approx(4 * p, abs=1e-6) and doc["verdict"] == "fail"
     assert doc["flagged_counters"] == ["c0", "c1", "c2", "c3", "c4"] and doc["cause"]["label"] == "cpu_hog"
-    elsewhere = headline.compose({**det, "details": {"lab": {"status": "adjusted", "lab_runs": [], "reason": "r"}}},
+    elsewhere = compose({**det, "details": {"lab": {"status": "adjusted", "lab_runs": [], "reason": "r"}}},
                                  charts, strong, **kw)
     assert elsewhere["methods"]["cause_classifier"]["verdict"] is None
     assert elsewhere["p_value"] == pytest.approx(1.0) and elsewhere["verdict"] == "pass"   # 3 × 0.5

@@ -1,4 +1,4 @@
-"""The importers on the real files in ../shared/data/formats (issue 13, part 3).
+"""The importers on the real files in ../shared/data/formats.
 
 Every expected count is taken from the file itself by an independent read (the csv module,
 line counts), never from the importer's output; a truncated or garbled copy of each file
@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import collectors, config, ingest, validate
+from pipelines import config
+from pipelines.importers import collectors, common, run_directory
+from pipelines.validation import checks
 
 # real files written by the tools, with their licences (copied from ../shared/data/formats; README.md there)
 FORMATS = Path(__file__).resolve().parents[1] / "data" / "formats"
@@ -34,7 +36,7 @@ def run_dir(tmp_path: Path, *files: Path, name: str = "lab-run-1", **yaml_fields
 
 
 def convert(tmp_path, *files, **fields):
-    return ingest.convert_run_dir(run_dir(tmp_path, *files, **fields), PARAMS)
+    return run_directory.convert_run_dir(run_dir(tmp_path, *files, **fields), PARAMS)
 
 
 def series(frames, host, counter):
@@ -123,7 +125,7 @@ def test_k6_csv_old_and_new_columns(tmp_path, name):
 
 
 def test_k6_json_from_its_documented_layout(tmp_path):
-    """No licensed sample exists (FORMATS/README.md): these lines follow k6's documented --out json layout."""
+    """No licensed sample exists (tests/data/formats/README.md): these lines follow k6's documented --out json layout."""
     lines = [{"type": "Metric", "data": {"name": "http_req_duration", "type": "trend"}, "metric": "http_req_duration"}]
     for i, (ms, ok) in enumerate([(120.0, "true"), (80.0, "true"), (300.0, "false")]):
         lines.append({"type": "Point", "metric": "http_req_duration",
@@ -135,7 +137,7 @@ def test_k6_json_from_its_documented_layout(tmp_path):
     path = tmp_path / "k6.json"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     assert collectors.sniff(path) == "k6_json"
-    _, frames, _ = ingest.convert_run_dir(run_dir(tmp_path, path), PARAMS)
+    _, frames, _ = run_directory.convert_run_dir(run_dir(tmp_path, path), PARAMS)
     f = frames["loadgen"].set_index("timestamp")
     assert f.index[0] == pd.Timestamp("2026-11-22T09:00:10Z").timestamp()      # +01:00 -> UTC, interval end
     assert f["k6.throughput_rps"].iloc[0] == pytest.approx(0.3)
@@ -178,23 +180,23 @@ def test_sadf_d_and_dh(tmp_path, name, counter):
     assert user.index[0] == pd.Timestamp(whole[0]["timestamp"].replace(" UTC", "Z")).timestamp()
     assert counter in frames["vm"].columns
     # host-level: the validate units table holds it to 0-100
-    assert validate.counter_kind("vm.cpu_user_pct", "vm", units=UNITS["units"],
+    assert checks.counter_kind("vm.cpu_user_pct", "vm", units=UNITS["units"],
                                  host_components=UNITS["host_components"]) == "share_pct"
 
 
 def test_pidstat_needs_a_timezone_and_gives_the_cores(tmp_path):
     path = FORMATS / "sysstat" / "generated_pidstat_h-u-r-d-w.txt"
     assert collectors.sniff(path) == "pidstat"
-    with pytest.raises(ingest.IngestError, match="timezone"):
+    with pytest.raises(run_directory.IngestError, match="timezone"):
         convert(tmp_path, path)
     data = [line.split() for line in path.read_text().splitlines()
             if line.strip() and not line.startswith(("#", "Linux", "Average"))]
-    meta, frames, _ = ingest.convert_run_dir(run_dir(tmp_path, path, name="lab-run-2", timezone="UTC"), PARAMS)
+    meta, frames, _ = run_directory.convert_run_dir(run_dir(tmp_path, path, name="lab-run-2", timezone="UTC"), PARAMS)
     cpu = series(frames, "vm", "python3.cpu_pct")
     assert len(cpu) == len(data) and cpu.tolist() == pytest.approx([float(r[7]) for r in data])
     assert cpu.index[0] == pd.Timestamp(f"2026-11-22T{data[0][0]}Z").timestamp()
     assert meta["environment"]["vm.cpu_cores"] == 2                       # from "(2 CPU)"
-    assert validate.counter_kind("python3.cpu_pct", "vm", units=UNITS["units"],
+    assert checks.counter_kind("python3.cpu_pct", "vm", units=UNITS["units"],
                                  host_components=UNITS["host_components"]) == "process_cpu_pct"
 
 
@@ -204,7 +206,7 @@ def test_pidstat_refuses_an_ambiguous_local_time(tmp_path):
     text = text.replace("11/22/26", "10/25/26").replace("10:32:", "02:32:")
     path = tmp_path / "pidstat.txt"
     path.write_text(text)
-    with pytest.raises(collectors.FormatError, match="not unique in Europe/Paris"):
+    with pytest.raises(common.FormatError, match="not unique in Europe/Paris"):
         collectors.read_pidstat(path, timezone="Europe/Paris")
 
 
@@ -239,19 +241,19 @@ PERFMON = ('"(PDH-CSV 4.0) (W. Europe Standard Time)(-60)","\\\\APP01\\Processor
 
 
 def test_perfmon_csv_from_microsofts_documented_layout(tmp_path):
-    """No licensed PerfMon sample exists (FORMATS/README.md); this file follows Microsoft's
+    """No licensed PerfMon sample exists (tests/data/formats/README.md); this file follows Microsoft's
     documented relog/typeperf CSV layout: a PDH-CSV 4.0 header with the zone and its bias in
     minutes (UTC = local + bias), then one \\\\HOST\\Object(instance)\\Counter column each."""
     path = tmp_path / "perfmon.csv"
     path.write_text(PERFMON)
     assert collectors.sniff(path) == "perfmon"
-    _, frames, _ = ingest.convert_run_dir(run_dir(tmp_path, path), PARAMS)
+    _, frames, _ = run_directory.convert_run_dir(run_dir(tmp_path, path), PARAMS)
     f = frames["APP01"].set_index("timestamp")
     assert f.index[0] == pd.Timestamp("2026-11-22T09:00:00Z").timestamp()     # 10:00 local, bias -60
     assert f["tomcat.processor_time_pct"].tolist()[0] == 380.25 and np.isnan(f["tomcat.processor_time_pct"].iloc[1])
     assert f["APP01.processor_total_processor_time_pct"].tolist() == [35.5, 41.0]
     assert "APP01.memory_available_mbytes" in f.columns and "tomcat.private_bytes" in f.columns
-    kinds = {c: validate.counter_kind(c, "APP01", units=UNITS["units"], host_components=UNITS["host_components"])
+    kinds = {c: checks.counter_kind(c, "APP01", units=UNITS["units"], host_components=UNITS["host_components"])
              for c in ("tomcat.processor_time_pct", "APP01.processor_total_processor_time_pct")}
     assert kinds == {"tomcat.processor_time_pct": "process_cpu_pct",
                      "APP01.processor_total_processor_time_pct": "share_pct"}
@@ -270,7 +272,7 @@ def test_a_truncated_or_garbled_file_gives_a_clear_reason(tmp_path, source, cut,
     src = FORMATS / source
     path = tmp_path / src.name
     path.write_bytes(cut(src.read_bytes()))
-    with pytest.raises(ingest.IngestError) as err:
+    with pytest.raises(run_directory.IngestError) as err:
         convert(tmp_path, path, timezone="UTC")
     assert src.name in str(err.value) and words in str(err.value)
 
@@ -279,18 +281,18 @@ def test_run_yaml_is_required_and_checked(tmp_path):
     d = tmp_path / "r1"
     d.mkdir()
     shutil.copy(FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", d)
-    with pytest.raises(ingest.IngestError, match="no run.yaml"):
-        ingest.convert_run_dir(d, PARAMS)
+    with pytest.raises(run_directory.IngestError, match="no run.yaml"):
+        run_directory.convert_run_dir(d, PARAMS)
     (d / "run.yaml").write_text("system: demo\n")
-    with pytest.raises(ingest.IngestError, match="lacks \\['version'\\]"):
-        ingest.convert_run_dir(d, PARAMS)
+    with pytest.raises(run_directory.IngestError, match="lacks \\['version'\\]"):
+        run_directory.convert_run_dir(d, PARAMS)
     (d / "run.yaml").write_text("!!python/object/apply:os.system ['true']\n")
-    with pytest.raises(ingest.IngestError, match="not valid YAML"):
-        ingest.convert_run_dir(d, PARAMS)
+    with pytest.raises(run_directory.IngestError, match="not valid YAML"):
+        run_directory.convert_run_dir(d, PARAMS)
 
 
 def test_rename_table_and_host_map(tmp_path):
     params = dict(PARAMS, rename=[{"pattern": r"^k6\.", "replace": "app."}])
     d = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", hosts={"loadgen": "lg01"})
-    _, frames, _ = ingest.convert_run_dir(d, params)
+    _, frames, _ = run_directory.convert_run_dir(d, params)
     assert list(frames) == ["lg01"] and "app.throughput_rps" in frames["lg01"].columns

@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import control_charts as cc
-from pipelines import labs
+from pipelines.calibration import labs
+from pipelines.detectors import charts
 
 A = {"cpu": "xeon", "db": "5.1"}
 B = {"cpu": "epyc", "db": "5.1"}
@@ -70,14 +70,14 @@ def test_the_chart_of_a_shifted_target_sees_no_lab_difference():
     frames = {**base, "t": pd.DataFrame({"x": 20 + rng.normal(0, 0.05, 30)})}
     params = {"method": "percentile", "lower_pct": 1, "upper_pct": 99, "sigma": 3, "scope": "run",
               "multimodal_filter": False, "multimodal_max_dip": 0.5, "multimodal_min_share": 0.02, "window_share": 0.2}
-    charter = cc.Charter(frames, params)
+    charter = charts.Charter(frames, params)
     unshifted, _, _ = charter(list(base), "t")
     shifted, _, _ = charter(list(base), "t", pd.Series({"x": 10.0}))
     assert unshifted.at["x", "upper"] == 1.0
     assert shifted.at["x", "sum"] == 0.0
 
 
-# --------------------------------------------------------------------------- the cross-lab null (issue 11)
+# --------------------------------------------------------------------------- the cross-lab null
 
 def test_each_normal_run_is_judged_by_the_other_labs_with_its_lab_known_and_unknown():
     """Labs A (a1, a2 passed, fa failed), B (b1, b2) and C (c1): a1's baseline is B's and C's passed
@@ -135,15 +135,15 @@ def test_a_new_lab_normal_run_failed_by_the_same_lab_null_passes_the_matched_one
     ratios = pd.DataFrame({"average": [0.2], "sum": [0.2], "window": [0.2], "n": [100]}, index=["x"])
     calibration = _calibration([0.0] * 59, [0.0] * 9 + [0.5])
     kw = {"top_fraction": 0.5, "counter_flag_floor": 0.05, "false_alarm_rate": 0.05}
-    same = cc.judge(ratios, calibration, **kw)
+    same = charts.judge(ratios, calibration, **kw)
     assert same["verdict"] == "fail" and same["p_run"] == pytest.approx(1 / 60, abs=1e-6)
     assert same["p_value"] == pytest.approx(2 / 60, abs=1e-6)
-    matched, kind = cc.matched_calibration(calibration, "insufficient", "t")
+    matched, kind = charts.matched_calibration(calibration, "insufficient", "t")
     assert kind == "cross_lab" and matched["threshold"] == 0.5
-    out = cc.judge(ratios, matched, **kw)
+    out = charts.judge(ratios, matched, **kw)
     assert out["verdict"] == "pass" and out["p_run"] == pytest.approx(2 / 11, abs=1e-6)
     assert out["p_value"] == pytest.approx(4 / 11, abs=1e-6)
     # a run of a lab the baseline shares keeps the same-lab calibration, itself
-    assert cc.matched_calibration(calibration, "same_lab", "t") == (calibration, "same_lab")
+    assert charts.matched_calibration(calibration, "same_lab", "t") == (calibration, "same_lab")
     fixed = {**calibration, "threshold": 0.3, "threshold_from": "params"}
-    assert cc.matched_calibration(fixed, "insufficient", "t")[0]["threshold"] == 0.3
+    assert charts.matched_calibration(fixed, "insufficient", "t")[0]["threshold"] == 0.3

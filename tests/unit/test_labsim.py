@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from pipelines import labsim
-from pipelines.labsim import SYSTEMS, Fault, RunPlan, regressed_counters, simulate_run
+from pipelines.simulators import labsim
+from pipelines.simulators.labsim import SYSTEMS, Fault, RunPlan, regressed_counters, simulate_run
 
 SHOP = SYSTEMS["shop"]
 E1, E2, E3 = SHOP.environments          # reference CPU / slower CPU / half the memory
@@ -138,7 +138,7 @@ def test_the_same_seed_gives_the_same_archive_and_another_seed_does_not():
 
 NOISE_PROBE = """
 import hashlib, sys
-from pipelines import labsim
+from pipelines.simulators import labsim
 values = [labsim._noise(seed, f"c{seed}", 5000, cv) for seed, cv in ((1, 0.05), (2, 0.3), (3, 1.0))]
 print(hashlib.sha256(b"".join(v.tobytes() for v in values)).hexdigest())
 """
@@ -172,7 +172,7 @@ def test_collection_is_messy_like_real_collectors():
     assert sum(len(f.columns) - 1 for f in frames.values()) >= 60
     starts = {h: f["timestamp"].iloc[0] for h, f in frames.items()}
     assert len({str(s) for s in starts.values()}) == 3                 # hosts start apart
-    from pipelines.validate import parse_timestamps
+    from pipelines.validation.checks import parse_timestamps
     periods = {h: float(np.median(np.diff(parse_timestamps(f["timestamp"])))) for h, f in frames.items()}
     for h, p in periods.items():                                       # each host its own period
         assert min(abs(p - allowed) for allowed in SHOP.sampling_periods[h]) < 0.5

@@ -1,4 +1,4 @@
-"""memo: what makes a stage's result reusable, and what does not (issue 12: the second night)."""
+"""memo: what makes a stage's result reusable, and what does not (the second night)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from pipelines import archive, config, memo
+from pipelines import codebase, config
+from pipelines.storage import archive, memo
 
 
 def write_info(run_id: str, key: str) -> None:
@@ -41,12 +42,18 @@ def test_the_key_moves_with_what_the_stage_read_and_nothing_else(index):
 
 
 def test_the_code_digest_covers_the_stage_and_what_it_imports():
-    """``detect`` imports ``pvalues`` (and more); ``config`` imports no project module."""
-    assert memo._imports("from pipelines import config, pvalues\nimport pipelines.store\n",
-                         {"config", "pvalues", "store", "detect"}) == {"config", "pvalues", "store"}
-    assert memo._imports("def f():\n    from pipelines.labs import shifted\n", {"labs"}) == {"labs"}
-    assert memo.code_digest("detect") != memo.code_digest("control_charts")
-    assert len(memo.code_digest("config")) == 64
+    """The detect stage imports the rule ensemble, which imports the p-values; the config
+    imports no project module."""
+    known = {"pipelines.config", "pipelines.calibration.pvalues", "pipelines.storage.store"}
+    assert codebase.project_imports("from pipelines import config\nfrom pipelines.calibration import pvalues\n"
+                                    "import pipelines.storage.store\n", known) == known
+    assert codebase.project_imports("def f():\n    from pipelines.calibration.pvalues import simes\n",
+                                    known) == {"pipelines.calibration.pvalues"}
+    assert {"pipelines.detectors.rule_ensemble", "pipelines.calibration.pvalues"} <= codebase.closure(
+        "pipelines.stages.detect")
+    assert codebase.closure("pipelines.config") == {"pipelines.config"}
+    assert codebase.code_digest("pipelines.stages.detect") != codebase.code_digest("pipelines.stages.control_charts")
+    assert len(codebase.code_digest("pipelines.config")) == 64
 
 
 def test_a_result_is_reused_only_under_its_own_key(tree):

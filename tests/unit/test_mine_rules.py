@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipelines import mine_rules
+from pipelines.detectors import rule_mining
 
 MINE = {"algorithm": "apriori", "max_rules_per_consequent": 25, "max_mined_items": None}   # the cores take no defaults
 
@@ -14,7 +14,7 @@ def binned(**cols):
 
 
 def test_one_hot_items():
-    oh = mine_rules.one_hot(binned(**{"a.x": [0, 1, 1, None], "b.y": [2, 2, 2, 2]}))
+    oh = rule_mining.one_hot(binned(**{"a.x": [0, 1, 1, None], "b.y": [2, 2, 2, 2]}))
     assert list(oh.columns) == ["a.x=0", "a.x=1", "b.y=2"]
     assert oh["a.x=1"].tolist() == [False, True, True, False]
 
@@ -23,7 +23,7 @@ def test_usual_range_is_the_narrowest_run_of_bins_holding_the_confidence():
     # counts per bin of a.x: [1, 4, 4, 1] over 10 intervals; 90 % needs bins 0..2 or 1..3 (9 of 10):
     # equal width and support -> the lower one
     col = [0] + [1] * 4 + [2] * 4 + [3]
-    ranges = mine_rules.usual_ranges(binned(**{"a.x": col, "b.y": [1] * 10, "c.z": [0, 1] * 5}),
+    ranges = rule_mining.usual_ranges(binned(**{"a.x": col, "b.y": [1] * 10, "c.z": [0, 1] * 5}),
                                      {"a.x": 4, "b.y": 3, "c.z": 2}, min_confidence=0.9)
     assert ranges == {"a.x=0..2": pytest.approx(0.9), "b.y=1": 1.0}   # c.z would need both of its 2 bins
 
@@ -33,8 +33,8 @@ def test_mined_rules_have_hand_computed_support_and_confidence():
     load = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0]
     cpu = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
     mem = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
-    oh = mine_rules.one_hot(binned(**{"app.load": load, "x.cpu": cpu, "x.mem": mem}))
-    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **MINE)
+    oh = rule_mining.one_hot(binned(**{"app.load": load, "x.cpu": cpu, "x.mem": mem}))
+    rules = rule_mining.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **MINE)
     got = {(r.premise, r.consequent): (r.support, r.confidence) for r in rules.itertuples()}
     # cpu=1 -> load=1: support 5/10, confidence 5/5 = 1.0
     assert got[(("x.cpu=1",), "app.load=1")] == pytest.approx((0.5, 1.0))
@@ -43,7 +43,7 @@ def test_mined_rules_have_hand_computed_support_and_confidence():
     # load=1 -> cpu=1 has confidence 5/6 = 0.83 < 0.9: not a rule
     assert (("app.load=1",), "x.cpu=1") not in got
     assert all(len(c.split("=")) == 2 for c in rules["consequent"])   # single-item consequents
-    assert all(mine_rules.counter_of(c) not in {mine_rules.counter_of(p) for p in ps}
+    assert all(rule_mining.counter_of(c) not in {rule_mining.counter_of(p) for p in ps}
                for ps, c in zip(rules["premise"], rules["consequent"]))
 
 
@@ -52,9 +52,9 @@ def test_both_algorithms_agree(algorithm):
     load = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0] * 3
     cpu = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0] * 3
     io = [1, 1, 1, 1, 1, 1, 0, 0, 0, 1] * 3
-    oh = mine_rules.one_hot(binned(**{"app.load": load, "x.cpu": cpu, "x.io": io}))
-    ref = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **{**MINE, "algorithm": "fpgrowth"})
-    got = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **{**MINE, "algorithm": algorithm})
+    oh = rule_mining.one_hot(binned(**{"app.load": load, "x.cpu": cpu, "x.io": io}))
+    ref = rule_mining.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **{**MINE, "algorithm": "fpgrowth"})
+    got = rule_mining.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **{**MINE, "algorithm": algorithm})
     key = ["premise", "consequent"]
     assert got.sort_values(key).reset_index(drop=True)[key].equals(ref.sort_values(key).reset_index(drop=True)[key])
     assert any(len(p) == 2 for p in ref["premise"])                      # premises of two counters occur
@@ -62,14 +62,14 @@ def test_both_algorithms_agree(algorithm):
 
 def test_rules_per_consequent_are_bounded():
     cols = {f"x.c{i}": [1, 1, 1, 1, 1, 1, 0, 0, 0, 0] for i in range(8)}
-    oh = mine_rules.one_hot(binned(**cols))
-    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=2, **{**MINE, "max_rules_per_consequent": 3})
+    oh = rule_mining.one_hot(binned(**cols))
+    rules = rule_mining.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=2, **{**MINE, "max_rules_per_consequent": 3})
     assert rules.groupby("consequent").size().max() == 3
 
 
 def test_stationarity_rules_are_added_with_their_support():
-    oh = mine_rules.one_hot(binned(**{"a.x": [1] * 10}))
-    rules = mine_rules.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **MINE,
+    oh = rule_mining.one_hot(binned(**{"a.x": [1] * 10}))
+    rules = rule_mining.mine_rules(oh, min_support=0.3, min_confidence=0.9, max_len=3, **MINE,
                                   stationarity={"a.x=1": 1.0})
     assert rules.to_dict("records") == [{"premise": (), "consequent": "a.x=1", "support": 1.0,
                                          "confidence": 1.0, "lift": 1.0}]
@@ -78,5 +78,5 @@ def test_stationarity_rules_are_added_with_their_support():
 def test_storable_form_round_trips():
     rules = pd.DataFrame({"premise": [(), ("a.x=1", "b.y=0..2")], "consequent": ["c.z=1", "c.z=0"],
                           "support": [1.0, 0.4], "confidence": [1.0, 0.95], "lift": [1.0, 1.2]})
-    back = mine_rules.rules_from_frame(mine_rules.rules_to_frame(rules))
+    back = rule_mining.rules_from_frame(rule_mining.rules_to_frame(rules))
     assert back["premise"].tolist() == rules["premise"].tolist()

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import normalize
+from pipelines.preparation import intervals
 
 
 def test_interval_medians_absorb_skew_and_sampling_periods():
@@ -15,7 +15,7 @@ def test_interval_medians_absorb_skew_and_sampling_periods():
                                                 51.5, 56.5, 65]),
                         "web.cpu_pct": [99, 10, 30, 20, 40, 50, 60, 1, 2, 3, 7, 8, 9, 99]})
     db = pd.DataFrame({"ts": start + np.array([0.0, 15, 30, 45, 60, 75]), "db.tx": [5.0, 6, 7, 8, 9, 100]})
-    out = normalize.interval_medians({"web01": web, "db01": db}, start=start, duration_s=60, interval_s=30)
+    out = intervals.interval_medians({"web01": web, "db01": db}, start=start, duration_s=60, interval_s=30)
     # interval 0 = [0, 30): web 10,30,20,40,50,60 -> median 35; db 5,6 -> 5.5
     # interval 1 = [30, 60]: web 1,2,3,7,8,9 -> 5; db 7,8,9 (60 is the end of the phase) -> 8
     assert list(out.index) == [0, 1]
@@ -25,7 +25,7 @@ def test_interval_medians_absorb_skew_and_sampling_periods():
 
 def test_empty_interval_is_nan_not_dropped():
     f = pd.DataFrame({"ts": [1.0, 2.0, 95.0], "h.x": [1.0, 3.0, 5.0]})
-    out = normalize.interval_medians({"h": f}, start=0, duration_s=120, interval_s=30)
+    out = intervals.interval_medians({"h": f}, start=0, duration_s=120, interval_s=30)
     assert len(out) == 4
     assert out["h.x"].tolist()[:1] == [2.0] and np.isnan(out.loc[1, "h.x"]) and out.loc[3, "h.x"] == 5.0
 
@@ -33,7 +33,7 @@ def test_empty_interval_is_nan_not_dropped():
 @pytest.mark.parametrize("periods,interval,expected", [([5, 10], 30, 30), ([5, 45], 30, 60), ([60], 30, 60),
                                                        ([], 30, 30), ([31], 10, 40)])
 def test_interval_adapts_to_the_slowest_host(periods, interval, expected):
-    assert normalize.choose_interval(periods, interval, duration_s=3600, min_intervals=10) == expected
+    assert intervals.choose_interval(periods, interval, duration_s=3600, min_intervals=10) == expected
 
 
 @pytest.mark.parametrize("periods,duration,expected", [
@@ -44,17 +44,17 @@ def test_interval_adapts_to_the_slowest_host(periods, interval, expected):
     ([90.0], 600, 90.0),   # sampled too slowly for 10 intervals: the resolution it has (7 intervals of 90 s)
 ])
 def test_short_runs_keep_at_least_min_intervals_where_the_sampling_allows(periods, duration, expected):
-    assert normalize.choose_interval(periods, 30, duration_s=duration, min_intervals=10) == expected
+    assert intervals.choose_interval(periods, 30, duration_s=duration, min_intervals=10) == expected
 
 
 def test_load_scaling_on_a_known_linear_relation():
     load = np.array([40.0, 45, 50, 55, 60, 48, 52, 44, 56, 50, 47, 53])
     frame = pd.DataFrame({"app.load": load, "x.cpu": 2 * load + 10, "x.flat": 7.0 + 0 * load,
                           "x.noise": np.array([3, 9, 1, 7, 2, 8, 4, 6, 5, 3, 9, 1.0])})
-    fits = normalize.fit_load(frame, "app.load", min_correlation=0.6)
+    fits = intervals.fit_load(frame, "app.load", min_correlation=0.6)
     assert set(fits) == {"x.cpu"}                                    # flat and uncorrelated are not fitted
     assert fits["x.cpu"] == pytest.approx([2.0, 10.0])
-    scaled = normalize.scale_to_load(frame, "app.load", fits, reference_load=50.0)
+    scaled = intervals.scale_to_load(frame, "app.load", fits, reference_load=50.0)
     # c' = c (a L + b) / (a l + b) = (2l+10)(110)/(2l+10) = 110 at every interval
     np.testing.assert_allclose(scaled["x.cpu"], 110.0)
     assert scaled["app.load"].equals(frame["app.load"])               # the load counter is never scaled
@@ -66,6 +66,6 @@ def test_load_scaling_keeps_a_regression_visible():
     base = pd.DataFrame({"app.load": load, "x.cpu": 2 * load + 10})
     hot = pd.DataFrame({"app.load": load, "x.cpu": 3 * load + 10})    # 50 % more CPU per request
     ref = 50.0
-    s_base = normalize.scale_to_load(base, "app.load", normalize.fit_load(base, "app.load", min_correlation=0.6), ref)
-    s_hot = normalize.scale_to_load(hot, "app.load", normalize.fit_load(hot, "app.load", min_correlation=0.6), ref)
+    s_base = intervals.scale_to_load(base, "app.load", intervals.fit_load(base, "app.load", min_correlation=0.6), ref)
+    s_hot = intervals.scale_to_load(hot, "app.load", intervals.fit_load(hot, "app.load", min_correlation=0.6), ref)
     assert s_base["x.cpu"].median() == pytest.approx(110) and s_hot["x.cpu"].median() == pytest.approx(160)

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import re
 
-from pipelines import report
+from pipelines.reporting import pages, plots, summary
+from pipelines.stages import report
 
 
 def test_night_changes():
     now = {"a": {"verdict": "fail", "cause": "x"}, "b": {"verdict": "pass", "cause": "none"},
            "c": {"verdict": "fail", "cause": "y"}}
     before = {"a": {"verdict": "pass", "cause": "none"}, "c": {"verdict": "fail", "cause": "y"}}
-    assert report.night_changes(now, before) == {"a": "pass → fail", "b": "new", "c": "unchanged"}
-    assert set(report.night_changes(now, None).values()) == {"new"}
+    assert summary.night_changes(now, before) == {"a": "pass → fail", "b": "new", "c": "unchanged"}
+    assert set(summary.night_changes(now, None).values()) == {"new"}
 
 
 EVIL = '<script>alert("x")</script>'
@@ -37,7 +38,7 @@ def _doc():
 
 
 def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
-    html = report.render_run(_doc(), {"version": EVIL, "started_at": "2026", "environment": {"os": EVIL}}, None,
+    html = pages.render_run(_doc(), {"version": EVIL, "started_at": "2026", "environment": {"os": EVIL}}, None,
                              baseline_envs={f"b{EVIL}": {"os": "other"}}, raw_href="../../data/raw/x.tar.gz",
                              raw_name="x.tar.gz")
     assert "<script" not in html
@@ -49,15 +50,15 @@ def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
 
 
 def test_index_page_escapes_and_orders():
-    rows = [report.index_row(_doc()) | {"change": "new"}]
-    html = report.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL])
+    rows = [pages.index_row(_doc()) | {"change": "new"}]
+    html = pages.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL])
     assert "<script" not in html and "1 of 1 runs regressed" in html
 
 
 def test_novel_environment_lists_components_no_baseline_shares():
     target = {"cpu": "new", "db": "5.1", "os": "x"}
-    assert report.novel_environment(target, [{"cpu": "old", "db": "5.1"}, {"cpu": "older", "os": "x"}]) == {"cpu": "new"}
-    assert report.novel_environment(target, []) == target
+    assert summary.novel_environment(target, [{"cpu": "old", "db": "5.1"}, {"cpu": "older", "os": "x"}]) == {"cpu": "new"}
+    assert summary.novel_environment(target, []) == target
 
 
 DIRECTIONS = [{"counter": "(hit|throughput|_rps$)", "worse": "down"},
@@ -70,7 +71,7 @@ def test_counter_changes_by_hand():
                         "app.queue_length": 5.0, "app.errors_count": 3.0, "redis.hit_pct": 99.0})
     base = pd.Series({"app.response_time_ms": 24.0, "app.throughput_rps": 100.0, "db.cpu_pct": 40.0,
                       "app.queue_length": 4.0, "app.errors_count": 0.0, "redis.hit_pct": 99.0})
-    ch = report.counter_changes(list(target.index) + ["missing.x"], target, base, DIRECTIONS)
+    ch = summary.counter_changes(list(target.index) + ["missing.x"], target, base, DIRECTIONS)
     assert ch["app.response_time_ms"] == {"baseline": 24.0, "target": 32.0, "change_pct": 33.3, "direction": "worse"}
     assert ch["app.throughput_rps"] == {"baseline": 100.0, "target": 90.0, "change_pct": -10.0, "direction": "worse"}
     assert ch["db.cpu_pct"]["change_pct"] == -25.0 and ch["db.cpu_pct"]["direction"] == "better"
@@ -87,28 +88,28 @@ def test_directions_of_the_shipped_table():
     expected = {"app.response_time_ms": "up", "jmeter.throughput_rps": "down", "mysql.buffer_pool_hit_pct": "down",
                 "web01.mem_available_mb": "down", "tomcat.cpu_pct": "up", "jmeter.error_rate_pct": "up",
                 "vm.cpu_idle_pct": "down", "tomcat.private_bytes": "up", "frontend.pod_workload_ops": None}
-    assert {c: report.worse_direction(c, table) for c in expected} == expected
+    assert {c: summary.worse_direction(c, table) for c in expected} == expected
 
 
 def test_units_and_the_plain_summary():
-    assert report.with_unit("app.response_time_ms", 24.0) == "24 ms"
-    assert report.with_unit("db.cpu_pct", 41.26) == "41.3 %"
-    assert report.with_unit("tomcat.private_bytes", 3 * 2**20) == "3 MiB"
-    assert report.with_unit("web.io_read_bytes_per_s", 1536.0) == "1.5 KiB/s"
+    assert pages.with_unit("app.response_time_ms", 24.0) == "24 ms"
+    assert pages.with_unit("db.cpu_pct", 41.26) == "41.3 %"
+    assert pages.with_unit("tomcat.private_bytes", 3 * 2**20) == "3 MiB"
+    assert pages.with_unit("web.io_read_bytes_per_s", 1536.0) == "1.5 KiB/s"
     doc = {"verdict": "fail", "flagged_counters": ["app.response_time_ms"], "baseline_status": "same_lab",
            "cause": {"label": "cpu_hot_path", "probability": 0.78, "known": True}, "details": {}}
     changes = {"app.response_time_ms": {"baseline": 24.0, "target": 32.0, "change_pct": 33.3, "direction": "worse"}}
-    assert report.plain_summary(doc, changes) == (
+    assert summary.plain_summary(doc, changes) == (
         "Regression: app.response_time_ms 24 ms → 32 ms (+33 %, worse). Probable cause: cpu_hot_path (78 %).")
     doc.update(cause={"label": "cpu_hot_path", "probability": 0.3, "known": False}, baseline_status="insufficient")
-    assert report.plain_summary(doc, changes).endswith(
+    assert summary.plain_summary(doc, changes).endswith(
         "Cause unknown (nearest: cpu_hot_path, not certain). New lab with no baseline of its own: this verdict is "
         "uncertain.")
-    assert report.plain_summary({"verdict": "pass", "details": {}}, {}) == "No regression found."
+    assert summary.plain_summary({"verdict": "pass", "details": {}}, {}) == "No regression found."
     seen = {"verdict": "pass", "details": {"fault_pattern": {"label": "cpu_hog", "probability": 0.87}}}
-    assert report.plain_summary(seen, {}) == ("No regression found, but the cause classifier sees the pattern "
+    assert summary.plain_summary(seen, {}) == ("No regression found, but the cause classifier sees the pattern "
                                               "of cpu_hog (87 %): worth a look.")
-    assert report.with_unit("web01.mem_available_mb", 13742.0) == "13,700 MB"
+    assert pages.with_unit("web01.mem_available_mb", 13742.0) == "13,700 MB"
 
 
 def test_the_summary_leads_with_what_users_feel_then_the_worst():
@@ -118,7 +119,7 @@ def test_the_summary_leads_with_what_users_feel_then_the_worst():
           "app.response_time_ms": {"baseline": 36.9, "target": 47.2, "change_pct": 27.7, "direction": "worse"},
           "db.context_switches_per_s": {"baseline": 1.0, "target": 2.9, "change_pct": 190.0, "direction": "changed"}}
     flagged = list(ch)
-    assert report.summary_order(flagged, ch, user_facing="(response|throughput)") == [
+    assert summary.summary_order(flagged, ch, user_facing="(response|throughput)") == [
         "app.response_time_ms", "db.privileged_pct", "db.page_faults_per_s", "db.context_switches_per_s",
         "cache.mem_available_mb"]
 
@@ -128,7 +129,7 @@ def test_run_page_leads_with_the_summary_and_the_change():
     counter = doc["flagged_counters"][0]
     doc["summary"] = f"Regression: {counter} 1 → 2"
     changes = {counter: {"baseline": 1.0, "target": 2.0, "change_pct": 100.0, "direction": "changed"}}
-    html = report.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
                              baseline_envs={}, raw_href="x", raw_name="x", changes=changes)
     assert html.index('id="summary"') < html.index('id="cause"') < html.index('id="top-counters"')
     row = html[html.index('id="top-counters"'):html.index('id="method-details"')]
@@ -142,14 +143,14 @@ def test_night_trends_by_hand():
               ("2026-11-21", {"c": {"system": "shop", "verdict": "fail", "score": 0.9},
                               "d": {"system": "shop", "verdict": "pass", "score": 0.2}}),
               ("2026-11-22", {"e": {"system": "shop", "verdict": "pass", "score": 0.3}})]
-    trends = {t["system"]: t for t in report.night_trends(nights, last=2)}
+    trends = {t["system"]: t for t in plots.night_trends(nights, last=2)}
     assert trends["shop"]["nights"] == ["2026-11-21", "2026-11-22"]           # the last 2 of its 3 nights
     assert trends["shop"]["text"] == "2026-11-21: 1/2 failed, 2026-11-22: 0/1 failed"
     assert trends["shop"]["chart"].startswith("data:image/svg+xml;base64,")
     assert trends["ledger"]["nights"] == ["2026-11-20"] and trends["ledger"]["chart"] is None   # one point: no line
-    assert report.sparkline([1.0, None]) is None
+    assert plots.sparkline([1.0, None]) is None
     import base64
-    svg = base64.b64decode(report.sparkline([1.0, 2.0, 3.0]).split(",", 1)[1]).decode()
+    svg = base64.b64decode(plots.sparkline([1.0, 2.0, 3.0]).split(",", 1)[1]).decode()
     # three points from left to right, rising: y from the bottom (23) to the top (3)
     assert 'points="3.0,23.0 60.0,13.0 117.0,3.0"' in svg and svg.count("<circle") == 3
 
@@ -157,11 +158,11 @@ def test_night_trends_by_hand():
 def test_a_short_run_says_it_was_analysed_at_its_own_resolution():
     meta = {"version": "1", "started_at": "2026", "environment": {}}
     kw = dict(baseline_envs={}, raw_href="x", raw_name="x", few_intervals=20)
-    short = report.render_run(_doc(), meta, None, **kw)                       # 10 intervals of 30 s
+    short = pages.render_run(_doc(), meta, None, **kw)                       # 10 intervals of 30 s
     assert 'id="short-run"' in short and "10 intervals of 30 s" in short
     long = _doc()
     long["details"]["n_intervals"] = 20                                       # not fewer than few_intervals
-    assert 'id="short-run"' not in report.render_run(long, meta, None, **kw)
+    assert 'id="short-run"' not in pages.render_run(long, meta, None, **kw)
 
 
 def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
@@ -170,30 +171,30 @@ def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
     doc = _doc()
     doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": "fail", "p_value": 0.0031,
                                           "abstained": None}
-    html = report.render_run(doc, meta, None, **kw)
+    html = pages.render_run(doc, meta, None, **kw)
     row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", html, re.S).group(0)
     assert 'class="tag fail"' in row and "0.930" in row and "p = 0.0031" in row and "36 normal runs" in row
     doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": None, "p_value": None,
                                           "abstained": "the baseline is not of the run's lab (adjusted)"}
-    row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", report.render_run(doc, meta, None, **kw), re.S).group(0)
+    row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", pages.render_run(doc, meta, None, **kw), re.S).group(0)
     assert "n/a" in row and "abstains: the baseline is not of the run&#39;s lab (adjusted)" in row
 
 
 def test_a_cause_named_by_the_model_of_the_faults_alone_says_its_probability_is_given_a_fault():
-    """Issue 15: the fault model's probability is P(cause | fault), and the page says so."""
+    """The fault model's probability is P(cause | fault), and the page says so."""
     meta = {"version": "1", "started_at": "2026", "environment": {}}
     kw = dict(baseline_envs={}, raw_href="x", raw_name="x", few_intervals=20)
     doc = _doc()
-    assert "if it is a fault" not in report.render_run(doc, meta, None, **kw)
+    assert "if it is a fault" not in pages.render_run(doc, meta, None, **kw)
     doc["details"]["cause_prediction"] = {"fault": {"label": "c", "probability": 0.4, "given_a_fault": True}}
-    unknown = report.render_run(doc, meta, None, **kw)
+    unknown = pages.render_run(doc, meta, None, **kw)
     assert "(40 %, if it is a fault), not to be taken as certain" in unknown
     doc["cause"]["known"] = True
-    assert "(probability 40 %, if it is a fault)" in report.render_run(doc, meta, None, **kw)
+    assert "(probability 40 %, if it is a fault)" in pages.render_run(doc, meta, None, **kw)
 
 
 def test_a_runs_raw_archive_link_names_its_own_archive_only(tmp_path, monkeypatch):
-    # issue 12, class 8: run "a" used to link to "a.b.tar.gz" (a glob on "a.*")
+    # run "a" must not link to "a.b.tar.gz" (a glob on "a.*" would)
     from pipelines import config
     monkeypatch.setattr(config, "RAW", tmp_path)
     for name in ("a.b.tar.gz", "a.zip", "ab.tar.gz", "a.b"):

@@ -1,17 +1,18 @@
-"""The triage log: decisions, undo, the log winning over the archives (pipelines/triage.py)."""
+"""The triage log: decisions, undo, the log winning over the archives (pipelines/storage/triage_log.py)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from pipelines import history, triage
+from pipelines.calibration import history
+from pipelines.storage import triage_log
 
 PREV = {"verdict": None, "cause": None, "regressed_counters": []}
 
 
 def dec(run, verdict, cause=None, at="2026-11-22T08:00:00+00:00", by="ana"):
-    return triage.decision(run, verdict=verdict, cause=cause, counters=["db.cpu_pct"], note="", by=by, at=at,
+    return triage_log.decision(run, verdict=verdict, cause=cause, counters=["db.cpu_pct"], note="", by=by, at=at,
                            previous=PREV)
 
 
@@ -32,18 +33,18 @@ def test_a_decision_records_what_it_replaces():
 
 def test_state_replays_decisions_and_undos_in_order():
     log = [dec("a", "fail", "x"), dec("b", "pass"), dec("a", "fail", "y"),
-           triage.undo("a", by="ana", at="t"), triage.undo("b", by="ana", at="t"), triage.undo("b", by="ana", at="t")]
-    state = triage.triage_state(log)
+           triage_log.undo("a", by="ana", at="t"), triage_log.undo("b", by="ana", at="t"), triage_log.undo("b", by="ana", at="t")]
+    state = triage_log.triage_state(log)
     assert set(state) == {"a"} and state["a"]["cause"] == "x"       # y taken back; b back to its archive
-    assert triage.triage_state(log[:3])["a"]["cause"] == "y"
+    assert triage_log.triage_state(log[:3])["a"]["cause"] == "y"
 
 
 def test_the_log_wins_over_the_archive():
     index = {"a": {"system": "s", "verdict": None, "cause": None, "started_at": "1"},
              "b": {"system": "s", "verdict": "pass", "cause": "none", "started_at": "0"}}
-    state = triage.triage_state([dec("a", "fail", "missing_index"), dec("b", "fail", "cpu_hot_path"),
+    state = triage_log.triage_state([dec("a", "fail", "missing_index"), dec("b", "fail", "cpu_hot_path"),
                                  dec("zz", "pass")])
-    out = triage.apply_triage(index, state)
+    out = triage_log.apply_triage(index, state)
     assert out["a"]["verdict"] == "fail" and out["a"]["cause"] == "missing_index"
     assert out["a"]["_triage"]["archive_verdict"] is None and out["a"]["_triage"]["by"] == "ana"
     assert out["b"]["verdict"] == "fail" and out["b"]["_triage"]["archive_cause"] == "none"
@@ -53,14 +54,14 @@ def test_the_log_wins_over_the_archive():
 
 def test_the_log_is_append_only_and_a_torn_line_is_skipped(tmp_path):
     path = tmp_path / "log.jsonl"
-    triage.append(dec("a", "fail", "x"), path)
-    triage.append(triage.undo("a", by="ana", at="t"), path)
+    triage_log.append(dec("a", "fail", "x"), path)
+    triage_log.append(triage_log.undo("a", by="ana", at="t"), path)
     first = path.read_bytes()
     with open(path, "a") as fh:
         fh.write('{"action": "decide", "run_id": "a", "verd')              # an append killed midway
-    assert [r["action"] for r in triage.read_log(path)] == ["decide", "undo"]
-    triage.append(dec("b", "pass"), path)
+    assert [r["action"] for r in triage_log.read_log(path)] == ["decide", "undo"]
+    triage_log.append(dec("b", "pass"), path)
     assert path.read_bytes().startswith(first)                               # nothing rewritten
-    assert [(r["action"], r["run_id"]) for r in triage.read_log(path)] == [("decide", "a"), ("undo", "a"),
+    assert [(r["action"], r["run_id"]) for r in triage_log.read_log(path)] == [("decide", "a"), ("undo", "a"),
                                                                          ("decide", "b")]
     assert json.loads(path.read_text().splitlines()[0])["cause"] == "x"

@@ -5,7 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import config, validate
+from pipelines import config
+from pipelines.stages import validate
+from pipelines.validation import checks, suites
 from tests.helpers import START, good_frames, good_meta, members, write_tgz
 
 PARAMS = config.load_params("validate")
@@ -13,12 +15,12 @@ PARAMS = config.load_params("validate")
 
 @pytest.fixture(scope="module")
 def validator():
-    return validate.Validator(validate.suites_from_params(PARAMS), project_dir=None, docs_dir=None)
+    return suites.Validator(suites.suites_from_params(PARAMS), project_dir=None, docs_dir=None)
 
 
 def checked(tmp_path, validator, meta=None, frames=None, name="sys-run-1", params=PARAMS):
     path = write_tgz(tmp_path / f"{name}.tar.gz", members(meta or good_meta(name), frames or good_frames()))
-    return validate.validate_archive(path, validator, params)
+    return suites.validate_archive(path, validator, params)
 
 
 def check(tmp_path, validator, meta=None, frames=None, name="sys-run-1"):
@@ -34,10 +36,10 @@ def test_good_archive_passes(tmp_path, validator):
 
 
 def test_parse_timestamps_accepts_epoch_and_iso_with_offset():
-    ts = validate.parse_timestamps(pd.Series(["2026-01-01T00:00:10+00:00", "2026-01-01T01:00:10+01:00"]))
+    ts = checks.parse_timestamps(pd.Series(["2026-01-01T00:00:10+00:00", "2026-01-01T01:00:10+01:00"]))
     assert list(ts) == [1767225610.0, 1767225610.0]
-    assert list(validate.parse_timestamps(pd.Series([1.5, 2]))) == [1.5, 2.0]
-    no_offset = validate.parse_timestamps(pd.Series(["2026-01-01T00:00:10", "2026-01-01T00:00:20"]))
+    assert list(checks.parse_timestamps(pd.Series([1.5, 2]))) == [1.5, 2.0]
+    no_offset = checks.parse_timestamps(pd.Series(["2026-01-01T00:00:10", "2026-01-01T00:00:20"]))
     assert no_offset.isna().all()
 
 
@@ -55,7 +57,7 @@ def test_each_run_level_fault_fails_the_expectation_that_guards_it(tmp_path, val
     frames["web01"] = mutate(frames)
     failures = check(tmp_path, validator, frames=frames)
     assert expected in failed(failures)
-    assert all("web01" in validate.describe_failure(f) for f in failures if f["suite"] == "host_coverage")
+    assert all("web01" in suites.describe_failure(f) for f in failures if f["suite"] == "host_coverage")
 
 
 @pytest.mark.parametrize("counter,mutate,check_name,example", [
@@ -65,7 +67,7 @@ def test_each_run_level_fault_fails_the_expectation_that_guards_it(tmp_path, val
     ("web.io_write_bytes_per_s", lambda v: v.where(v.index != 2, np.inf), "finite_share", "inf"),
 ])
 def test_an_impossible_counter_is_dropped_and_the_run_kept(tmp_path, validator, counter, mutate, check_name, example):
-    """DATA_CONTRACT §1: a counter whose values are impossible for it is dropped with its reason
+    """the data contract §1: a counter whose values are impossible for it is dropped with its reason
     (check, host, counter, example values); the run is analysed without it."""
     frames = good_frames()
     web = frames["web01"].rename(columns={"web.cpu_pct": "web01.cpu_pct"}) if counter == "web01.cpu_pct" \
@@ -77,7 +79,7 @@ def test_an_impossible_counter_is_dropped_and_the_run_kept(tmp_path, validator, 
     assert [(d["host"], d["counter"], d["checks"]) for d in result.dropped] == [("web01", counter, [check_name])]
     reason = result.dropped[0]["reason"]
     assert reason.startswith(f"host web01, counter {counter}: ") and example in reason
-    kept = validate.valid_host_frames(result.frames, result.summary, result.dropped)
+    kept = checks.valid_host_frames(result.frames, result.summary, result.dropped)
     assert counter not in kept["web01"].columns and "web.io_write_bytes_per_s" in kept["web01"].columns \
         or counter == "web.io_write_bytes_per_s" and "web.io_write_bytes_per_s" not in kept["web01"].columns
     assert "app.response_time_ms" in kept["lg01"].columns
@@ -108,11 +110,11 @@ def test_process_cpu_percentages_are_bounded_by_the_hosts_cores(tmp_path, valida
 
 
 def test_kind_bounds_by_hand():
-    assert validate.kind_bounds("share_pct", None, slack=0.01) == (0.0, 101.0)
-    assert validate.kind_bounds("process_cpu_pct", 8.0, slack=0.0) == (0.0, 800.0)
-    assert validate.kind_bounds("process_cpu_pct", None, slack=0.0) == (0.0, np.inf)
-    assert validate.kind_bounds("nonneg", 4.0, slack=0.5) == (0.0, np.inf)
-    assert validate.kind_bounds("any", 4.0, slack=0.5) == (-np.inf, np.inf)
+    assert checks.kind_bounds("share_pct", None, slack=0.01) == (0.0, 101.0)
+    assert checks.kind_bounds("process_cpu_pct", 8.0, slack=0.0) == (0.0, 800.0)
+    assert checks.kind_bounds("process_cpu_pct", None, slack=0.0) == (0.0, np.inf)
+    assert checks.kind_bounds("nonneg", 4.0, slack=0.5) == (0.0, np.inf)
+    assert checks.kind_bounds("any", 4.0, slack=0.5) == (-np.inf, np.inf)
 
 
 @pytest.mark.parametrize("counter,host,kind", [
@@ -126,13 +128,13 @@ def test_kind_bounds_by_hand():
     ("app.temperature", "lg01", "any"),
 ])
 def test_counter_kind_from_the_units_table(counter, host, kind):
-    assert validate.counter_kind(counter, host, units=PARAMS["units"],
+    assert checks.counter_kind(counter, host, units=PARAMS["units"],
                                  host_components=PARAMS["host_components"]) == kind
 
 
 def test_a_users_own_rule_comes_first():
     units = [{"counter": "cpu_pct", "scope": "process", "kind": "any"}] + PARAMS["units"]
-    assert validate.counter_kind("tomcat.cpu_pct", "web01", units=units, host_components=[]) == "any"
+    assert checks.counter_kind("tomcat.cpu_pct", "web01", units=units, host_components=[]) == "any"
 
 
 def test_a_run_that_loses_most_of_its_counters_is_quarantined(tmp_path, validator):
@@ -158,10 +160,10 @@ def test_value_mostly_keeps_a_counter_and_blanks_its_impossible_samples(tmp_path
     frames["web01"]["web01.cpu_pct"] = 50.0
     frames["web01"].loc[4, "web01.cpu_pct"] = 150.0
     params = dict(PARAMS, value_mostly=0.9)
-    lenient = validate.Validator(validate.suites_from_params(params), project_dir=None, docs_dir=None)
+    lenient = suites.Validator(suites.suites_from_params(params), project_dir=None, docs_dir=None)
     result = checked(tmp_path, lenient, frames=frames, params=params)
     assert result.failures == [] and result.dropped == []
-    kept = validate.valid_host_frames(result.frames, result.summary, result.dropped)["web01"]["web01.cpu_pct"]
+    kept = checks.valid_host_frames(result.frames, result.summary, result.dropped)["web01"]["web01.cpu_pct"]
     assert np.isnan(kept[4]) and kept.drop(index=4).eq(50.0).all()
 
 
@@ -173,14 +175,14 @@ def test_value_mostly_keeps_a_counter_and_blanks_its_impossible_samples(tmp_path
 def test_required_samples_follow_the_duration_and_the_sampling_period(period, samples, required):
     ts = START + period * np.arange(1, samples + 1)
     frames = {"h": pd.DataFrame({"timestamp": ts, "h.x": 1.0})}
-    cov = validate.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+    cov = checks.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
                                  min_samples_floor=3)
     assert cov.loc[0, "load_samples"] == samples
     assert cov.loc[0, "required_samples"] == required
 
 
 def test_a_ten_minute_run_sampled_once_a_minute_is_valid(tmp_path, validator):
-    """Issue 15: 9 samples, at 60..540 s of a 600 s run, are all such a host can give (was: 10 needed)."""
+    """9 samples, at 60..540 s of a 600 s run, are all such a host can give (was: 10 needed)."""
     frames = {h: f.iloc[1:].reset_index(drop=True) for h, f in good_frames(period=60.0, n_pre=0).items()}
     assert len(frames["web01"]) == 9
     assert check(tmp_path, validator, frames=frames) == []
@@ -230,7 +232,7 @@ def test_duplicate_counter_names_across_hosts(tmp_path, validator):
 def test_unsafe_archive_is_reported_not_raised(tmp_path, validator):
     files = members(good_meta("sys-run-1"), good_frames())
     files["../x"] = b"1"
-    failures = validate.validate_archive(write_tgz(tmp_path / "sys-run-1.tar.gz", files), validator, PARAMS).failures
+    failures = suites.validate_archive(write_tgz(tmp_path / "sys-run-1.tar.gz", files), validator, PARAMS).failures
     assert failures[0]["expectation"] == "readable_safe_archive"
     assert "unsafe member path" in failures[0]["reason"]
 
@@ -239,7 +241,7 @@ def test_host_coverage_by_hand():
     # samples every 10 s at 20..500 s of a 600 s phase; each averages the 10 s before it,
     # so they span 10..500 s: 490 / 600
     frames = {"h": pd.DataFrame({"timestamp": START + np.arange(20, 501, 10.0), "h.x": 1.0})}
-    cov = validate.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+    cov = checks.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
                                  min_samples_floor=3)
     assert cov.loc[0, "load_samples"] == 49
     assert cov.loc[0, "coverage"] == pytest.approx(490 / 600)
@@ -249,23 +251,23 @@ def test_the_first_sample_after_the_phase_covers_its_last_seconds():
     """One sample a minute at 23, 83, ..., 503 s (the one at 563 s lost) and one at 623 s of a
     600 s phase.  The 623 s sample averages 563..623 s, so the samples reach the end: they
     span from 0 (23 - 60, clipped) to 600, coverage 1.0, with 9 samples inside the phase.
-    Without it the span stops at 503 s (0.84) and a short run was quarantined (issue 15)."""
+    Without it the span stops at 503 s (0.84) and a short run was quarantined."""
     ts = START + np.array([23, 83, 143, 203, 263, 323, 383, 443, 503, 623.0])
     frames = {"h": pd.DataFrame({"timestamp": ts, "h.x": 1.0})}
-    cov = validate.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+    cov = checks.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
                                  min_samples_floor=3)
     assert cov.loc[0, "load_samples"] == 9 and cov.loc[0, "required_samples"] == 9
     assert cov.loc[0, "coverage"] == pytest.approx(1.0)
     # a sample more than one period after the end covers nothing of the phase
     late = {"h": pd.DataFrame({"timestamp": np.append(ts[:-1], START + 700.0), "h.x": 1.0})}
-    cov = validate.host_coverage(late, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
+    cov = checks.host_coverage(late, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
                                  min_samples_floor=3)
     assert cov.loc[0, "coverage"] == pytest.approx(503 / 600)
 
 
 def test_numeric_columns_checked_as_one_block_match_the_cell_by_cell_checks():
-    """Issue 12 (speed): the columns pandas read as numbers are checked together
-    (``validate._numeric_rows``); the same frame with every column as text cells goes through
+    """The columns pandas read as numbers are checked together
+    (``checks._numeric_rows``); the same frame with every column as text cells goes through
     the cell-by-cell path.  Both give the same summary, by hand on one column too: host CPU
     [-1, 50, 120, inf, NaN] on 2 cores has 4 samples, 1 infinite (finite share 3/4), 2 of them
     outside [0, 101] (in-range share 2/4), min -1, max 120, examples "inf, -1.0, 120.0"."""
@@ -277,8 +279,8 @@ def test_numeric_columns_checked_as_one_block_match_the_cell_by_cell_checks():
                           "proc.heap_mb": [np.nan] * 5})
     kw = dict(units=PARAMS["units"], host_components=[c.lower() for c in PARAMS["host_components"]],
               cores_key=PARAMS["cores_key"], slack=PARAMS["range_slack"])
-    block = validate.counter_summary({"web": frame}, {"cpu_cores": 2}, **kw)
-    cells = validate.counter_summary({"web": frame.astype(object)}, {"cpu_cores": 2}, **kw)
+    block = checks.counter_summary({"web": frame}, {"cpu_cores": 2}, **kw)
+    cells = checks.counter_summary({"web": frame.astype(object)}, {"cpu_cores": 2}, **kw)
     pd.testing.assert_frame_equal(block, cells)
     cpu = block.set_index("counter").loc["web.cpu_pct"]
     assert (cpu["samples"], cpu["finite_share"], cpu["in_range_share"]) == (4, 0.75, 0.5)
@@ -289,7 +291,7 @@ def test_numeric_columns_checked_as_one_block_match_the_cell_by_cell_checks():
 
 
 def test_an_archive_over_its_cell_bound_is_quarantined_with_the_count(tmp_path, validator):
-    """Issue 12, class 3: memory per archive.  good_frames: web01 66 rows x 3 columns, lg01 66 x 3
+    """Memory per archive.  good_frames: web01 66 rows x 3 columns, lg01 66 x 3
     (the timestamp included) = 396 cells; at a bound of 395 the archive is refused before pandas
     parses it, with the count in the reason; at 396 it is valid."""
     frames = good_frames()

@@ -1,0 +1,352 @@
+"""headline: one decision per run from the detectors — verdict, score, flagged counters, cause.
+
+The verdict file of the data contract §2 combines the association-rule ensembles
+(``detect``, Foo et al. 2015, seed 003), the control charts (``control_charts``, Nguyen
+2017 ch. 3, 6-7, seed 004), the clustered regression models (``clusters``, Shang et al.
+2015, seed 000) and the probable cause (``predict_causes``, Nguyen 2017 ch. 8).
+``report`` writes it for the night's targets and ``evaluate`` scores the same decision in
+leave-one-out, so both use this module.  Pure: dicts in, dicts out.
+
+* **verdict** (``report.verdict_rule``): ``calibrated`` turns each detector's run
+  score into a p-value against the same score of the history's normal runs, each judged
+  against the others (stacking: ``rule_ensemble.stacking_pvalue``; control charts: their combined
+  run and strongest-window p-value; cluster models: their largest excess error), combines
+  them (``report.combination``: ``simes``, the default, or ``bonferroni``,
+  ``pvalues.combined_pvalue``) and fails the run when the combined p-value is at most
+  ``report.false_alarm_rate``, the one parameter: the share of normal runs allowed to fail.
+  Simes' ``min_i m·p_(i)/i`` is Bonferroni's ``m·min p`` when one detector sees the fault, and
+  less strict when several each see part of it (measured on the labelled sets, docs/results/index.md); it
+  holds its level under the positive dependence of detectors that judge the same run
+  against the same normal runs.
+  No detector then vetoes another, and one odd normal run cannot silence every fault (the
+  p-values fit a log-t tail with a hurdle for the normal runs that score 0, and are never
+  below the share of normal runs that scored as much: ``pvalues``).  With no calibration at all (fewer than two
+  normal runs) it falls back to ``all``.  ``all`` fails a run when every detector that could
+  judge it fails it (the weakest decides); ``any``, ``stacking`` and ``control_charts`` are
+  the other alternatives; each method's own verdict stays in ``methods``.
+* **the cause classifier as a detector** (``cause_classifier``): a run's fault score
+  ``1 − P(none)`` (``causes.fault_score``) against the leave-one-out fault scores of the
+  history's normal runs, by the same ``pvalues.calibrated_pvalue``.  The unsupervised detectors
+  miss faults the history has already labelled (HPC: the classifier separates 31 of 31 faulty
+  targets from 24 normal ones, the three others together 12 of 31).  It **abstains** unless the
+  run's baseline shares its lab (``baseline_status`` ``same_lab``): its ``none`` class was
+  learned from the history's labs, and a new lab's normal run differs from them in every
+  counter, which the classifier would read as a fault (Nezha: the normal runs of a day absent
+  from the normal history were 18 of 24 called faults).
+* **flagged counters** of a failed run (``report.flag_rule``): stacking's (``rules``: its
+  precision is the higher, docs/results/rules.md) or the union with the control charts' (``union``).
+* **score**: the mean of the methods' scores (stacking: the largest counter score; control
+  charts: twice the top-50 % average violation ratio, both in [0, 1]); a counter's score is
+  the mean of its stacked confidence change and its control-chart evidence (the strongest window against the counter's flag limit,
+  ``charts.judge``).
+* **baseline_status**: ``same_lab``, ``adjusted`` (no baseline run shares the run's lab; its
+  counters were moved by the lab's level, ``labs``) or ``insufficient`` (nothing in the
+  history teaches the run's lab: the verdict rests on another lab's runs and the report
+  says "insufficient baseline").
+* **cause**: a failed run gets its most probable fault cause, ``known`` only when the
+  classifier's own top class is that cause with a probability of at least its ``tau``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipelines.calibration import pvalues
+
+VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
+FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
+RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
+
+
+def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
+    """The run's verdict from the methods' verdicts (None = the method could not judge)."""
+    judged = {k: v for k, v in verdicts.items() if v in ("pass", "fail")}
+    if not judged:
+        return "pass"
+    if rule in judged:
+        return judged[rule]
+    if rule == "any":
+        return "fail" if "fail" in judged.values() else "pass"
+    if rule == "all":
+        return "fail" if all(v == "fail" for v in judged.values()) else "pass"
+    raise ValueError(f"report.verdict_rule must be calibrated, all, any, stacking or control_charts, not {rule!r}")
+
+
+def calibrated_verdict(verdicts: dict[str, str | None], p_values: dict[str, float | None],
+                       false_alarm_rate: float, combination: str = "simes") -> tuple[str, float | None]:
+    """``calibrated``: fail when the detectors' p-values combined by ``combination``
+    (``pvalues.combined_pvalue``: Simes or Bonferroni) are at most ``false_alarm_rate``;
+    (verdict, combined p).  ``all`` of ``verdicts`` when no p-value exists."""
+    finite = [float(p) for p in p_values.values() if p is not None and np.isfinite(p)]
+    if not finite:
+        return headline_verdict(verdicts, "all"), None
+    p = pvalues.combined_pvalue(finite, combination)
+    return ("fail" if p <= false_alarm_rate else "pass"), p
+
+
+def combine_scores(*scores: dict[str, float]) -> dict[str, float]:
+    """Per counter, the mean of the scores of the methods that scored it, most suspicious first."""
+    counters = sorted({c for s in scores for c in s})
+    out = {c: float(np.mean([s[c] for s in scores if c in s])) for c in counters}
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
+    """The contract's ``cause`` for the headline verdict.
+
+    A failed run gets the most probable fault cause; it is ``known`` only when the
+    classifier's own top class is that cause with a probability of at least its ``tau``.
+    A passed run's cause is ``none``.
+    """
+    if not predicted or predicted.get("label") is None:
+        return {"label": None if verdict == "fail" else "none", "probability": None, "known": verdict != "fail"}
+    if verdict == "pass":
+        return {"label": "none", "probability": predicted.get("none_probability"), "known": True}
+    fault = predicted.get("fault") or {}
+    known = bool(predicted["known"] and predicted["label"] == fault.get("label"))
+    return {"label": fault.get("label"), "probability": fault.get("probability"), "known": known}
+
+
+def fault_pattern(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A passed run in which the cause classifier nevertheless sees a fault it knows: its own top
+    class is a fault with a probability of at least its ``tau``.  The verdict stays the
+    detectors' (the contract's ``cause`` stays ``none``), but the report must not print "none" as
+    if nothing were seen: this says which fault pattern, how probable, and from how many runs."""
+    if verdict != "pass" or not predicted or predicted.get("label") in (None, "none") or not predicted.get("known"):
+        return None
+    # a top class other than none is also the most probable fault: ``fault`` describes it
+    return {"label": predicted["label"], "probability": predicted.get("probability"),
+            "runs_of_cause": (predicted.get("fault") or {}).get("runs_of_cause")}
+
+
+def top_counters(counter_scores: dict[str, float]) -> list[str]:
+    """What a failed run shows when no counter-level method flagged a counter: its top-scored
+    counters (``counter_scores`` is most suspicious first), at most ``FALLBACK_FLAGS``, none at 0."""
+    return [c for c, v in counter_scores.items() if v > 0][:FALLBACK_FLAGS]
+
+
+def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolution: float,
+                        false_alarm_rate: float) -> dict[str, Any] | None:
+    """The cause classifier's evidence that a run is a fault: its fault score ``1 − P(none)``, the
+    p-value of that score against the leave-one-out fault scores of the history's normal runs
+    (``pvalues.calibrated_pvalue``; ``resolution``: probabilities closer than this are not told
+    apart), and a verdict at ``false_alarm_rate``.  A run the classifier itself finds more probably
+    normal than faulty (score at most 1/2) gives no evidence: p = 1 (a conservative p-value).  The
+    normal runs' scores of a confident classifier lie within a few thousandths of 0, and the fitted
+    tail would call a normal run whose fault probability is 2 % extreme (the example lab's ledger:
+    0.0216 against at most 0.0073, p = 0.0005), though the classifier itself says 98 % normal.
+    Abstains (verdict and p None, with the reason)
+    when the run's lab ``status`` is not ``same_lab`` or the null is too small; None when the
+    prediction carries no fault score or no null (no model, or a model trained without them)."""
+    if not predicted or predicted.get("fault_score") is None or predicted.get("null_fault_scores") is None:
+        return None
+    score, null = float(predicted["fault_score"]), [float(v) for v in predicted["null_fault_scores"]]
+    out = {"score": round(score, 4), "null_runs": len(null), "verdict": None, "p_value": None, "abstained": None}
+    if status != "same_lab":
+        out["abstained"] = (f"the baseline is not of the run's lab ({status}): the classifier's normal class "
+                            "was learned from other labs")
+        return out
+    if score <= 0.5:                         # the classifier finds the run more probably normal than not
+        out.update({"p_value": 1.0, "verdict": "pass"})
+        return out
+    p = pvalues.calibrated_pvalue(score, null, resolution=resolution)
+    if not np.isfinite(p):
+        out["abstained"] = f"{len(null)} normal run(s) in the history: too few to calibrate"
+        return out
+    out.update({"p_value": round(p, 6), "verdict": "fail" if p <= false_alarm_rate else "pass"})
+    return out
+
+
+def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
+    """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
+    rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
+    found = [x for x in ((charts or {}).get("lab"), detection.get("details", {}).get("lab")) if x]
+    for status in ("insufficient", "adjusted"):
+        for x in found:
+            if x["status"] == status:
+                return x
+    return found[0] if found else {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
+
+
+def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
+    """What the verdict file keeps of a ``clusters`` result (contract §2: verdict and
+    ``max_prediction_error``): the worst ``top`` clusters with their counters and errors."""
+    keys = ("counters", "target_counter", "ks_p_value", "error", "baseline_error", "excess_error", "regression")
+    return {"verdict": result["verdict"], "max_prediction_error": result["max_prediction_error"],
+            "max_excess_error": result.get("max_excess_error"), "p_value": result.get("p_value"),
+            "error_threshold": result.get("error_threshold"), "null": result.get("null"),
+            "flagged_counters": result.get("flagged_counters") or [],
+            "n_clusters": len(result.get("clusters") or []),
+            "clusters": [{k: c.get(k) for k in keys} for c in (result.get("clusters") or [])[:top]],
+            "redundant_counters": sorted(result.get("redundant_counters") or {}),
+            "constant_counters": list(result.get("constant_counters") or [])}
+
+
+@dataclass(frozen=True)
+class HeadlineRule:
+    """How the detectors' results become one verdict: the ``report`` block of ``params.yaml``,
+    checked once.
+
+    ``verdict_rule``: ``calibrated`` (the detectors' p-values combined by ``combination``, a run
+    failing at ``false_alarm_rate``) or one of ``all``, ``any``, ``stacking``, ``control_charts``.
+    ``flag_rule`` names the flagged counters of a failed run: ``rules`` (stacking's when it
+    failed the run, else the charts') or ``union``.  ``detectors`` names the p-values the
+    calibrated decision combines (all four when None); ``classifier_resolution`` is the smallest
+    difference of the cause classifier's probabilities that counts."""
+    verdict_rule: str = "calibrated"
+    flag_rule: str = "rules"
+    false_alarm_rate: float = 0.05
+    detectors: tuple[str, ...] | None = None
+    classifier_resolution: float = 0.01
+    combination: str = "simes"
+
+    def __post_init__(self) -> None:
+        if self.flag_rule not in ("union", "rules"):
+            raise ValueError(f"report.flag_rule must be union or rules, not {self.flag_rule!r}")
+        if self.verdict_rule not in VERDICT_RULES:
+            raise ValueError(f"report.verdict_rule must be one of {', '.join(VERDICT_RULES)}, not {self.verdict_rule!r}")
+        if self.detectors is not None:
+            object.__setattr__(self, "detectors", tuple(self.detectors))
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "HeadlineRule":
+        """The rule of ``params.yaml: report``."""
+        return cls(verdict_rule=params["verdict_rule"], flag_rule=params["flag_rule"],
+                   false_alarm_rate=float(params["false_alarm_rate"]), detectors=params["headline_detectors"],
+                   classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"])
+
+
+@dataclass
+class Verdict:
+    """The verdict file of one run (contract §2) and what regresslab adds to it.
+
+    :meth:`to_json` is the file, its keys in the contract's order; ``counter_changes``,
+    ``summary`` and ``dropped_counters`` are the report's, present once it has set them."""
+    run_id: str
+    system: str
+    verdict: str
+    score: float
+    flagged_counters: list[str]
+    counter_scores: dict[str, float]
+    cause: dict[str, Any]
+    baseline_runs: list[dict[str, Any]]
+    baseline_status: str
+    p_value: float | None
+    methods: dict[str, dict[str, Any]]
+    details: dict[str, Any]
+    counter_changes: dict[str, dict[str, Any]] | None = None
+    summary: str | None = None
+    dropped_counters: list[dict[str, Any]] | None = None
+    schema_version: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {"schema_version": self.schema_version, "run_id": self.run_id, "system": self.system,
+               "verdict": self.verdict, "score": self.score, "flagged_counters": self.flagged_counters,
+               "counter_scores": self.counter_scores, "cause": self.cause, "baseline_runs": self.baseline_runs,
+               "baseline_status": self.baseline_status, "p_value": self.p_value, "methods": self.methods,
+               "details": self.details}
+        for key in ("counter_changes", "summary", "dropped_counters"):
+            if getattr(self, key) is not None:
+                doc[key] = getattr(self, key)
+        return doc
+
+
+@dataclass
+class Evidence:
+    """What the detectors said of one run, gathered for the decision."""
+    methods: dict[str, dict[str, Any]]
+    verdicts: dict[str, str | None]
+    p_values: dict[str, float | None]
+    scores: list[float]
+    rule_scores: dict[str, float]
+    chart_scores: dict[str, float] = field(default_factory=dict)
+    cluster_flags: list[str] = field(default_factory=list)
+
+
+CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
+CHART_OPTIONAL = ("p_value", "window_ratio", "false_alarm_rate", "load_independent_skipped", "null")
+
+
+def gather_evidence(detection: dict[str, Any], charts: dict[str, Any] | None,
+                    clustered: dict[str, Any] | None) -> Evidence:
+    """Each method's verdict, p-value and run score: the rules' (``detect``), the control charts'
+    and the cluster models'."""
+    methods = {k: detection["methods"][k] for k in RULE_METHODS}
+    rule_scores = detection.get("counter_scores", {})
+    stacking = methods["association_rules_stacking"]
+    ev = Evidence(methods=methods, verdicts={"stacking": stacking["verdict"]},
+                  p_values={"stacking": stacking.get("p_value")},
+                  scores=[float(max(rule_scores.values(), default=0.0))], rule_scores=rule_scores)
+    if charts and charts.get("verdict"):
+        chart = {k: charts[k] for k in CHART_FIELDS}
+        chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
+        chart["baseline_runs"] = charts["baseline_runs"]
+        if charts.get("lab"):
+            chart["lab"] = charts["lab"]
+        methods["control_charts"] = chart
+        ev.verdicts["control_charts"] = charts["verdict"]
+        ev.p_values["control_charts"] = charts.get("p_value")
+        ev.scores.append(min(1.0, 2.0 * float(charts["violation_ratio"])))
+        ev.chart_scores = charts["counter_scores"]
+    if clustered and clustered.get("verdict"):
+        methods["clustered_regression"] = clustered_summary(clustered)
+        ev.p_values["clustered_regression"] = clustered.get("p_value")
+        ev.cluster_flags = list(clustered.get("flagged_counters") or [])
+    return ev
+
+
+def decide(ev: Evidence, rule: HeadlineRule) -> tuple[str, float | None]:
+    """The run's verdict and, under ``calibrated``, the combined p-value of the detectors the rule names."""
+    if rule.verdict_rule != "calibrated":
+        return headline_verdict(ev.verdicts, rule.verdict_rule), None
+    used = {k: v for k, v in ev.p_values.items() if rule.detectors is None or k in rule.detectors}
+    return calibrated_verdict(ev.verdicts, used, rule.false_alarm_rate, rule.combination)
+
+
+def failed_counters(ev: Evidence, charts: dict[str, Any] | None, counter_scores: dict[str, float],
+                    flag_rule: str) -> list[str]:
+    """The counters a failed run shows.  A calibrated failure may come from evidence no single
+    method turned into its own failure: then the counters over their limits and bagging's name
+    what moved; when only the cluster models saw it, their counters; when only the cause
+    classifier, the counters that moved most."""
+    rules = set(ev.methods["association_rules_stacking"]["flagged_counters"]
+                or ev.methods["association_rules_bagging"]["flagged_counters"])
+    charted = set(ev.methods.get("control_charts", {}).get("flagged_counters")
+                  or (charts or {}).get("counters_over_limit") or [])
+    chosen = rules | charted if flag_rule == "union" else rules or charted
+    return [c for c in counter_scores if c in chosen] or ev.cluster_flags or top_counters(counter_scores)
+
+
+def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
+            rule: HeadlineRule, *, clustered: dict[str, Any] | None = None) -> Verdict:
+    """The verdict of one run (contract §2) from the stages' results under ``rule``.
+
+    ``clustered`` (the ``clusters`` stage's result) joins the calibrated decision with its
+    p-value; ``predicted`` (the ``predict_causes`` result) gives the cause and, through
+    :func:`classifier_evidence`, the cause classifier's p-value.  Every method's own verdict is
+    reported whatever the rule."""
+    ev = gather_evidence(detection, charts, clustered)
+    lab = lab_status(detection, charts)
+    evidence = classifier_evidence(predicted, lab["status"], resolution=rule.classifier_resolution,
+                                   false_alarm_rate=rule.false_alarm_rate)
+    if evidence is not None:
+        ev.methods["cause_classifier"] = evidence
+        ev.p_values["cause_classifier"] = evidence["p_value"]
+    verdict, p_value = decide(ev, rule)
+    counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
+    details = {**detection.get("details", {}), "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
+               "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
+               "combination": rule.combination if rule.verdict_rule == "calibrated" else None,
+               "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
+               if charts and charts.get("verdict") else None,
+               "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
+    return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,
+                   score=round(float(np.mean(ev.scores)), 4),
+                   flagged_counters=failed_counters(ev, charts, counter_scores, rule.flag_rule)
+                   if verdict == "fail" else [],
+                   counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
+                   cause=cause_of(verdict, predicted), baseline_runs=detection["baseline_runs"],
+                   baseline_status=lab["status"], p_value=None if p_value is None else round(p_value, 6),
+                   methods=ev.methods, details=details)

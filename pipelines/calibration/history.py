@@ -1,0 +1,78 @@
+"""Which runs are history (models, training set) and which are targets.
+
+A *target* is a validated run whose ``verdict`` is null (not analysed yet).  Its
+history is the passed verified runs of the same system that started before it, the
+newest ``window`` of them (Foo et al. 2015: a sliding window of prior runs), unless the run
+names its own ``baseline``.  Analysts remove a run from the repository by listing it in
+``params.yaml: history.exclude``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def passed_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset(),
+                before: str | None = None, window: int | None = None) -> list[str]:
+    """Passed verified runs of ``system``, oldest first, optionally before a time and windowed."""
+    runs = [(row["started_at"], rid) for rid, row in index.items()
+            if row.get("system") == system and row.get("verdict") == "pass" and rid not in exclude
+            and (before is None or row["started_at"] < before)]
+    runs.sort()
+    ids = [rid for _, rid in runs]
+    return ids[-window:] if window else ids
+
+
+def verified_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset()) -> list[str]:
+    """The runs of ``system`` an analyst has verified (passed or failed), by run_id."""
+    return [r for r in sorted(index) if index[r].get("system") == system
+            and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
+
+
+def verdicts(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset()) -> dict[str, str]:
+    """The verified runs of ``system`` with their verdict (``pass``/``fail``)."""
+    return {r: index[r]["verdict"] for r in verified_runs(index, system, exclude=exclude)}
+
+
+def targets(index: dict[str, dict[str, Any]]) -> list[str]:
+    """Runs nobody has analysed yet (``verdict`` null), oldest first."""
+    return [rid for rid, row in sorted(index.items(), key=lambda kv: (kv[1]["started_at"], kv[0]))
+            if row.get("verdict") is None]
+
+
+def usable_baseline(run_id: str, named: list[str], index: dict[str, dict[str, Any]], *,
+                    exclude: set[str] = frozenset()) -> list[str]:
+    """The runs of a named ``baseline`` that can be one: validated, of the same system, passed,
+    started before the run, not the run itself and not excluded (a failed, later or unknown run,
+    or the run itself, would make the comparison meaningless)."""
+    row = index[run_id]
+    return [b for b in dict.fromkeys(named) if b != run_id and b in index and b not in exclude
+            and index[b].get("system") == row["system"] and index[b].get("verdict") == "pass"
+            and index[b]["started_at"] < row["started_at"]]
+
+
+def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
+                 exclude: set[str] = frozenset()) -> list[str]:
+    """The prior passed runs a target is compared with: its own ``baseline`` when it names usable
+    runs (:func:`usable_baseline`), else the newest ``window`` passed runs before it."""
+    row = index[run_id]
+    named = usable_baseline(run_id, row.get("baseline") or [], index, exclude=exclude)
+    if named:
+        return named
+    return passed_runs(index, row["system"], exclude=exclude | {run_id}, before=row["started_at"], window=window)
+
+
+def systems(index: dict[str, dict[str, Any]]) -> list[str]:
+    return sorted({row["system"] for row in index.values()})
+
+
+def most_similar(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, Any]) -> list[str]:
+    """The prior runs whose environment shares the most components with the target's.
+
+    Used to pick the known-good runs of the target's own lab: the reference runs of
+    rule pruning (detect) and the baseline of the control charts.
+    """
+    if not prior_envs:
+        return []
+    equal = {r: sum(1 for k, v in target_env.items() if k in env and env[k] == v) for r, env in prior_envs.items()}
+    best = max(equal.values())
+    return [r for r, e in equal.items() if e == best]

@@ -1,0 +1,77 @@
+"""The project's own modules and which of them import which.
+
+A stage's results depend on its module and on every project module it imports, directly or
+through others.  Two places need that set: ``dvc.yaml`` lists it as each stage's ``deps``
+(``tests/unit/test_dvc_graph.py`` checks it against this module), and ``storage.memo`` hashes
+it into the input key of every stored result, so that an edit to the code a result came from
+computes the result again, and nothing else does.  Imports are read with ``ast``, at module level
+and inside functions alike.  A package's ``__init__.py`` holds no code and is left out.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+ROOT = PACKAGE.parent
+
+
+@functools.lru_cache(maxsize=1)
+def module_files() -> dict[str, Path]:
+    """``pipelines.<...>`` -> its file, for every module of the package and its subpackages."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        out[".".join(path.relative_to(ROOT).with_suffix("").parts)] = path
+    return out
+
+
+def project_imports(source: str, known: set[str] | dict[str, Path]) -> set[str]:
+    """The project modules a source imports: ``from pipelines.a import b`` (``b`` a module of
+    ``pipelines.a`` or a name in it), ``from pipelines import a``, ``import pipelines.a``."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "pipelines" or node.module.startswith("pipelines."):
+                out.add(node.module)
+                out |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("pipelines.")}
+    return {m for m in out if m in known}
+
+
+@functools.lru_cache(maxsize=1)
+def import_graph() -> dict[str, frozenset[str]]:
+    """Every project module -> the project modules it imports (itself left out)."""
+    files = module_files()
+    return {m: frozenset(project_imports(f.read_text(encoding="utf-8"), files) - {m}) for m, f in files.items()}
+
+
+def closure(module: str, graph: dict[str, frozenset[str]] | None = None) -> set[str]:
+    """``module`` and every project module it imports, directly or through others."""
+    graph = import_graph() if graph is None else graph
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in graph:
+            seen.add(name)
+            todo += graph[name]
+    return seen
+
+
+def stage_module(stage: str) -> str:
+    """The module of a ``dvc.yaml`` stage."""
+    return f"pipelines.stages.{stage}"
+
+
+@functools.lru_cache(maxsize=None)
+def code_digest(module: str) -> str:
+    """A hash of the source of ``module`` and of every project module it imports."""
+    files = module_files()
+    digest = hashlib.sha256()
+    for name in sorted(closure(module)):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name].read_bytes()).digest())
+    return digest.hexdigest()

@@ -1,0 +1,582 @@
+"""control_charts: per-counter control charts of the target against its baseline, violation ratios.
+
+Nguyen 2017 (seed 004):
+
+* **control limits** (§3.2.1): centre line = baseline median; limits = the baseline's
+  ``lower_pct``/``upper_pct`` percentiles (1st/99th by default) or mean ± ``sigma``·sd,
+  over the whole run (``scope: run``) or per interval position (``scope: interval``);
+* **violation ratios** (§3.2.2, Table 3.3): lower = share of the target's points below
+  the LCL, upper = share above the UCL, average = (lower+upper)/2, sum = lower+upper;
+* **load scaling** (§5.2): the frames are the load-scaled intervals of ``discretize``
+  (every run scaled to the system's reference load with its own ``c = a·l + b`` fits);
+* **multimodal filtering** (§5.3): when the baseline density of a counter has two modes
+  split by a deep local minimum, the samples of the secondary (minor) mode are dropped.
+  The thesis drops the left (idle) mode; we drop the *minor* one, which is its left mode
+  there and the right one for a periodic batch job.  From the target we drop at most the
+  baseline's share of minor-mode points (the farthest from the cut first), so a target
+  that spends *more* time in that region still shows it instead of having it filtered away;
+* **load-independent counters** (§5.4): counters whose violation ratio exceeds
+  ``load_independent_ratio`` (10 %) in most pairs of normal runs of one version are
+  listed and left out of the verdict (a pair is the same test run again: same version
+  and same environment);
+* **run verdict** (§7.5.2-7.5.3): mean average-violation ratio of the top
+  ``top_fraction`` (50 %) counters; fail above a threshold that defaults to the maximum
+  of that score over normal runs of the history, each charted against the others.
+
+The baseline of a target is the passed runs of its history whose environment is most
+like its own (``history.most_similar``), the newest ``max_baseline_runs`` of them: a lab
+with another CPU or database version moves counters for reasons that are not regressions,
+and pooling it would widen every limit.  When none of them shares the target's lab, the
+target is first moved by its lab's level and the counters that wander between that lab's
+runs are left out (``labs``); with too few runs of the lab to learn from, the result says
+"insufficient baseline".  A counter is *flagged* when its sum ratio is above both its own
+maximum over the normal runs of the history and ``counter_flag_floor``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.signal import find_peaks
+
+from pipelines.calibration import history, labs, pvalues
+
+log = logging.getLogger("regresslab.control_charts")
+RATIO_COLUMNS = ["lower", "upper", "average", "sum"]
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+@dataclass
+class Limits:
+    """Centre line and control limits, one row (``scope: run``) or one row per interval position."""
+
+    cl: pd.DataFrame
+    lcl: pd.DataFrame
+    ucl: pd.DataFrame
+    scope: str
+
+
+def control_limits(frames: list[pd.DataFrame], *, method: str, lower_pct: float, upper_pct: float, sigma: float,
+                   scope: str) -> Limits:
+    """Control limits of every counter from the baseline runs' intervals (Nguyen 2017 §3.2.1).
+
+    Parameters
+    ----------
+    frames
+        Baseline runs, each indexed by interval position with one column per counter.
+    method
+        ``percentile`` (LCL/UCL = ``lower_pct``/``upper_pct`` percentiles) or ``sigma``
+        (mean ± ``sigma`` standard deviations).  The centre line is the median.
+    scope
+        ``run``: one set of limits from all intervals pooled; ``interval``: limits per
+        interval position across the baseline runs.
+    """
+    if method not in ("percentile", "sigma"):
+        raise ValueError(f"control_charts.method must be 'percentile' or 'sigma', not {method!r}")
+    if scope not in ("run", "interval"):
+        raise ValueError(f"control_charts.scope must be 'run' or 'interval', not {scope!r}")
+    if not frames:
+        raise ValueError("control limits need at least one baseline run")
+    if scope == "run":
+        pooled = pd.concat(frames, axis=0, ignore_index=True)
+        grouped = pooled.groupby(np.zeros(len(pooled), dtype=int))
+    else:
+        grouped = pd.concat(frames, axis=0).groupby(level=0)
+    cl = grouped.median()
+    if method == "percentile":
+        lcl, ucl = grouped.quantile(lower_pct / 100.0), grouped.quantile(upper_pct / 100.0)
+    else:
+        mean, sd = grouped.mean(), grouped.std(ddof=1).fillna(0.0)
+        lcl, ucl = mean - sigma * sd, mean + sigma * sd
+    return Limits(cl, lcl, ucl, scope)
+
+
+def _broadcast(limit: pd.DataFrame, target: pd.DataFrame, scope: str) -> np.ndarray:
+    cols = list(target.columns)
+    if scope == "run":
+        row = limit.reindex(columns=cols).iloc[0].to_numpy(dtype=float)
+        return np.broadcast_to(row, target.shape)
+    return limit.reindex(index=target.index, columns=cols).to_numpy(dtype=float)
+
+
+def violation_ratios(target: pd.DataFrame, limits: Limits, *, window_share: float | None = None,
+                     excursions_too: bool = False) -> pd.DataFrame:
+    """Lower, upper, average and sum violation ratio per counter (Nguyen 2017 §3.2.2, Table 3.3).
+
+    Ratios are shares in [0, 1] of the target's points that have limits; a counter the
+    baseline or the target lacks gets NaN ratios (``n`` = 0).  With ``window_share``, the
+    ``window`` column is the sum ratio of the strongest window of consecutive intervals
+    (:func:`window_ratio`): a regression that covers part of the run is not diluted by the rest.
+    With ``excursions_too`` (the cause features), ``below`` and ``above`` are the strongest
+    window's mean distance below the LCL and above the UCL in band widths (:func:`excursions`).
+    """
+    counters = [c for c in target.columns if c in limits.lcl.columns]
+    t = target[counters].to_numpy(dtype=float)
+    lo, hi = _broadcast(limits.lcl, target[counters], limits.scope), _broadcast(limits.ucl, target[counters], limits.scope)
+    comparable = ~np.isnan(t) & ~np.isnan(lo) & ~np.isnan(hi)
+    n = comparable.sum(axis=0)
+    with np.errstate(invalid="ignore"):
+        below = (comparable & (t < lo)).sum(axis=0)
+        above = (comparable & (t > hi)).sum(axis=0)
+        lower = np.where(n > 0, below / np.maximum(n, 1), np.nan)
+        upper = np.where(n > 0, above / np.maximum(n, 1), np.nan)
+    out = pd.DataFrame({"lower": lower, "upper": upper}, index=pd.Index(counters, name="counter"))
+    out["average"] = (out["lower"] + out["upper"]) / 2.0
+    out["sum"] = out["lower"] + out["upper"]
+    out["n"] = n
+    if window_share is not None:
+        with np.errstate(invalid="ignore"):
+            violated = np.where(comparable, (t < lo) | (t > hi), np.nan)
+        if excursions_too:      # the band of a run-wide limit is one row: broadcast it, not n copies
+            rows = (slice(0, 1) if limits.scope == "run" else slice(None))
+            below, above = excursions(t, lo[rows], hi[rows], comparable)
+            out["window"], out["below"], out["above"] = strongest_windows([violated, below, above], comparable,
+                                                                          window_share=window_share)
+        else:
+            out["window"] = strongest_windows([violated], comparable, window_share=window_share)[0]
+    return out
+
+
+def excursions(t: np.ndarray, lo: np.ndarray, hi: np.ndarray, comparable: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """How far each point lies below the LCL and above the UCL, in widths of its control band
+    (``UCL - LCL``; 0 inside, NaN without a comparable point): a violation ratio says *that* a
+    counter left its band, this says *how far*, with its direction (the direction and
+    size of each counter's change).  A band narrower than 1 % of the counter's level (a counter
+    nearly constant in the baseline) counts as 1 % wide, or 1e-9 at level 0, so a move off a
+    constant is large but finite.  ``lo`` and ``hi`` have a row per interval or one for the run.
+    """
+    with np.errstate(invalid="ignore"):
+        width = np.fmax(hi - lo, np.fmax(0.01 * np.fmax(np.abs(lo), np.abs(hi)), 1e-9))
+        below = np.where(comparable, np.fmax(lo - t, 0.0) / width, np.nan)
+        above = np.where(comparable, np.fmax(t - hi, 0.0) / width, np.nan)
+    return below, above
+
+
+def window_width(n_intervals: int, window_share: float) -> int:
+    """Intervals in a window: ``ceil(window_share · n)``, at least 2 (one interval is noise), at most n."""
+    return int(min(max(n_intervals, 1), max(2, math.ceil(window_share * n_intervals - 1e-9))))
+
+
+def window_ratio(violated: np.ndarray, *, window_share: float) -> np.ndarray:
+    """Per column, the largest share of violated points over windows of consecutive intervals.
+
+    ``violated`` is (intervals x counters): 1 outside the limits, 0 inside, NaN without a
+    comparable point; a window counts its comparable points only (at least half of it).  Any
+    other non-negative per-point value (:func:`excursions`) gives its strongest window's mean.
+    The width is :func:`window_width`; a run shorter than a window is one window.
+    """
+    values = np.asarray(violated, dtype=float)
+    values = values[:, None] if values.ndim == 1 else values
+    return strongest_windows([values], ~np.isnan(values), window_share=window_share)[0]
+
+
+def strongest_windows(arrays: list[np.ndarray], seen: np.ndarray, *, window_share: float) -> list[np.ndarray]:
+    """:func:`window_ratio` of several (intervals x counters) arrays that share their comparable
+    points ``seen``, counting the points of each window once for all of them: running sums over
+    whole windows (``ceil(window_share·n)`` intervals, at least half of them comparable), then
+    the largest mean per column (NaN for a column no window can judge)."""
+    n, m = seen.shape
+    width = window_width(n, window_share)
+    if n == 0:
+        return [np.full(m, np.nan) for _ in arrays]
+    zero = np.zeros((1, m))
+    counts = np.concatenate([zero, np.cumsum(seen, axis=0, dtype=float)])
+    counts = counts[width:] - counts[:-width]
+    judged = counts >= max(1, width // 2)
+    judgeable = judged.any(axis=0)
+    out = []
+    for values in arrays:
+        sums = np.concatenate([zero, np.cumsum(np.where(seen, values, 0.0), axis=0)])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(judged, (sums[width:] - sums[:-width]) / counts, -np.inf)
+        best = means.max(axis=0)
+        out.append(np.where(judgeable, best, np.nan))
+    return out
+
+
+def density(values: np.ndarray, *, grid: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian kernel density on a grid (Scott's bandwidth), by binning and convolution."""
+    v = values
+    bw = 1.06 * v.std(ddof=1) * v.size ** (-1 / 5)
+    xs = np.linspace(v.min() - 3 * bw, v.max() + 3 * bw, grid)
+    step = xs[1] - xs[0]
+    counts = np.bincount(np.clip(np.round((v - xs[0]) / step).astype(int), 0, grid - 1), minlength=grid)
+    half = int(np.ceil(4 * bw / step))
+    kernel = np.exp(-0.5 * (np.arange(-half, half + 1) * step / bw) ** 2)
+    d = np.convolve(counts, kernel, mode="full")[half:half + grid]
+    return xs, d / (d.sum() * step)
+
+
+def minor_mode(values: np.ndarray, *, max_dip: float, min_share: float, grid: int = 512
+               ) -> tuple[float, str, float] | None:
+    """The secondary mode of a bimodal counter (Nguyen 2017 §5.3), or None.
+
+    The density (Gaussian kernel, Scott's bandwidth) must have two peaks with a local
+    minimum between the two highest that is at most ``max_dip`` times the lower peak,
+    and the smaller side must hold at least ``min_share`` of the values.  Returns
+    ``(cut, side, share)``: the minimum's position, ``"low"`` or ``"high"`` for the
+    minor side, and its share.
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size < 20 or np.ptp(v) == 0 or np.unique(v).size < 5:
+        return None
+    xs, d = density(v, grid=grid)
+    peaks, _ = find_peaks(d)
+    if len(peaks) < 2:
+        return None
+    p1, p2 = sorted(peaks[np.argsort(d[peaks])[-2:]])
+    j = p1 + int(np.argmin(d[p1:p2 + 1]))
+    if d[j] > max_dip * min(d[p1], d[p2]):
+        return None
+    cut = float(xs[j])
+    share_low = float(np.mean(v < cut))
+    side, share = ("low", share_low) if share_low < 0.5 else ("high", 1.0 - share_low)
+    if share < min_share:
+        return None
+    return cut, side, share
+
+
+def drop_minor_mode(values: pd.Series, cut: float, side: str, share: float) -> pd.Series:
+    """``values`` without at most ``share`` of its points on the minor side, farthest from the cut first."""
+    v = values.to_numpy(dtype=float)
+    depth = (cut - v) if side == "low" else (v - cut)
+    minor = depth > 0                                # NaN compares False
+    n_drop = min(int(minor.sum()), int(round(share * np.count_nonzero(~np.isnan(v)))))
+    if n_drop == 0:
+        return values
+    order = np.argsort(np.where(minor, -depth, np.inf), kind="stable")[:n_drop]
+    out = v.copy()
+    out[order] = np.nan
+    return pd.Series(out, index=values.index, name=values.name)
+
+
+def find_modes(baseline: list[pd.DataFrame], *, max_dip: float, min_mode_share: float
+               ) -> dict[str, dict[str, Any]]:
+    """Per bimodal counter of the pooled baseline, its minor mode (``cut``, ``side``, ``share``)."""
+    counters = sorted({c for f in baseline for c in f.columns})
+    modes = {}
+    for counter in counters:
+        pooled = np.concatenate([f[counter].to_numpy(dtype=float) for f in baseline if counter in f.columns])
+        found = minor_mode(pooled, max_dip=max_dip, min_share=min_mode_share)
+        if found is not None:
+            modes[counter] = dict(zip(("cut", "side", "share"), found))
+    return modes
+
+
+def without_minor_modes(frame: pd.DataFrame, modes: dict[str, dict[str, Any]], *, baseline: bool) -> pd.DataFrame:
+    """``frame`` with each bimodal counter's minor mode dropped (:func:`drop_minor_mode`): all of
+    it from a baseline run, at most the mode's baseline share from the target."""
+    if not modes:
+        return frame
+    frame = frame.copy()
+    for counter, m in modes.items():
+        if counter in frame.columns:
+            frame[counter] = drop_minor_mode(frame[counter], m["cut"], m["side"], 1.0 if baseline else m["share"])
+    return frame
+
+
+def baseline_limits(baseline: list[pd.DataFrame], modes: dict[str, dict[str, Any]], *, method: str,
+                    lower_pct: float, upper_pct: float, sigma: float, scope: str) -> Limits:
+    """The control limits of ``baseline`` without its counters' minor modes (:func:`chart`'s first half)."""
+    return control_limits([without_minor_modes(f, modes, baseline=True) for f in baseline], method=method,
+                          lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma, scope=scope)
+
+
+def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lower_pct: float, upper_pct: float,
+          sigma: float, scope: str, multimodal_filter: bool, max_dip: float, min_mode_share: float,
+          window_share: float, modes: dict[str, dict[str, Any]] | None = None, excursions_too: bool = False,
+          limits: Limits | None = None) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
+    """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
+
+    ``modes`` (from :func:`find_modes` on the same baseline) saves finding them again, and
+    ``limits`` (:func:`baseline_limits` of the same baseline and modes) computing them again.
+    Returns the violation ratios, the limits and, per filtered counter, its minor mode.
+    """
+    if not multimodal_filter:
+        modes = {}
+    elif modes is None:
+        modes = find_modes(baseline, max_dip=max_dip, min_mode_share=min_mode_share)
+    if limits is None:
+        limits = baseline_limits(baseline, modes, method=method, lower_pct=lower_pct, upper_pct=upper_pct,
+                                 sigma=sigma, scope=scope)
+    target = without_minor_modes(target, modes, baseline=False)
+    return violation_ratios(target, limits, window_share=window_share, excursions_too=excursions_too), limits, modes
+
+
+class Charter:
+    """:func:`chart` over named runs, finding the modes and the limits of each baseline set once (a
+    run is the baseline of about 10 pairs in ``features``).  Whole-run limits are a row per counter
+    and are kept; per-interval limits (``scope: interval``) would be a frame per baseline set, and
+    are recomputed."""
+
+    def __init__(self, frames, params: dict[str, Any]):
+        self.frames, self.kw, self._modes, self._limits = frames, chart_params(params), {}, {}
+
+    def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None, *,
+                 excursions_too: bool = False):
+        """Chart ``target`` (moved by ``-shift``, :func:`labs.shifted`) against ``baseline``
+        (``excursions_too``: with the excursions, :func:`violation_ratios`)."""
+        key = tuple(sorted(baseline))
+        if key not in self._modes:
+            self._modes[key] = (find_modes([self.frames[b] for b in key], max_dip=self.kw["max_dip"],
+                                           min_mode_share=self.kw["min_mode_share"])
+                                if self.kw["multimodal_filter"] else {})
+        limits = self._limits.get(key)
+        if limits is None:
+            limits = baseline_limits([self.frames[b] for b in key], self._modes[key],
+                                     **{k: self.kw[k] for k in ("method", "lower_pct", "upper_pct", "sigma", "scope")})
+            if self.kw["scope"] == "run":     # one row per counter; per-interval limits are kept by no one
+                self._limits[key] = limits
+        return chart([], labs.shifted(self.frames[target], shift), modes=self._modes[key],
+                     limits=limits, excursions_too=excursions_too, **self.kw)
+
+    def lab(self, target: str, baseline: list[str], index: dict[str, Any], lab_runs: dict[str, str],
+            lab_kw: dict[str, Any], candidates: list[str] = ()) -> dict[str, Any]:
+        """:func:`labs.lab_shift` of ``target`` against ``baseline`` (levels at the store's reference).
+
+        With an insufficient baseline, the counters whose level differs between the labs of
+        ``candidates`` (the passed history, :func:`labs.environment_dependent`) are not judged
+        either: another lab's runs say nothing about them (detect's rules abstain on them too)."""
+        envs = {r: index[r].get("environment") or {} for r in [target, *baseline, *lab_runs, *candidates]}
+        return labs.lab_for(target, baseline, envs, lab_runs,
+                            lambda runs: self.frames.levels(runs, self.frames.reference), lab_kw, candidates)
+
+
+def run_score(average: pd.Series, *, top_fraction: float, exclude=()) -> float:
+    """Mean average-violation ratio of the top ``top_fraction`` counters (Nguyen 2017 §7.5.2)."""
+    a = average.drop(list(exclude), errors="ignore").dropna().sort_values(ascending=False)
+    if a.empty:
+        return 0.0
+    k = max(1, int(math.ceil(top_fraction * len(a))))
+    return float(a.iloc[:k].mean())
+
+
+def load_independent_counters(pair_ratios: list[pd.Series], *, max_ratio: float, min_share: float) -> list[str]:
+    """Counters whose violation ratio exceeds ``max_ratio`` in more than ``min_share`` of the
+    normal-normal pairs of one version (Nguyen 2017 §5.4: 10 % on one such pair)."""
+    if not pair_ratios:
+        return []
+    frame = pd.DataFrame(pair_ratios)
+    share = (frame > max_ratio).sum(axis=0) / frame.notna().sum(axis=0).clip(lower=1)
+    return sorted(share[share > min_share].index)
+
+
+def chart_baseline(candidates: dict[str, dict[str, Any]], target_env: dict[str, Any], max_runs: int | None
+                   ) -> list[str]:
+    """The baseline of a chart: the candidates (oldest first) in the environment most like the
+    target's, the newest ``max_runs`` of them."""
+    base = history.most_similar(candidates, target_env)
+    return base[-max_runs:] if max_runs else base
+
+
+def repeat_pairs(runs: list[str], envs: dict[str, dict[str, Any]], versions: dict[str, str | None]
+                 ) -> list[tuple[str, str]]:
+    """"We run the same test again" (Nguyen 2017 §5.4): each run with the previous run (in
+    ``runs`` order) of the same version in the same lab.  One pair per run, not every pair:
+    a history of one long-lived version would otherwise cost n² charts."""
+    last: dict[str, str] = {}
+    pairs = []
+    for run in runs:
+        if versions.get(run) is None:
+            continue
+        key = json.dumps([versions[run], envs.get(run) or {}], sort_keys=True, default=str)
+        if key in last:
+            pairs.append((last[key], run))
+        last[key] = run
+    return pairs
+
+
+def chart_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`chart` from the stage's params block."""
+    return {"method": params["method"], "lower_pct": float(params["lower_pct"]),
+            "upper_pct": float(params["upper_pct"]), "sigma": float(params["sigma"]),
+            "scope": params["scope"], "multimodal_filter": bool(params["multimodal_filter"]),
+            "max_dip": float(params["multimodal_max_dip"]), "min_mode_share": float(params["multimodal_min_share"]),
+            "window_share": float(params["window_share"])}
+
+
+def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]],
+                      versions: dict[str, str | None], *, params: dict[str, Any],
+                      charter: Charter | None = None) -> dict[str, Any]:
+    """The charts a calibration is made of: each passed run against the others (most similar
+    environment, newest ``max_baseline_runs``), and each repeat pair (:func:`repeat_pairs`)."""
+    charter = charter or Charter(frames, params)
+    pairs = {(a, b): charter([a], b)[0]["sum"] for a, b in repeat_pairs(list(frames), envs, versions)}
+    runs = {}
+    for run_id in frames:
+        base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id],
+                              params["max_baseline_runs"])
+        if base:
+            runs[run_id] = charter(base, run_id)[0][["average", "sum", "window"]]
+    return {"pairs": pairs, "runs": runs}
+
+
+def capped_filter(removed: list[str], counters: int, *, max_share: float) -> tuple[list[str], str | None]:
+    """A filter may set aside at most ``max_share`` of the counters; past that it is not applied
+    (it would eat the evidence) and the reason says so."""
+    if counters and len(removed) > max_share * counters:
+        return [], (f"not applied: it would set aside {len(removed)} of {counters} counters "
+                    f"(more than {max_share:.0%})")
+    return removed, None
+
+
+def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out: str | None = None
+                     ) -> dict[str, Any]:
+    """A calibration from its charts, optionally without one run (its own chart and its pairs).
+
+    ``normal_scores`` and ``window_scores`` are the null distributions of the run score and of
+    the strongest-window score (each normal run charted against the others); ``threshold``
+    (the largest normal score, Nguyen 2017 §7.5.3) is kept for the report and for a fixed
+    ``params.threshold``.
+    """
+    pairs = [v for (a, b), v in parts["pairs"].items() if leave_out not in (a, b)]
+    independent = load_independent_counters(pairs, max_ratio=float(params["load_independent_ratio"]),
+                                            min_share=float(params["load_independent_share"]))
+    runs = {r: x for r, x in parts["runs"].items() if r != leave_out}
+    counters = len(set().union(*(x.index for x in runs.values()))) if runs else 0
+    independent, skipped = capped_filter(independent, counters, max_share=float(params["max_filtered_share"]))
+    top = float(params["top_fraction"])
+    scores = {r: run_score(x["average"], top_fraction=top, exclude=independent) for r, x in runs.items()}
+    windows = {r: run_score(x["window"], top_fraction=top, exclude=independent) for r, x in runs.items()}
+    counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
+    window_max = pd.DataFrame([x["window"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
+    threshold = params["threshold"]
+    return {"threshold": float(threshold) if threshold is not None else (max(scores.values()) if scores else 0.0),
+            "threshold_from": "params" if threshold is not None else "max over normal runs",
+            "normal_scores": scores, "window_scores": windows, "load_independent": independent,
+            "load_independent_skipped": skipped,
+            "counter_normal_max": {c: float(v) for c, v in counter_max.dropna().items()},
+            "counter_window_max": {c: float(v) for c, v in window_max.dropna().items()},
+            "same_version_pairs": len(pairs)}
+
+
+def cross_lab_calibration(passed: list[str], index: dict[str, Any], charter: Charter, independent: list[str],
+                          params: dict[str, Any], *, lab_runs: dict[str, str], lab_kw: dict[str, Any]
+                          ) -> dict[str, dict[str, dict[str, float]]]:
+    """The run and window scores of the normal runs charted the way a target whose baseline does
+    not share its lab is (:func:`labs.cross_lab_null`): against the most similar passed runs of
+    the other labs, moved by its lab's level (``adjusted``) or with the counters that follow the
+    environment set aside (``insufficient``, learned from the other passed runs of every lab, as a
+    new-lab target's are from the whole history), scored without ``independent`` counters as
+    :func:`judge` scores a target.  ``{status: {"normal_scores", "window_scores"}}``."""
+    envs = {r: index[r].get("environment") or {} for r in {*passed, *lab_runs}}
+    top = float(params["top_fraction"])
+
+    def chart_across(run_id: str, baseline: list[str], verified: dict[str, str]) -> tuple[str, dict[str, float]]:
+        base = chart_baseline({b: envs[b] for b in baseline}, envs[run_id], params["max_baseline_runs"])
+        lab = charter.lab(run_id, base, index, verified, lab_kw, candidates=[r for r in passed if r != run_id])
+        ratios = charter(base, run_id, lab["shift"])[0].drop(index=labs.not_judged(lab), errors="ignore")
+        return lab["status"], {"run": run_score(ratios["average"], top_fraction=top, exclude=independent),
+                               "window": run_score(ratios["window"], top_fraction=top, exclude=independent)}
+    null = labs.cross_lab_null(passed, {r: labs.lab_key(e) for r, e in envs.items()}, lab_runs, chart_across)
+    return {status: {"normal_scores": {r: x["run"] for r, x in runs.items()},
+                     "window_scores": {r: x["window"] for r, x in runs.items()}} for status, runs in null.items()}
+
+
+def matched_calibration(calibration: dict[str, Any], status: str, run_id: str | None = None
+                        ) -> tuple[dict[str, Any], str]:
+    """The calibration a run is judged by: its null scores those of the normal runs charted across
+    labs as ``status`` (:func:`cross_lab_calibration`, without ``run_id``) when the run's baseline
+    is not of its lab and the history has them (:func:`labs.matched_null`), the threshold then their
+    largest; else ``calibration`` itself.  Returns (calibration, ``"cross_lab"`` or ``"same_lab"``)."""
+    cross = ((calibration.get("cross_lab") or {}).get(status)) or {}
+    scores, kind = labs.matched_null(status, calibration["normal_scores"], {status: cross.get("normal_scores") or {}},
+                                     run_id)
+    if kind == "same_lab":
+        return calibration, kind
+    windows = {r: v for r, v in cross["window_scores"].items() if r in scores}
+    threshold = calibration["threshold"] if calibration["threshold_from"] == "params" else max(scores.values())
+    return {**calibration, "normal_scores": scores, "window_scores": windows, "threshold": threshold}, kind
+
+
+def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], versions: dict[str, str],
+              *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
+    """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
+
+    Each passed run is charted against the others (most similar environments); the run
+    threshold is the maximum run score, each counter's limit its maximum sum ratio.
+    Load-independent counters come from consecutive passed runs of one version in one
+    environment (:func:`repeat_pairs`).
+    """
+    return calibration_from(calibration_parts(frames, envs, versions, params=params, charter=charter),
+                            params=params)
+
+
+def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
+          counter_flag_floor: float, false_alarm_rate: float) -> dict[str, Any]:
+    """Run verdict, score, p-value and flagged counters of one target from its violation ratios.
+
+    Two scores, each turned into a p-value against its null distribution from the history's
+    normal runs (:func:`pvalues.calibrated_pvalue`): the run score (Nguyen 2017 §7.5.2) and the
+    strongest-window score (a regression covering part of the run).  The run fails when their
+    Bonferroni-combined p-value is at most ``false_alarm_rate``, the one parameter of the
+    decision: the share of normal runs allowed to fail.  A fixed ``threshold`` in the
+    calibration (``params.threshold`` set) decides instead.  Counters over their limit (whole
+    run or window: above their own normal maximum and ``counter_flag_floor``) are flagged only
+    when the run fails (a passing run lists them as ``counters_over_limit``, for the report).
+
+    ``counter_scores`` rank the counters: ``r / (1 + r)`` with ``r`` the strongest
+    window's violation ratio over the counter's flag limit (its largest window ratio among the
+    normal runs, at least ``counter_flag_floor``); 1/2 at the limit, in [0, 1).  A counter often
+    violated in normal runs counts for less than a quiet one violated as much, and a regression
+    in part of the run is not diluted by the rest.  (Capping ``r`` at 1 would tie every counter
+    over its limit.)
+    """
+    independent = set(calibration["load_independent"])
+    score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
+    window = run_score(ratios["window"], top_fraction=top_fraction, exclude=independent)
+    resolution = 1.0 / max(1.0, float(ratios["n"].max()) if len(ratios) else 1.0)
+    p_run = pvalues.calibrated_pvalue(score, list(calibration["normal_scores"].values()), resolution=resolution)
+    p_window = pvalues.calibrated_pvalue(window, list(calibration["window_scores"].values()), resolution=resolution)
+    p = pvalues.combined_pvalue([p_run, p_window])
+    if calibration["threshold_from"] == "params" or not np.isfinite(p):
+        failed = score > calibration["threshold"]
+    else:
+        failed = p <= false_alarm_rate
+    limit = pd.Series(calibration["counter_normal_max"], dtype=float).reindex(ratios.index).fillna(0.0)
+    window_limit = pd.Series(calibration["counter_window_max"], dtype=float).reindex(ratios.index).fillna(0.0)
+    over = ratios[((ratios["sum"] > limit.clip(lower=counter_flag_floor))
+                   | (ratios["window"] > window_limit.clip(lower=counter_flag_floor)))
+                  & ~ratios.index.isin(list(independent))]
+    over_limit = list(over.sort_values(["average", "window", "sum"], ascending=False).index)
+    verdict = "fail" if failed else "pass"
+    r = (ratios["window"] / window_limit.clip(lower=counter_flag_floor)).dropna()
+    evidence = r / (1.0 + r)
+
+    def rounded(x: float) -> float | None:
+        return round(float(x), 6) if np.isfinite(x) else None
+    return {"verdict": verdict, "violation_ratio": round(score, 4), "window_ratio": round(window, 4),
+            "p_value": rounded(p), "p_run": rounded(p_run), "p_window": rounded(p_window),
+            "false_alarm_rate": false_alarm_rate, "threshold": round(float(calibration["threshold"]), 4),
+            "flagged_counters": over_limit if verdict == "fail" else [], "counters_over_limit": over_limit,
+            "load_independent_counters": sorted(independent & set(ratios.index)),
+            "load_independent_skipped": calibration.get("load_independent_skipped"),
+            "counter_scores": {c: round(float(v), 4) for c, v in evidence.items()}}
+
+
+def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, top: int) -> dict[str, Any]:
+    """Baseline band and target points of the ``top`` counters by average ratio, for the report's plots."""
+    out = {}
+    for counter in ratios.sort_values(["average", "sum"], ascending=False).index[:top]:
+        def col(frame: pd.DataFrame) -> list:
+            if counter not in frame.columns:
+                return []
+            s = frame[counter]
+            if limits.scope == "run":
+                s = pd.Series(float(s.iloc[0]), index=target.index)
+            return [None if pd.isna(x) else round(float(x), 6) for x in s.reindex(target.index)]
+        out[counter] = {"cl": col(limits.cl), "lcl": col(limits.lcl), "ucl": col(limits.ucl),
+                        "target": [None if pd.isna(x) else round(float(x), 6) for x in target[counter]]}
+    return out
+
+
+# --------------------------------------------------------------------------- I/O shell

@@ -1,0 +1,142 @@
+"""Changes per commit from a benchmark history (contract §3; Skia and Mono, seeds 001 and 002).
+
+The history's input checks and traces, both detectors on every series (:mod:`pipelines.detectors.skia`,
+:mod:`pipelines.detectors.mono`), the contract's output rows and the scores against labelled change points.
+Lower values are better unless a benchmark matches ``higher_is_better``; ``direction`` is
+``regression`` or ``improvement``.  Output: ``reports/commits/changes.json`` (a list of
+``{benchmark, config, commit, direction, magnitude_pct, method, evidence}``, regressions first,
+the largest on top) and ``reports/commits/index.html``.  With no source configured the stage
+writes an empty list and a page saying so.
+"""
+from __future__ import annotations
+
+import fnmatch
+import logging
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines.detectors.mono import commit_effect, mono_changes, mono_series, mono_summary
+from pipelines.detectors.skia import skia_changes, skia_params
+
+log = logging.getLogger("regresslab.commit_changes")
+COLUMNS = ("commit", "commit_time", "benchmark", "config", "run", "value")
+
+
+# --------------------------------------------------------------------------- pure core: input
+
+
+def check_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The contract's columns, typed; rows without a value dropped.  ``ValueError`` names what is missing."""
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"commit series: missing column(s) {', '.join(missing)} (contract §3: "
+                         f"{', '.join(COLUMNS)})")
+    out = frame[list(COLUMNS)].copy()
+    out["value"] = pd.to_numeric(out["value"], errors="coerce")
+    out = out[np.isfinite(out["value"])]
+    for c in ("commit", "benchmark", "config"):
+        out[c] = out[c].astype(str)
+    return out
+
+
+def commit_order(frame: pd.DataFrame) -> list[str]:
+    """Commits by commit time (then first appearance)."""
+    first = frame.drop_duplicates("commit")[["commit", "commit_time"]].reset_index(drop=True)
+    first["pos"] = np.arange(len(first))
+    return list(first.sort_values(["commit_time", "pos"], kind="stable")["commit"])
+
+
+def trace_matrix(frame: pd.DataFrame, commits: list[str]) -> pd.DataFrame:
+    """One row per ``benchmark|config``, one column per commit: the median of its measurements
+    (gaps filled from the neighbours, then the ends)."""
+    key = frame["benchmark"] + "|" + frame["config"]
+    table = frame.assign(series=key).groupby(["series", "commit"])["value"].median().unstack("commit")
+    table = table.reindex(columns=commits)
+    return table.interpolate(axis=1, limit_direction="both")
+
+
+# --------------------------------------------------------------------------- pure core: Skia
+
+
+# --------------------------------------------------------------------------- pure core: Mono
+
+
+# --------------------------------------------------------------------------- pure core: output and scoring
+
+
+def higher_is_better(benchmark: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(benchmark, p) for p in patterns)
+
+
+def contract_rows(changes: list[dict[str, Any]], patterns: list[str]) -> list[dict[str, Any]]:
+    """The contract's list (§3): regressions first, the largest on top."""
+    rows = []
+    for ch in changes:
+        benchmark, cfg = ch["series"].rsplit("|", 1)
+        up = ch["magnitude"] > 0
+        worse = up != higher_is_better(benchmark, patterns)
+        rows.append({"benchmark": benchmark, "config": cfg, "commit": ch["commit"],
+                     "direction": "regression" if worse else "improvement",
+                     "magnitude_pct": round(100 * ch["magnitude"], 3), "method": ch["method"],
+                     "evidence": ch["evidence"]})
+    return sorted(rows, key=lambda r: (r["direction"] != "regression", -abs(r["magnitude_pct"]), r["benchmark"],
+                                       r["method"], r["commit"]))
+
+
+def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, margin: int) -> dict[str, float]:
+    """Change-point F1 over series, each detection matching at most one true change within
+    ``margin`` commits.  ``f1_tcpd``: the convention of change-point benchmarks (van den Burg &
+    Williams 2020): the series start counts as a change point in both sets, F1 per series,
+    averaged; ``precision``/``recall``/``f1``: pooled counts without the start."""
+    tp = fp = fn = 0
+    per_series = []
+    for s, true in truth.items():
+        pred = sorted(set(detected.get(s, [])))
+        hit, used = 0, set()
+        for p in pred:
+            match = next((t for t in true if abs(t - p) <= margin and t not in used), None)
+            if match is not None:
+                used.add(match)
+                hit += 1
+        tp, fp, fn = tp + hit, fp + len(pred) - hit, fn + len(true) - hit
+        prec = (hit + 1) / (len(pred) + 1)
+        rec = (hit + 1) / (len(true) + 1)
+        per_series.append(2 * prec * rec / (prec + rec))
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
+            "f1_tcpd": round(float(np.mean(per_series)), 4) if per_series else None,
+            "true_changes": tp + fn, "detected": tp + fp}
+
+
+def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) -> dict[str, Any]:
+    """Both detectors on one history; the contract's rows, Skia's clusters, Mono's intervals."""
+    frame = check_frame(frame)
+    commits = commit_order(frame)
+    table = trace_matrix(frame, commits)
+    sk, mo = params["skia"], params["mono"]
+    skia, clusters = skia_changes(table, **skia_params(sk))
+    mono, intervals, summaries = [], {}, {}
+    groups = list(frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series", sort=True))
+    for i, (series, g) in enumerate(groups, 1):
+        iv = mono_series(g, commits, warmup=int(mo["warmup"]), subsamples=int(mo["subsamples"]),
+                         share=float(mo["subsample_share"]), alpha=float(mo["alpha"]), quantile=mo["quantile"],
+                         seed=int(mo["seed"]))
+        if mo["commit_effect"]:
+            iv = commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
+                               window=int(mo["commit_effect_window"]))
+        intervals[series] = iv
+        summaries[series] = mono_summary(iv, int(mo["warmup"]))
+        mono += [{"series": series, "method": "mono", **c,
+                  "evidence": {**c["evidence"], **summaries[series]}}
+                 for c in mono_changes(iv, persist=int(mo["persist"]))]
+        if progress:
+            progress(i, len(groups), series)
+    return {"commits": commits, "table": table, "skia": skia, "mono": mono, "clusters": clusters,
+            "intervals": intervals, "summaries": summaries}
+
+
+# --------------------------------------------------------------------------- I/O shell

@@ -1,0 +1,210 @@
+"""Leave-one-out on the labelled history: every detector judged as if each verified run were new.
+
+Each verified run in turn is the target and the other passed runs of its system its history
+(bin edges learned again without it when it is a passed run), for the association-rule
+combiners (:func:`loo_system`), the control charts, each run charted against the other passed
+runs and judged by a calibration without it (:func:`loo_charts`), the report's headline with
+those same charts, and the cause classifier with its own leave-one-out fault scores
+(:func:`loo_classified`, from the model's metadata).  The anchors are judged the same way
+(:func:`anchor_rows`).  The figures are :mod:`pipelines.evaluation.scores`'.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pipelines import config
+from pipelines.calibration import headline, history, labs
+from pipelines.detectors import charts, rule_ensemble
+from pipelines.evaluation import anchors
+from pipelines.evaluation.scores import COMBINERS, classifier_rows, score_rows
+from pipelines.preparation import bins
+from pipelines.progress import Progress
+from pipelines.storage import store
+
+log = logging.getLogger("regresslab.evaluate")
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[str], passed: list[str],
+               *, params: dict[str, Any], lab_kw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Leave-one-out on the labelled history: each verified run charted against the other
+    passed runs (most similar environment), judged by a calibration without it.
+
+    The calibration without a held-out passed run drops its own chart and its repeat pairs;
+    the other passed runs' charts are computed once, so a baseline of theirs may include
+    the held-out run (it widens their limits a little: their scores, and so the threshold,
+    can only be lower — the held-out run is judged slightly more strictly).  This keeps the
+    cost linear in the history instead of quadratic.  A held-out run whose lab its baseline
+    does not share is moved by its lab's level learned from the other verified runs
+    (:func:`labs.lab_shift`), as the nightly chart does, and judged by the normal runs charted
+    across labs (:func:`charts.matched_calibration`, charted once, the first time a run
+    needs them; the held-out run's own score left out).  Returns per run the
+    :func:`charts.judge` result (with its ``counter_scores``).
+    """
+    runs = list(dict.fromkeys(verified + passed))
+    envs = {r: index[r].get("environment") or {} for r in runs}
+    versions = {r: index[r].get("version") for r in runs}
+    lab_runs = {r: index[r]["verdict"] for r in verified}
+    charter = charts.Charter(frames, params)
+    parts = charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
+                                             charter=charter)
+    cross: dict[str, Any] | None = None          # the cross-lab null, charted the first time a run needs it
+    out = {}
+    progress = Progress(log, "control_charts LOO", len(verified), every=8)
+    for i, run_id in enumerate(verified, 1):
+        others = [r for r in passed if r != run_id]
+        calibration = charts.calibration_from(parts, params=params,
+                                                      leave_out=run_id if run_id in passed else None)
+        base = charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params["max_baseline_runs"])
+        lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=others)
+        ratios, _, _ = charter(base, run_id, lab["shift"])
+        ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
+        if lab["status"] != "same_lab" and cross is None:
+            independent = charts.calibration_from(parts, params=params)["load_independent"]
+            cross = charts.cross_lab_calibration(passed, index, charter, independent, params,
+                                                         lab_runs=lab_runs, lab_kw=lab_kw)
+        calibration, null = charts.matched_calibration({**calibration, "cross_lab": cross},
+                                                               lab["status"], run_id)
+        result = charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
+                                      counter_flag_floor=float(params["counter_flag_floor"]),
+                                      false_alarm_rate=float(params["false_alarm_rate"]))
+        result["lab"], result["null"] = labs.summary(lab), null
+        out[run_id] = result
+        progress.step(i)
+    return out
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
+                 disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore, *,
+                 lab_kw: dict[str, Any]) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:
+    """Every verified run analysed by the ensembles against the passed runs without it:
+    run -> (the combiners' result, its verdict document); the passed runs' stacking scores so
+    obtained, the null of each held-out run's stacking p-value (its own score left out), as
+    ``rule_ensemble.calibrate_system`` does for a night, at no extra cost; and, when a held-out
+    run's baseline does not share its lab, the passed runs analysed across labs
+    (:func:`labs.cross_lab_null`, under the bins of every passed run), else None."""
+    passed = history.passed_runs(index, system, exclude=exclude)
+    verified = history.verified_runs(index, system, exclude=exclude)
+    directory = config.loo_cache_dir(system)
+    all_ref = store.reference_load(passed)
+    all_edges = bins.edges_for([frames.at(r, all_ref) for r in passed], disc_params)
+    cache = rule_ensemble.DetectCache(frames)
+
+    def context(edges: dict[str, Any], reference: float | None) -> rule_ensemble.DetectContext:
+        return rule_ensemble.DetectContext(index=index, edges=edges, reference=reference, params=params,
+                                           mine_params=mine_params, models_dir=directory,
+                                           single_dir=directory / "single", cache=cache, lab_kw=lab_kw)
+    analysed: dict[str, tuple[dict, dict]] = {}
+    progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
+    for i, run_id in enumerate(verified, 1):
+        baseline = [r for r in passed if r != run_id]
+        if run_id in passed:          # learn the bins again without the held-out run
+            ref = store.reference_load(baseline)
+            edges = bins.edges_for([frames.at(r, ref) for r in baseline], disc_params)
+        else:
+            ref, edges = all_ref, all_edges
+        result, doc = rule_ensemble.analyse(run_id, baseline, context(edges, ref),
+                                            lab_runs={r: index[r]["verdict"] for r in verified})
+        analysed[run_id] = ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
+                                                                  "small_changes": result["small_changes"]}, doc)
+        progress.step(i)
+    null = {r: rule_ensemble.stacking_score(analysed[r][0]) for r in passed if r in analysed}
+    if all(doc["details"]["lab"]["status"] == "same_lab" for _, doc in analysed.values()):
+        return analysed, null, None
+    every = context(all_edges, all_ref)
+
+    def judge(run_id: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
+        result, doc = rule_ensemble.analyse(run_id, base, every, lab_runs=lab_runs, with_single=False,
+                                            environment_from=[r for r in passed if r != run_id])
+        return doc["details"]["lab"]["status"], rule_ensemble.stacking_score(result)
+    cross = labs.cross_lab_null(passed, {r: labs.lab_key(index[r].get("environment")) for r in index},
+                                {r: index[r]["verdict"] for r in verified}, judge)
+    return analysed, null, cross
+
+
+def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
+               disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
+               charts: dict[str, dict] | None, rule: headline.HeadlineRule, *, lab_kw: dict[str, Any],
+               clustered: dict[str, dict] | None = None,
+               classified: dict[str, dict] | None = None) -> list[dict[str, Any]]:
+    """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
+    under ``rule`` when ``charts`` holds the control charts' leave-one-out results of the same
+    runs (with the cluster models' when ``clustered`` holds them, and the cause classifier's
+    leave-one-out evidence when ``classified`` does, :func:`loo_classified`)."""
+    analysed, null, cross = loo_analyses(system, index, params, mine_params, disc_params, exclude, frames,
+                                         lab_kw=lab_kw)
+    rows = []
+    for run_id, (result, doc) in analysed.items():
+        row = index[run_id]
+        truth = (run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
+        rows += score_rows(*truth, {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
+        if charts is not None:            # the control charts alone, and the report's headline: both together
+            rows += score_rows(*truth, {"control_charts": charts[run_id]["flagged_counters"]},
+                               charts[run_id]["counter_scores"], "loo")
+            matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
+            doc["methods"]["association_rules_stacking"].update(
+                rule_ensemble.stacking_evidence(result, list(matched.values())), null=kind)
+            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []},
+                                    (classified or {}).get(run_id), rule, clustered=(clustered or {}).get(run_id))
+            rows += score_rows(*truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
+                               failed=head.verdict == "fail")
+            rows += classifier_rows(*truth, head.to_json(), "loo")
+    return rows
+
+
+def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The cause classifier's leave-one-out evidence per verified run, shaped as a prediction for
+    ``headline.compose``: the run's fault score from the model trained without it
+    (``train_causes``), against the same scores of the other normal runs.  Those came from models
+    that saw the held-out run; retraining every learner once per held-out run and per other run
+    would cost the square of ``train_causes``' leave-one-out, for a null that moves by one run in
+    ``n``.  Empty for a model without fault scores."""
+    loo = meta.get("loo_predictions") or {}
+    if not loo or any("fault_score" not in v for v in loo.values()):
+        return {}
+    normal = {r: v["fault_score"] for r, v in loo.items() if v["truth"] == "none"}
+    return {r: {"label": None, "fault_score": v["fault_score"],
+                "null_fault_scores": sorted(s for n, s in normal.items() if n != r)} for r, v in loo.items()}
+
+
+def anchor_rows(system: str, index: dict[str, Any], frames: store.FrameStore, exclude: set[str],
+                labels: dict[str, dict[str, Any]], *, params: dict[str, Any], window: int) -> list[dict[str, Any]]:
+    """The anchors (``anchors``) scored like the detectors: in leave-one-out on the verified runs
+    (the other passed runs are the baseline), and on the targets whose truth is known (their
+    baseline as the pipeline chooses it).  Frames are the normalised ones, not load-scaled."""
+    raw = {r: frames.at(r, None) for r in index if index[r]["system"] == system}
+    passed = history.passed_runs(index, system, exclude=exclude)
+    kw = {k: params[k] for k in ("lower_pct", "upper_pct", "top_fraction")}
+    null = anchors.plain_chart_null({r: raw[r] for r in passed}, **kw)
+    rows = []
+
+    def score(run_id: str, baseline: list[str], threshold: float, truth: dict[str, Any], source: str) -> None:
+        judged = anchors.judge_anchors([raw[b] for b in baseline], raw[run_id], threshold, params=params)
+        for name, j in judged.items():
+            rows.extend(score_rows(run_id, system, truth["verdict"], truth.get("cause") or "none",
+                                   truth.get("regressed_counters") or [], {name: j["flagged_counters"]},
+                                   j["counter_scores"], source))
+
+    for run_id in history.verified_runs(index, system, exclude=exclude):
+        baseline = [r for r in passed if r != run_id]
+        if baseline:
+            score(run_id, baseline, max((v for r, v in null.items() if r != run_id), default=0.0), index[run_id],
+                  "loo")
+    nulls: dict[tuple, dict[str, float]] = {}
+    for run_id, truth in labels.items():
+        if index[run_id]["system"] != system:
+            continue
+        baseline = history.baseline_for(run_id, index, window=window, exclude=exclude)
+        if not baseline:
+            continue
+        key = tuple(sorted(baseline))
+        if key not in nulls:
+            nulls[key] = anchors.plain_chart_null({r: raw[r] for r in baseline}, **kw)
+        score(run_id, baseline, max(nulls[key].values(), default=0.0), truth, "targets")
+    return rows

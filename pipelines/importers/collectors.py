@@ -1,0 +1,109 @@
+"""Which collector wrote a file, and its reader: the files of a run directory, recognised by content.
+
+Each reader (one module per tool in this package) turns one collector file into *samples*: a
+long frame ``host, counter, ts, value`` (:mod:`pipelines.importers.common`).
+:mod:`pipelines.importers.run_directory` gathers the samples of a run directory into a contract
+archive (contract §1).
+
+Files are recognised by their content (:func:`sniff`), never by their name alone:
+
+========================  =====================================================================
+format                    recognised by
+========================  =====================================================================
+``jmeter_csv``            a CSV header with ``timeStamp``, ``elapsed`` and ``label``
+``jmeter_xml``            ``<testResults`` near the top
+``gatling``               a tab-separated ``RUN`` record on the first line (2.x, 3.0-3.3, 3.4+)
+``k6_csv``                a CSV header starting ``metric_name,timestamp,metric_value``
+``k6_json``               NDJSON lines with ``"type": "Point"`` / ``"Metric"`` (k6 ``--out json``)
+``locust``                a CSV header with ``Timestamp``, ``User Count``, ``Requests/s``
+``sadf``                  ``# hostname;interval;timestamp;`` (``sadf -d`` and ``-dh``)
+``pidstat``               a ``Linux … (host) date … (N CPU)`` banner and ``# Time … PID`` headers
+``prometheus``            JSON: a ``query_range`` response, a bare ``result`` matrix, or an
+                          object of such matrices keyed by query
+``perfmon``               a CSV whose first header cell starts ``(PDH-CSV 4.0)``
+========================  =====================================================================
+
+Load-generator events (one row per request) are aggregated per interval into what a
+performance team reads — throughput, error rate, mean and percentile response times, active
+users — overall and per label (the labels with most requests, ``max_labels``). System
+collectors keep their own samples. Names follow the collectors' conventions so that the
+``validate.units`` table judges them (host-level counters carry the host's name as their
+component; per-process ones the process's).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from pipelines.importers.common import Parsed, aggregate_requests, host_name
+from pipelines.importers.gatling import read_gatling
+from pipelines.importers.jmeter import read_jmeter_csv, read_jmeter_xml
+from pipelines.importers.k6 import read_k6_csv, read_k6_json
+from pipelines.importers.locust import read_locust
+from pipelines.importers.perfmon import read_perfmon
+from pipelines.importers.prometheus import read_prometheus
+from pipelines.importers.sysstat import read_pidstat, read_sadf
+
+
+def sniff(path: Path) -> str | None:
+    """The format of one file, from its first bytes (``None``: not a collector file we read)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    first = text.split("\n", 1)[0].strip()
+    if first.startswith('"(PDH-CSV 4.0)') or first.startswith("(PDH-CSV 4.0)"):
+        return "perfmon"
+    if first.startswith("RUN\t"):
+        return "gatling"
+    if first.startswith("# hostname;interval;timestamp"):
+        return "sadf"
+    if re.match(r"Linux\s+\S+\s+\([^)]+\)", first) and "PID" in text:
+        return "pidstat"
+    if "<testResults" in text[:500]:
+        return "jmeter_xml"
+    cols = [c.strip().strip('"') for c in first.split(",")]
+    if cols[:3] == ["metric_name", "timestamp", "metric_value"]:
+        return "k6_csv"
+    if {"timeStamp", "elapsed", "label"} <= set(cols):
+        return "jmeter_csv"
+    if {"Timestamp", "User Count", "Requests/s"} <= set(cols):
+        return "locust"
+    if first.startswith("{") and '"type"' in first and ('"Point"' in first or '"Metric"' in first):
+        return "k6_json"
+    if first.startswith("{") or first.startswith("["):
+        if '"metric"' in text or '"resultType"' in text or '"values"' in text:
+            return "prometheus"
+    return None
+
+
+LOAD_GENERATORS = {"jmeter_csv": (read_jmeter_csv, "jmeter"), "jmeter_xml": (read_jmeter_xml, "jmeter"),
+                   "gatling": (read_gatling, "gatling"), "k6_csv": (read_k6_csv, "k6"), "k6_json": (read_k6_json, "k6")}
+
+
+def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, interval_s: float,
+              percentiles: list[float], label_percentiles: list[float], max_labels: int) -> Parsed:
+    """One collector file of a known format as samples."""
+    if fmt in LOAD_GENERATORS:
+        reader, component = LOAD_GENERATORS[fmt]
+        events, users, written_host = reader(path)
+        lg_host = host or (host_name(written_host) if written_host else "loadgen")
+        samples = aggregate_requests(events, component=component, host=lg_host, interval_s=interval_s,
+                                     percentiles=percentiles, label_percentiles=label_percentiles,
+                                     max_labels=max_labels, users=users)
+        return Parsed(fmt, samples, load_generator=True,
+                      notes=[f"{len(events)} requests, {events['label'].nunique()} labels"])
+    if fmt == "locust":
+        samples = read_locust(path, component="locust", host=host or "loadgen", percentiles=percentiles,
+                              label_percentiles=label_percentiles, max_labels=max_labels)
+        return Parsed(fmt, samples, load_generator=True)
+    readers: dict[str, Callable[[], tuple[pd.DataFrame, dict[str, float]]]] = {
+        "sadf": lambda: read_sadf(path),
+        "pidstat": lambda: read_pidstat(path, timezone=timezone),
+        "prometheus": lambda: read_prometheus(path, name_hint=path.name.split(".")[0]),
+        "perfmon": lambda: read_perfmon(path, timezone=timezone),
+    }
+    samples, cores = readers[fmt]()
+    return Parsed(fmt, samples, cores=cores)

@@ -1,0 +1,113 @@
+"""What both Airflow DAGs share: the failure callback, the stage and batch tasks, the batching and the asset.
+
+Kept here rather than in ``dags/`` because the scheduler parses every module of the DAG
+folder as a DAG file; the DAGs stay wiring only (CONVENTIONS: thin DAGs).  Airflow is
+imported inside the functions, so the pipeline itself never needs it.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from datetime import timedelta
+from typing import Callable
+
+from pipelines import config
+
+log = logging.getLogger("regresslab.orchestration")
+
+
+class BatchFailed(RuntimeError):
+    """Some runs of a batch failed; the others were done.  Names each failed run and its error."""
+
+    def __init__(self, stage: str, failed: dict[str, str], done: list[str]):
+        self.failed, self.done = failed, done
+        lines = "; ".join(f"{r}: {e}" for r, e in failed.items())
+        super().__init__(f"{stage}: {len(failed)} of {len(failed) + len(done)} run(s) of the batch failed ({lines}); "
+                         f"the other {len(done)} were done")
+
+
+def batches(runs: list[str], runs_per_task: int) -> list[list[str]]:
+    """The runs in consecutive batches of at most ``runs_per_task``, as even as possible: 10 runs
+    at 4 per task give 4, 3, 3 (three tasks, none nearly empty).  Nothing for no run."""
+    if not runs:
+        return []
+    if runs_per_task < 1:
+        raise ValueError(f"orchestration.runs_per_task must be at least 1, not {runs_per_task}")
+    n = math.ceil(len(runs) / runs_per_task)
+    size, extra = divmod(len(runs), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(list(runs[start:end]))
+        start = end
+    return out
+
+
+def night_batches(runs: list[str]) -> list[list[str]]:
+    """:func:`batches` sized by ``orchestration.runs_per_task`` (params.yaml)."""
+    return batches(runs, int(config.load_params("orchestration")["runs_per_task"]))
+
+
+def run_batch(run_one: Callable[[str], object], runs: list[str], *, stage: str) -> list[str]:
+    """``run_one`` on every run of a batch, each on its own: a run that fails does not stop the
+    others; the batch then fails with :class:`BatchFailed`, naming each failed run and its error,
+    so the task's retry runs the batch again (every ``run_one`` is idempotent and writes its files
+    atomically, so the runs already done come out the same).  Returns the runs done."""
+    done, failed = [], {}
+    for run_name in runs:
+        try:
+            run_one(run_name)
+            done.append(run_name)
+        except Exception as exc:          # noqa: BLE001 - one run's failure is reported, the others go on
+            log.exception("%s failed on %s", stage, run_name)
+            failed[run_name] = f"{type(exc).__name__}: {exc}"
+    if failed:
+        raise BatchFailed(stage, failed, done)
+    return done
+
+
+def notify_failure(context) -> None:
+    """``on_failure_callback``: one line naming the stage, the mapped run (if any) and the DAG run."""
+    ti = context.get("task_instance")
+    index = getattr(ti, "map_index", -1)
+    which = f" (mapped run #{index})" if index is not None and index >= 0 else ""
+    print(f"regresslab: stage {getattr(ti, 'task_id', '?')}{which} failed in DAG run {context.get('run_id')}: "
+          f"{context.get('exception')}")
+
+
+def stage_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_success", task_id: str | None = None):
+    """A TaskFlow task that runs the whole stage ``pipelines.<name>.main()`` (task id = stage name,
+    unless the DAG also maps the stage per run: then ``task_id`` names the whole-stage task)."""
+    from airflow.sdk import task
+
+    @task(task_id=task_id or name, execution_timeout=timeout, trigger_rule=trigger_rule)
+    def run_stage() -> None:
+        import importlib
+
+        importlib.import_module(f"pipelines.stages.{name}").main()
+
+    return run_stage
+
+
+def batch_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_success"):
+    """A TaskFlow task that runs ``pipelines.<name>.run_one`` on each run of a batch
+    (:func:`run_batch`; task id = stage name); ``.expand(run_names=...)`` maps it over the night's
+    batches (:func:`batches`, ``orchestration.runs_per_task``).  One task instance per batch rather
+    than per run: each instance pays a process start and the imports (~200 instances
+    made a night 2.5x slower than ``dvc repro``).  Returns the runs done."""
+    from airflow.sdk import task
+
+    @task(task_id=name, execution_timeout=timeout, trigger_rule=trigger_rule)
+    def run_stage_for_batch(run_names: list[str]) -> list[str]:
+        import importlib
+
+        return run_batch(importlib.import_module(f"pipelines.stages.{name}").run_one, list(run_names), stage=name)
+
+    return run_stage_for_batch
+
+
+def verified_runs_asset():
+    """The asset the nightly DAG emits when the verified runs changed; the retraining DAG's schedule."""
+    from airflow.sdk import Asset
+
+    return Asset(config.VERIFIED_RUNS_ASSET)

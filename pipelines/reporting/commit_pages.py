@@ -1,0 +1,66 @@
+"""The page of the changes per commit: each changed series with its per-commit result, its band and its steps.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pipelines import config
+
+
+def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | None, marks: list[int],
+               *, width: int = 560, height: int = 90) -> str:
+    """An inline SVG of one series: the Mono interval as a band, the per-commit result as a line,
+    detected changes as red ticks (text-free: nothing from the input is written into it)."""
+    lo = np.nanmin(lows if lows is not None else values)
+    hi = np.nanmax(highs if highs is not None else values)
+    span = hi - lo if hi > lo else 1.0
+    n = max(len(values) - 1, 1)
+    x = lambda i: 4 + (width - 8) * i / n                      # noqa: E731
+    y = lambda v: height - 4 - (height - 8) * (v - lo) / span  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    if lows is not None and highs is not None:
+        top = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(highs) if np.isfinite(v))
+        bottom = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in reversed(list(enumerate(lows))) if np.isfinite(v))
+        parts.append(f'<polygon points="{top} {bottom}" fill="#cfd8e3" stroke="none"/>')
+    line = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values) if np.isfinite(v))
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#2b5b8a" stroke-width="1.2"/>')
+    for i in marks:
+        parts.append(f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="2" y2="{height - 2}" stroke="#c0392b" stroke-width="1.5"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_page(rows: list[dict[str, Any]], result: dict[str, Any] | None, *, source: str | None,
+                new_clusters: list[dict[str, Any]], metrics: dict[str, Any] | None, top_series: int,
+                problem: str | None = None) -> str:
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    env = Environment(loader=FileSystemLoader(config.TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
+    series = []
+    if result is not None:
+        pos = {c: i for i, c in enumerate(result["commits"])}
+        order = list(dict.fromkeys(f"{r['benchmark']}|{r['config']}" for r in rows))[:top_series]
+        for s in order:
+            iv = result["intervals"].get(s)
+            values = result["table"].loc[s].to_numpy(float) if s in result["table"].index else np.array([])
+            lows = highs = None
+            if iv is not None and len(iv):
+                full = iv.set_index("commit").reindex(result["commits"])
+                values = full["centre"].to_numpy(float)
+                lows, highs = (full["centre"] - full["half"]).to_numpy(float), (full["centre"] + full["half"]).to_numpy(float)
+            marks = sorted({pos[r["commit"]] for r in rows if f"{r['benchmark']}|{r['config']}" == s})
+            svg = series_svg(values, lows, highs, marks) if len(values) else None
+            found = [r for r in rows if f"{r['benchmark']}|{r['config']}" == s]
+            series.append({"name": s, "svg": svg, "changes": found, "summary": result["summaries"].get(s, {})})
+    import base64
+    for item in series:
+        if item["svg"]:
+            item["svg"] = "data:image/svg+xml;base64," + base64.b64encode(item["svg"].encode()).decode()
+    return env.get_template("commits.html.j2").render(
+        rows=rows, series=series, source=source, new_clusters=new_clusters, metrics=metrics, problem=problem,
+        regressions=sum(r["direction"] == "regression" for r in rows),
+        commits=len(result["commits"]) if result else 0,
+        benchmarks=len(result["table"]) if result else 0)
+

@@ -1,0 +1,110 @@
+"""The pages: one report per run and the night's index, from Jinja2 templates with one style sheet.
+
+Templates live in ``pipelines/reporting/templates/`` with ``style.css``, shared with the Airflow
+plugin.  Everything that came from an archive (run ids, counter names, environment values, rule
+items) is HTML-escaped by Jinja2's autoescaping; pictures are data URIs (:mod:`pipelines.reporting.plots`),
+so a page works offline and carries no script.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pipelines import config
+from pipelines.reporting.plots import control_chart_plot, timeline_plot
+from pipelines.reporting.summary import change_text, environment_differences, with_unit
+
+log = logging.getLogger("regresslab.report")
+
+
+
+
+def page_environment():
+    """The Jinja2 environment of every page: the template files, autoescaping, strict undefined."""
+    import jinja2
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(config.TEMPLATES)), autoescape=True,
+                              undefined=jinja2.StrictUndefined)
+
+
+def style_sheet() -> str:
+    """The CSS every page inlines (the pages' Content-Security-Policy allows inline styles only)."""
+    return (config.TEMPLATES / "style.css").read_text(encoding="utf-8")
+
+
+def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
+               baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15,
+               changes: dict[str, dict[str, Any]] | None = None, trends: dict[str, str | None] | None = None,
+               few_intervals: int = 20) -> str:
+    """The one-page HTML report of one run: the plain summary first, the top counters with
+    baseline -> now and the change in their units, the methods' figures in a details section."""
+    changes = changes if changes is not None else (doc.get("counter_changes") or {})
+    d = doc["details"]
+    cc_ratios = (d.get("control_charts") or {}).get("ratios") or {}
+    by: dict[str, list[str]] = {}
+    for name, m in doc["methods"].items():
+        for c in m.get("flagged_counters", []):
+            by.setdefault(c, []).append(name.replace("association_rules_", "rules/"))
+    top = []
+    for c in list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])))[:top_n]:
+        r = cc_ratios.get(c) or {}
+        ch = changes.get(c)
+        top.append({"name": c, "score": doc["counter_scores"].get(c, 0.0), "flagged": c in doc["flagged_counters"],
+                    "s": d.get("stacking_score", {}).get(c, 0), "votes": d.get("bagging_votes", {}).get(c, 0),
+                    "lower": r.get("lower", "—"), "upper": r.get("upper", "—"), "by": by.get(c, []),
+                    "baseline": with_unit(c, ch["baseline"]) if ch else "—",
+                    "now": with_unit(c, ch["target"]) if ch else "—",
+                    "change": "—" if not ch or ch["change_pct"] is None else f"{ch['change_pct']:+.1f} %",
+                    "direction": ch["direction"] if ch else "", "trend": (trends or {}).get(c)})
+    flagged_rules = [c for c in doc["flagged_counters"] if c in d.get("violated_rules", {})] or \
+        list(d.get("violated_rules", {}))
+    timeline = timeline_plot(d.get("violation_intervals", {}), flagged_rules, d.get("n_intervals", 0),
+                             d.get("interval_s", 30.0))
+    plots = [(c, control_chart_plot(c, s, d.get("interval_s", 30.0))) for c, s in (charts or {}).get("charts", {}).items()]
+    target_env = meta.get("environment") or {}
+    chart_base = set((charts or {}).get("baseline_runs", []))
+    baselines = [{"run_id": b["run_id"], "weight": b["weight"], "chart": b["run_id"] in chart_base,
+                  "diff": environment_differences(target_env, baseline_envs.get(b["run_id"], {}))}
+                 for b in sorted(doc["baseline_runs"], key=lambda b: -b["weight"])]
+    cc = doc["methods"].get("control_charts", {})
+    return page_environment().get_template("run.html.j2").render(
+        doc=doc, meta=meta, style=style_sheet(), top=top, timeline=timeline,
+        rules=[(c, d["violated_rules"][c][:3]) for c in flagged_rules[:10]], charts=plots, baselines=baselines,
+        not_analysed=sorted((d.get("not_analysed") or {}).items()), load_independent=cc.get("load_independent_counters", []),
+        small=sorted((d.get("below_min_rel_change") or {}).items()),
+        raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()),
+        dropped=doc.get("dropped_counters") or meta.get("_dropped_counters") or [],
+        short=0 < int(d.get("n_intervals") or 0) < few_intervals)
+
+
+def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
+                 reasons: dict[str, str] | None = None, valid_runs: int | None = None,
+                 dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = (),
+                 trends: list[dict[str, Any]] = (), commits: dict[str, Any] | None = None) -> str:
+    """The night index: the targets, failed first; the quarantined archives with their reasons;
+    the counters validation left out of valid runs, with theirs; and, when there is no target,
+    a sentence that says why (nothing new, or everything quarantined)."""
+    failed = [r for r in rows if r["verdict"] == "fail"]
+    return page_environment().get_template("index.html.j2").render(
+        rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
+        reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
+        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends),
+        commits=commits)
+
+
+def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(run_id, dropped counter) for every valid run: the counters validation left out (contract §1)."""
+    return [(run_id, d) for run_id, row in sorted(index.items()) for d in row.get("_dropped_counters") or []]
+
+
+def index_row(doc: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": doc["run_id"], "system": doc["system"], "verdict": doc["verdict"], "score": doc["score"],
+            "cause": doc["cause"]["label"], "probability": doc["cause"]["probability"] or 0.0,
+            "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],
+            "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline")),
+            "insufficient_baseline": doc.get("baseline_status") == "insufficient",
+            "dropped": len(doc.get("dropped_counters") or []),
+            # counter_changes is written in the summary's order (report_run): its first is the top change
+            "top_change": next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)}
+
+
+# --------------------------------------------------------------------------- I/O shell

@@ -1,0 +1,142 @@
+"""What a person reads first: each counter's change in its own unit, and the one-line summary of a run.
+
+Medians of the baseline runs and of the run, the signed change in % of the baseline, and
+``worse``, ``better`` or ``changed`` by ``report.directions`` (contract §2 ``counter_changes``);
+values written in the counter's unit, read from its name; the sentence a release manager came
+for; and what changed since the previous night.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def environment_differences(target_env: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """``key: theirs -> ours`` for every environment component that differs."""
+    keys = sorted(set(target_env) | set(other))
+    return [f"{k}: {other.get(k, '—')} → {target_env.get(k, '—')}" for k in keys if other.get(k) != target_env.get(k)]
+
+
+def novel_environment(target_env: dict[str, Any], baseline_envs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The environment components whose value no baseline run shares: the run is on a lab the
+    history has not seen, so part of any difference may be the lab's, not the build's."""
+    return {k: v for k, v in sorted(target_env.items()) if not any(env.get(k) == v for env in baseline_envs)}
+
+
+def worse_direction(counter: str, directions: list[dict[str, str]]) -> str | None:
+    """``up`` or ``down``: which way the counter gets worse, by the first rule of
+    ``report.directions`` whose regex ``counter`` it contains; ``None`` when no rule knows it."""
+    for rule in directions:
+        if re.search(rule["counter"], counter):
+            return rule["worse"]
+    return None
+
+
+def counter_changes(counters: list[str], target: pd.Series, baseline: pd.Series,
+                    directions: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """What a person reads first (contract §2 ``counter_changes``): per counter, the baseline
+    runs' median and this run's, in the counter's own unit, the signed change in % of the
+    baseline (``None`` when the baseline is 0), and ``worse``, ``better`` or ``changed`` (the
+    counter's direction unknown, or no change)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in counters:
+        b, t = baseline.get(c), target.get(c)
+        if b is None or t is None or not np.isfinite(b) or not np.isfinite(t):
+            continue
+        pct = None if b == 0 else 100.0 * (t - b) / abs(b)
+        worse = worse_direction(c, directions)
+        if worse is None or t == b:
+            direction = "changed"
+        else:
+            direction = "worse" if (t > b) == (worse == "up") else "better"
+        out[c] = {"baseline": _round(b), "target": _round(t),
+                  "change_pct": None if pct is None else round(pct, 1), "direction": direction}
+    return out
+
+
+def _round(x: float) -> float:
+    """Four significant digits: what a reader uses, in the counter's unit."""
+    return float(f"{float(x):.4g}")
+
+
+UNITS = (("_ms", "ms"), ("_pct", "%"), ("_percent", "%"), ("_rps", "req/s"), ("_bytes_per_s", "B/s"),
+         ("_bytes", "B"), ("_per_s", "/s"), ("_per_min", "/min"), ("_mb", "MB"), ("_kb", "kB"))
+
+
+def with_unit(counter: str, value: float) -> str:
+    """``value`` as text in the counter's unit, read from its name (``_ms`` -> ms, ``_pct`` -> %):
+    three significant digits, thousands grouped (``13,700 MB``), bytes in KiB/MiB/GiB."""
+    unit = next((u for suffix, u in UNITS if counter.endswith(suffix)), "")
+    if unit in ("B", "B/s") and abs(value) >= 1024:
+        for prefix in ("KiB", "MiB", "GiB", "TiB"):
+            value /= 1024.0
+            if abs(value) < 1024:
+                return f"{value:.3g} {prefix}{'/s' if unit == 'B/s' else ''}"
+    number = f"{float(f'{value:.3g}'):,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{number} {unit}".strip() if unit != "%" else f"{number} %"
+
+
+def change_text(counter: str, change: dict[str, Any]) -> str:
+    """``app.response_time_ms 24 ms → 32 ms (+33 %, worse)``."""
+    pct = "" if change["change_pct"] is None else f"{change['change_pct']:+.0f} %, "
+    return (f"{counter} {with_unit(counter, change['baseline'])} → {with_unit(counter, change['target'])} "
+            f"({pct}{change['direction']})")
+
+
+def summary_order(flagged: list[str], changes: dict[str, dict[str, Any]], *, user_facing: str) -> list[str]:
+    """The flagged counters in the order a person reads them: what users feel first (response
+    times, throughput, errors: ``report.user_facing``), then the other worsened counters by the
+    size of their change, then those that only changed, and the improved last."""
+    rank = {"worse": 0, "changed": 1, "better": 2}
+
+    def key(c: str) -> tuple:
+        ch = changes[c]
+        return (not re.search(user_facing, c), rank[ch["direction"]], -abs(ch["change_pct"] or 1e9))
+    return sorted((c for c in flagged if c in changes), key=key)
+
+
+def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, top: int = 3,
+                  user_facing: str = "(response|latency|throughput|_rps$|error)") -> str:
+    """The sentence a release manager came for: the verdict, the top changes in their units
+    (:func:`summary_order`), the probable cause (or unknown), and whether a new lab makes the
+    verdict uncertain."""
+    if doc["verdict"] == "pass":
+        text = "No regression found"
+        pattern = doc.get("details", {}).get("fault_pattern")
+        if pattern:
+            text += (f", but the cause classifier sees the pattern of {pattern['label']} "
+                     f"({100 * (pattern.get('probability') or 0):.0f} %): worth a look")
+    else:
+        moved = [change_text(c, changes[c]) for c in summary_order(doc["flagged_counters"], changes,
+                                                                   user_facing=user_facing)][:top]
+        text = "Regression: " + ("; ".join(moved) if moved else "the detectors' combined evidence; no single "
+                                 "counter stands out")
+        cause = doc["cause"]
+        if cause.get("label") and cause.get("known"):
+            text += f". Probable cause: {cause['label']} ({100 * (cause.get('probability') or 0):.0f} %)"
+        else:
+            text += ". Cause unknown" + (f" (nearest: {cause['label']}, not certain)" if cause.get("label") else "")
+    if doc.get("baseline_status") == "insufficient":
+        text += ". New lab with no baseline of its own: this verdict is uncertain"
+    elif doc.get("details", {}).get("environment_not_in_baseline"):
+        text += ". New lab environment: part of any difference may be the lab's"
+    return text + "."
+
+
+def night_changes(current: dict[str, dict[str, Any]], previous: dict[str, dict[str, Any]] | None) -> dict[str, str]:
+    """Per run, what changed since the previous night's index: new, verdict changed, or unchanged."""
+    out = {}
+    for run_id, row in current.items():
+        if previous is None or run_id not in previous:
+            out[run_id] = "new"
+        elif previous[run_id]["verdict"] != row["verdict"]:
+            out[run_id] = f"{previous[run_id]['verdict']} → {row['verdict']}"
+        elif previous[run_id].get("cause") != row.get("cause"):
+            out[run_id] = f"cause {previous[run_id].get('cause')} → {row.get('cause')}"
+        else:
+            out[run_id] = "unchanged"
+    return out
+

@@ -1,0 +1,105 @@
+"""commitsim: a benchmark history per commit with known change points (the example input of
+``commit_changes``; the data contract §3).
+
+What makes change detection on commit series hard, each present and labelled:
+
+- **benchmarks that move together**: benchmarks come in groups (one subsystem each); a
+  change at a commit moves every benchmark of its group by its own share (Skia, seed 001:
+  "if I speed up rectangle drawing then all tests that use rectangles should get faster");
+- **bimodal process runs** (seed 002, Fig. 1): each process run settles in one of two
+  typical levels, so runs differ more than measurements inside a run (impact factor ≫ 1);
+- **outliers**: rare measurements several times the typical duration;
+- **auto-dependence** inside a run (AR(1) measurements, seed 002 §4.1) and a warm-up whose
+  first measurements are slow;
+- benchmarks with **no change** at all, and changes in both directions.
+
+Writes ``benchmarks.csv.gz`` (one row per measurement: ``commit, commit_time, benchmark,
+config, run, value``) and ``commit_labels.json`` (per ``benchmark|config``, the index and id
+of every commit where its level changed).  Pure core (:func:`simulate`), thin shell.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SHAPES = ("gaussian", "bimodal", "outliers", "autocorrelated")
+
+
+def commit_id(i: int, seed: int) -> str:
+    return hashlib.sha1(f"commit-{seed}-{i}".encode()).hexdigest()[:12]
+
+
+def simulate(*, seed: int, n_commits: int, n_groups: int, benchmarks_per_group: int, runs: int,
+             measurements: int, warmup: int, changes_per_group: tuple[int, int], min_change: float,
+             max_change: float, static_share: float, min_gap: int,
+             start: str = "2026-01-01") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The measurements and the truth (see the module doc).  ``changes_per_group`` is the
+    (min, max) number of level changes of a group; each moves the level by a factor drawn
+    between ``min_change`` and ``max_change`` (either direction); ``static_share`` of the
+    benchmarks never change; change points are at least ``min_gap`` commits apart and from
+    either end."""
+    rng = np.random.default_rng(seed)
+    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    commits = [commit_id(i, seed) for i in range(n_commits)]
+    times = [(t0 + timedelta(hours=6 * i)).strftime("%Y-%m-%dT%H:%M:%S") for i in range(n_commits)]
+    frames, truth = [], {}
+    for g in range(n_groups):
+        n_changes = int(rng.integers(changes_per_group[0], changes_per_group[1] + 1))
+        points: list[int] = []
+        for _ in range(200):
+            if len(points) == n_changes:
+                break
+            c = int(rng.integers(min_gap, n_commits - min_gap))
+            if all(abs(c - p) >= min_gap for p in points):
+                points.append(c)
+        points.sort()
+        factors = [float(rng.uniform(min_change, max_change) * rng.choice([-1, 1])) for _ in points]
+        for b in range(benchmarks_per_group):
+            name = f"group{g}.bench{b}"
+            shape = SHAPES[(g * benchmarks_per_group + b) % len(SHAPES)]
+            static = rng.random() < static_share
+            base = float(rng.uniform(1.0, 100.0))
+            level = np.full(n_commits, base)
+            moved = []
+            if not static:
+                share = float(rng.uniform(0.6, 1.4))        # each member moves by its own share
+                for p, f in zip(points, factors):
+                    level[p:] *= 1.0 + f * share
+                    moved.append(p)
+            noise = base * float(rng.uniform(0.01, 0.04))
+            values = _measurements(rng, level, shape, noise, runs=runs, measurements=measurements, warmup=warmup)
+            commit_idx = np.repeat(np.arange(n_commits), runs * (warmup + measurements))
+            run_idx = np.tile(np.repeat(np.arange(runs), warmup + measurements), n_commits)
+            frames.append(pd.DataFrame({"commit": np.array(commits)[commit_idx], "commit_time": np.array(times)[commit_idx],
+                                        "benchmark": name, "config": "default", "run": run_idx,
+                                        "value": np.round(values, 6)}))
+            truth[f"{name}|default"] = {"shape": shape, "change_index": moved,
+                                        "change_commits": [commits[p] for p in moved]}
+    return pd.concat(frames, ignore_index=True), {"commits": commits, "series": truth}
+
+
+def _measurements(rng, level: np.ndarray, shape: str, noise: float, *, runs: int, measurements: int,
+                  warmup: int) -> np.ndarray:
+    """Every measurement of one benchmark: commits × runs × (warm-up + measurements), flat."""
+    n = warmup + measurements
+    out = np.empty((len(level), runs, n))
+    for i, mu in enumerate(level):
+        for j in range(runs):
+            run_mu = mu * (1.0 + rng.normal(0, 0.005))             # runs differ a little
+            if shape == "bimodal":                                  # a run settles in one of two levels
+                run_mu *= 1.0 + (0.06 if rng.random() < 0.4 else 0.0)
+            e = rng.normal(0, noise, n)
+            if shape == "autocorrelated":
+                for k in range(1, n):
+                    e[k] = 0.8 * e[k - 1] + 0.6 * e[k]
+            x = run_mu + e
+            if shape == "outliers":
+                hit = rng.random(n) < 0.03
+                x[hit] *= rng.uniform(3, 8, hit.sum())
+            x[:warmup] *= np.linspace(1.5, 1.1, warmup) if warmup else 1.0   # slow first measurements
+            out[i, j] = x
+    return out.reshape(-1)

@@ -1,0 +1,109 @@
+"""clusters: clustered regression models of every target run.
+
+The models (Shang et al. 2015, seed 000) are :mod:`pipelines.detectors.cluster_models`.
+This stage calibrates each system on its normal runs and writes the calibration and each
+target's clusters to ``data/processed/clusters/``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pipelines import config
+from pipelines.calibration import history
+from pipelines.detectors.cluster_models import cross_lab_scores, decide_matched, model_against, normal_scores
+from pipelines.progress import Progress
+from pipelines.storage import archive, locks, memo, store
+
+log = logging.getLogger("regresslab.clusters")
+
+
+def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[str, Any],
+                     hist: dict[str, Any]) -> dict[str, Any]:
+    """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
+    an unchanged one (``memo``: the same passed runs, params and code) is kept."""
+    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    path = config.cluster_calibration_path(system)
+    key = memo.input_key("clusters", index, {"passed": passed, "verified": verified_of(index, system, hist)},
+                         system=system, clusters=params, history=hist, reference=frames.reference)
+    done = memo.reuse(path, key)
+    if done is not None:
+        log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
+    null, _ = normal_scores(passed, index, frames, params, hist)
+    cross = cross_lab_scores(passed, index, frames, params, hist,
+                             history.verdicts(index, system, exclude=set(hist["exclude"])))
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross}, key)
+
+
+def verified_of(index: dict[str, Any], system: str, hist: dict[str, Any]) -> list[str]:
+    """The verified runs of a system: the labs' levels (``labs.lab_shift``) are learned from them."""
+    return history.verified_runs(index, system, exclude=set(hist["exclude"]))
+
+
+def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
+                calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """One target's clustered regression models against the most similar passed runs of its
+    baseline, judged against its system's calibration, and written; (the result, whether it was
+    reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    key = memo.input_key("clusters", index, {"target": [run_id], "baseline": baseline,
+                                             "verified": verified_of(index, index[run_id]["system"], hist)},
+                         clusters=params, history=hist, reference=frames.reference,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.cluster_path(run_id), key)
+    if done is not None:
+        return done, True
+    result = decide_matched(model_against(run_id, baseline, index, frames, params, hist),
+                            calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
+    return memo.write(config.cluster_path(run_id), result, key), False
+
+
+def _calibration(system: str, index, frames, params, hist) -> dict[str, Any]:
+    path = config.cluster_calibration_path(system)
+    return archive.read_json(path) if path.exists() else calibrate_system(system, index, frames, params, hist)
+
+
+@locks.holding("clusters calibration")
+def calibrate_all() -> list[str]:
+    """Calibrate every system; the systems (nightly DAG task)."""
+    return store.calibrate_every_system(calibrate_system, config.load_params("clusters"),
+                                        config.load_params("history"))
+
+
+@locks.holding("clusters", shared=True)
+def run_one(run_id: str) -> dict[str, Any]:
+    """Model one target (the per-run task of the nightly DAG); write its result."""
+    index = archive.read_valid_index()
+    system = index[run_id]["system"]
+    params, hist = config.load_params("clusters"), config.load_params("history")
+    frames = store.FrameStore.of_system(system)
+    return cluster_run(run_id, index, frames, params, hist, _calibration(system, index, frames, params, hist))[0]
+
+
+@locks.holding("clusters")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.CLUSTERS / "calibration")
+    params, hist = config.load_params("clusters"), config.load_params("history")
+    index = archive.read_valid_index()
+    todo = history.targets(index)
+    archive.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))
+    archive.prune_outputs(config.CLUSTERS, todo)
+    progress = Progress(log, "clusters", len(todo))
+    done = reused = 0
+    for system in history.systems(index):
+        frames = store.FrameStore.of_system(system)
+        calibration = calibrate_system(system, index, frames, params, hist)
+        for run_id in [t for t in todo if index[t]["system"] == system]:
+            result, kept = cluster_run(run_id, index, frames, params, hist, calibration)
+            done += 1
+            reused += kept
+            progress.step(done, f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}"
+                                + (" (unchanged, reused)" if kept else ""))
+    print(f"[clusters] {done} target(s) modelled ({reused} unchanged since the last night, reused)")
+
+
+if __name__ == "__main__":
+    main()
+

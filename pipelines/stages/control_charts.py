@@ -1,0 +1,142 @@
+"""control_charts: every counter of every target charted against its baseline.
+
+The charts, violation ratios and calibration (Nguyen 2017 ch. 3, 6-7, seed 004) are
+:mod:`pipelines.detectors.charts`.  This stage calibrates each system on its normal runs and
+writes the calibration and each target's charts to ``data/processed/control_charts/``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from pipelines import config
+from pipelines.calibration import history, labs
+from pipelines.detectors.charts import (
+    RATIO_COLUMNS,
+    Charter,
+    calibrate,
+    chart_baseline,
+    chart_series,
+    cross_lab_calibration,
+    judge,
+    matched_calibration,
+)
+from pipelines.progress import Progress
+from pipelines.storage import archive, locks, memo, store
+
+log = logging.getLogger("regresslab.control_charts")
+
+
+def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: store.FrameStore,
+              calibration: dict[str, Any], params: dict[str, Any], *, lab_runs: dict[str, str],
+              lab_kw: dict[str, Any]) -> dict[str, Any]:
+    """Control charts of one target against the most similar runs of its baseline; the result file.
+
+    A target whose lab none of those runs shares is moved by its lab's level first
+    (:func:`labs.lab_shift`, from ``lab_runs``: verified run -> verdict)."""
+    env = index[run_id].get("environment") or {}
+    base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
+                          params["max_baseline_runs"])
+    if not base:
+        return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline"}
+    charter = Charter(frames, params)
+    lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=baseline)
+    target = labs.shifted(frames[run_id], lab["shift"])
+    ratios, limits, modes = charter(base, run_id, lab["shift"])
+    ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
+    matched, null = matched_calibration(calibration, lab["status"], run_id)
+    out = judge(ratios, matched, top_fraction=float(params["top_fraction"]),
+                counter_flag_floor=float(params["counter_flag_floor"]),
+                false_alarm_rate=float(params["false_alarm_rate"]))
+    out["null"] = null
+    out.update({
+        "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
+        "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
+                   for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
+        "multimodal": modes,
+        "charts": chart_series(ratios, limits, target, top=int(params["plot_top"])),
+    })
+    return out
+
+
+def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+                     hist: dict[str, Any]) -> dict[str, Any]:
+    """Calibrate one system on its history and write the calibration file; an unchanged one
+    (``memo``: the same passed runs, params and code) is kept."""
+    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    path = config.calibration_path(system)
+    key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
+                         control_charts=params, history=hist, reference=frames.reference)
+    done = memo.reuse(path, key)
+    if done is not None:
+        log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
+    charter = Charter(frames, params)
+    calibration = calibrate({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+                            {r: index[r].get("version") for r in passed}, params=params, charter=charter)
+    calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
+                                                     lab_runs=verdicts, lab_kw=labs.lab_params(hist))
+    return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
+
+
+@locks.holding("control_charts calibration")
+def calibrate_all() -> list[str]:
+    """Calibrate every system; the systems (nightly DAG task)."""
+    return store.calibrate_every_system(calibrate_system, config.load_params("control_charts"),
+                                        config.load_params("history"))
+
+
+def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+              hist: dict[str, Any]) -> dict[str, Any]:
+    """Chart one target against its baseline with its system's calibration; write the result.
+    A result computed under the same input key (``memo``: the run, its baseline, the lab's
+    verified runs, the calibration, the params and the code) is kept."""
+    calibration = archive.read_json(config.calibration_path(index[run_id]["system"]))
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
+    key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
+                         control_charts=params, history=hist, reference=frames.reference,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.chart_path(run_id), key)
+    if done is not None:
+        return done
+    result = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=lab_runs,
+                       lab_kw=labs.lab_params(hist))
+    return memo.write(config.chart_path(run_id), result, key)
+
+
+@locks.holding("control_charts", shared=True)
+def run_one(run_id: str) -> dict[str, Any]:
+    """Chart one target (the per-run task of the nightly DAG)."""
+    index = archive.read_valid_index()
+    return chart_one(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
+                     config.load_params("control_charts"), config.load_params("history"))
+
+
+@locks.holding("control_charts")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
+    params, hist = config.load_params("control_charts"), config.load_params("history")
+    index = archive.read_valid_index()
+    todo = history.targets(index)
+    archive.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))
+    archive.prune_outputs(config.CONTROL_CHARTS / "runs", todo)
+    progress = Progress(log, "control_charts", len(todo))
+    done = 0
+    for system in history.systems(index):
+        frames = store.FrameStore.of_system(system)
+        calibrate_system(system, index, frames, params, hist)
+        for run_id in [t for t in todo if index[t]["system"] == system]:
+            result = chart_one(run_id, index, frames, params, hist)
+            done += 1
+            progress.step(done, f"{run_id} -> {result['verdict']}, score {result.get('violation_ratio')}")
+    print(f"[control_charts] {len(todo)} target runs charted -> {config.CONTROL_CHARTS / 'runs'}")
+
+
+if __name__ == "__main__":
+    main()
+

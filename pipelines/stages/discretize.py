@@ -1,0 +1,42 @@
+"""discretize: the bin edges of every system, learned over its passed runs together.
+
+The bins (Foo et al. 2015 phase 2, seed 003) are :mod:`pipelines.preparation.bins`; this
+stage writes ``data/processed/edges/<system>.json``.
+"""
+from __future__ import annotations
+
+import logging
+
+from pipelines import config
+from pipelines.calibration import history
+from pipelines.preparation.bins import edges_digest, edges_for
+from pipelines.storage import archive, locks, store
+
+log = logging.getLogger("regresslab.discretize")
+
+
+@locks.holding("discretize")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.EDGES)
+    params = config.load_params("discretize")
+    hist = config.load_params("history")
+    index = archive.read_valid_index()
+    archive.prune_outputs(config.EDGES, history.systems(index))
+    for system in history.systems(index):
+        training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+        ref = store.reference_load(training)
+        edges = edges_for([store.load_scaled(r, ref) for r in training], params)
+        archive.write_json_atomic(config.edges_path(system), {
+            "system": system, "training_runs": training, "log_base": params["log_base"],
+            "open_edge_bins": bool(params["open_edge_bins"]), "log_span": params["log_span"],
+            "reference_load": ref, "digest": edges_digest(edges), "counters": edges})
+        ks = [e["k"] for e in edges.values()]
+        n_log = sum(1 for e in edges.values() if e.get("scale") == "log")
+        print(f"[discretize] {system}: {len(edges)} counters ({n_log} log-scaled) from {len(training)} runs, "
+              f"bins per counter {min(ks, default=0)}..{max(ks, default=0)}")
+
+
+if __name__ == "__main__":
+    main()
+

@@ -1,0 +1,83 @@
+"""predict_causes: the probable regression cause of every target run, or "unknown".
+
+The prediction (Nguyen 2017 ch. 8-9, seed 004) is :func:`pipelines.detectors.causes.predict_cause`:
+the target's pair rows through the system's current cause model.  Writes
+``data/processed/causes/<run_id>.json``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pipelines import config
+from pipelines.calibration import history, labs
+from pipelines.detectors import cause_features, charts
+from pipelines.detectors.causes import predict_cause
+from pipelines.progress import Progress
+from pipelines.storage import archive, locks, store
+
+log = logging.getLogger("regresslab.predict_causes")
+
+
+def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, charter: charts.Charter,
+                cc_params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
+    """Predict the cause of one target run and write it."""
+    system = index[run_id]["system"]
+    loaded = models[system]
+    if loaded is None:
+        result = {"label": None, "probability": None, "known": False, "reason": "no cause model yet"}
+    else:
+        model, meta = loaded
+        envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        pairs = cause_features.pair_baselines(run_id, baseline, envs, cc_params["max_baseline_runs"])
+        if not pairs:
+            result = {"label": None, "probability": None, "known": False, "reason": "no passed baseline run"}
+        else:
+            lab = charter.lab(run_id, pairs, index,
+                              history.verdicts(index, system, exclude=set(hist["exclude"])), labs.lab_params(hist))
+            result = predict_cause(model, cause_features.pair_features(charter, run_id, pairs, lab["shift"]),
+                                   meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
+                                   blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"),
+                                   fault_model=models.fault_model(system))
+            result["baseline_runs"] = pairs
+            if meta.get("null_fault_scores") is not None:     # the classifier as a detector (headline)
+                result["null_fault_scores"] = sorted(meta["null_fault_scores"].values())
+        result.update({"model_version": meta["version"], "learner": meta["best"]})
+    result["run_id"] = run_id
+    archive.write_json_atomic(config.cause_path(run_id), result)
+    return result
+
+
+@locks.holding("predict_causes", shared=True)
+def run_one(run_id: str) -> dict[str, Any]:
+    """Predict the cause of one target run (the per-run task of the nightly DAG)."""
+    index = archive.read_valid_index()
+    cc_params = config.load_params("control_charts")
+    charter = charts.Charter(store.FrameStore.of_system(index[run_id]["system"]), cc_params)
+    return predict_one(run_id, index, store.CauseModels(), charter, cc_params, config.load_params("history"))
+
+
+@locks.holding("predict_causes")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.CAUSES)
+    cc_params, hist = config.load_params("control_charts"), config.load_params("history")
+    index = archive.read_valid_index()
+    todo = history.targets(index)
+    archive.prune_outputs(config.CAUSES, todo)
+    progress = Progress(log, "predict_causes", len(todo))
+    models = store.CauseModels()
+    charters: dict[str, charts.Charter] = {}
+    for i, run_id in enumerate(todo, 1):
+        system = index[run_id]["system"]
+        if system not in charters:
+            charters[system] = charts.Charter(store.FrameStore.of_system(system), cc_params)
+        result = predict_one(run_id, index, models, charters[system], cc_params, hist)
+        progress.step(i, f"{run_id} -> {result['label']} p={result['probability']} known={result['known']}")
+    print(f"[predict_causes] {len(todo)} target runs")
+
+
+if __name__ == "__main__":
+    main()
+

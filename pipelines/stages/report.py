@@ -1,0 +1,192 @@
+"""report: the verdict file and the one-page HTML report of every target run, and the night's index.
+
+The headline decision is :func:`pipelines.calibration.headline.compose`, the pages are
+:mod:`pipelines.reporting.pages`.  This stage composes each target's verdict file
+(``reports/runs/<run_id>.json``, contract §2) and page, and the night index with the
+quarantined archives and the triage decisions.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from pipelines import config
+from pipelines.calibration import headline, history
+from pipelines.progress import Progress
+from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
+from pipelines.reporting.plots import night_trends, sparkline
+from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
+from pipelines.storage import archive, locks, memo, store, triage_log
+
+log = logging.getLogger("regresslab.report")
+
+
+def commit_summary() -> dict[str, Any] | None:
+    """What the night index says of the commit series (``commit_changes``): its page's changes."""
+    path = config.COMMIT_REPORTS / "changes.json"
+    if not path.exists():
+        return None
+    try:
+        rows = archive.read_json(path)
+    except (OSError, ValueError):
+        return {"unreadable": True}
+    return {"changes": len(rows), "regressions": sum(r.get("direction") == "regression" for r in rows),
+            "top": rows[0] if rows else None}
+
+
+def raw_archives(run_id: str) -> list[str]:
+    """The run's own archives in ``data/raw`` (``a`` never matches ``a.b.tar.gz``)."""
+    return [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
+            if (config.RAW / name).exists()]
+
+
+def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any],
+               raw: list[str]) -> str:
+    """The input key of a run's report (``memo``): the stages' result files it composes, the run
+    and its baseline runs (their frames give ``counter_changes``), its archive's name, the
+    params and the code."""
+    inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
+              for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
+                        config.cluster_path(run_id))}
+    baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
+    return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
+                          inputs=inputs, raw=raw)
+
+
+def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Compose, write and render one run's report; return its verdict document.  A page written
+    under the same input key (:func:`report_key`) is kept, with its verdict file."""
+    detection = archive.read_json(config.detection_path(run_id))
+    raw = raw_archives(run_id)
+    key = report_key(run_id, detection, index, params, raw)
+    if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
+        return archive.read_json(config.run_report_path(run_id))
+    charts = store.read_optional(config.chart_path(run_id))
+    predicted = store.read_optional(config.cause_path(run_id))
+    clustered = store.read_optional(config.cluster_path(run_id))
+    verdict = headline.compose(detection, charts, predicted, headline.HeadlineRule.from_params(params),
+                               clustered=clustered)
+    verdict.details["environment_not_in_baseline"] = novel_environment(
+        index[run_id].get("environment") or {},
+        [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
+    top_n = int(params["top_counters"])
+    shown = list(dict.fromkeys(verdict.flagged_counters + list(verdict.counter_scores)[:top_n]))
+    by_start = sorted((b["run_id"] for b in verdict.baseline_runs),
+                      key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
+    changes, trends = run_changes(run_id, by_start, shown, params["directions"])
+    verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
+                                                                    user_facing=params["user_facing"])}
+    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"])
+    # counters validation left out of this run, with the reason (check, host, counter, examples)
+    verdict.dropped_counters = [{k: d.get(k) for k in ("host", "counter", "reason")}
+                                for d in index[run_id].get("_dropped_counters") or []]
+    doc = verdict.to_json()
+    archive.write_json_atomic(config.run_report_path(run_id), doc)
+    raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
+    html = render_run(doc, index[run_id], charts,
+                      baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
+                                     for b in doc["baseline_runs"]},
+                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
+                      trends=trends, few_intervals=int(params["few_intervals"]))
+    archive.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
+    return doc
+
+
+def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
+                ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
+    """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
+    the collector's): this run's median per counter, and the median of the baseline runs'
+    intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
+    this run's, so a slow drift over releases is visible."""
+    target_frame = store.load_normalized(run_id)
+    frames = {b: store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()}
+    if not frames:
+        return {}, {}
+    baseline = pd.concat(list(frames.values()), ignore_index=True).median()
+    changes = counter_changes(counters, target_frame.median(), baseline, directions)
+    medians = {b: f.median() for b, f in frames.items()}
+    trends = {c: sparkline([medians[b].get(c) for b in frames] + [target_frame[c].median()
+                                                                   if c in target_frame else None])
+              for c in counters}
+    return changes, trends
+
+
+@locks.holding("report", shared=True)
+def run_one(run_id: str) -> dict[str, Any]:
+    """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
+    return index_row(report_run(run_id, archive.read_valid_index(), config.load_params("report")))
+
+
+def quarantine_reasons(limit: int = 400) -> dict[str, str]:
+    """Every archive quarantined by ``validate`` or refused by ``pull``, with its reason (shortened)."""
+    out: dict[str, str] = {}
+    for path in sorted(config.QUARANTINE.glob("*.json")) if config.QUARANTINE.exists() else []:
+        try:
+            out[path.stem] = str(archive.read_json(path).get("reason") or "")[:limit]
+        except (OSError, ValueError) as exc:
+            out[path.stem] = f"(quarantine file unreadable: {exc})"
+    summary = store.read_optional(config.PULL_SUMMARY) or {}
+    for refused in summary.get("refused") or []:
+        out.setdefault(str(refused.get("run_id")), f"refused by pull: {str(refused.get('reason'))[:limit]}")
+    return out
+
+
+@locks.holding("report index")
+def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
+    import pandas as pd
+    params = config.load_params("report")
+    index = archive.read_valid_index()
+    if rows is None:
+        rows = {r: index_row(archive.read_json(config.run_report_path(r))) for r in history.targets(index)
+                if config.run_report_path(r).exists()}
+    now = pd.Timestamp.now(tz="UTC")
+    night = str(params["night"] or now.date())
+    earlier = sorted(p for p in config.NIGHTS.glob("*.json") if p.stem < night) if config.NIGHTS.exists() else []
+    previous = archive.read_json(earlier[-1])["runs"] if earlier else None
+    changes = night_changes(rows, previous)
+    ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -r["score"], r["run_id"]))
+    for r in ordered:
+        r["change"] = changes[r["run_id"]]
+    reasons = quarantine_reasons()
+    quarantined = sorted(reasons)
+    archive.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
+    history_nights = []
+    for path in earlier[-(int(params["trend_nights"]) - 1):]:
+        try:
+            history_nights.append((path.stem, archive.read_json(path)["runs"]))
+        except (OSError, ValueError, KeyError):
+            continue                                   # an unreadable old night is left out of the trend
+    trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
+    archive.write_text_atomic(config.NIGHT_INDEX,
+                              render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
+                                           quarantined=quarantined, reasons=reasons, valid_runs=len(index),
+                                           dropped=dropped_counters(index),
+                                           decisions=sorted(triage_log.triage_state(triage_log.read_log()).values(),
+                                                            key=lambda d: d.get("at") or "", reverse=True),
+                                           trends=trends, commits=commit_summary()))
+    failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
+    return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
+
+
+@locks.holding("report")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS)
+    params = config.load_params("report")
+    index = archive.read_valid_index()
+    todo = history.targets(index)
+    progress = Progress(log, "report", len(todo))
+    rows = {}
+    for i, run_id in enumerate(todo, 1):
+        rows[run_id] = index_row(report_run(run_id, index, params))
+        progress.step(i, f"{run_id} -> {rows[run_id]['verdict']}")
+    summary = write_index(rows)
+    print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
+
+
+if __name__ == "__main__":
+    main()
+

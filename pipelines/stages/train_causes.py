@@ -1,0 +1,127 @@
+"""train_causes: the regression-cause classifiers, retrained when verified runs change.
+
+The learners, their leave-one-run-out comparison and the unknown-cause threshold (Nguyen
+2017 ch. 8-9, seed 004) are :mod:`pipelines.detectors.causes`.  This stage trains a new
+model version per system when its verified history changed, keeps every version
+(``data/processed/cause_models/<system>/``) and writes ``metrics/causes.json`` and the
+learning curve.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import skops.io as sio
+
+from pipelines import config
+from pipelines.calibration import history
+from pipelines.detectors import cause_features
+from pipelines.detectors.causes import CODE_VERSION, train_system
+from pipelines.progress import Progress
+from pipelines.storage import archive, locks, store
+
+log = logging.getLogger("regresslab.train_causes")
+
+
+def verified_history_digest(index: dict[str, Any], system: str) -> str:
+    """A hash of a system's verified runs (id, verdict, cause, validated content)."""
+    rows = [(r, index[r].get("verdict"), index[r].get("cause"), index[r].get("_validation_key"))
+            for r in history.verified_runs(index, system)]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def verified_runs_changed() -> list[str]:
+    """The systems whose verified runs differ from those their current cause model learned from."""
+    index = archive.read_valid_index()
+    return [system for system in history.systems(index)
+            if store.latest_model_meta(system).get("verified_history") != verified_history_digest(index, system)]
+
+
+def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], index: dict[str, Any]) -> dict[str, Any]:
+    """The metadata of the system's model for this training data and these params: the stored
+    version when it exists, else a model trained, saved (skops) and described now."""
+    digest = cause_features.frame_digest(frame)
+    version = hashlib.sha256(json.dumps([digest, params, CODE_VERSION], sort_keys=True).encode()).hexdigest()[:16]
+    folder = config.cause_models_dir(system)
+    meta_file = folder / f"{version}.json"
+    if meta_file.exists() and (folder / f"{version}.skops").exists():
+        meta = archive.read_json(meta_file)
+        log.info("train_causes %s: model %s is current (training data unchanged)", system, version)
+        if meta.get("verified_history") != verified_history_digest(index, system):
+            meta["verified_history"] = verified_history_digest(index, system)
+            archive.write_json_atomic(meta_file, meta)
+        return meta
+    prog = Progress(log, f"train_causes {system}", len(params["learners"]), what="learners")
+    result = train_system(frame, params, progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
+    model = result.pop("model")
+    fault_model = result.pop("fault_model")
+    if fault_model is not None:        # before the meta file, which names it
+        result["fault_model_file"] = f"{version}.faults.skops"
+        archive.write_bytes_atomic(folder / result["fault_model_file"],
+                                   archive.reproducible_skops(sio.dumps(fault_model)))
+    archive.write_bytes_atomic(folder / f"{version}.skops", archive.reproducible_skops(sio.dumps(model)))
+    meta = {"system": system, "version": version, "training_data_sha256": digest,
+            "verified_history": verified_history_digest(index, system),
+            "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}
+    archive.write_json_atomic(meta_file, meta)
+    return meta
+
+
+def system_metrics(meta: dict[str, Any]) -> dict[str, Any]:
+    """What ``metrics/causes.json`` says of one system's model."""
+    best = meta["learners"][meta["best"]]
+    return {"best": meta["best"], "accuracy": best["accuracy"], "gain": best["gain"],
+            "random_accuracy": meta["random_accuracy"], "runs": meta["runs"],
+            "fault_runs": meta["fault_runs"], "fault_nearest_accuracy": meta["fault_nearest_accuracy"],
+            "fault_model_from": meta.get("fault_model_from", "all_runs"),
+            "fault_nearest_accuracy_all_runs": meta.get("fault_nearest_accuracy_all_runs"),
+            "fault_nearest_accuracy_faults_only": meta.get("fault_nearest_accuracy_faults_only"),
+            "feature_blocks": meta["feature_blocks"], "design_scores": meta.get("design_scores"),
+            "balance_classes": meta["balance_classes"],
+            "per_cause": meta["per_cause"], "confusion": meta["confusion"],
+            "learners": meta["learners"], "unknown_cause": {
+                k: meta["unknown"][k] for k in ("tau", "unknown_recall", "known_called_unknown")},
+            "model_version": meta["version"]}
+
+
+@locks.holding("train_causes")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("train_causes")
+    index = archive.read_valid_index()
+    metrics: dict[str, Any] = {}
+    curves = []
+    config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn
+    for system in history.systems(index):
+        path = config.features_path(system)
+        if not path.exists():
+            continue
+        frame = pd.read_parquet(path)
+        if frame["cause"].nunique() < 2:
+            log.warning("train_causes %s: fewer than two causes in the history, nothing to learn", system)
+            continue
+        meta = current_model(system, frame, params, index)
+        version = meta["version"]
+        archive.write_json_atomic(config.latest_cause_model(system), {"version": version, "model": f"{version}.skops",
+                                                                      "meta": f"{version}.json"})
+        metrics[system] = system_metrics(meta)
+        curves += [{"system": system, **row} for row in meta["learning_curve"]]
+        best = metrics[system]
+        print(f"[train_causes] {system}: best {meta['best']} LOO accuracy {best['accuracy']} gain {best['gain']} "
+              f"(r={meta['random_accuracy']}); unknown causes: tau {meta['unknown']['tau']}, "
+              f"recall {meta['unknown']['unknown_recall']}, known called unknown {meta['unknown']['known_called_unknown']}")
+    if metrics:
+        metrics["mean_best_accuracy"] = round(float(np.mean([m["accuracy"] for m in metrics.values()])), 4)
+    config.METRICS.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.METRICS / "causes.json", metrics)
+    with archive.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
+        pd.DataFrame(curves, columns=["system", "learner", "runs_per_cause", "accuracy", "trials"]).to_csv(tmp, index=False)
+
+
+if __name__ == "__main__":
+    main()
+

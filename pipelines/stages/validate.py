@@ -1,0 +1,162 @@
+"""validate: check every pulled archive against the data contract with Great Expectations.
+
+The suites and the checks are :mod:`pipelines.validation.suites`.  This stage validates
+each archive of ``data/raw`` not validated under the current suites, writes the valid runs'
+host frames to ``data/interim/valid/<run_id>/``, the quarantine file of every failed
+archive, the Data Docs, and the index of valid runs every later stage starts from
+(analysts' triage decisions applied).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines import config
+from pipelines.progress import Progress
+from pipelines.storage import archive, locks, triage_log
+from pipelines.validation.checks import valid_host_frames
+from pipelines.validation.suites import SUITE_VERSION, Validator, describe_failure, suites_from_params, validate_archive
+
+log = logging.getLogger("regresslab.validate")
+
+
+def clean_stale(valid_dir: Path, max_age_s: float = 3600.0) -> None:
+    """Remove the temporary run directories (``.<run_id>.*.tmp`` / ``.old``) of a validate that died
+    more than ``max_age_s`` ago (a live one renames its own within seconds)."""
+    now = time.time()
+    for p in list(valid_dir.glob(".*.tmp")) + list(valid_dir.glob(".*.old")):
+        if p.is_dir() and now - p.stat().st_mtime > max_age_s:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def cache_key(sha256: str, params: dict[str, Any]) -> str:
+    blob = json.dumps({"sha": sha256, "suite": SUITE_VERSION, "params": params}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def stored_result(entry: archive.ManifestEntry, key: str) -> tuple[str, Any] | None:
+    """What an earlier night decided for this archive under the same key: (``valid``, its index
+    row) or (``quarantined``, the reason); None when it must be validated."""
+    marker = config.valid_dir(entry.run_id) / "meta.json"
+    if marker.exists() and archive.read_json(marker).get("_validation_key") == key:
+        return "valid", _index_row(archive.read_json(marker))
+    q_path = config.quarantine_path(entry.run_id)
+    if q_path.exists() and archive.read_json(q_path).get("validation_key") == key:
+        return "quarantined", archive.read_json(q_path)["reason"]
+    return None
+
+
+def write_quarantine(entry: archive.ManifestEntry, key: str, checked) -> str:
+    """The quarantine file of a failed archive (its valid run, if any, removed); the reason."""
+    reason = quarantine_reason(checked.failures, checked.dropped)
+    archive.write_json_atomic(config.quarantine_path(entry.run_id), {
+        "run_id": entry.run_id, "archive": f"data/raw/{entry.file}", "sha256": entry.sha256, "reason": reason,
+        "failed_expectations": checked.failures, "dropped_counters": checked.dropped, "validation_key": key})
+    if config.valid_dir(entry.run_id).exists():
+        shutil.rmtree(config.valid_dir(entry.run_id))
+    log.warning("quarantined %s: %s", entry.run_id, reason[:300])
+    return reason
+
+
+def write_valid(entry: archive.ManifestEntry, key: str, checked) -> dict[str, Any]:
+    """A valid run's host frames and ``meta.json``, in a directory of this process's own name
+    swapped in by renames: a run killed at any point leaves either the old or the new run
+    directory (or none: validated again).  Its metadata."""
+    run_dir, dropped = config.valid_dir(entry.run_id), checked.dropped
+    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
+    for host, frame in valid_host_frames(checked.frames, checked.summary, dropped).items():
+        archive.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
+    meta = dict(checked.raw.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
+                _hosts=sorted(checked.frames), _dropped_counters=dropped)
+    if dropped:
+        log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
+                    "; ".join(d["reason"] for d in dropped[:3])[:500])
+    archive.write_json_atomic(tmp_dir / "meta.json", meta)
+    old = None
+    if run_dir.exists():
+        old = tmp_dir.with_suffix(".old")
+        run_dir.rename(old)
+    tmp_dir.rename(run_dir)
+    if old is not None:
+        shutil.rmtree(old)
+    config.quarantine_path(entry.run_id).unlink(missing_ok=True)
+    return meta
+
+
+def new_validator(params: dict[str, Any]) -> Validator:
+    return Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
+
+
+@locks.holding("validate")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    params = config.load_params("validate")
+    params["ingest"] = config.load_params("ingest")      # run directories are converted when read
+    manifest = archive.read_manifest()
+    config.VALID.mkdir(parents=True, exist_ok=True)
+    config.QUARANTINE.mkdir(parents=True, exist_ok=True)
+    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
+    clean_stale(config.VALID)
+    index: dict[str, Any] = {}
+    quarantined: dict[str, Any] = {}
+    done = n_dropped = 0
+    todo = sorted(manifest.values(), key=lambda e: e.run_id)
+    progress = Progress(log, "validate", len(todo), what="archives", every=10)
+    for i, entry in enumerate(todo, 1):
+        if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
+            quarantined[entry.run_id] = "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127}); not analysed"
+            log.warning("skipped %r: run_id outside the identifier grammar", entry.run_id[:80])
+            continue
+        key = cache_key(entry.sha256, params)
+        stored = stored_result(entry, key)
+        if stored is not None:
+            (index if stored[0] == "valid" else quarantined)[entry.run_id] = stored[1]
+            continue
+        validator = validator or new_validator(params)
+        checked = validate_archive(config.RAW / entry.file, validator, params)
+        done += 1
+        if checked.failures:
+            quarantined[entry.run_id] = write_quarantine(entry, key, checked)
+        else:
+            index[entry.run_id] = _index_row(write_valid(entry, key, checked))
+            n_dropped += len(checked.dropped)
+        progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
+    if validator is None and not (config.VALIDATION_DOCS / "index.html").exists():
+        validator = new_validator(params)
+    if validator is not None:               # nothing validated and the site exists: it is current
+        t_docs = time.monotonic()
+        validator.build_docs()
+        log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)
+    # the analysts' decisions win over the archives' verdicts (storage/triage_log.py): a triaged target joins the history
+    decisions = triage_log.triage_state(triage_log.read_log())
+    index = triage_log.apply_triage(index, decisions)
+    # runs that left the manifest cannot exist (raw is append-only); stale dirs of other keys are replaced above
+    archive.write_json_atomic(config.VALID_INDEX, {"valid": index, "quarantined": quarantined})
+    print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined ({done} validated this time; "
+          f"{sum(r in index for r in decisions)} triaged); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
+
+
+def quarantine_reason(failures: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> str:
+    """The run-level failures as sentences; when too many counters went, the first of them too."""
+    reason = "; ".join(describe_failure(f) for f in failures)
+    if any(f.get("kwargs", {}).get("column") == "dropped_counter_share" for f in failures) and dropped:
+        reason += f" ({len(dropped)} counters dropped, e.g. " + "; ".join(d["reason"] for d in dropped[:3]) + ")"
+    return reason
+
+
+def _index_row(meta: dict[str, Any]) -> dict[str, Any]:
+    row = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
+                                    "environment", "baseline", "workload", "regressed_counters", "_hosts")}
+    row["_dropped_counters"] = meta.get("_dropped_counters") or []
+    return row
+
+
+if __name__ == "__main__":
+    main()
+

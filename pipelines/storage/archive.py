@@ -1,0 +1,665 @@
+"""All archive and file I/O of the pipeline: safe reading of untrusted test-run
+archives and atomic writing of outputs.
+
+Archives come from outside (contract §1) and are treated as hostile:
+
+* nothing is ever extracted to disk: members are read into memory, so a member
+  name cannot traverse paths (``../x``, ``/etc/x``) and links cannot escape;
+* only ``run.json`` and ``counters/<host>.csv`` are accepted; links, devices,
+  directories with other content and unexpected members are refused;
+* every member is read through a hard byte cap (the header's size is not
+  trusted), and the total decompressed size and the member count are capped,
+  which defeats decompression bombs;
+* nothing is unpickled; JSON and CSV only.
+
+Outputs are written to a temporary file in the destination directory and moved
+into place with ``os.replace``, so a killed run never leaves a half-written file.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import lzma
+import os
+import re
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+from pipelines import config
+from pipelines.config import RUN_ID_RE
+
+log = logging.getLogger("regresslab.archive")
+
+HOST_RE = RUN_ID_RE                   # host names become file stems: the same grammar as run_ids
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
+
+DEFAULT_LIMITS = {
+    "max_members": 512,               # one run.json + one CSV per host
+    "max_member_bytes": 256 * 2**20,  # a CSV of 256 MiB is already huge
+    "max_total_bytes": 1024 * 2**20,  # decompressed, all members together
+    "max_ratio": 200.0,               # decompressed / compressed size
+    "max_header_bytes": 65536,        # a tar PAX / GNU long-name header (tarfile reads it whole)
+    "max_columns": 20000,             # counters of one host's CSV (pandas allocates per column)
+    "max_rows": 2000000,              # samples of one host's CSV
+    "max_cells": 40000000,            # samples x counters of one archive, all hosts (bounds its memory)
+}
+
+
+class ArchiveError(ValueError):
+    """An archive breaks the data contract or the safety limits; the message says how."""
+
+
+@dataclass
+class RawRun:
+    """The untouched content of one archive: metadata and one CSV text per host."""
+
+    run_id: str
+    meta: dict[str, Any]
+    csv_bytes: dict[str, bytes] = field(default_factory=dict)
+
+
+def archive_stem(path: str | Path) -> str | None:
+    """Return the run_id an archive path names, or None when it is no archive."""
+    name = Path(str(path).rstrip("/")).name
+    for suffix in ARCHIVE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def _classify_member(name: str) -> tuple[str, str | None]:
+    """Map a member name to ('run.json', None) or ('csv', host); raise on anything else."""
+    norm = name.replace("\\", "/")
+    while norm.startswith("./"):
+        norm = norm[2:]
+    if norm.startswith("/") or any(part == ".." for part in norm.split("/")):
+        raise ArchiveError(f"unsafe member path {name!r} (absolute or '..')")
+    if norm in ("", "counters", "counters/"):
+        return ("dir", None)
+    if norm == "run.json":
+        return ("run.json", None)
+    parts = norm.split("/")
+    if len(parts) == 2 and parts[0] == "counters" and parts[1].endswith(".csv"):
+        host = parts[1][: -len(".csv")]
+        if not HOST_RE.match(host):
+            raise ArchiveError(f"counter file {name!r}: host name must match {HOST_RE.pattern}")
+        return ("csv", host)
+    raise ArchiveError(f"unexpected member {name!r}: only run.json and counters/<host>.csv are allowed")
+
+
+def _read_capped(fh: IO[bytes], cap: int, name: str) -> bytes:
+    data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise ArchiveError(f"member {name!r} exceeds {cap} bytes decompressed (decompression bomb?)")
+    return data
+
+
+class _Budget:
+    """What an archive may decompress to, counted member by member (``validate.limits``)."""
+
+    def __init__(self, path: Path, limits: dict[str, Any]):
+        self.limits = limits
+        self.compressed = path.stat().st_size if path.is_file() else None
+        self.total = 0
+        self.count = 0
+
+    def account(self, data: bytes) -> None:
+        self.count += 1
+        self.total += len(data)
+        if self.count > self.limits["max_members"]:
+            raise ArchiveError(f"more than {self.limits['max_members']} members")
+        if self.total > self.limits["max_total_bytes"]:
+            raise ArchiveError(f"more than {self.limits['max_total_bytes']} bytes decompressed in all "
+                               "(decompression bomb?)")
+        if self.compressed and self.total > 1_000_000 and self.total / self.compressed > self.limits["max_ratio"]:
+            raise ArchiveError(f"compression ratio above {self.limits['max_ratio']:.0f}:1 (decompression bomb?)")
+
+
+def _directory_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path).as_posix()
+        if p.is_symlink():
+            raise ArchiveError(f"member {rel!r} is a symbolic link")
+        if p.is_dir():
+            continue  # files inside are classified one by one
+        with open(p, "rb") as fh:
+            data = _read_capped(fh, budget.limits["max_member_bytes"], rel)
+        budget.account(data)
+        yield rel, data
+
+
+def _zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, max_bytes: int) -> bytes:
+    """One regular member of a zip, refused when it is a link, encrypted, of an unknown method or corrupt."""
+    if (info.external_attr >> 16) & 0o170000 == 0o120000:
+        raise ArchiveError(f"member {info.filename!r} is a symbolic link")
+    if info.flag_bits & 0x1:
+        raise ArchiveError(f"member {info.filename!r} is encrypted")
+    try:
+        with zf.open(info) as fh:
+            return _read_capped(fh, max_bytes, info.filename)
+    except NotImplementedError as exc:      # zipfile's word for an unknown compression method
+        raise ArchiveError(f"member {info.filename!r}: unsupported compression method "
+                           f"{info.compress_type}") from exc
+    except (zipfile.BadZipFile, RuntimeError, zlib.error, lzma.LZMAError, EOFError, OSError,
+            ValueError) as exc:             # bad CRC, truncated or corrupt stream
+        raise ArchiveError(f"member {info.filename!r} is corrupt: {exc}") from exc
+
+
+def _zip_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise ArchiveError(f"not a readable zip file: {exc}") from exc
+    with zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                _classify_member(info.filename)
+                budget.account(b"")           # a directory entry is a member too
+                continue
+            data = _zip_member(zf, info, budget.limits["max_member_bytes"])
+            budget.account(data)
+            yield info.filename, data
+
+
+def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
+    name = path.name
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic != b"\x1f\x8b":
+        raise ArchiveError(f"{name} is not gzip-compressed (named {name.split('.', 1)[-1]}; "
+                           f"an xz or bzip2 stream, or a plain tar, under a gzip name)")
+    check_tar_headers(path, budget.limits)
+    try:
+        tf = tarfile.open(path, mode="r:gz")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise ArchiveError(f"not a readable tar archive: {exc}") from exc
+    with tf:
+        try:
+            for member in tf:
+                if member.isdir():
+                    _classify_member(member.name + "/")
+                    budget.account(b"")             # a directory entry is a member too
+                    continue
+                if not member.isfile():
+                    raise ArchiveError(f"member {member.name!r} is a link or device, not a regular file")
+                fh = tf.extractfile(member)
+                assert fh is not None
+                data = _read_capped(fh, budget.limits["max_member_bytes"], member.name)
+                budget.account(data)
+                yield member.name, data
+        except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
+            raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+
+
+def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
+    """Yield (member name, bytes) of a tar.gz, zip or directory archive, enforcing the limits."""
+    budget = _Budget(path, limits)
+    if path.is_dir():
+        yield from _directory_members(path, budget)
+    elif path.name.endswith(".zip"):
+        yield from _zip_members(path, budget)
+    else:
+        yield from _tar_members(path, budget)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"duplicate key(s) {repeated[:5]} (the last one would silently win)")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def strict_json(data: bytes, what: str, *, max_depth: int = 64) -> Any:
+    """Parse untrusted JSON strictly: UTF-8, no duplicate keys, no NaN/Infinity, nesting at most
+    ``max_depth`` deep (checked before parsing: the parser itself recurses).
+
+    Raises
+    ------
+    ArchiveError
+        Naming what is wrong.
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:                    # a bracket counter that skips strings: O(n), no recursion
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > max_depth:
+                    raise ArchiveError(f"{what} is nested more than {max_depth} levels deep")
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise ArchiveError(f"{what} is not valid UTF-8: {exc}") from exc
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise ArchiveError(f"{what} is not valid JSON: {exc}") from exc
+
+
+def _tar_size(field: bytes) -> int:
+    """A tar header's size field: octal, or GNU base-256 when the high bit is set."""
+    if field[:1] and field[0] & 0x80:
+        return int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip()
+    return int(text, 8) if text else 0
+
+
+def check_tar_headers(path: Path, limits: dict[str, Any]) -> None:
+    """Walk a tar.gz's 512-byte headers before ``tarfile`` does, streaming, and refuse a PAX or
+    GNU long-name header larger than ``max_header_bytes`` (``tarfile`` reads such a header whole:
+    a 1.5 MB archive can hold a 1.5 GiB one) and more than ``max_members`` entries of any kind."""
+    import gzip
+
+    count = 0
+    try:
+        with gzip.open(path, "rb") as fh:
+            while True:
+                header = fh.read(512)
+                if len(header) < 512 or header == b"\0" * 512:
+                    return
+                count += 1
+                if count > limits["max_members"]:
+                    raise ArchiveError(f"more than {limits['max_members']} members")
+                size = _tar_size(header[124:136])
+                kind = header[156:157]
+                if kind in (b"x", b"g", b"L", b"K") and size > limits["max_header_bytes"]:
+                    raise ArchiveError(f"a tar extended header of {size} bytes (more than "
+                                       f"{limits['max_header_bytes']})")
+                remaining = (size + 511) // 512 * 512
+                while remaining:                       # skip the member's data, streaming
+                    chunk = fh.read(min(remaining, 2**20))
+                    if not chunk:
+                        return                         # truncated: tarfile reports it
+                    remaining -= len(chunk)
+    except (OSError, EOFError, ValueError, zlib.error) as exc:
+        if isinstance(exc, ArchiveError):
+            raise
+        raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+
+
+def is_run_directory(path: Path) -> bool:
+    """A lab's own output folder for one run: ``run.yaml`` beside the collectors' files, no
+    ``run.json`` (``pipelines.importers.run_directory`` converts it when it is read)."""
+    return path.is_dir() and (path / "run.yaml").is_file() and not (path / "run.json").exists()
+
+
+def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawRun:
+    """Read one archive (tar.gz, tgz, zip or plain directory) without extracting it.
+
+    (A lab's run directory, :func:`is_run_directory`, is read by ``pipelines.importers.run_directory.read_run``.)
+
+    Raises
+    ------
+    ArchiveError
+        With a specific reason when the archive is unsafe or breaks the layout.
+    """
+    path = Path(path)
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    run_id = archive_stem(path) if path.is_file() else path.name
+    if run_id is None:
+        raise ArchiveError(f"{path.name}: not an archive name (expected {', '.join(ARCHIVE_SUFFIXES)})")
+    if not RUN_ID_RE.match(run_id):
+        raise ArchiveError(f"archive name {run_id!r} is not a valid run_id ({RUN_ID_RE.pattern})")
+    meta_bytes: bytes | None = None
+    csvs: dict[str, bytes] = {}
+    for name, data in _iter_members(path, limits):
+        kind, host = _classify_member(name)
+        if kind == "run.json":
+            if meta_bytes is not None:
+                raise ArchiveError("run.json appears more than once (which one is the run?)")
+            meta_bytes = data
+        elif kind == "csv":
+            if host in csvs:
+                raise ArchiveError(f"duplicate counter file for host {host!r}")
+            csvs[host] = data
+    if meta_bytes is None:
+        raise ArchiveError("run.json is missing")
+    meta = strict_json(meta_bytes, "run.json")
+    if not isinstance(meta, dict):
+        raise ArchiveError("run.json must hold a JSON object")
+    if not csvs:
+        raise ArchiveError("no counters/<host>.csv file")
+    return RawRun(run_id=run_id, meta=meta, csv_bytes=csvs)
+
+
+def csv_cells(data: bytes) -> int:
+    """Rows times columns of a CSV as written (header excluded), counted on the bytes."""
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return max(0, lines - 1) * (data.split(b"\n", 1)[0].count(b",") + 1)
+
+
+def check_cells(csv_bytes: dict[str, bytes], limits: dict[str, Any] | None = None) -> None:
+    """An archive's memory bound, before pandas allocates anything: its samples times counters,
+    over every host, at most ``max_cells``.  Parsing and validating take about 20-60 bytes a
+    cell (numbers / text, measured: 20 M cells of text, a 150 MB CSV, peaked at 1.1 GB in
+    ``validate``), so the default 40 M cells keeps one archive near 2 GB at worst; a 2,000-counter,
+    8-hour run sampled every 2 s is 28.8 M."""
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    cells = {host: csv_cells(data) for host, data in csv_bytes.items()}
+    total = sum(cells.values())
+    if total > limits["max_cells"]:
+        top = ", ".join(f"{h} {n:,}" for h, n in sorted(cells.items(), key=lambda kv: -kv[1])[:3])
+        raise ArchiveError(f"{total:,} samples x counters over all hosts (more than {limits['max_cells']:,}; "
+                           f"largest: {top})")
+
+
+def parse_counter_csv(data: bytes, host: str, limits: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Parse one host's counter CSV as the collector wrote it (no coercion).
+
+    Values keep pandas' own inference, so a column holding text stays ``object``
+    and the validation suite can report it.  Columns and rows are counted before pandas
+    allocates anything (``max_columns``, ``max_rows``): 200,000 columns in 480 KB aborted the
+    process.
+    """
+    limits = {**DEFAULT_LIMITS, **(limits or {})}
+    first = data.split(b"\n", 1)[0]
+    if first.count(b",") + 1 > limits["max_columns"]:
+        raise ArchiveError(f"counters/{host}.csv has {first.count(b',') + 1} columns "
+                           f"(more than {limits['max_columns']})")
+    if data.count(b"\n") > limits["max_rows"] + 1:
+        raise ArchiveError(f"counters/{host}.csv has more than {limits['max_rows']} rows")
+    try:
+        # only an empty cell is a missing sample (contract §1): "n/a", "null", "-" stay text
+        frame = pd.read_csv(io.BytesIO(data), low_memory=False, keep_default_na=False, na_values=[""])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ArchiveError(f"counters/{host}.csv is not a readable CSV: {exc}") from exc
+    return frame
+
+
+def list_archives(directory: str | Path) -> list[Path]:
+    """Archives in a local directory: files with an archive suffix and sub-directories holding run.json."""
+    directory = Path(directory)
+    found = []
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and archive_stem(p):
+            found.append(p)
+        elif p.is_dir() and ((p / "run.json").is_file() or is_run_directory(p)):
+            found.append(p)
+    return found
+
+
+def sha256_file(path: str | Path, chunk: int = 2**20) -> str:
+    """Content hash of a file, or of a directory archive (its members' names and bytes)."""
+    digest = hashlib.sha256()
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            digest.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(chunk), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- the manifest of data/raw
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One line of ``data/raw/manifest.jsonl``: an archive pulled once, never rewritten."""
+
+    run_id: str
+    file: str
+    sha256: str
+    size: int
+    first_seen: str
+    source: str
+
+
+def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
+    """The raw archives' manifest: run_id -> entry.
+
+    A last line without its newline is the trace of a ``pull`` killed while appending: it is
+    ignored here (``pull`` truncates it, :func:`manifest_torn_tail`, and takes the archive
+    back from ``data/raw``).  Any other line that is not an entry is skipped with a warning,
+    so one damaged line cannot stop every later night.
+    """
+    path = path or config.MANIFEST
+    entries: dict[str, ManifestEntry] = {}
+    if not path.exists():
+        return entries
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        lines.pop()                      # torn last line (no newline): an interrupted append
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            entries[row["run_id"]] = ManifestEntry(**row)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("manifest line %d skipped: %s", number, exc)
+    return entries
+
+
+def manifest_torn_tail(path: Path) -> int:
+    """Bytes after the manifest's last newline (a torn append); 0 when the file is whole."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    return len(data) - (data.rfind(b"\n") + 1)
+
+
+def append_json_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to an append-only log (the pull manifest, the triage log): one write,
+    flushed and synced. After an append killed midway the file ends inside a line; the record
+    then starts on a line of its own (the torn bytes stay; readers skip them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = manifest_torn_tail(path) > 0
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(("\n" if torn else "") + json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_valid_index() -> dict[str, dict[str, Any]]:
+    """run_id -> the validated run's metadata row (``validate``'s index, where every later stage starts)."""
+    return read_json(config.VALID_INDEX)["valid"]
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+TMP_SUFFIX = ".tmp"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs on this machine (a temporary's writer, a stranded copy's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_temporaries(*roots: Path) -> list[Path]:
+    """Delete the temporaries :func:`atomic_path` left behind when its process was killed
+    (``os._exit``, SIGKILL, power loss: no ``finally`` ran).  Their names carry the writer's pid
+    (``.<name>.<pid>.<random>.tmp``); one whose process is gone is stale.  Returns what it
+    removed.  Called when a stage takes the data folder exclusively, so a killed night resumes
+    with no temporary file left."""
+    removed = []
+    for root in roots:
+        if not Path(root).is_dir():
+            continue
+        for tmp in Path(root).rglob(f".*{TMP_SUFFIX}"):
+            parts = tmp.name[:-len(TMP_SUFFIX)].split(".")
+            pid = parts[-2] if len(parts) >= 4 else ""
+            if pid.isdigit() and not pid_alive(int(pid)) and tmp.is_file() and not tmp.is_symlink():
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+    return removed
+
+
+def prune_outputs(directory: str | Path, keep: set[str] | list[str], suffix: str = ".json") -> list[Path]:
+    """Delete the files ``<stem><suffix>`` of ``directory`` whose stem is not in ``keep``: the
+    results of runs that are no longer targets, or of systems that left the index.  A stage's
+    outputs are DVC ``persist`` outputs (DVC deletes a non-persistent output
+    before the stage's command runs, outside the data lock, under an Airflow night's per-run
+    tasks that are reading it), so the stage itself, holding the data folder exclusively, keeps
+    them what a run from scratch would leave.  Only plain files; returns what it removed."""
+    directory, keep = Path(directory), set(keep)
+    removed = []
+    if directory.is_dir():
+        for path in sorted(directory.glob(f"*{suffix}")):
+            if path.name[:-len(suffix)] not in keep and path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it into place only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        if tmp_path.exists():          # mkstemp makes 0600; give the file the usual mode
+            os.chmod(tmp_path, 0o666 & ~_UMASK)
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def reproducible_skops(data: bytes) -> bytes:
+    """The same ``skops`` file, written so that one model gives one byte string: members dated
+    1980-01-01 (skops stamps the time of writing) object ids and array files renumbered in
+    the order ``schema.json`` first names them (skops numbers them by ``id()``, an address).  A model trained
+    twice on the same data is then the same bytes, so a killed training resumes identically and
+    DVC sees no change."""
+    with zipfile.ZipFile(io.BytesIO(data)) as src:
+        schema = src.read("schema.json").decode("utf-8")
+        pattern = re.compile(r'("__id__": )([0-9]+)|"([0-9]+)\.npy"')
+        ids: dict[str, str] = {}
+        for m in pattern.finditer(schema):
+            ids.setdefault(m.group(2) or m.group(3), str(len(ids) + 1))
+        schema = pattern.sub(lambda m: m.group(1) + ids[m.group(2)] if m.group(2) else f'"{ids[m.group(3)]}.npy"',
+                             schema)
+        names = {f"{old}.npy": f"{new}.npy" for old, new in ids.items()}
+        members = {"schema.json": (schema.encode("utf-8"), src.getinfo("schema.json"))}
+        for info in src.infolist():
+            if info.filename != "schema.json":
+                members[names.get(info.filename, info.filename)] = (src.read(info), info)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for name in ["schema.json", *sorted(n for n in members if n != "schema.json")]:
+            payload, info = members[name]
+            fixed = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            fixed.compress_type, fixed.external_attr = info.compress_type, info.external_attr
+            dst.writestr(fixed, payload)
+    return out.getvalue()
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    """Write strict JSON (RFC 8259): a non-finite number (NaN, ±inf) becomes null, so every output
+    parses with a strict parser (``allow_nan=False`` would otherwise refuse it)."""
+    write_text_atomic(path, json.dumps(finite(obj), indent=2, sort_keys=False, default=_json_default,
+                                       allow_nan=False) + "\n")
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float (numpy's too) replaced by None."""
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.ndarray):
+        return finite(obj.tolist())
+    return obj
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_parquet_atomic(path: str | Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=True)
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def write_tar_gz_atomic(path: str | Path, members: dict[str, bytes], mtime: float = 0.0) -> None:
+    """Write a deterministic tar.gz (fixed mtime, sorted members, no owner names)."""
+    import gzip
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size = len(members[name])
+            info.mtime = int(mtime)
+            info.mode = 0o644
+            tf.addfile(info, io.BytesIO(members[name]))
+    raw = buf.getvalue()
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=int(mtime), compresslevel=6) as gz:
+        gz.write(raw)
+    write_bytes_atomic(path, out.getvalue())

@@ -1,0 +1,241 @@
+"""pull: copy new test-run archives from the source into ``data/raw``, incrementally.
+
+The source is ``params.yaml: pull.source`` (one location or a list): a local
+directory, or a ``file://``, ``http(s)://`` or ``s3://`` URL read through fsspec.
+``data/raw`` is append-only: an archive is copied once, recorded in
+``data/raw/manifest.jsonl`` (run_id, sha256, size, first seen, source), and never
+rewritten or deleted.  An archive that reappears under a known run_id with other
+content is refused (reported, left out), never overwritten.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipelines import config
+from pipelines.progress import Progress
+from pipelines.storage import archive
+
+log = logging.getLogger("regresslab.pull")
+
+
+def decide(entry: archive.ManifestEntry | None, sha256: str) -> str:
+    """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
+
+    ``changed`` (same run_id, other content) is refused: raw data is immutable.
+    """
+    if entry is None:
+        return "new"
+    return "known" if entry.sha256 == sha256 else "changed"
+
+
+# --------------------------------------------------------------------------- I/O shell
+
+
+def _append_manifest(entry: archive.ManifestEntry, path: Path) -> None:
+    """Append one line (one write + fsync).  A pull killed inside the write leaves a torn last
+    line, which :func:`_repair_manifest` removes at the next pull."""
+    archive.append_json_line(path, entry.__dict__)
+
+
+def _repair_manifest(path: Path) -> int:
+    """Cut a torn last line (an interrupted append) off the manifest; the bytes removed.
+
+    The manifest is our own record, not raw data; the archive of the torn entry is in
+    ``data/raw`` and is taken back by :func:`pull` (same content at the source)."""
+    torn = archive.manifest_torn_tail(path)
+    if torn:
+        with open(path, "r+b") as fh:
+            fh.truncate(path.stat().st_size - torn)
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning("manifest: cut a torn last line of %d bytes (a pull was interrupted)", torn)
+    return torn
+
+
+def _staging_name(name: str) -> str:
+    """A temporary name of this process in ``data/raw``: concurrent pulls never share one."""
+    return f".incoming-{os.getpid()}-{uuid.uuid4().hex[:8]}-{name}"
+
+
+def _clean_stale_staging(raw_dir: Path) -> None:
+    """Remove the temporary copies of pulls that died (their process is gone)."""
+    for p in raw_dir.glob(".incoming-*"):
+        pid = p.name.split("-")[1] if p.name.count("-") >= 3 else ""
+        if pid.isdigit() and archive.pid_alive(int(pid)):
+            continue
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def _open_source(location: str):
+    """Return (fsspec filesystem or None for local, root path)."""
+    if "://" not in location:
+        return None, location
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(location)
+    return fs, root
+
+
+def find_archives(location: str) -> dict[str, tuple[str, str]]:
+    """run_id -> (full path at the source, file name) for every archive at a source location.
+
+    Two archives of one run_id at a source (``r1.tar.gz`` beside ``r1.zip``) are both listed
+    under the run_id with their names joined by `` | ``: :func:`pull` refuses the run_id rather
+    than keep whichever came last."""
+    fs, root = _open_source(location)
+    found: dict[str, list[tuple[str, str]]] = {}
+    if fs is None:
+        base = Path(root)
+        if not base.is_dir():
+            raise FileNotFoundError(f"pull source {location!r} is not a directory")
+        if archive.is_run_directory(base):             # the source is one lab run directory itself
+            return {base.name: (str(base), base.name)}
+        for p in archive.list_archives(base):
+            run_id = archive.archive_stem(p) if p.is_file() else p.name
+            found.setdefault(run_id, []).append((str(p), p.name))
+    else:
+        for info in fs.ls(root, detail=True):
+            name = info["name"].rstrip("/").rsplit("/", 1)[-1]
+            run_id = archive.archive_stem(name)
+            if run_id and info.get("type", "file") == "file":
+                found.setdefault(run_id, []).append((info["name"], name))
+    return {run_id: (hits[0] if len(hits) == 1 else ("", " | ".join(sorted(n for _, n in hits))))
+            for run_id, hits in found.items()}
+
+
+def check_directory_archive(path: Path, *, max_bytes: int, max_depth: int = 8) -> None:
+    """Refuse a directory archive that is not plain files: symbolic links, devices or FIFOs, more
+    than ``max_depth`` levels (the contract's layout has two), or more than ``max_bytes`` in all.
+    Walked without following links and without recursion (a 600-level tree cannot abort pull)."""
+    total = 0
+    stack = [(path, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        if depth > max_depth:
+            raise archive.ArchiveError(f"directory archive nested deeper than {max_depth} levels")
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = Path(entry.path).relative_to(path).as_posix()
+                if entry.is_symlink():
+                    raise archive.ArchiveError(f"member {rel!r} is a symbolic link")
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((Path(entry.path), depth + 1))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+                    if total > max_bytes:
+                        raise archive.ArchiveError(f"directory archive larger than {max_bytes} bytes")
+                else:
+                    raise archive.ArchiveError(f"member {rel!r} is a device, FIFO or socket, not a regular file")
+
+
+def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) -> tuple[str, int, Path]:
+    """Copy one archive to a temporary name in ``dest_dir`` while hashing it."""
+    fs, _ = _open_source(location)
+    if fs is None and Path(path).is_symlink():
+        raise archive.ArchiveError("the archive at the source is a symbolic link (not followed)")
+    if fs is None and Path(path).is_dir():
+        check_directory_archive(Path(path), max_bytes=max_bytes)
+        tmp = dest_dir / _staging_name(Path(path).name)
+        shutil.copytree(path, tmp, symlinks=True)
+        size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
+        return archive.sha256_file(tmp), size, tmp
+    digest = hashlib.sha256()
+    tmp = dest_dir / _staging_name(Path(path).name)
+    size = 0
+    opener = open if fs is None else fs.open
+    with opener(path, "rb") as src, open(tmp, "wb") as dst:
+        for block in iter(lambda: src.read(2**20), b""):
+            size += len(block)
+            if size > max_bytes:
+                dst.close()
+                tmp.unlink()
+                raise archive.ArchiveError(f"archive larger than {max_bytes} bytes")
+            digest.update(block)
+            dst.write(block)
+    return digest.hexdigest(), size, tmp
+
+
+class _Pull:
+    """One pull into ``raw_dir``: the manifest as it grows, and the summary of what happened."""
+
+    def __init__(self, raw_dir: Path, max_archive_bytes: int):
+        self.raw_dir, self.max_bytes = raw_dir, max_archive_bytes
+        self.manifest_path = raw_dir / config.MANIFEST.name
+        _repair_manifest(self.manifest_path)
+        _clean_stale_staging(raw_dir)
+        self.manifest = archive.read_manifest(self.manifest_path)
+        self.summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": []}
+
+    def refuse(self, run_id: str, reason: str, *, loud: bool = True) -> None:
+        self.summary["refused"].append({"run_id": run_id, "reason": reason})
+        if loud:
+            log.error("refused %s: %s", run_id, reason)
+
+    def take(self, location: str, run_id: str, path: str, name: str) -> None:
+        """Copy one archive found at ``location`` unless it is known, changed or refused."""
+        if not archive.RUN_ID_RE.match(run_id):
+            return self.refuse(run_id, "invalid run_id in file name", loud=False)
+        if not path:
+            return self.refuse(run_id, f"two archives for one run_id at {location}: {name}; which one is the run?")
+        try:
+            digest, size, tmp = _hash_and_stage(location, path, self.raw_dir, self.max_bytes)
+        except (archive.ArchiveError, OSError) as exc:
+            return self.refuse(run_id, str(exc))
+        try:
+            self._commit(location, run_id, name, digest, size, tmp)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+
+    def _commit(self, location: str, run_id: str, name: str, digest: str, size: int, tmp: Path) -> None:
+        entry = self.manifest.get(run_id)
+        verdict = decide(entry, digest)
+        if verdict == "known":
+            self.summary["known"].append(run_id)
+            return
+        if verdict == "changed":
+            return self.refuse(run_id, f"content changed under existing run_id (was sha256 {entry.sha256[:12]}, "
+                                       f"now {digest[:12]}); raw data is immutable, the new copy is not taken")
+        target = self.raw_dir / name
+        if target.exists():
+            # in data/raw but not in the manifest: a pull killed between the rename and the
+            # manifest line.  The same content is taken back; another is refused (raw data
+            # is immutable), and the file is left untouched either way.
+            if archive.sha256_file(target) != digest:
+                return self.refuse(run_id, f"{name} already in data/raw with other content, not in the manifest; "
+                                           "left untouched", loud=False)
+            log.warning("taking back %s: in data/raw but not in the manifest (an interrupted pull)", name)
+            self.summary["recovered"].append(run_id)
+        else:
+            tmp.rename(target)
+        new = archive.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
+                                    first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                    source=location)
+        _append_manifest(new, self.manifest_path)
+        self.manifest[run_id] = new
+        self.summary["new"].append(run_id)
+
+
+def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[str, Any]:
+    """Copy new archives from every source into ``raw_dir``; return a summary."""
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    run = _Pull(raw_dir, max_archive_bytes)
+    for location in sources:
+        try:
+            candidates = find_archives(location)
+        except (FileNotFoundError, OSError) as exc:
+            log.warning("source %s skipped: %s", location, exc)
+            run.summary["missing_sources"].append({"source": location, "reason": str(exc)})
+            continue
+        progress = Progress(log, f"pull {location}", len(candidates), what="archives checked", every=25)
+        for i, (run_id, (path, name)) in enumerate(sorted(candidates.items()), 1):
+            run.take(location, run_id, path, name)
+            progress.step(i, f"{len(run.summary['new'])} new")
+    return run.summary

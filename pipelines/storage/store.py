@@ -1,0 +1,159 @@
+"""What several stages read: normalised runs, the load-scaled frame cache, bin edges and saved
+cause models.
+
+The science stays in the stage modules and stays pure; this module only finds and reads
+what the stages wrote (paths from ``config``, bytes through ``archive``).  Writers stay
+with the stage that owns the output; readers live here so that no stage imports another
+stage for its files.  The raw archives' manifest and ``validate``'s index are read by
+``archive`` (``read_manifest``, ``read_valid_index``), so ``pull``, ``validate`` and ``normalize``
+depend on no analysis module.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines import config
+from pipelines.calibration import history
+from pipelines.preparation.intervals import scale_to_load
+from pipelines.storage import archive
+
+TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
+
+
+def read_optional(path: Path) -> Any | None:
+    """A JSON file, or None when it does not exist."""
+    return archive.read_json(path) if path.exists() else None
+
+
+# --------------------------------------------------------------------------- normalised runs
+
+
+def read_info(run_id: str) -> dict[str, Any]:
+    """What normalisation decided for a run (interval, counters, load fits, cache key)."""
+    return archive.read_json(config.info_path(run_id))
+
+
+def load_normalized(run_id: str) -> pd.DataFrame:
+    return pd.read_parquet(config.frame_path(run_id))
+
+
+def reference_load(runs: list[str]) -> float | None:
+    """A system's reference load: the median of the training runs' median loads."""
+    loads = [read_info(r).get("median_load") for r in runs]
+    loads = [x for x in loads if x is not None]
+    return float(np.median(loads)) if loads else None
+
+
+def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
+    """A normalised run with its load-following counters scaled to the reference load (read now;
+    :class:`FrameStore` keeps them)."""
+    return FrameStore(reference)[run_id]
+
+
+def calibrate_every_system(calibrate, params: dict[str, Any], hist: dict[str, Any]) -> list[str]:
+    """``calibrate(system, index, frames, params, hist)`` for every system of the valid runs, each
+    with its own :class:`FrameStore`; the systems (the nightly DAG's calibration tasks)."""
+    index = archive.read_valid_index()
+    systems = history.systems(index)
+    for system in systems:
+        calibrate(system, index, FrameStore.of_system(system), params, hist)
+    return systems
+
+
+def read_edges(system: str) -> dict[str, Any]:
+    """A system's bin edges, training runs and reference load (``discretize``'s output)."""
+    return archive.read_json(config.edges_path(system))
+
+
+class FrameStore:
+    """Load-scaled interval frames of a system's runs, each run read from disk once.
+
+    ``store[run_id]`` is the run at the store's reference load (cached);
+    :meth:`at` gives it at another reference (the leave-one-out learns the reference again
+    without the held-out run), scaled from the cached normalised frame each time, so the
+    memory held stays two frames per run whatever the number of references.
+    """
+
+    def __init__(self, reference: float | None):
+        self.reference = reference
+        self._normalized: dict[str, tuple[pd.DataFrame, dict[str, Any]]] = {}
+        self._scaled: dict[str, pd.DataFrame] = {}
+        self._levels: dict[tuple[str, float | None], pd.Series] = {}
+
+    @classmethod
+    def of_system(cls, system: str) -> "FrameStore":
+        """The store of a system, at the reference load its bin edges were learned at."""
+        return cls(read_edges(system)["reference_load"])
+
+    def at(self, run_id: str, reference: float | None) -> pd.DataFrame:
+        if reference == self.reference and run_id in self._scaled:
+            return self._scaled[run_id]
+        if run_id not in self._normalized:
+            self._normalized[run_id] = (load_normalized(run_id), read_info(run_id))
+        frame, info = self._normalized[run_id]
+        scaled = scale_to_load(frame, info.get("load_counter"), info.get("load_fits") or {}, reference)
+        if reference == self.reference:
+            self._scaled[run_id] = scaled
+        return scaled
+
+    def __getitem__(self, run_id: str) -> pd.DataFrame:
+        return self.at(run_id, self.reference)
+
+    def levels(self, runs: list[str], reference: float | None) -> pd.DataFrame:
+        """One row per run: its median of every counter at ``reference`` (kept: a run's levels are
+        read once per reference)."""
+        for r in runs:
+            if (r, reference) not in self._levels:
+                self._levels[(r, reference)] = self.at(r, reference).median()
+        return pd.DataFrame({r: self._levels[(r, reference)] for r in runs}).T
+
+
+# --------------------------------------------------------------------------- cause models
+
+
+def load_model(path: Path):
+    """Load a saved model, trusting only scikit-learn/numpy types (skops; never pickle)."""
+    import skops.io as sio
+
+    untrusted = sio.get_untrusted_types(file=path)
+    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
+    if foreign:
+        raise ValueError(f"{path}: refusing to load types outside scikit-learn/numpy: {foreign}")
+    return sio.load(path, trusted=untrusted)
+
+
+def latest_model_meta(system: str) -> dict[str, Any]:
+    """The metadata of a system's current cause model ({} when it has none)."""
+    pointer = read_optional(config.latest_cause_model(system))
+    return archive.read_json(config.cause_models_dir(system) / pointer["meta"]) if pointer else {}
+
+
+class CauseModels:
+    """The current cause model of each system and its metadata, loaded once (None when none yet);
+    ``fault_model(system)`` the model of its fault runs alone, when training chose one."""
+
+    def __init__(self):
+        self._models: dict[str, tuple | None] = {}
+        self._fault_models: dict[str, Any] = {}
+
+    def __getitem__(self, system: str):
+        if system not in self._models:
+            pointer = read_optional(config.latest_cause_model(system))
+            if pointer is None:
+                self._models[system] = None
+            else:
+                directory = config.cause_models_dir(system)
+                self._models[system] = (load_model(directory / pointer["model"]),
+                                        archive.read_json(directory / pointer["meta"]))
+        return self._models[system]
+
+    def fault_model(self, system: str):
+        if system not in self._fault_models:
+            loaded = self[system]
+            name = loaded[1].get("fault_model_file") if loaded else None
+            self._fault_models[system] = load_model(config.cause_models_dir(system) / name) if name else None
+        return self._fault_models[system]

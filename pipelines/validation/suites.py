@@ -1,0 +1,300 @@
+"""The Great Expectations suites of ``validate``, and the runner that checks one archive with them.
+
+Three suites run per archive (contract §1):
+
+* ``run_meta``: ``run.json`` flattened to one row -- required fields, types, the
+  identifier grammar, a parseable ``started_at``, a plausible ``duration_s``;
+* ``host_coverage``: one row per host -- minimum samples in the load phase and the
+  share of the planned duration its samples cover;
+* ``counter_values``: one row per counter -- its name, and the shares of its samples that
+  are numbers, finite, and possible for its unit.
+
+Python only derives the rows that the expectations check (:mod:`pipelines.validation.checks`);
+every verdict is Great Expectations'.  A run-level failure quarantines the run; a
+counter-level failure drops that counter from the run's analysis.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from pipelines.importers import run_directory
+from pipelines.storage import archive
+from pipelines.validation.checks import counter_summary, host_coverage, meta_frame
+
+log = logging.getLogger("regresslab.validate")
+
+SUITE_VERSION = 4   # bump when an expectation changes: every archive is validated again
+
+
+def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: float,
+                 max_dropped_share: float) -> dict[str, list]:
+    """The three expectation suites; each expectation says what it guards.
+
+    ``run_meta`` and ``host_coverage`` hold run-level faults: one quarantines the run.
+    ``counter_values`` holds counter-level faults: a counter that fails one is dropped from the
+    run's analysis with its reason (contract §1), and ``run_meta`` quarantines the run
+    only when more than ``max_dropped_share`` of its counters went, or the load counter did."""
+    import great_expectations.expectations as gxe
+
+    meta = [gxe.ExpectColumnToExist(column=f) for f in  # schema: every field the contract requires
+            ("schema_version", "run_id", "system", "version", "started_at", "duration_s", "verdict", "cause")]
+    meta += [
+        gxe.ExpectColumnValuesToBeInSet(column="schema_version", value_set=[1]),        # schema version we read
+        gxe.ExpectColumnValuesToBeInSet(column="run_id_is_identifier", value_set=[True]),  # safe as a file name
+        gxe.ExpectColumnValuesToBeInSet(column="run_id_matches_archive", value_set=[True]),  # id = archive stem
+        gxe.ExpectColumnValuesToNotBeNull(column="system"),                              # runs compared per system
+        gxe.ExpectColumnValuesToBeInSet(column="system_is_identifier", value_set=[True]),  # safe as a file name
+        gxe.ExpectColumnValuesToNotBeNull(column="version"),
+        gxe.ExpectColumnValuesToNotBeNull(column="started_at_epoch"),                    # ISO-8601 start, parseable
+        gxe.ExpectColumnValuesToBeInSet(column="duration_is_number", value_set=[True]),  # units: seconds, a number
+        gxe.ExpectColumnValuesToBeBetween(column="duration_s", min_value=1, max_value=max_duration_s),
+        gxe.ExpectColumnValuesToBeInSet(column="workload_is_object", value_set=[True]),  # {"profile", "load_counter"}
+        gxe.ExpectColumnValuesToBeInSet(column="load_counter_recorded", value_set=[True]),  # load counter exists
+        gxe.ExpectColumnValuesToBeInSet(column="load_counter_usable", value_set=[True]),  # ... and was not dropped
+        gxe.ExpectColumnValuesToBeInSet(column="environment_is_flat_object", value_set=[True]),  # flat env map
+        gxe.ExpectColumnValuesToBeInSet(column="verdict", value_set=["pass", "fail"]),   # null allowed: a target
+        gxe.ExpectColumnValuesToBeInSet(column="baseline_is_list_of_ids", value_set=[True]),
+        gxe.ExpectColumnValuesToBeInSet(column="regressed_is_list_of_counters", value_set=[True]),
+        gxe.ExpectColumnValuesToBeBetween(column="dropped_counter_share", max_value=max_dropped_share),  # enough left
+    ]
+    hosts = [
+        gxe.ExpectTableRowCountToBeBetween(min_value=1),                                  # at least one machine
+        gxe.ExpectColumnValuesToMatchRegex(column="host", regex=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"),  # file stem
+        gxe.ExpectColumnValuesToBeBetween(column="counters", min_value=1),                # each CSV has counters
+        gxe.ExpectColumnValuesToBeInSet(column="timestamp_column", value_set=[True]),      # first column: timestamp
+        gxe.ExpectColumnValuesToBeBetween(column="ts_unparseable", max_value=0),           # parseable timestamps
+        gxe.ExpectColumnValuesToBeBetween(column="ts_not_increasing", max_value=0),        # strictly increasing
+        gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="load_samples", column_B="required_samples",
+                                                    or_equal=True),                       # completeness
+        gxe.ExpectColumnValuesToBeBetween(column="coverage", min_value=min_coverage),    # planned duration covered
+    ]
+    values = [
+        gxe.ExpectColumnValuesToBeInSet(column="counter_name_ok", value_set=[True]),       # <component>.<counter>
+        gxe.ExpectColumnValuesToBeBetween(column="numeric_share", min_value=value_mostly),  # numbers or empty cells
+        gxe.ExpectColumnValuesToBeBetween(column="finite_share", min_value=value_mostly),   # inf is no measurement
+        gxe.ExpectColumnValuesToBeBetween(column="in_range_share", min_value=value_mostly),  # units: percentages
+    ]                                                                                      # in range, rates >= 0
+    return {"run_meta": meta, "host_coverage": hosts, "counter_values": values}
+
+
+def suites_from_params(params: dict[str, Any]) -> dict[str, list]:
+    """:func:`build_suites` with the ``validate`` block of ``params.yaml``."""
+    return build_suites(min_coverage=params["min_coverage"], max_duration_s=params["max_duration_s"],
+                        value_mostly=params["value_mostly"], max_dropped_share=params["max_dropped_share"])
+
+
+#: the columns that name the offending rows in each suite's results (GX ``unexpected_index_list``)
+INDEX_COLUMNS = {"run_meta": [], "host_coverage": ["host"], "counter_values": ["host", "counter"]}
+
+
+CHECK_WORDS = {
+    "counter_name_ok": "name is not <component>.<counter>",
+    "numeric_share": "values that are not numbers",
+    "finite_share": "infinite values",
+    "in_range_share": "values impossible for its unit",
+}
+
+
+def dropped_counters(summary: pd.DataFrame, failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The counters the ``counter_values`` suite failed, each with the checks, the host, the
+    counter and example values: the run is analysed without them."""
+    by_key: dict[tuple[str, str], list[str]] = {}
+    for f in failures:
+        column = f["kwargs"].get("column")
+        for idx in f.get("unexpected_index_list") or []:
+            by_key.setdefault((str(idx.get("host")), str(idx.get("counter"))), []).append(column)
+    rows = summary.set_index(["host", "counter"])
+    out = []
+    for (host, counter), checks in sorted(by_key.items()):
+        row = rows.loc[(host, counter)]
+        parts = []
+        for check in checks:
+            words = CHECK_WORDS.get(check, check)
+            if check == "numeric_share":
+                words += f" ({1 - row['numeric_share']:.0%} of samples: {row['non_numeric_examples']})"
+            elif check in ("finite_share", "in_range_share"):
+                bound = (f"{row['kind']}, allowed {row['lower_bound']:g} to {row['upper_bound']:g}"
+                         if check == "in_range_share" else "")
+                share = 1 - row[check]
+                words += f" ({bound + '; ' if bound else ''}{share:.0%} of samples: {row['out_of_range_examples']})"
+            parts.append(words)
+        out.append({"host": host, "counter": counter, "checks": checks,
+                    "reason": f"host {host}, counter {counter}: " + "; ".join(parts)})
+    return out
+
+
+def describe_failure(f: dict[str, Any]) -> str:
+    """One run-level failure as a sentence: the check, the column, the hosts and example values."""
+    if f.get("reason"):
+        return f["reason"]
+    column = f["kwargs"].get("column") or ", ".join(
+        str(f["kwargs"][k]) for k in ("column_A", "column_B") if k in f["kwargs"])
+    text = f"{f['suite']}: {f['expectation']}({column})"
+    where = [", ".join(f"{k}={v}" for k, v in idx.items()) for idx in (f.get("unexpected_index_list") or [])[:5]]
+    if where:
+        text += " failed for " + "; ".join(where)
+    elif f.get("partial_unexpected_list"):
+        text += " unexpected values: " + ", ".join(f["partial_unexpected_list"][:5])
+    elif f.get("observed_value") is not None:
+        text += f" observed {f['observed_value']}"
+    return text
+
+
+def failed_expectations(suite_name: str, result: Any) -> list[dict[str, Any]]:
+    """The failed expectations of one GX validation result, in a JSON-ready form."""
+    failed = []
+    for r in result.results:
+        if r.success:
+            continue
+        cfg = r.expectation_config
+        res = r.result or {}
+        failed.append({
+            "suite": suite_name,
+            "expectation": cfg.type,
+            "kwargs": {k: v for k, v in cfg.kwargs.items() if k not in ("batch_id",)},
+            "unexpected_count": res.get("unexpected_count"),
+            "unexpected_percent": res.get("unexpected_percent"),
+            "partial_unexpected_list": [str(v) for v in (res.get("partial_unexpected_list") or [])[:10]],
+            # the rows that failed, by the suite's index columns (every counter, so it can be dropped)
+            "unexpected_index_list": [{k: (v.item() if hasattr(v, "item") else v) for k, v in idx.items()}
+                                      for idx in (res.get("unexpected_index_list") or [])
+                                      if isinstance(idx, dict)],
+            "observed_value": str(res.get("observed_value")) if "observed_value" in res else None,
+            "exception": (r.exception_info or {}).get("exception_message") if isinstance(r.exception_info, dict)
+            and r.exception_info.get("raised_exception") else None,
+        })
+    return failed
+
+
+def result_format(suite_name: str) -> dict[str, Any]:
+    """SUMMARY for the one-row ``run_meta``; COMPLETE with the index columns for the others, so
+    every failing host and counter is named (the frames hold one row per host or counter)."""
+    if not INDEX_COLUMNS.get(suite_name):
+        return {"result_format": "SUMMARY", "partial_unexpected_count": 10}
+    return {"result_format": "COMPLETE", "unexpected_index_column_names": INDEX_COLUMNS[suite_name],
+            "partial_unexpected_count": 10}
+
+
+class Validator:
+    """A GX file context (results kept under ``data/interim/gx``) with the three suites.
+
+    Results are stored as they come; :meth:`build_docs` renders the Data Docs site
+    once at the end of the night (rendering after every archive is quadratic).
+    """
+
+    def __init__(self, suites: dict[str, list], *, project_dir: Path | None, docs_dir: Path | None):
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)
+        import great_expectations as gx
+
+        self.gx = gx
+        if project_dir is None:
+            self.context = gx.get_context(mode="ephemeral")
+        else:
+            project_dir.mkdir(parents=True, exist_ok=True)
+            self.context = gx.get_context(mode="file", project_root_dir=str(project_dir))
+        try:
+            from great_expectations.data_context.types.base import ProgressBarsConfig
+
+            self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        except Exception:  # progress bars are cosmetic; other GX versions may lack the knob
+            pass
+        self.docs = docs_dir is not None
+        if docs_dir is not None:
+            site = {
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                                  "base_directory": str(docs_dir)},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            }
+            for name in list(self.context.get_site_names()):
+                self.context.delete_data_docs_site(name)
+            self.context.add_data_docs_site(site_name="regresslab", site_config=site)
+        source = self.context.data_sources.add_or_update_pandas("regresslab")
+        self.checkpoints = {}
+        for name, expectations in suites.items():
+            suite = self.context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=expectations))
+            asset = source.add_dataframe_asset(name)
+            batch = asset.add_batch_definition_whole_dataframe("whole")
+            vd = self.context.validation_definitions.add_or_update(
+                gx.ValidationDefinition(name=name, data=batch, suite=suite))
+            self.checkpoints[name] = self.context.checkpoints.add_or_update(gx.Checkpoint(
+                name=f"{name}_checkpoint", validation_definitions=[vd], actions=[],
+                result_format=result_format(name)))
+
+    def run(self, suite_name: str, frame: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
+        result = self.checkpoints[suite_name].run(
+            batch_parameters={"dataframe": frame},
+            run_id=self.gx.RunIdentifier(run_name=f"{run_id}"))
+        failed = []
+        for vr in result.run_results.values():
+            failed += failed_expectations(suite_name, vr)
+        return failed
+
+    def build_docs(self) -> None:
+        if self.docs:
+            self.context.build_data_docs(site_names=["regresslab"])
+
+
+class Checked(NamedTuple):
+    """What validating one archive found: the run, its host frames as read, the run-level
+    failures (any quarantines the run), the counters dropped from it and the counter summary."""
+    raw: archive.RawRun | None
+    frames: dict[str, pd.DataFrame]
+    failures: list[dict[str, Any]]
+    dropped: list[dict[str, Any]]
+    summary: pd.DataFrame | None
+
+
+def validate_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
+    """Validate one archive; any fault of reading or interpreting it is a failure, never an exception."""
+    try:
+        return check_archive(path, validator, params)
+    except archive.ArchiveError as exc:
+        return Checked(None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
+                                   "reason": str(exc)}], [], None)
+    except (Exception, RecursionError, MemoryError) as exc:      # noqa: BLE001 -- any fault of one archive
+        # raw data is immutable: an archive that breaks a reader would break every night; it is
+        # quarantined with the fault named, and the night goes on (a fault of ours shows in the log)
+        log.exception("could not read or interpret %s", path.name)
+        return Checked(None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
+                                   "reason": f"could not read or interpret the archive: {type(exc).__name__}: "
+                                             f"{str(exc)[:300]}"}], [], None)
+
+
+def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
+    """:func:`validate_archive` without the catch-all: read, parse and run the three suites.
+
+    ``counter_values`` runs first: its failures drop counters, and ``run_meta`` then checks
+    that enough of them (and the load counter) are left."""
+    expected_id = archive.archive_stem(path) if path.is_file() else path.name
+    raw = run_directory.read_run(path, params["limits"], params.get("ingest") or {})
+    archive.check_cells(raw.csv_bytes, params["limits"])
+    frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
+    counts = collections.Counter(str(c) for f in frames.values() for c in f.columns if c != "timestamp")
+    dupes = sorted(c for c, n in counts.items() if n > 1)
+    failures: list[dict[str, Any]] = []
+    if dupes:
+        failures.append({"suite": "archive", "expectation": "unique_counter_names",
+                         "reason": f"counter names repeated across hosts: {dupes[:10]}"})
+    environment = raw.meta.get("environment") if isinstance(raw.meta, dict) else None
+    summary = counter_summary(frames, environment, units=params["units"],
+                              host_components=[c.lower() for c in params["host_components"]],
+                              cores_key=params["cores_key"], slack=params["range_slack"])
+    dropped = dropped_counters(summary, validator.run("counter_values", summary, expected_id))
+    gone = {d["counter"] for d in dropped}
+    meta = meta_frame(raw.meta, archive_run_id=expected_id, counters=set(counts), dropped=gone)
+    failures += validator.run("run_meta", meta, expected_id)
+    started = meta["started_at_epoch"].iloc[0]
+    duration = meta["duration_s"].iloc[0] if meta["duration_is_number"].iloc[0] else None
+    cover = host_coverage(frames, started_at=None if pd.isna(started) else float(started),
+                          duration_s=None if duration is None or pd.isna(duration) else float(duration),
+                          min_samples=params["min_samples_per_host"], min_coverage=params["min_coverage"],
+                          min_samples_floor=params["min_samples_floor"])
+    failures += validator.run("host_coverage", cover, expected_id)
+    return Checked(raw, frames, failures, dropped, summary)
+
