@@ -174,14 +174,14 @@ def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def anchor_rows(system: str, index: dict[str, Any], frames: store.FrameStore, exclude: set[str],
-                labels: dict[str, dict[str, Any]], *, params: dict[str, Any], window: int) -> list[dict[str, Any]]:
+                labels: dict[str, dict[str, Any]], *, params: dict[str, Any], window: int,
+                loo: bool = True) -> list[dict[str, Any]]:
     """The anchors (``anchors``) scored like the detectors: in leave-one-out on the verified runs
-    (the other passed runs are the baseline), and on the targets whose truth is known (their
-    baseline as the pipeline chooses it).  Frames are the normalised ones, not load-scaled."""
+    (the other passed runs are the baseline; unless ``loo`` is false), and on the targets whose
+    truth is known (their baseline as the pipeline chooses it; a target with no baseline is not
+    judged).  Frames are the normalised ones, not load-scaled."""
     raw = {r: frames.at(r, None) for r in index if index[r]["system"] == system}
-    passed = history.passed_runs(index, system, exclude=exclude)
     kw = {k: params[k] for k in ("lower_pct", "upper_pct", "top_fraction")}
-    null = anchors.plain_chart_null({r: raw[r] for r in passed}, **kw)
     rows = []
 
     def score(run_id: str, baseline: list[str], threshold: float, truth: dict[str, Any], source: str) -> None:
@@ -191,11 +191,14 @@ def anchor_rows(system: str, index: dict[str, Any], frames: store.FrameStore, ex
                                    truth.get("regressed_counters") or [], {name: j["flagged_counters"]},
                                    j["counter_scores"], source))
 
-    for run_id in history.verified_runs(index, system, exclude=exclude):
-        baseline = [r for r in passed if r != run_id]
-        if baseline:
-            score(run_id, baseline, max((v for r, v in null.items() if r != run_id), default=0.0), index[run_id],
-                  "loo")
+    if loo:
+        passed = history.passed_runs(index, system, exclude=exclude)
+        null = anchors.plain_chart_null({r: raw[r] for r in passed}, **kw)
+        for run_id in history.verified_runs(index, system, exclude=exclude):
+            baseline = [r for r in passed if r != run_id]
+            if baseline:
+                score(run_id, baseline, max((v for r, v in null.items() if r != run_id), default=0.0),
+                      index[run_id], "loo")
     nulls: dict[tuple, dict[str, float]] = {}
     for run_id, truth in labels.items():
         if index[run_id]["system"] != system:

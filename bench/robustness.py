@@ -1,0 +1,346 @@
+"""The robustness protocol: every labelled set judged under history/target splits fixed in advance.
+
+    python bench/robustness.py                                   # every set, every split
+    python bench/robustness.py --sets example nezha --jobs 2 --tag after
+    python bench/robustness.py --compare build/robustness/before.json build/robustness/after.json
+
+A method checked only on the split it was built on breaks on the next one.  This judges every
+target of every split with the pipeline as configured, and beside it the anchors (the simple
+baselines a user would otherwise run), and reports run accuracy, normal targets failed and faults
+caught per method, and the worst case per set.
+
+The sets: the example lab (simulated by ``labsim``) and the labelled real sets of the shared data
+(``smd``, ``nezha``, ``hpc``; ``--shared``).  Every run's truth is known: a verified run's from its
+``run.json``, a target's from the set's ``target_labels.json``.  The splits, fixed before any
+result was looked at:
+
+* ``given``: the set as delivered;
+* ``chrono-40`` .. ``chrono-70``: per system, the runs in order of start; the first 40, 50, 60 or
+  70 % are the history (their truth known), the others the targets;
+* ``lab-<k>-<j>`` for k in 0, 1, 3: in a system whose runs span several labs (environments: the
+  example's hardware, Nezha's days), the j-th lab that has both targets and verified runs keeps only
+  its first k verified runs in the history; its targets are judged; the other labs keep all theirs
+  (every system of the set at once, each with its own j-th lab).  ``k`` = all is ``given``.
+
+A split is a tree of its own under ``--out``: the set's validated and normalised runs are shared
+(validated once, in ``<set>/base``), and the split's index hides the targets' truth and drops the
+runs it leaves out; then every analysis stage from ``discretize`` to ``report`` runs on it.  The
+cause classifiers are trained with random forest alone (the default learner unless another beats
+it by a standard error) and no learning curve, to keep a split to minutes.
+
+Scoring (fixed with the splits): a method *fails* a target when it says so — the headline's
+verdict; each detector's p-value at ``report.false_alarm_rate`` (stacking, control charts,
+cluster models, the cause classifier, which abstains outside its lab); each anchor's verdict (on
+the target's baseline as the pipeline chooses it).  ``no_baseline`` and a method that cannot judge
+(no baseline) count as not failing: no false alarm, a missed fault.  Run accuracy is the share of
+targets a method gets right; the worst case per set is the smallest accuracy over its splits.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
+
+SETS = ("example", "smd", "nezha", "hpc")
+CHRONO = (40, 50, 60, 70)
+LAB_RUNS = (0, 1, 3)
+DETECTORS = {"stacking": "stacking", "control_charts": "control_charts",
+             "cluster_models": "clustered_regression", "cause_classifier": "cause_classifier"}
+ANCHORS = ("anchor_chart", "anchor_mannwhitney", "anchor_median")
+METHODS = ("headline", *DETECTORS, *ANCHORS)
+BASE_STAGES = ("pull", "validate", "normalize")
+SPLIT_STAGES = tuple(stage_graph.select("discretize", through="report"))
+
+
+def env_for(root: Path) -> dict[str, str]:
+    return {**os.environ, "REGRESSLAB_ROOT": str(root), "PYTHONPATH": str(REPO)}
+
+
+def run_stages(root: Path, stages: tuple[str, ...], log: Path) -> None:
+    """The stages' ``main()`` in one process rooted at ``root`` (its output in ``log``)."""
+    code = ("import importlib, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    importlib.import_module(f'pipelines.stages.{name}').main()\n")
+    with open(log, "a") as out:
+        subprocess.run([sys.executable, "-c", code, *stages], env=env_for(root), cwd=REPO, check=True,
+                       stdout=out, stderr=subprocess.STDOUT)
+
+
+# --------------------------------------------------------------------------- the sets and their truth
+
+
+def prepare_base(name: str, shared: Path, out: Path) -> tuple[Path, Path]:
+    """The set's base tree (pulled, validated, normalised) and its labels file."""
+    base = out / name / "base"
+    base.mkdir(parents=True, exist_ok=True)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    if name == "example":
+        source, labels = base / "example", base / "example" / "target_labels.json"
+    else:
+        source, labels = shared / "data" / name / "archives", shared / "data" / name / "target_labels.json"
+    params["pull"]["source"] = str(source)
+    (base / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if name == "example" and not labels.exists():
+        code = "import sys; from pipelines.stages import labsim; labsim.main(['--out', sys.argv[1]])"
+        subprocess.run([sys.executable, "-c", code, str(source)], env=env_for(base), cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL)
+    run_stages(base, BASE_STAGES, base / "stages.log")
+    return base, labels
+
+
+def truths(base: Path, labels_file: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The base tree's valid index, and every run's truth (verdict, cause, regressed counters)."""
+    index = json.loads((base / "data" / "interim" / "valid_runs.json").read_text())["valid"]
+    labels = json.loads(labels_file.read_text())
+    truth = {}
+    for run_id, row in index.items():
+        known = row if row.get("verdict") in ("pass", "fail") else labels.get(run_id)
+        if known:
+            truth[run_id] = {"verdict": known["verdict"], "cause": known.get("cause") or
+                             ("none" if known["verdict"] == "pass" else None),
+                             "regressed_counters": known.get("regressed_counters") or []}
+    return index, truth
+
+
+# --------------------------------------------------------------------------- the splits
+
+
+def by_start(index: dict[str, dict], runs) -> list[str]:
+    return sorted(runs, key=lambda r: (index[r]["started_at"], r))
+
+
+def lab_of(row: dict) -> str:
+    return json.dumps(row.get("environment") or {}, sort_keys=True, default=str)
+
+
+def splits(index: dict[str, dict], truth: dict[str, dict]) -> dict[str, tuple[list[str], list[str]]]:
+    """Split name -> (history runs, target runs)."""
+    systems = sorted({index[r]["system"] for r in truth})
+    given_history = [r for r in truth if index[r].get("verdict") in ("pass", "fail")]
+    given_targets = [r for r in truth if r not in given_history]
+    out = {"given": (given_history, given_targets)}
+    for share in CHRONO:
+        history, targets = [], []
+        for system in systems:
+            runs = by_start(index, [r for r in truth if index[r]["system"] == system])
+            cut = len(runs) * share // 100
+            history += runs[:cut]
+            targets += runs[cut:]
+        out[f"chrono-{share}"] = (history, targets)
+    labs: dict[str, list[str]] = {}
+    for system in systems:
+        mine = [r for r in truth if index[r]["system"] == system]
+        if len({lab_of(index[r]) for r in mine}) < 2:
+            continue
+        labs[system] = [lab for lab in sorted({lab_of(index[r]) for r in mine})
+                        if any(lab_of(index[r]) == lab for r in given_targets if r in mine)
+                        and any(lab_of(index[r]) == lab for r in given_history if r in mine)]
+    for j in range(max((len(v) for v in labs.values()), default=0)):
+        reduced = {system: lab_list[j] for system, lab_list in labs.items() if j < len(lab_list)}
+        for k in LAB_RUNS:
+            history, targets = [], []
+            for r in given_history:
+                lab = reduced.get(index[r]["system"])
+                if lab is None or lab_of(index[r]) != lab:
+                    history.append(r)
+            for system, lab in reduced.items():
+                own = by_start(index, [r for r in given_history if index[r]["system"] == system
+                                       and lab_of(index[r]) == lab])
+                history += own[:k]
+                targets += [r for r in given_targets if index[r]["system"] == system and lab_of(index[r]) == lab]
+            out[f"lab-{k}-{j + 1}"] = (history, targets)
+    return out
+
+
+def split_index(index: dict[str, dict], truth: dict[str, dict], history: list[str],
+                targets: list[str]) -> dict[str, dict]:
+    """The valid index of a split: the history with its truth, the targets with theirs hidden."""
+    out = {}
+    for r in history:
+        out[r] = {**index[r], "verdict": truth[r]["verdict"], "cause": truth[r]["cause"],
+                  "regressed_counters": truth[r]["regressed_counters"]}
+    for r in targets:
+        out[r] = {**index[r], "verdict": None, "cause": None, "regressed_counters": []}
+    return out
+
+
+# --------------------------------------------------------------------------- one split
+
+
+def run_split(set_name: str, split: str, base: str, index: dict, truth: dict, history: list[str],
+              targets: list[str], out: str) -> dict:
+    """Build the split's tree, run the analysis stages, score its targets."""
+    t0 = time.monotonic()
+    tree, base = Path(out) / set_name / split, Path(base)
+    if tree.exists():
+        shutil.rmtree(tree)
+    (tree / "data" / "interim").mkdir(parents=True)
+    for link in ("data/raw", "data/interim/valid", "data/interim/normalized"):
+        (tree / link).symlink_to(base / link)
+    sindex = split_index(index, truth, history, targets)
+    (tree / "data" / "interim" / "valid_runs.json").write_text(json.dumps({"valid": sindex, "quarantined": {}}))
+    labels = {r: truth[r] for r in targets}
+    (tree / "labels.json").write_text(json.dumps(labels))
+    params = yaml.safe_load((base / "params.yaml").read_text())
+    params["train_causes"].update(learners=["random_forest"], learning_curve_learners=0)
+    params["evaluate"]["labels"] = [str(tree / "labels.json")]
+    params["commit_changes"]["source"] = None
+    (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run_stages(tree, SPLIT_STAGES, tree / "stages.log")
+    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from bench.robustness import score_split; "
+            "print(json.dumps(score_split()))")
+    done = subprocess.run([sys.executable, "-c", code, "", str(REPO)], env=env_for(tree), cwd=REPO, check=True,
+                          capture_output=True, text=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result.update(set=set_name, split=split, history=len(history), seconds=round(time.monotonic() - t0, 1))
+    return result
+
+
+def score_split() -> dict:
+    """In a split's tree: each target's truth against every method's verdict."""
+    from pipelines import config
+    from pipelines.calibration import history
+    from pipelines.evaluation.leave_one_out import anchor_rows
+    from pipelines.storage import archive, store
+
+    labels = json.loads((config.ROOT / "labels.json").read_text())
+    index = archive.read_valid_index()
+    alpha = float(config.load_params("report")["false_alarm_rate"])
+    hist, ev = config.load_params("history"), config.load_params("evaluate")
+    rows: dict[str, dict] = {}
+    for run_id, truth in labels.items():
+        path = config.run_report_path(run_id)
+        doc = json.loads(path.read_text()) if path.exists() else {}
+        p = (doc.get("details") or {}).get("p_values") or {}
+        said = {"headline": doc.get("verdict", "missing")}
+        for name, key in DETECTORS.items():
+            said[name] = "fail" if p.get(key) is not None and p[key] <= alpha else "pass"
+        rows[run_id] = {"truth": truth["verdict"], "said": said}
+    for system in history.systems(index):
+        mine = {r: t for r, t in labels.items() if index[r]["system"] == system}
+        if not mine:
+            continue
+        judged = anchor_rows(system, index, store.FrameStore(None), set(hist["exclude"]), mine,
+                             params=ev["anchors"], window=hist["window"], loo=False)
+        for row in judged:
+            rows[row["run_id"]]["said"][row["combiner"]] = "fail" if row["flagged"] else "pass"
+    for row in rows.values():
+        for name in ANCHORS:
+            row["said"].setdefault(name, "pass")          # no baseline: an anchor cannot judge
+    return {"targets": rows}
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def summarize(result: dict) -> dict:
+    rows = result["targets"].values()
+    normal = [r for r in rows if r["truth"] == "pass"]
+    faults = [r for r in rows if r["truth"] == "fail"]
+    out = {"targets": len(rows), "normal": len(normal), "faults": len(faults),
+           "no_baseline": sum(r["said"]["headline"] == "no_baseline" for r in rows), "methods": {}}
+    for m in METHODS:
+        fails = lambda r: r["said"].get(m) == "fail"   # noqa: E731
+        right = sum(fails(r) for r in faults) + sum(not fails(r) for r in normal)
+        out["methods"][m] = {"accuracy": round(right / len(rows), 3) if rows else None,
+                             "normal_failed": sum(fails(r) for r in normal),
+                             "faults_caught": sum(fails(r) for r in faults)}
+    return out
+
+
+def table(results: list[dict]) -> list[str]:
+    lines = ["| set | split | history | targets (normal/faults) | headline | stacking | charts | clusters | "
+             "classifier | best anchor | no_baseline |", "|" + "---|" * 11]
+    for r in results:
+        s = summarize(r)
+        m = s["methods"]
+        cell = lambda k: f"{m[k]['accuracy']:.3f} ({m[k]['normal_failed']}/{m[k]['faults_caught']})"  # noqa: E731
+        best = max(ANCHORS, key=lambda k: m[k]["accuracy"] or 0)
+        lines.append(f"| {r['set']} | {r['split']} | {r['history']} | {s['targets']} ({s['normal']}/{s['faults']}) | "
+                     f"{cell('headline')} | {cell('stacking')} | {cell('control_charts')} | "
+                     f"{cell('cluster_models')} | {cell('cause_classifier')} | {cell(best)} {best} | "
+                     f"{s['no_baseline']} |")
+    return lines
+
+
+def worst_cases(results: list[dict]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for r in results:
+        s = summarize(r)
+        for m, v in s["methods"].items():
+            if v["accuracy"] is not None:
+                cur = out.setdefault(r["set"], {}).get(m)
+                out[r["set"]][m] = v["accuracy"] if cur is None else min(cur, v["accuracy"])
+    for per_set in out.values():
+        per_set["best_anchor"] = max(per_set[a] for a in ANCHORS if a in per_set)
+    return out
+
+
+def report(results: list[dict]) -> None:
+    for line in table(results):
+        print(line)
+    normal = sum(summarize(r)["normal"] for r in results)
+    failed = sum(summarize(r)["methods"]["headline"]["normal_failed"] for r in results)
+    print(f"\nheadline: {failed}/{normal} normal targets failed over every set and split "
+          f"({100 * failed / max(normal, 1):.1f} %)")
+    print("\n| set | worst: headline | stacking | charts | clusters | classifier | best anchor |\n|---|---|---|---|---|---|---|")
+    for name, w in worst_cases(results).items():
+        print(f"| {name} | {w['headline']:.3f} | {w['stacking']:.3f} | {w['control_charts']:.3f} | "
+              f"{w['cluster_models']:.3f} | {w['cause_classifier']:.3f} | {w['best_anchor']:.3f} |")
+
+
+def compare(before: Path, after: Path) -> None:
+    a, b = (worst_cases(json.loads(p.read_text())["results"]) for p in (before, after))
+    print("| set | method | worst before | worst after |\n|---|---|---|---|")
+    for name in sorted(set(a) | set(b)):
+        for m in ("headline", *DETECTORS, "best_anchor"):
+            print(f"| {name} | {m} | {a.get(name, {}).get(m, float('nan')):.3f} | {b.get(name, {}).get(m, float('nan')):.3f} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    parser.add_argument("--shared", default=str(REPO.parent / "shared"))
+    parser.add_argument("--out", default=str(REPO / "build" / "robustness"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--only", nargs="*", help="split names (default: all)")
+    parser.add_argument("--tag", default="latest", help="results go to <out>/<tag>.json")
+    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    args = parser.parse_args(argv)
+    if args.compare:
+        return compare(Path(args.compare[0]), Path(args.compare[1]))
+    out = Path(args.out)
+    jobs = []
+    for name in args.sets:
+        base, labels = prepare_base(name, Path(args.shared), out)
+        index, truth = truths(base, labels)
+        for split, (hist, targets) in splits(index, truth).items():
+            if targets and (not args.only or split in args.only):
+                jobs.append((name, split, str(base), index, truth, hist, targets, str(out)))
+    print(f"{len(jobs)} splits: " + ", ".join(f"{j[0]}/{j[1]}" for j in jobs), flush=True)
+    results, t0 = [], time.monotonic()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_split, *job) for job in jobs]
+        for i, f in enumerate(futures, 1):
+            results.append(f.result())
+            elapsed = time.monotonic() - t0
+            print(f"[{i}/{len(jobs)}] {results[-1]['set']}/{results[-1]['split']} in {results[-1]['seconds']} s; "
+                  f"{elapsed:.0f} s elapsed, eta {elapsed / i * (len(jobs) - i):.0f} s", flush=True)
+    (out / f"{args.tag}.json").write_text(json.dumps({"results": results}, indent=1))
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
