@@ -236,14 +236,34 @@ def counter_summary(frames: dict[str, pd.DataFrame], environment: dict[str, Any]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
+def covered_time(ts: np.ndarray, start: float, end: float, period: float) -> float:
+    """Seconds of the phase ``[start, end]`` that samples every ``period`` seconds cover.
+
+    A sample covers one period: the one before it or the one after it, as its collector
+    averages, so its direction is not assumed.  The samples inside the phase count, with the
+    last one before it and the first one after it when they lie less than a period outside (they
+    average part of the phase); consecutive samples cover the time between them up to a period,
+    so a gap counts for one period and ``n`` regular samples cover ``n`` periods: a 10-minute run
+    sampled once a minute is covered whole whatever its first sample's offset."""
+    ts = np.sort(ts)
+    inside = ts[(ts >= start) & (ts <= end)]
+    if period <= 0 or inside.size == 0:
+        return 0.0
+    before = ts[(ts < start) & (ts > start - period)][-1:]
+    after = ts[(ts > end) & (ts < end + period)][:1]
+    near = np.concatenate([before, inside, after])
+    return float(min(end - start, np.minimum(np.diff(near), period).sum() + period * (1 if near.size else 0)))
+
+
 def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, duration_s: float | None,
                   min_samples: int, min_coverage: float, min_samples_floor: int) -> pd.DataFrame:
     """Per host: its counters, its timestamps (parseable, strictly increasing), the samples inside
     the planned load phase, the share of it their span covers, and the samples it must have.
 
-    The samples required follow the run's planned duration and the host's sampling period
-   : ``min(min_samples, floor(min_coverage x duration / period))``, never below
-    ``min_samples_floor``; a 10-minute run sampled once a minute needs 9, not 10."""
+    The share covered is :func:`covered_time`'s.  The samples required follow the run's planned
+    duration and the host's sampling period: ``min(min_samples, floor(min_coverage x duration /
+    period))``, never below ``min_samples_floor``; a 10-minute run sampled once a minute needs 9,
+    not 10."""
     rows = []
     for host, frame in frames.items():
         if "timestamp" in frame.columns:
@@ -264,13 +284,9 @@ def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, 
             inside = ts[(ts >= started_at) & (ts <= end)].dropna()
             if not inside.empty:
                 period = float(np.nanmedian(np.diff(np.sort(inside.values)))) if len(inside) > 1 else 0.0
-                # a sample covers the period before it (collectors average backwards), so the first
-                # sample less than one period after the end still covers the phase's last seconds:
-                # with one sample a minute, that sample is a tenth of a 10-minute run
-                after = ts[(ts > end) & (ts < end + period)].dropna() if period > 0 else inside.iloc[:0]
-                last = after.min() if not after.empty else inside.max()
-                span = min(last, end) - max(inside.min() - period, started_at)
-                row.update(load_samples=int(len(inside)), coverage=float(span / duration_s), period_s=period)
+                row.update(load_samples=int(len(inside)), period_s=period,
+                           coverage=covered_time(ts.dropna().to_numpy(dtype=float), started_at, end, period)
+                           / duration_s)
                 if period > 0:
                     row["required_samples"] = max(min_samples_floor, min(
                         min_samples, int(np.floor(min_coverage * duration_s / period + 1e-9))))

@@ -249,20 +249,40 @@ def test_host_coverage_by_hand():
 
 def test_the_first_sample_after_the_phase_covers_its_last_seconds():
     """One sample a minute at 23, 83, ..., 503 s (the one at 563 s lost) and one at 623 s of a
-    600 s phase.  The 623 s sample averages 563..623 s, so the samples reach the end: they
-    span from 0 (23 - 60, clipped) to 600, coverage 1.0, with 9 samples inside the phase.
-    Without it the span stops at 503 s (0.84) and a short run was quarantined."""
+    600 s phase.  The 623 s sample lies less than a period after the end, so it counts: 8 gaps
+    of 60 s, the lost sample's gap of 120 s counting for one period, and the last sample's own
+    period: 60 x 10 = 600 s, coverage 1.0, with 9 samples inside the phase."""
     ts = START + np.array([23, 83, 143, 203, 263, 323, 383, 443, 503, 623.0])
     frames = {"h": pd.DataFrame({"timestamp": ts, "h.x": 1.0})}
     cov = checks.host_coverage(frames, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
                                  min_samples_floor=3)
     assert cov.loc[0, "load_samples"] == 9 and cov.loc[0, "required_samples"] == 9
     assert cov.loc[0, "coverage"] == pytest.approx(1.0)
-    # a sample more than one period after the end covers nothing of the phase
+    # a sample more than one period after the end covers nothing of the phase: 9 samples, 9 periods
     late = {"h": pd.DataFrame({"timestamp": np.append(ts[:-1], START + 700.0), "h.x": 1.0})}
     cov = checks.host_coverage(late, started_at=START, duration_s=600, min_samples=10, min_coverage=0.9,
                                  min_samples_floor=3)
-    assert cov.loc[0, "coverage"] == pytest.approx(503 / 600)
+    assert cov.loc[0, "coverage"] == pytest.approx(540 / 600)
+
+
+@pytest.mark.parametrize("first,duration,expected", [
+    (0.0, 600, 1.0),            # 10 samples at 0..540 s of 600 s: each covers its minute (the span is only 540 s)
+    (0.0, 605, 600 / 605),      # the phase 5 s longer than the samples' 10 minutes: 0.992, not the span's 0.893
+    (30.0, 600, 1.0),           # samples at 30..570 s
+])
+def test_each_sample_covers_its_period(first, duration, expected):
+    frames = {"h": pd.DataFrame({"timestamp": START + first + 60.0 * np.arange(10), "h.x": 1.0})}
+    cov = checks.host_coverage(frames, started_at=START, duration_s=duration, min_samples=10, min_coverage=0.9,
+                               min_samples_floor=3)
+    assert cov.loc[0, "coverage"] == pytest.approx(expected)
+
+
+def test_a_gap_counts_for_one_period_only():
+    # samples every 10 s over the first 300 s, then one at 590 s: 30 periods before the gap, one after it
+    ts = START + np.append(np.arange(10, 301, 10.0), 590.0)
+    cov = checks.host_coverage({"h": pd.DataFrame({"timestamp": ts, "h.x": 1.0})}, started_at=START,
+                               duration_s=600, min_samples=10, min_coverage=0.9, min_samples_floor=3)
+    assert cov.loc[0, "coverage"] == pytest.approx((29 * 10 + 10 + 10) / 600)
 
 
 def test_numeric_columns_checked_as_one_block_match_the_cell_by_cell_checks():
