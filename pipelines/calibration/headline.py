@@ -98,8 +98,10 @@ def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
 
     A failed run gets the most probable fault cause; it is ``known`` only when the
     classifier's own top class is that cause with a probability of at least its ``tau``.
-    A passed run's cause is ``none``.
+    A passed run's cause is ``none``; a run with no baseline has none known.
     """
+    if verdict == "no_baseline":
+        return {"label": None, "probability": None, "known": False}
     if not predicted or predicted.get("label") is None:
         return {"label": None if verdict == "fail" else "none", "probability": None, "known": verdict != "fail"}
     if verdict == "pass":
@@ -319,6 +321,14 @@ def failed_counters(ev: Evidence, charts: dict[str, Any] | None, counter_scores:
     return [c for c in counter_scores if c in chosen] or ev.cluster_flags or top_counters(counter_scores)
 
 
+def no_baseline_reason(detection: dict[str, Any]) -> str | None:
+    """Why the history holds nothing the run can honestly be judged against, or None: no passed run
+    of its system at all (``history.baseline_choice``: none before it, none verified after it)."""
+    if not detection["baseline_runs"]:
+        return "no verified passed run of this system, before or after this run, to compare it with"
+    return None
+
+
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
             rule: HeadlineRule, *, clustered: dict[str, Any] | None = None) -> Verdict:
     """The verdict of one run (contract §2) from the stages' results under ``rule``.
@@ -329,12 +339,13 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     reported whatever the rule."""
     ev = gather_evidence(detection, charts, clustered)
     lab = lab_status(detection, charts)
+    unjudged = no_baseline_reason(detection)
     evidence = classifier_evidence(predicted, lab["status"], resolution=rule.classifier_resolution,
                                    false_alarm_rate=rule.false_alarm_rate)
     if evidence is not None:
         ev.methods["cause_classifier"] = evidence
         ev.p_values["cause_classifier"] = evidence["p_value"]
-    verdict, p_value = decide(ev, rule)
+    verdict, p_value = decide(ev, rule) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
     details = {**detection.get("details", {}), "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
@@ -342,11 +353,14 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
                "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
                if charts and charts.get("verdict") else None,
                "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
+    if unjudged is not None:
+        details["no_baseline"] = unjudged
     return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,
-                   score=round(float(np.mean(ev.scores)), 4),
+                   score=None if unjudged is not None else round(float(np.mean(ev.scores)), 4),
                    flagged_counters=failed_counters(ev, charts, counter_scores, rule.flag_rule)
                    if verdict == "fail" else [],
                    counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
                    cause=cause_of(verdict, predicted), baseline_runs=detection["baseline_runs"],
-                   baseline_status=lab["status"], p_value=None if p_value is None else round(p_value, 6),
-                   methods=ev.methods, details=details)
+                   baseline_status="none" if not detection["baseline_runs"] else lab["status"],
+                   p_value=None if p_value is None else round(p_value, 6),
+                   methods=ev.methods, details=details, schema_version=2 if unjudged is not None else 1)

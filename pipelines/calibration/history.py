@@ -50,15 +50,31 @@ def usable_baseline(run_id: str, named: list[str], index: dict[str, dict[str, An
             and index[b]["started_at"] < row["started_at"]]
 
 
-def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
-                 exclude: set[str] = frozenset()) -> list[str]:
-    """The prior passed runs a target is compared with: its own ``baseline`` when it names usable
-    runs (:func:`usable_baseline`), else the newest ``window`` passed runs before it."""
+def baseline_choice(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
+                    exclude: set[str] = frozenset()) -> tuple[list[str], str]:
+    """The passed runs a target is compared with, and where they come from:
+
+    * ``named``: its own ``baseline``, when it names usable runs (:func:`usable_baseline`);
+    * ``before``: else the newest ``window`` passed runs before it;
+    * ``later``: else, when no passed run precedes it, the earliest ``window`` passed runs after
+      it (a run analysed after later runs were verified: its page says so);
+    * ``none``: no passed run at all: nothing to judge it against (the verdict ``no_baseline``)."""
     row = index[run_id]
     named = usable_baseline(run_id, row.get("baseline") or [], index, exclude=exclude)
     if named:
-        return named
-    return passed_runs(index, row["system"], exclude=exclude | {run_id}, before=row["started_at"], window=window)
+        return named, "named"
+    before = passed_runs(index, row["system"], exclude=exclude | {run_id}, before=row["started_at"], window=window)
+    if before:
+        return before, "before"
+    later = [r for r in passed_runs(index, row["system"], exclude=exclude | {run_id})
+             if index[r]["started_at"] > row["started_at"]]
+    return (later[:window], "later") if later else ([], "none")
+
+
+def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
+                 exclude: set[str] = frozenset()) -> list[str]:
+    """The prior passed runs a target is compared with (:func:`baseline_choice`)."""
+    return baseline_choice(run_id, index, window=window, exclude=exclude)[0]
 
 
 def systems(index: dict[str, dict[str, Any]]) -> list[str]:

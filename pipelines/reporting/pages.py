@@ -85,7 +85,7 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
     a sentence that says why (nothing new, or everything quarantined)."""
     failed = [r for r in rows if r["verdict"] == "fail"]
     return page_environment().get_template("index.html.j2").render(
-        rows=rows, failed=failed, night=night, generated=generated, quarantined=quarantined,
+        rows=rows, failed=failed, unjudged=[r for r in rows if r["verdict"] == "no_baseline"], night=night, generated=generated, quarantined=quarantined,
         reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
         dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends),
         commits=commits)

@@ -103,6 +103,9 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
     """The sentence a release manager came for: the verdict, the top changes in their units
     (:func:`summary_order`), the probable cause (or unknown), and whether a new lab makes the
     verdict uncertain."""
+    if doc["verdict"] == "no_baseline":
+        text = "Not judged: " + (doc.get("details", {}).get("no_baseline") or "no baseline")
+        return text + "."
     if doc["verdict"] == "pass":
         text = "No regression found"
         pattern = doc.get("details", {}).get("fault_pattern")
@@ -119,6 +122,8 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
             text += f". Probable cause: {cause['label']} ({100 * (cause.get('probability') or 0):.0f} %)"
         else:
             text += ". Cause unknown" + (f" (nearest: {cause['label']}, not certain)" if cause.get("label") else "")
+    if doc.get("details", {}).get("baseline_origin") == "later":
+        text += ". Compared with runs verified after it (none came before)"
     if doc.get("baseline_status") == "insufficient":
         text += ". New lab with no baseline of its own: this verdict is uncertain"
     elif doc.get("details", {}).get("environment_not_in_baseline"):

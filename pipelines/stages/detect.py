@@ -53,7 +53,7 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
     hist = config.load_params("history")
     index = archive.read_valid_index()
     system = index[run_id]["system"]
-    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
     key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
@@ -72,6 +72,7 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
                                    calibration.get("cross_lab_scores"), run_id)
     doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, list(null.values())),
                                                         null=kind)
+    doc["details"]["baseline_origin"] = origin
     return memo.write(config.detection_path(run_id), doc, key), False
 
 

@@ -147,7 +147,7 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     earlier = sorted(p for p in config.NIGHTS.glob("*.json") if p.stem < night) if config.NIGHTS.exists() else []
     previous = archive.read_json(earlier[-1])["runs"] if earlier else None
     changes = night_changes(rows, previous)
-    ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -r["score"], r["run_id"]))
+    ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -(r["score"] or 0.0), r["run_id"]))
     for r in ordered:
         r["change"] = changes[r["run_id"]]
     reasons = quarantine_reasons()

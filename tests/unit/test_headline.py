@@ -5,6 +5,8 @@ import pytest
 
 from pipelines.calibration import headline
 
+BASELINE = [{"run_id": "b", "weight": 1.0}]
+
 
 def compose(detection, charts, predicted, *, clustered=None, **rule):
     """The verdict file (JSON) of ``headline.compose`` under the rule of ``rule``'s keywords."""
@@ -31,7 +33,7 @@ def test_the_rule_is_built_once_from_params_and_checked():
 
 
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
-    det = {"run_id": "r", "system": "s", "baseline_runs": [], "counter_scores": {"a": 0.6}, "details": {},
+    det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
            "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
     verdict = headline.compose(det, None, None, headline.HeadlineRule(verdict_rule="all"))
     assert list(verdict.to_json()) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
@@ -63,10 +65,10 @@ def test_cause_of_a_failed_run_is_a_fault_and_known_only_when_the_classifier_agr
 
 
 def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
-    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2, "c": 0.1}, "baseline_runs": [],
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2, "c": 0.1}, "baseline_runs": BASELINE,
            "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in headline.RULE_METHODS}}
     charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b", "c"],
-              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
+              "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
     union = compose(det, charts, None, verdict_rule="all", flag_rule="union", false_alarm_rate=0.05)
     rules = compose(det, charts, None, verdict_rule="all", flag_rule="rules", false_alarm_rate=0.05)
     assert set(union["flagged_counters"]) == {"a", "b", "c"} and rules["flagged_counters"] == ["a"]
@@ -111,12 +113,12 @@ def test_calibrated_verdict_without_any_calibration_falls_back_to_all():
 def test_a_calibrated_failure_names_the_counters_over_their_limits():
     """Neither method failed the run on its own, but their combined evidence did: the verdict file
     still names what moved (bagging's counters, the charts' counters over their limits)."""
-    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2}, "baseline_runs": [],
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2}, "baseline_runs": BASELINE,
            "methods": {"association_rules_stacking": {"verdict": "pass", "flagged_counters": [], "p_value": 0.01},
                        "association_rules_bagging": {"verdict": "fail", "flagged_counters": ["a"]},
                        "association_rules_single": {"verdict": "pass", "flagged_counters": []}}}
     charts = {"verdict": "pass", "violation_ratio": 0.1, "threshold": 0.2, "flagged_counters": [], "p_value": 0.2,
-              "counters_over_limit": ["b"], "load_independent_counters": [], "baseline_runs": [],
+              "counters_over_limit": ["b"], "load_independent_counters": [], "baseline_runs": BASELINE,
               "counter_scores": {"a": 0.1, "b": 0.8}}
     doc = compose(det, charts, None, verdict_rule="calibrated", flag_rule="union", false_alarm_rate=0.05,
                            combination="bonferroni")
@@ -135,10 +137,10 @@ def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters
     3 x 0.30 / 2 and 0.40, are larger, so Bonferroni's term decides); neither the rules nor
     the charts flagged a counter, so the failing clusters' counters are the flagged ones.
     Clusters at 0.02 give 3 x 0.02 = 0.06: a pass."""
-    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1, "b": 0.1}, "baseline_runs": [],
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1, "b": 0.1}, "baseline_runs": BASELINE,
            "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.40} for k in headline.RULE_METHODS}}
     charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
-              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.0}, "p_value": 0.30}
+              "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.0}, "p_value": 0.30}
     clustered = {"verdict": "fail", "p_value": 0.01, "max_prediction_error": 0.8, "max_excess_error": 0.7,
                  "error_threshold": 0.2, "flagged_counters": ["io.read_bytes", "cpu.sys_pct"],
                  "clusters": [{"counters": ["cpu.sys_pct", "io.read_bytes"], "target_counter": "io.read_bytes",
@@ -157,10 +159,10 @@ def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters
 
 
 def test_headline_detectors_chooses_the_p_values_combined():
-    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1}, "baseline_runs": [],
+    det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1}, "baseline_runs": BASELINE,
            "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.03} for k in headline.RULE_METHODS}}
     charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
-              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"a": 0.0}, "p_value": 0.9}
+              "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.0}, "p_value": 0.9}
     clustered = {"verdict": "pass", "p_value": 0.8, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
     kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05, clustered=clustered)
     assert compose(det, charts, None, **kw)["p_value"] == pytest.approx(0.09)        # 3 x 0.03
@@ -219,11 +221,11 @@ def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are
     A classifier p of 0.01 gives 4 × 0.01 = 0.04 <= 0.05: the run fails though no counter-level
     method flagged anything, and the flagged counters are the top-scored ones (at most
     FALLBACK_FLAGS, none scored 0).  In another lab the classifier abstains and the factor is 3."""
-    det = {"run_id": "s-1", "system": "s", "baseline_runs": [],
+    det = {"run_id": "s-1", "system": "s", "baseline_runs": BASELINE,
            "counter_scores": {f"c{i}": 0.1 * (9 - i) for i in range(9)},      # c8 scores 0
            "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.5} for k in headline.RULE_METHODS}}
     charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
-              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {}, "p_value": 0.6}
+              "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {}, "p_value": 0.6}
     clustered = {"verdict": "pass", "p_value": 0.7, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
     # null 0.1, 0.1 (every positive score equal): a higher score gets the empirical 1/(k+1) = 1/3
     predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "fault": {"label": "cpu_hog", "probability": 0.9},
@@ -246,3 +248,13 @@ def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are
                                  charts, strong, **kw)
     assert elsewhere["methods"]["cause_classifier"]["verdict"] is None
     assert elsewhere["p_value"] == pytest.approx(1.0) and elsewhere["verdict"] == "pass"   # 3 × 0.5
+
+
+def test_a_run_with_no_passed_run_to_compare_gets_no_baseline():
+    det = {"run_id": "r", "system": "s", "baseline_runs": [], "counter_scores": {}, "details": {},
+           "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
+    doc = compose(det, None, {"label": "none", "known": True}, verdict_rule="calibrated")
+    assert doc["verdict"] == "no_baseline" and doc["schema_version"] == 2 and doc["score"] is None
+    assert doc["baseline_status"] == "none" and doc["p_value"] is None
+    assert doc["cause"] == {"label": None, "probability": None, "known": False}
+    assert "no verified passed run" in doc["details"]["no_baseline"]

@@ -202,3 +202,26 @@ def test_a_runs_raw_archive_link_names_its_own_archive_only(tmp_path, monkeypatc
     assert report.raw_archives("a") == ["a.zip"]
     assert report.raw_archives("a.b") == ["a.b", "a.b.tar.gz"]          # a directory archive, and a tar.gz
     assert report.raw_archives("c") == []
+
+
+def test_a_run_with_no_baseline_says_so_and_is_not_scored():
+    doc = {**_doc(), "schema_version": 2, "verdict": "no_baseline", "score": None, "flagged_counters": [],
+           "cause": {"label": None, "probability": None, "known": False}, "baseline_runs": [],
+           "baseline_status": "none"}
+    doc["details"] = {**doc["details"], "no_baseline": "no verified passed run of this system"}
+    assert summary.plain_summary(doc, {}) == "Not judged: no verified passed run of this system."
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None, baseline_envs={},
+                            raw_href="x", raw_name="x")
+    assert 'id="no-baseline"' in html and "not judged" in html and "--verdict pass|fail" in html
+    rows = [{**pages.index_row(doc), "change": "new"}, {**pages.index_row(_doc()), "change": "new"}]
+    index = pages.render_index(rows, night="n", generated="g", quarantined=[])
+    assert 'id="no-baseline-count">1 run(s) not judged' in index and "1 of 2 runs regressed" in index
+
+
+def test_a_run_compared_with_runs_verified_after_it_says_so():
+    doc = _doc()
+    doc["details"] = {**doc["details"], "baseline_origin": "later"}
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None, baseline_envs={},
+                            raw_href="x", raw_name="x")
+    assert 'id="later-baseline"' in html and "verified since, which started later" in html
+    assert "Compared with runs verified after it" in summary.plain_summary({**doc, "verdict": "pass"}, {})
