@@ -56,7 +56,8 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist)
+    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
+                                                config.load_params("significance"))
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     when = {r: pd.Timestamp(index[r]["started_at"]) for r in passed}
@@ -89,7 +90,8 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     for system in history.systems(index):
         spec = store.read_edges(system)
         cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist)
+        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
+                                                config.load_params("significance"))
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}

@@ -180,10 +180,14 @@ def split_index(index: dict[str, dict], truth: dict[str, dict], history: list[st
 
 
 def run_split(set_name: str, split: str, base: str, index: dict, truth: dict, history: list[str],
-              targets: list[str], out: str) -> dict:
+              targets: list[str], out: str, resume: bool = False) -> dict:
     """Build the split's tree, run the analysis stages, score its targets."""
     t0 = time.monotonic()
     tree, base = Path(out) / set_name / split, Path(base)
+    if resume and (tree / "result.json").exists():
+        return json.loads((tree / "result.json").read_text())
+    if resume and (tree / "reports" / "index.html").exists() and "Traceback" not in (tree / "stages.log").read_text():
+        return finish_split(set_name, split, tree, history, t0, None)   # its stages ran to the end: score it
     if tree.exists():
         shutil.rmtree(tree)
     (tree / "data" / "interim").mkdir(parents=True)
@@ -198,13 +202,24 @@ def run_split(set_name: str, split: str, base: str, index: dict, truth: dict, hi
     params["evaluate"]["labels"] = [str(tree / "labels.json")]
     params["commit_changes"]["source"] = None
     (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run_stages(tree, SPLIT_STAGES, tree / "stages.log")
+    error = None
+    try:
+        run_stages(tree, SPLIT_STAGES, tree / "stages.log")
+    except subprocess.CalledProcessError:       # the night failed: its targets have no verdict, say so
+        error = (tree / "stages.log").read_text()[-2000:].strip().splitlines()[-1]
+    return finish_split(set_name, split, tree, history, t0, error)
+
+
+def finish_split(set_name: str, split: str, tree: Path, history: list[str], t0: float, error: str | None) -> dict:
+    """Score a split's targets (in its tree, in a process of its own) and keep the result there."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from bench.robustness import score_split; "
             "print(json.dumps(score_split()))")
     done = subprocess.run([sys.executable, "-c", code, "", str(REPO)], env=env_for(tree), cwd=REPO, check=True,
                           capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    result.update(set=set_name, split=split, history=len(history), seconds=round(time.monotonic() - t0, 1))
+    result.update(set=set_name, split=split, history=len(history), seconds=round(time.monotonic() - t0, 1),
+                  error=error)
+    (tree / "result.json").write_text(json.dumps(result))
     return result
 
 
@@ -250,7 +265,8 @@ def summarize(result: dict) -> dict:
     normal = [r for r in rows if r["truth"] == "pass"]
     faults = [r for r in rows if r["truth"] == "fail"]
     out = {"targets": len(rows), "normal": len(normal), "faults": len(faults),
-           "no_baseline": sum(r["said"]["headline"] == "no_baseline" for r in rows), "methods": {}}
+           "no_baseline": sum(r["said"]["headline"] == "no_baseline" for r in rows),
+           "missing": sum(r["said"]["headline"] == "missing" for r in rows), "methods": {}}
     for m in METHODS:
         fails = lambda r: r["said"].get(m) == "fail"   # noqa: E731
         right = sum(fails(r) for r in faults) + sum(not fails(r) for r in normal)
@@ -271,7 +287,7 @@ def table(results: list[dict]) -> list[str]:
         lines.append(f"| {r['set']} | {r['split']} | {r['history']} | {s['targets']} ({s['normal']}/{s['faults']}) | "
                      f"{cell('headline')} | {cell('stacking')} | {cell('control_charts')} | "
                      f"{cell('cluster_models')} | {cell('cause_classifier')} | {cell(best)} {best} | "
-                     f"{s['no_baseline']} |")
+                     f"{s['no_baseline']} |" + (f" night failed: {r['error'][:80]}" if r.get("error") else ""))
     return lines
 
 
@@ -317,6 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", nargs="*", help="split names (default: all)")
     parser.add_argument("--tag", default="latest", help="results go to <out>/<tag>.json")
+    parser.add_argument("--resume", action="store_true", help="keep the splits a killed run finished (same code)")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     args = parser.parse_args(argv)
     if args.compare:
@@ -328,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
         index, truth = truths(base, labels)
         for split, (hist, targets) in splits(index, truth).items():
             if targets and (not args.only or split in args.only):
-                jobs.append((name, split, str(base), index, truth, hist, targets, str(out)))
+                jobs.append((name, split, str(base), index, truth, hist, targets, str(out), args.resume))
     print(f"{len(jobs)} splits: " + ", ".join(f"{j[0]}/{j[1]}" for j in jobs), flush=True)
     results, t0 = [], time.monotonic()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:

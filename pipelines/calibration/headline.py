@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.calibration import effects
 from pipelines.calibration import pvalues
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
@@ -196,13 +197,16 @@ class HeadlineRule:
     ``flag_rule`` names the flagged counters of a failed run: ``rules`` (stacking's when it
     failed the run, else the charts') or ``union``.  ``detectors`` names the p-values the
     calibrated decision combines (all four when None); ``classifier_resolution`` is the smallest
-    difference of the cause classifier's probabilities that counts."""
+    difference of the cause classifier's probabilities that counts.  ``min_effect_pct``: a counter
+    counts as regressed only when its change is at least this % of its level (``effects``); a run
+    fails only with such a counter."""
     verdict_rule: str = "calibrated"
     flag_rule: str = "rules"
     false_alarm_rate: float = 0.05
     detectors: tuple[str, ...] | None = None
     classifier_resolution: float = 0.01
     combination: str = "simes"
+    min_effect_pct: float = 0.0
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -213,11 +217,12 @@ class HeadlineRule:
             object.__setattr__(self, "detectors", tuple(self.detectors))
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "HeadlineRule":
-        """The rule of ``params.yaml: report``."""
+    def from_params(cls, params: dict[str, Any], significance: dict[str, Any] | None = None) -> "HeadlineRule":
+        """The rule of ``params.yaml: report``, and ``significance.min_effect_pct``."""
         return cls(verdict_rule=params["verdict_rule"], flag_rule=params["flag_rule"],
                    false_alarm_rate=float(params["false_alarm_rate"]), detectors=params["headline_detectors"],
-                   classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"])
+                   classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"],
+                   min_effect_pct=float((significance or {}).get("min_effect_pct") or 0.0))
 
 
 @dataclass
@@ -265,6 +270,7 @@ class Evidence:
     rule_scores: dict[str, float]
     chart_scores: dict[str, float] = field(default_factory=dict)
     cluster_flags: list[str] = field(default_factory=list)
+    over_limit: list[str] = field(default_factory=list)
 
 
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
@@ -275,7 +281,7 @@ def gather_evidence(detection: dict[str, Any], charts: dict[str, Any] | None,
                     clustered: dict[str, Any] | None) -> Evidence:
     """Each method's verdict, p-value and run score: the rules' (``detect``), the control charts'
     and the cluster models'."""
-    methods = {k: detection["methods"][k] for k in RULE_METHODS}
+    methods = {k: dict(detection["methods"][k]) for k in RULE_METHODS}      # copies: the flags are filtered
     rule_scores = detection.get("counter_scores", {})
     stacking = methods["association_rules_stacking"]
     ev = Evidence(methods=methods, verdicts={"stacking": stacking["verdict"]},
@@ -307,18 +313,43 @@ def decide(ev: Evidence, rule: HeadlineRule) -> tuple[str, float | None]:
     return calibrated_verdict(ev.verdicts, used, rule.false_alarm_rate, rule.combination)
 
 
-def failed_counters(ev: Evidence, charts: dict[str, Any] | None, counter_scores: dict[str, float],
-                    flag_rule: str) -> list[str]:
-    """The counters a failed run shows.  A calibrated failure may come from evidence no single
-    method turned into its own failure: then the counters over their limits and bagging's name
-    what moved; when only the cluster models saw it, their counters; when only the cause
+def set_aside_small(ev: Evidence, charts: dict[str, Any] | None, changes: dict[str, float],
+                    min_effect_pct: float) -> dict[str, float]:
+    """Every method's flags without the changes too small to matter (in place: the rules' are
+    already, by ``detect``); those counters with their change in %."""
+    small: dict[str, float] = {}
+    for name in RULE_METHODS:
+        rules = ev.methods[name]
+        if rules["flagged_counters"]:
+            rules["flagged_counters"], small_rules = effects.split_by_effect(rules["flagged_counters"], changes,
+                                                                             min_effect_pct)
+            small.update(small_rules)
+    chart = ev.methods.get("control_charts")
+    if chart is not None:
+        chart["flagged_counters"], small_chart = effects.split_by_effect(chart["flagged_counters"], changes, min_effect_pct)
+        over = (charts or {}).get("counters_over_limit") or []
+        ev.over_limit, small_over = effects.split_by_effect(over, changes, min_effect_pct)
+        small.update(small_chart | small_over)
+    if ev.cluster_flags:
+        ev.cluster_flags, small_clusters = effects.split_by_effect(ev.cluster_flags, changes, min_effect_pct)
+        ev.methods["clustered_regression"]["flagged_counters"] = ev.cluster_flags
+        small.update(small_clusters)
+    return small
+
+
+def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: str,
+                    changes: dict[str, float], min_effect_pct: float) -> list[str]:
+    """The counters a failed run shows, every one of them a change that matters; none when no such
+    counter is in sight (the run then passes).  A calibrated failure may come from evidence no
+    single method turned into its own failure: then the counters over their limits and bagging's
+    name what moved; when only the cluster models saw it, their counters; when only the cause
     classifier, the counters that moved most."""
     rules = set(ev.methods["association_rules_stacking"]["flagged_counters"]
                 or ev.methods["association_rules_bagging"]["flagged_counters"])
-    charted = set(ev.methods.get("control_charts", {}).get("flagged_counters")
-                  or (charts or {}).get("counters_over_limit") or [])
+    charted = set(ev.methods.get("control_charts", {}).get("flagged_counters") or ev.over_limit)
     chosen = rules | charted if flag_rule == "union" else rules or charted
-    return [c for c in counter_scores if c in chosen] or ev.cluster_flags or top_counters(counter_scores)
+    moved = effects.split_by_effect([c for c, v in counter_scores.items() if v > 0], changes, min_effect_pct)[0]
+    return [c for c in counter_scores if c in chosen] or ev.cluster_flags or moved[:FALLBACK_FLAGS]
 
 
 def no_baseline_reason(detection: dict[str, Any]) -> str | None:
@@ -347,6 +378,13 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         ev.p_values["cause_classifier"] = evidence["p_value"]
     verdict, p_value = decide(ev, rule) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
+    changes = (detection.get("details") or {}).get("effects") or {}
+    small = set_aside_small(ev, charts, changes, rule.min_effect_pct)
+    small.update((detection.get("details") or {}).get("below_min_effect") or {})
+    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct) \
+        if verdict == "fail" else []
+    if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
+        verdict = "pass"
     details = {**detection.get("details", {}), "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
                "combination": rule.combination if rule.verdict_rule == "calibrated" else None,
@@ -355,10 +393,11 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
                "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
     if unjudged is not None:
         details["no_baseline"] = unjudged
+    details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
+    details["min_effect_pct"] = rule.min_effect_pct
     return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,
                    score=None if unjudged is not None else round(float(np.mean(ev.scores)), 4),
-                   flagged_counters=failed_counters(ev, charts, counter_scores, rule.flag_rule)
-                   if verdict == "fail" else [],
+                   flagged_counters=flagged,
                    counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
                    cause=cause_of(verdict, predicted), baseline_runs=detection["baseline_runs"],
                    baseline_status="none" if not detection["baseline_runs"] else lab["status"],

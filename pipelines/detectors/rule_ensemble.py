@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import history, labs, pvalues
+from pipelines.calibration import effects, history, labs, pvalues
 from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
 from pipelines.progress import Progress
@@ -439,6 +439,12 @@ def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], 
             # flagged by the rules but moved less than detect.min_rel_change: counter -> magnitude
             "below_min_rel_change": {c: round(float(m), 4) for c, m in
                                      sorted((result.get("small_changes") or {}).items())},
+            # flagged by the rules but changed less than significance.min_effect_pct: counter -> change in %
+            "below_min_effect": dict(sorted((result.get("small_effects") or {}).items())),
+            # every counter's relative change against the reference runs (the headline's practical test)
+            # (null: not measurable, or moved off a level of exactly 0)
+            "effects": {c: round(float(v), 4) if np.isfinite(v) else None
+                        for c, v in sorted((result.get("effects") or {}).items())},
         },
     }
 
@@ -458,7 +464,8 @@ def stacking_score(result: dict[str, Any]) -> float:
     models flag, over the counters the practical-change filter kept (a score that
     :func:`pvalues.calibrated_pvalue` can judge against the history's normal runs; the
     largest ``s`` alone saturates at 1)."""
-    s = result["s"].drop(list(result.get("small_changes") or {}), errors="ignore")
+    s = result["s"].drop([*(result.get("small_changes") or {}), *(result.get("small_effects") or {})],
+                         errors="ignore")
     return float(s.clip(lower=0).sum())
 
 
@@ -512,6 +519,10 @@ class DetectCache:
         """One row per run: its median of every counter (load-scaled)."""
         return self.frames.levels(runs, reference)
 
+    def peaks(self, runs: list[str], reference: float | None) -> pd.DataFrame:
+        """One row per run: its 95th percentile of every counter's ``|x|`` (load-scaled)."""
+        return self.frames.peaks(runs, reference)
+
     def band(self, refs: list[str], reference: float | None, pct: tuple[float, float],
              counters: list[str]) -> pd.DataFrame:
         """Rows low / level / high: the ``pct`` percentiles and the median of each of ``counters``
@@ -559,6 +570,7 @@ class DetectContext:
     single_dir: Path
     cache: DetectCache
     lab_kw: dict[str, Any]
+    significance: dict[str, Any]
 
     @property
     def tag(self) -> str:
@@ -570,12 +582,15 @@ class DetectContext:
 
     @classmethod
     def of_system(cls, system: str, index: dict[str, Any], spec: dict[str, Any], cache: DetectCache,
-                  params: dict[str, Any], mine_params: dict[str, Any], hist: dict[str, Any]) -> "DetectContext":
+                  params: dict[str, Any], mine_params: dict[str, Any], hist: dict[str, Any],
+                  significance: dict[str, Any]) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
-        model folders, and the labs' params of ``hist`` (the ``history`` block)."""
+        model folders, the labs' params of ``hist`` (the ``history`` block) and the
+        ``significance`` block."""
         return cls(index=index, edges=spec["counters"], reference=spec["reference_load"], params=params,
                    mine_params=mine_params, models_dir=config.models_dir(system),
-                   single_dir=config.single_models_dir(system), cache=cache, lab_kw=labs.lab_params(hist))
+                   single_dir=config.single_models_dir(system), cache=cache, lab_kw=labs.lab_params(hist),
+                   significance=significance)
 
 
 def prior_models(baseline: list[str], ctx: DetectContext) -> tuple[list[Model], set[str]]:
@@ -611,11 +626,29 @@ def environment_abstention(baseline: list[str], target_env: dict[str, Any], lab:
                                       min_rel_change=ctx.params["min_rel_change"] or 0.0)
 
 
+def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext) -> dict[str, float]:
+    """Each counter's relative change against the reference runs (``effects.effect_sizes``)."""
+    if not refs:
+        return {}
+    sig = ctx.significance
+    return effects.effect_sizes(frame, ctx.cache.levels(refs, ctx.reference).median(),
+                                ctx.cache.peaks(refs, ctx.reference).median(),
+                                window_share=float(sig["window_share"]), min_window=int(sig["min_window"]),
+                                floor_share=float(sig["floor_share"]))
+
+
 def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[str],
                       ctx: DetectContext) -> None:
-    """The practical-change filter on ``result`` (in place): each flagged counter's magnitude
-    against the band of the reference runs (:func:`change_magnitude`), the flags under
-    ``min_rel_change`` set aside in ``small_changes``."""
+    """The practical-change filters on ``result`` (in place): a flagged counter stays flagged when
+    its change matters (``effects``: at least ``significance.min_effect_pct`` of its level; the
+    others in ``small_effects``, with their change in %) and it sits far enough outside the band of
+    the reference runs (:func:`change_magnitude` at least ``min_rel_change``; the others in
+    ``small_changes``)."""
+    flagged = {k: result[k] for k in ("single", "bagging", "stacking")}
+    union = list(dict.fromkeys(c for k in flagged for c in flagged[k]))
+    _, result["small_effects"] = effects.split_by_effect(union, result["effects"],
+                                                         float(ctx.significance["min_effect_pct"]))
+    result.update({k: [c for c in v if c not in result["small_effects"]] for k, v in flagged.items()})
     result["small_changes"] = {}
     if not (ctx.params["min_rel_change"] and refs):
         return
@@ -667,6 +700,7 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     result["pruned_rules"] = dropped
     result["single"] = [c for c in result["single"] if c not in env_dependent and c not in set(lab["unstable"])]
     result["environment_dependent"] = env_dependent
+    result["effects"] = run_effects(frame, refs, ctx)
     practical_changes(result, frame, refs, ctx)
     not_analysed = split_counters(frame, ctx.edges, model_counters)
     if env_dependent:
@@ -696,7 +730,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     path = config.stacking_calibration_path(system)
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
-                         history=hist)
+                         history=hist, significance=ctx.significance)
     done = memo.reuse(path, key)
     if done is not None:        # the same normal runs, bins, params and code: the same scores
         log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))

@@ -82,7 +82,7 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
 
 def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
                  disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore, *,
-                 lab_kw: dict[str, Any]) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:
+                 lab_kw: dict[str, Any], significance: dict[str, Any]) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:
     """Every verified run analysed by the ensembles against the passed runs without it:
     run -> (the combiners' result, its verdict document); the passed runs' stacking scores so
     obtained, the null of each held-out run's stacking p-value (its own score left out), as
@@ -99,7 +99,8 @@ def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], min
     def context(edges: dict[str, Any], reference: float | None) -> rule_ensemble.DetectContext:
         return rule_ensemble.DetectContext(index=index, edges=edges, reference=reference, params=params,
                                            mine_params=mine_params, models_dir=directory,
-                                           single_dir=directory / "single", cache=cache, lab_kw=lab_kw)
+                                           single_dir=directory / "single", cache=cache, lab_kw=lab_kw,
+                                           significance=significance)
     analysed: dict[str, tuple[dict, dict]] = {}
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
     for i, run_id in enumerate(verified, 1):
@@ -131,14 +132,14 @@ def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], min
 def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
                disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
                charts: dict[str, dict] | None, rule: headline.HeadlineRule, *, lab_kw: dict[str, Any],
-               clustered: dict[str, dict] | None = None,
+               significance: dict[str, Any], clustered: dict[str, dict] | None = None,
                classified: dict[str, dict] | None = None) -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
     under ``rule`` when ``charts`` holds the control charts' leave-one-out results of the same
     runs (with the cluster models' when ``clustered`` holds them, and the cause classifier's
     leave-one-out evidence when ``classified`` does, :func:`loo_classified`)."""
     analysed, null, cross = loo_analyses(system, index, params, mine_params, disc_params, exclude, frames,
-                                         lab_kw=lab_kw)
+                                         lab_kw=lab_kw, significance=significance)
     rows = []
     for run_id, (result, doc) in analysed.items():
         row = index[run_id]

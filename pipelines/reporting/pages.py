@@ -71,6 +71,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         rules=[(c, d["violated_rules"][c][:3]) for c in flagged_rules[:10]], charts=plots, baselines=baselines,
         not_analysed=sorted((d.get("not_analysed") or {}).items()), load_independent=cc.get("load_independent_counters", []),
         small=sorted((d.get("below_min_rel_change") or {}).items()),
+        set_aside=list((d.get("set_aside_small") or {}).items()),
         raw_href=raw_href, raw_name=raw_name, env=sorted(target_env.items()),
         dropped=doc.get("dropped_counters") or meta.get("_dropped_counters") or [],
         short=0 < int(d.get("n_intervals") or 0) < few_intervals)

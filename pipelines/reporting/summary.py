@@ -108,6 +108,10 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
         return text + "."
     if doc["verdict"] == "pass":
         text = "No regression found"
+        small = list((doc.get("details", {}).get("set_aside_small") or {}).items())
+        if small:
+            text += (f" ({len(small)} unusual change(s) too small to matter, the largest "
+                     + ", ".join(f"{c} {pct:+.1f} %" for c, pct in small[:2] if pct is not None) + ")")
         pattern = doc.get("details", {}).get("fault_pattern")
         if pattern:
             text += (f", but the cause classifier sees the pattern of {pattern['label']} "

@@ -25,13 +25,15 @@ def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     """Calibrate stacking for every system; the systems (nightly DAG task)."""
     params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
         config.load_params("history")
+    significance = config.load_params("significance")
     index = archive.read_valid_index()
     caches = {} if caches is None else caches
     systems = [s for s in history.systems(index) if config.edges_path(s).exists()]
     for system in systems:
         spec = store.read_edges(system)
         cache = caches.setdefault(system, DetectCache(store.FrameStore(spec["reference_load"])))
-        calibrate_system(system, DetectContext.of_system(system, index, spec, cache, params, mine_params, hist), hist)
+        calibrate_system(system, DetectContext.of_system(system, index, spec, cache, params, mine_params, hist,
+                                                         significance), hist)
     return systems
 
 
@@ -51,6 +53,7 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
     params = config.load_params("detect")
     mine_params = config.load_params("mine_rules")
     hist = config.load_params("history")
+    significance = config.load_params("significance")
     index = archive.read_valid_index()
     system = index[run_id]["system"]
     baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
@@ -58,7 +61,8 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
     calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
     key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
                          edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
-                         history=hist, calibration=calibration.get(memo.KEY_FIELD) or calibration)
+                         history=hist, significance=significance,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.detection_path(run_id), key)
     if done is not None:
         return done, True
@@ -66,7 +70,7 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
     caches = {} if caches is None else caches
     if system not in caches:
         caches[system] = DetectCache(store.FrameStore(spec["reference_load"]))
-    ctx = DetectContext.of_system(system, index, spec, caches[system], params, mine_params, hist)
+    ctx = DetectContext.of_system(system, index, spec, caches[system], params, mine_params, hist, significance)
     result, doc = analyse(run_id, baseline, ctx, lab_runs=verdicts)
     null, kind = labs.matched_null(doc["details"]["lab"]["status"], calibration.get("normal_scores") or {},
                                    calibration.get("cross_lab_scores"), run_id)

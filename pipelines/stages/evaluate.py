@@ -60,7 +60,8 @@ def main() -> None:
     ev_params = config.load_params("evaluate")
     cc_params = config.load_params("control_charts")
     cl_params = config.load_params("clusters")
-    rule = headline.HeadlineRule.from_params(config.load_params("report"))
+    significance = config.load_params("significance")
+    rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = archive.read_valid_index()
     hist = config.load_params("history")
@@ -77,7 +78,7 @@ def main() -> None:
         clustered = cluster_models.loo(verified, passed, index, frames, cl_params, hist)
         rows += cluster_rows(clustered, index)
         rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
-                           rule, lab_kw=labs.lab_params(hist), clustered=clustered,
+                           rule, lab_kw=labs.lab_params(hist), significance=significance, clustered=clustered,
                            classified=loo_classified(store.latest_model_meta(system)))
         rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
     cc_frame = pd.DataFrame(cc_rows)

@@ -46,9 +46,11 @@ def main() -> None:
             pairs = pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
             lab = charter.lab(run_id, pairs, index, lab_runs, labs.lab_params(hist))
             part = pair_features(charter, run_id, pairs, lab["shift"])
-            part["system"] = system
-            part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")
-            parts.append(part)
+            if len(part):                     # a run with no passed run to pair it with gives no row
+                part["system"] = system
+                part["cause"] = "none" if index[run_id]["verdict"] == "pass" else \
+                    (index[run_id].get("cause") or "unknown")
+                parts.append(part)
             progress.step(i)
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
         frame = frame[KEY_COLUMNS + feature_columns(frame)]

@@ -7,6 +7,7 @@ quarantined archives and the triage decisions.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -43,6 +44,7 @@ def raw_archives(run_id: str) -> list[str]:
 
 
 def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any],
+               rule: headline.HeadlineRule,
                raw: list[str]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
@@ -52,22 +54,22 @@ def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], pa
                         config.cluster_path(run_id))}
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
-                          inputs=inputs, raw=raw)
+                          rule=dataclasses.asdict(rule), inputs=inputs, raw=raw)
 
 
-def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+               ) -> dict[str, Any]:
     """Compose, write and render one run's report; return its verdict document.  A page written
     under the same input key (:func:`report_key`) is kept, with its verdict file."""
     detection = archive.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
-    key = report_key(run_id, detection, index, params, raw)
+    key = report_key(run_id, detection, index, params, rule, raw)
     if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
         return archive.read_json(config.run_report_path(run_id))
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
-    verdict = headline.compose(detection, charts, predicted, headline.HeadlineRule.from_params(params),
-                               clustered=clustered)
+    verdict = headline.compose(detection, charts, predicted, rule, clustered=clustered)
     verdict.details["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
@@ -116,7 +118,9 @@ def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], dire
 @locks.holding("report", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
-    return index_row(report_run(run_id, archive.read_valid_index(), config.load_params("report")))
+    params = config.load_params("report")
+    rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
+    return index_row(report_run(run_id, archive.read_valid_index(), params, rule))
 
 
 def quarantine_reasons(limit: int = 400) -> dict[str, str]:
@@ -176,12 +180,13 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS)
     params = config.load_params("report")
+    rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
     index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))
     rows = {}
     for i, run_id in enumerate(todo, 1):
-        rows[run_id] = index_row(report_run(run_id, index, params))
+        rows[run_id] = index_row(report_run(run_id, index, params, rule))
         progress.step(i, f"{run_id} -> {rows[run_id]['verdict']}")
     summary = write_index(rows)
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")

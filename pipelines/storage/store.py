@@ -82,7 +82,7 @@ class FrameStore:
         self.reference = reference
         self._normalized: dict[str, tuple[pd.DataFrame, dict[str, Any]]] = {}
         self._scaled: dict[str, pd.DataFrame] = {}
-        self._levels: dict[tuple[str, float | None], pd.Series] = {}
+        self._levels: dict[tuple, pd.Series] = {}
 
     @classmethod
     def of_system(cls, system: str) -> "FrameStore":
@@ -110,6 +110,14 @@ class FrameStore:
             if (r, reference) not in self._levels:
                 self._levels[(r, reference)] = self.at(r, reference).median()
         return pd.DataFrame({r: self._levels[(r, reference)] for r in runs}).T
+
+    def peaks(self, runs: list[str], reference: float | None) -> pd.DataFrame:
+        """One row per run: its 95th percentile of every counter's ``|x|`` at ``reference`` (kept, as
+        :meth:`levels`)."""
+        for r in runs:
+            if (r, reference, "peak") not in self._levels:
+                self._levels[(r, reference, "peak")] = self.at(r, reference).abs().quantile(0.95)
+        return pd.DataFrame({r: self._levels[(r, reference, "peak")] for r in runs}).T
 
 
 # --------------------------------------------------------------------------- cause models

@@ -55,3 +55,18 @@ def test_a_run_with_no_passed_run_of_its_system_gets_no_baseline(tree, tmp_path)
     # the shop's targets are judged as before, with schema version 1
     shop = [json.loads(p.read_text()) for p in config.RUN_REPORTS.glob("shop-*.json")]
     assert shop and all(d["verdict"] in ("pass", "fail") and d["schema_version"] == 1 for d in shop)
+
+
+def test_a_history_of_failed_runs_only_ends_the_night_with_every_target_unjudged(tree, tmp_path):
+    """Verified runs, all of them faults (a lab's first day of fault injection): no stage may stop
+    the night, and no target is called passed."""
+    lab = tmp_path / "lab"
+    truth = write_lab(lab, n_normal=0, history_causes=["cpu_hot_path", "extra_db_query"], n_per_cause=1)
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["pull"]["source"] = str(lab)
+    params["train_causes"].update(learners=["random_forest"], learning_curve_learners=1, learning_curve_repeats=2)
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    run_stages("pull", through="report")
+    targets = [r for r, t in truth.items() if "-t" in r]
+    verdicts = {r: json.loads(config.run_report_path(r).read_text())["verdict"] for r in targets}
+    assert targets and set(verdicts.values()) == {"no_baseline"}

@@ -258,3 +258,28 @@ def test_a_run_with_no_passed_run_to_compare_gets_no_baseline():
     assert doc["baseline_status"] == "none" and doc["p_value"] is None
     assert doc["cause"] == {"label": None, "probability": None, "known": False}
     assert "no verified passed run" in doc["details"]["no_baseline"]
+
+
+def test_an_unusual_run_fails_only_with_a_change_large_enough_to_matter():
+    """Stacking p 0.001, charts p 0.002: unusual.  Flagged: memory +1.2 % and a node counter -1.0 %,
+    both under the 5 % of min_effect_pct: set aside, the run passes and says why.  With the node
+    counter at -45 % it fails, and shows that counter only."""
+    def detection(node_change):
+        return {"run_id": "r", "system": "s", "baseline_runs": BASELINE,
+                "counter_scores": {"pod.memory_mi": 0.9, "pod.node_memory_pct": 0.8},
+                "details": {"effects": {"pod.memory_mi": 0.012, "pod.node_memory_pct": node_change},
+                            "below_min_effect": {}},
+                "methods": {"association_rules_stacking": {"verdict": "fail", "p_value": 0.001,
+                                                           "flagged_counters": ["pod.memory_mi", "pod.node_memory_pct"]},
+                            "association_rules_bagging": {"verdict": "fail", "flagged_counters": []},
+                            "association_rules_single": {"verdict": "pass", "flagged_counters": []}}}
+    charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "p_value": 0.002,
+              "flagged_counters": ["pod.memory_mi"], "counters_over_limit": ["pod.memory_mi"],
+              "load_independent_counters": [], "baseline_runs": [], "counter_scores": {"pod.memory_mi": 0.7}}
+    small = compose(detection(-0.010), charts, None, verdict_rule="calibrated", min_effect_pct=5.0)
+    assert small["verdict"] == "pass" and small["flagged_counters"] == []
+    assert small["details"]["set_aside_small"] == {"pod.memory_mi": 1.2, "pod.node_memory_pct": -1.0}
+    assert small["methods"]["control_charts"]["flagged_counters"] == []
+    large = compose(detection(-0.45), charts, None, verdict_rule="calibrated", min_effect_pct=5.0)
+    assert large["verdict"] == "fail" and large["flagged_counters"] == ["pod.node_memory_pct"]
+    assert large["details"]["set_aside_small"] == {"pod.memory_mi": 1.2}
