@@ -160,6 +160,11 @@ def quarantine_path(run_id: str) -> Path:
     return QUARANTINE / f"{identifier(run_id, 'run_id')}.json"
 
 
+def normalize_failed_path(run_id: str) -> Path:
+    """Why a valid run could not be normalised (within its budget): the run is then not analysed."""
+    return NORMALIZED / f"{identifier(run_id, 'run_id')}.failed.json"
+
+
 def frame_path(run_id: str) -> Path:
     """The interval frame of a normalised run."""
     return NORMALIZED / f"{identifier(run_id, 'run_id')}.parquet"

@@ -103,7 +103,62 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     names = ",".join(f"web.c{i}" for i in range(25_000))
     wide["counters/web01.csv"] = f"timestamp,{names}\n".encode() + b"1790000000" + b",1" * 25_000 + b"\n"
     out["sys-wide.tar.gz"] = (_tgz(wide), ["columns"])
+    # --- class 9: small inputs inside every other limit that cost far more than their size
+    keys = good_meta("sys-keys")
+    keys["environment"] = {f"k{i}": i for i in range(40_000)}                # quadratic duplicate check: 50 s
+    out["sys-keys.tar.gz"] = (_tgz(members(keys, good_frames())), ["40,000 keys", "more than 10,000"])
+    many = good("sys-hosts")                                                   # header-only hosts: few cells
+    for h in range(96):
+        header = ",".join(f"h{h:02d}.c{i}" for i in range(2_000))
+        many[f"counters/x{h:02d}.csv"] = f"timestamp,{header}\n1790000000{',1' * 2_000}\n".encode()
+    out["sys-hosts.tar.gz"] = (_tgz(many), ["counters over", "more than 100,000"])
+    long_line = good("sys-longline")                                           # one 5 MiB line
+    digits = (np.random.default_rng(0).integers(0, 10, 5 * 2**20, dtype=np.uint8) + ord("0")).tobytes()
+    long_line["counters/web01.csv"] = b"timestamp,web.cpu_pct\n1790000000," + digits + b"\n"   # incompressible
+    out["sys-longline.tar.gz"] = (_tgz(long_line), ["line of", "more than 4,194,304"])
+    out["sys-bomb8g.tar.gz"] = (_declared_bomb(good("sys-bomb8g")), ["declared", "decompression bomb"])
+    out["sys-zipmany.zip"] = (_zip_bytes({**good("sys-zipmany"), **{f"counters/z{i}": b"" for i in range(600)}}),
+                              ["entries", "before its central directory"])
     return out
+
+
+def _declared_bomb(files: dict[str, bytes]) -> bytes:
+    """A tar.gz of a few KB whose first member declares nearly 8 GiB (of zeros, were it inflated)."""
+    import gzip
+    stream = b""
+    for name, data in files.items():                       # the good members, without the end-of-archive blocks
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        stream += info.tobuf(format=tarfile.GNU_FORMAT) + data + b"\0" * (-len(data) % 512)
+    bomb = tarfile.TarInfo("counters/bomb.csv")
+    bomb.size = 8 * 2**30 - 1
+    return gzip.compress(stream + bomb.tobuf(format=tarfile.GNU_FORMAT) + b"\0" * 2**20, mtime=0)
+
+
+def write_run_dirs(out: Path) -> dict[str, list[str]]:
+    """Run directories (a lab's raw files and its run.yaml) that cost far more than their size:
+    run_id -> the words its quarantine reason must hold."""
+    laughs = "\n".join([f'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'] +
+                        [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)])
+    run_yaml = "system: sys\nversion: '1'\nverdict: pass\ncause: none\n"
+    k6_line = b'{"type":"Point","metric":"vus","data":{"time":"2026-11-22T10:00:00Z","value":1,"tags":{"x":"' + \
+        b"y" * (5 * 2**20) + b'"}}}\n'
+    dirs = {"sys-laughs": ({"run.yaml": (run_yaml + laughs + "\n").encode(), "k6.json": _k6_points()},
+                           ["YAML alias"]),
+            "sys-longk6": ({"run.yaml": run_yaml.encode(), "k6.json": k6_line}, ["line 1", "longer than"])}
+    expected = {}
+    for name, (files, words) in dirs.items():
+        (out / name).mkdir(parents=True, exist_ok=True)
+        for file, data in files.items():
+            (out / name / file).write_bytes(data)
+        expected[name] = words
+    return expected
+
+
+def _k6_points() -> bytes:
+    lines = [b'{"type":"Point","metric":"vus","data":{"time":"2026-11-22T10:00:%02dZ","value":1,"tags":{}}}' % s
+             for s in range(0, 60, 5)]
+    return b"\n".join(lines) + b"\n"
 
 
 def _tgz_with(files: dict[str, bytes], *, dirs: int = 0, pax: dict[str, str] | None = None) -> bytes:
@@ -143,12 +198,14 @@ def _tgz_members_twice(files: dict[str, bytes]) -> bytes:
 
 
 def write_corpus(out: Path) -> dict[str, list[str]]:
-    """Write every hostile archive into ``out``; return run_id -> the words its reason must hold."""
+    """Write every hostile archive and run directory into ``out``; return run_id -> the words its
+    reason must hold."""
     out.mkdir(parents=True, exist_ok=True)
     expected = {}
     for name, (data, words) in corpus().items():
         (out / name).write_bytes(data)
         expected[name.split(".")[0]] = words
+    expected.update(write_run_dirs(out))
     return expected
 
 

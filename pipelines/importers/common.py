@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -121,3 +122,31 @@ def aggregate_requests(events: pd.DataFrame, *, component: str, host: str, inter
                                   "value": peak.ffill().to_numpy(float)}))
     return samples_frame(rows)
 
+
+WHOLE_FILE_FORMATS = ("prometheus", "jmeter_xml")     # read whole, not line by line: their lines may be long
+
+
+def check_file_size(path: Path, fmt: str, *, max_file_bytes: int, max_line_bytes: int, max_whole_bytes: int) -> None:
+    """Refuse, before a reader allocates for it, a collector file larger than ``max_file_bytes``, a
+    file read whole (JSON, XML) larger than ``max_whole_bytes``, or a line of a line-oriented file
+    longer than ``max_line_bytes`` (found streaming, in blocks of 1 MiB: a 1 GiB line never sits in
+    memory)."""
+    size = path.stat().st_size
+    if size > max_file_bytes:
+        raise FormatError(f"{path.name}: {size:,} bytes (more than {max_file_bytes:,})")
+    if fmt in WHOLE_FILE_FORMATS:
+        if size > max_whole_bytes:
+            raise FormatError(f"{path.name}: {size:,} bytes, read whole (more than {max_whole_bytes:,})")
+        return
+    if size <= max_line_bytes:
+        return
+    current, number = 0, 1
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            parts = block.split(b"\n")
+            for i, part in enumerate(parts):
+                current += len(part)
+                if current > max_line_bytes:
+                    raise FormatError(f"{path.name}, line {number}: longer than {max_line_bytes:,} bytes")
+                if i < len(parts) - 1:
+                    current, number = 0, number + 1

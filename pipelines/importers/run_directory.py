@@ -39,6 +39,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.importers import collectors, common
 from pipelines.storage import archive
+from pipelines.storage.archive import excerpt
 
 log = logging.getLogger("regresslab.ingest")
 
@@ -54,14 +55,27 @@ class IngestError(ValueError):
 # --------------------------------------------------------------------------- pure core
 
 
+MAX_RUN_YAML_BYTES = 1 << 20       # a run.yaml is a few lines: a megabyte is a thousand times more
+
+
 def read_run_yaml(text: str) -> dict[str, Any]:
-    """``run.yaml`` as a dict (safe YAML: no tags, no objects)."""
+    """``run.yaml`` as a dict (safe YAML: no tags, no objects, no aliases).
+
+    An alias repeats what its anchor holds: nested ones make a 587-byte file stand for 140 GB once
+    written out as ``run.json`` ("billion laughs"), and a run's own metadata never needs them, so a
+    file with any alias is refused before it is built, as is one above ``MAX_RUN_YAML_BYTES``."""
     import yaml
 
+    if len(text) > MAX_RUN_YAML_BYTES:
+        raise IngestError(f"{RUN_YAML} is {len(text):,} characters (more than {MAX_RUN_YAML_BYTES:,})")
     try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise IngestError(f"{RUN_YAML} uses a YAML alias (*{event.anchor}): not allowed in a run's "
+                                  "metadata (an alias can stand for unbounded data)")
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise IngestError(f"{RUN_YAML} is not valid YAML: {exc}") from exc
+        raise IngestError(f"{RUN_YAML} is not valid YAML: {excerpt(str(exc), 300)}") from exc
     if not isinstance(doc, dict):
         raise IngestError(f"{RUN_YAML} must be a mapping of run.json fields")
     missing = [k for k in REQUIRED if doc.get(k) in (None, "")]
@@ -158,7 +172,9 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, An
     yaml_path = run_dir / RUN_YAML
     if not yaml_path.is_file():
         raise IngestError(f"{run_dir.name}: no {RUN_YAML} (system, version, environment, workload, verdict)")
-    doc = read_run_yaml(yaml_path.read_text(encoding="utf-8"))
+    with open(yaml_path, "rb") as fh:
+        head = fh.read(MAX_RUN_YAML_BYTES + 1)      # never more than the cap in memory
+    doc = read_run_yaml(head.decode("utf-8", errors="replace"))
     timezone = doc.get("timezone") or params.get("timezone")
     parts, cores, notes, load_span = [], {}, [], None
     seen: dict[tuple[str, str], str] = {}
@@ -169,6 +185,9 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, An
             notes.append(f"{rel}: not a collector file regresslab reads; ignored")
             continue
         try:
+            common.check_file_size(path, fmt, max_file_bytes=int(params["max_file_bytes"]),
+                                   max_line_bytes=int(params["max_line_bytes"]),
+                                   max_whole_bytes=int(params["max_whole_file_bytes"]))
             parsed = collectors.read_file(
                 path, fmt, host=doc.get("load_generator_host"), timezone=timezone,
                 interval_s=float(params["interval_s"]), percentiles=list(params["percentiles"]),

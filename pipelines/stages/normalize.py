@@ -17,7 +17,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.preparation.intervals import normalize_run
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks
+from pipelines.storage import archive, budget, locks
 
 log = logging.getLogger("regresslab.normalize")
 
@@ -26,7 +26,10 @@ CODE_VERSION = 2
 
 
 def run_key(validation_key: str, params: dict[str, Any]) -> str:
-    blob = json.dumps({"v": validation_key, "p": params, "code": CODE_VERSION}, sort_keys=True)
+    """What a normalised run was made from: its validation, the params (its budget aside: it
+    changes whether the work finishes, not what it gives) and the normaliser's version."""
+    shaping = {k: v for k, v in params.items() if k not in budget.BUDGET_KEYS}
+    blob = json.dumps({"v": validation_key, "p": shaping, "code": CODE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -53,6 +56,26 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+def normalize_within_budget(run_id: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`normalize_one` in a child held to ``normalize.max_memory_mb`` and ``max_seconds``
+    (``storage.budget``); None when the run blew either: it is then left out of the analysis, and
+    the reason kept beside the frames (``config.normalize_failed_path``)."""
+    failed = config.normalize_failed_path(run_id)
+    if is_current(run_id, expected_key(run_id, params)):
+        failed.unlink(missing_ok=True)
+        return archive.read_json(config.info_path(run_id))
+    try:
+        info = budget.run_within(budget.Budget.from_params(params), f"normalising {run_id}", normalize_one,
+                                 run_id, params)
+    except (budget.BudgetExceeded, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0]
+        log.error("%s could not be normalised: %s", run_id, reason)
+        archive.write_json_atomic(failed, {"run_id": run_id, "reason": f"could not be normalised: {reason}"})
+        return None
+    failed.unlink(missing_ok=True)
+    return info
+
+
 def expected_key(run_id: str, params: dict[str, Any]) -> str:
     """The cache key a normalised run must carry: its validation's key and the params."""
     return run_key(archive.read_json(config.valid_dir(run_id) / "meta.json")["_validation_key"], params)
@@ -67,28 +90,33 @@ def is_current(run_id: str, key: str) -> bool:
 def pending_runs() -> list[str]:
     """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
     params = config.load_params("normalize")
-    index = archive.read_valid_index()
+    index = archive.read_valid_index(every=True)
     return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r))
             if not is_current(r, expected_key(r, params))]
 
 
 @locks.holding("normalize", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
-    """Normalise one validated run (the per-run task of the nightly DAG)."""
-    return normalize_one(run_id, config.load_params("normalize"))
+    """Normalise one validated run (the per-run task of the nightly DAG); None when it could not be."""
+    return normalize_within_budget(run_id, config.load_params("normalize"))
 
 
 @locks.holding("normalize")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("normalize")
-    index = archive.read_valid_index()
+    index = archive.read_valid_index(every=True)
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
     rows = {}
     for i, run_id in enumerate(sorted(index), 1):
-        rows[run_id] = {k: v for k, v in normalize_one(run_id, params).items() if k != "counters"}
+        info = normalize_within_budget(run_id, params)
+        if info is not None:
+            rows[run_id] = {k: v for k, v in info.items() if k != "counters"}
         progress.step(i)
+    for stale in config.NORMALIZED.glob("*.failed.json"):
+        if stale.name.removesuffix(".failed.json") not in index:
+            stale.unlink()
     for stale in config.NORMALIZED.glob("*.parquet"):
         if stale.stem not in index:      # a run quarantined after a suite change
             stale.unlink()

@@ -19,9 +19,9 @@ from typing import Any
 
 from pipelines import config
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, triage_log
+from pipelines.storage import archive, budget, locks, triage_log
 from pipelines.validation.checks import valid_host_frames
-from pipelines.validation.suites import SUITE_VERSION, Validator, describe_failure, suites_from_params, validate_archive
+from pipelines.validation.suites import SUITE_VERSION, Checked, Validator, describe_failure, suites_from_params, validate_archive
 
 log = logging.getLogger("regresslab.validate")
 
@@ -36,7 +36,10 @@ def clean_stale(valid_dir: Path, max_age_s: float = 3600.0) -> None:
 
 
 def cache_key(sha256: str, params: dict[str, Any]) -> str:
-    blob = json.dumps({"sha": sha256, "suite": SUITE_VERSION, "params": params}, sort_keys=True)
+    """What a validation was made from: the archive, the suites' version and the params (the
+    budget aside: it changes whether the work finishes, not what it gives)."""
+    shaping = {k: v for k, v in params.items() if k not in budget.BUDGET_KEYS}
+    blob = json.dumps({"sha": sha256, "suite": SUITE_VERSION, "params": shaping}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -89,6 +92,30 @@ def write_valid(entry: archive.ManifestEntry, key: str, checked) -> dict[str, An
     return meta
 
 
+def judge_archive(entry: archive.ManifestEntry, key: str, validator: Validator,
+                  params: dict[str, Any]) -> tuple[str, Any, int]:
+    """Validate one archive and write what it gives: (``valid``, its index row, the counters
+    dropped) or (``quarantined``, the reason, 0)."""
+    checked = validate_archive(config.RAW / entry.file, validator, params)
+    if checked.failures:
+        return "quarantined", write_quarantine(entry, key, checked), 0
+    return "valid", _index_row(write_valid(entry, key, checked)), len(checked.dropped)
+
+
+def judge_within_budget(entry: archive.ManifestEntry, key: str, validator: Validator,
+                        params: dict[str, Any]) -> tuple[str, Any, int]:
+    """:func:`judge_archive` in a child held to ``validate.max_memory_mb`` and ``max_seconds``
+    (``storage.budget``): an archive that blows either is quarantined with the budget named."""
+    try:
+        return budget.run_within(budget.Budget.from_params(params), f"validating {entry.file}",
+                                 judge_archive, entry, key, validator, params)
+    except (budget.BudgetExceeded, RuntimeError) as exc:
+        log.error("%s: %s", entry.run_id, str(exc).splitlines()[0])
+        failure = {"suite": "archive", "expectation": "within_budget",
+                   "reason": f"could not be judged: {str(exc).splitlines()[0]}"}
+        return "quarantined", write_quarantine(entry, key, Checked(None, {}, [failure], [], None)), 0
+
+
 def new_validator(params: dict[str, Any]) -> Validator:
     return Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
 
@@ -119,13 +146,10 @@ def main() -> None:
             (index if stored[0] == "valid" else quarantined)[entry.run_id] = stored[1]
             continue
         validator = validator or new_validator(params)
-        checked = validate_archive(config.RAW / entry.file, validator, params)
+        status, row, dropped = judge_within_budget(entry, key, validator, params)
         done += 1
-        if checked.failures:
-            quarantined[entry.run_id] = write_quarantine(entry, key, checked)
-        else:
-            index[entry.run_id] = _index_row(write_valid(entry, key, checked))
-            n_dropped += len(checked.dropped)
+        (index if status == "valid" else quarantined)[entry.run_id] = row
+        n_dropped += dropped
         progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
     if validator is None and not (config.VALIDATION_DOCS / "index.html").exists():
         validator = new_validator(params)

@@ -53,6 +53,9 @@ DEFAULT_LIMITS = {
     "max_columns": 20000,             # counters of one host's CSV (pandas allocates per column)
     "max_rows": 2000000,              # samples of one host's CSV
     "max_cells": 40000000,            # samples x counters of one archive, all hosts (bounds its memory)
+    "max_counters": 100000,           # counters of one archive, all hosts (a header-only host still costs)
+    "max_line_bytes": 4 * 2**20,      # one line of a CSV (a header of 20,000 counters is ~0.3 MB)
+    "max_object_keys": 10000,         # keys of one JSON object (run.json's environment is a few dozen)
 }
 
 
@@ -156,7 +159,34 @@ def _zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, max_bytes: int) -> b
         raise ArchiveError(f"member {info.filename!r} is corrupt: {exc}") from exc
 
 
+def zip_entry_count(path: Path) -> int | None:
+    """The entries a zip's end-of-central-directory record (or its ZIP64 one) declares, read from
+    the end of the file without parsing the central directory; None when there is no such record."""
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - (22 + 65535)))       # the record, and a comment of at most 64 KiB
+        tail = fh.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None
+    count = int.from_bytes(tail[at + 10:at + 12], "little")
+    locator = tail.rfind(b"PK\x06\x07", 0, at)
+    if count == 0xFFFF and locator >= 0:           # ZIP64: the count is in the ZIP64 record
+        offset = int.from_bytes(tail[locator + 8:locator + 16], "little")
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            record = fh.read(56)
+        if record[:4] == b"PK\x06\x06":
+            count = int.from_bytes(record[32:40], "little")
+    return count
+
+
 def _zip_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
+    entries = zip_entry_count(path)
+    if entries is not None and entries > budget.limits["max_members"]:
+        raise ArchiveError(f"a zip of {entries:,} entries (more than {budget.limits['max_members']} members; "
+                           "refused before its central directory is read)")
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
@@ -213,21 +243,41 @@ def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, byt
         yield from _tar_members(path, budget)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    repeated = sorted({k for k in keys if keys.count(k) > 1})
+def _unique_keys(pairs: list[tuple[str, Any]], max_keys: int = DEFAULT_LIMITS["max_object_keys"]) -> dict[str, Any]:
+    """The object of ``pairs``; refused when it repeats a key (the last would silently win) or has
+    more than ``max_keys``.  Linear: one pass with a set."""
+    if len(pairs) > max_keys:
+        raise ValueError(f"an object with {len(pairs):,} keys (more than {max_keys:,})")
+    out: dict[str, Any] = {}
+    repeated: set[str] = set()
+    for key, value in pairs:
+        if key in out:
+            repeated.add(key)
+        out[key] = value
     if repeated:
-        raise ValueError(f"duplicate key(s) {repeated[:5]} (the last one would silently win)")
-    return dict(pairs)
+        raise ValueError(f"duplicate key(s) {excerpt(sorted(repeated)[:5])} (the last one would silently win)")
+    return out
+
+
+def excerpt(value: Any, limit: int = 120) -> str:
+    """A bounded excerpt of a value from outside, for a message: its ``repr`` cut to ``limit``
+    characters, with the full length said when it was cut (a 200 MiB cell must not become a 400 MiB
+    quarantine reason)."""
+    text = repr(value) if not isinstance(value, str) else value
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
-def strict_json(data: bytes, what: str, *, max_depth: int = 64) -> Any:
-    """Parse untrusted JSON strictly: UTF-8, no duplicate keys, no NaN/Infinity, nesting at most
-    ``max_depth`` deep (checked before parsing: the parser itself recurses).
+def strict_json(data: bytes, what: str, *, max_depth: int = 64,
+                max_keys: int = DEFAULT_LIMITS["max_object_keys"]) -> Any:
+    """Parse untrusted JSON strictly: UTF-8, no duplicate keys, at most ``max_keys`` keys an
+    object, no NaN/Infinity, nesting at most ``max_depth`` deep (checked before parsing: the
+    parser itself recurses).
 
     Raises
     ------
@@ -255,7 +305,8 @@ def strict_json(data: bytes, what: str, *, max_depth: int = 64) -> Any:
         elif byte in (0x5D, 0x7D):
             depth -= 1
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        return json.loads(data.decode("utf-8"), object_pairs_hook=lambda pairs: _unique_keys(pairs, max_keys),
+                          parse_constant=_no_constant)
     except UnicodeDecodeError as exc:
         raise ArchiveError(f"{what} is not valid UTF-8: {exc}") from exc
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
@@ -273,10 +324,12 @@ def _tar_size(field: bytes) -> int:
 def check_tar_headers(path: Path, limits: dict[str, Any]) -> None:
     """Walk a tar.gz's 512-byte headers before ``tarfile`` does, streaming, and refuse a PAX or
     GNU long-name header larger than ``max_header_bytes`` (``tarfile`` reads such a header whole:
-    a 1.5 MB archive can hold a 1.5 GiB one) and more than ``max_members`` entries of any kind."""
+    a 1.5 MB archive can hold a 1.5 GiB one), more than ``max_members`` entries of any kind, and a
+    member or members whose declared sizes exceed ``max_member_bytes`` or ``max_total_bytes``:
+    refused from the headers, before the data is inflated (8 MiB of gzip can declare 8 GiB of zeros)."""
     import gzip
 
-    count = 0
+    count = declared = 0
     try:
         with gzip.open(path, "rb") as fh:
             while True:
@@ -288,6 +341,14 @@ def check_tar_headers(path: Path, limits: dict[str, Any]) -> None:
                     raise ArchiveError(f"more than {limits['max_members']} members")
                 size = _tar_size(header[124:136])
                 kind = header[156:157]
+                declared += size
+                if kind in (b"0", b"\0", b"7") and size > limits["max_member_bytes"]:
+                    raise ArchiveError(f"a member of {size:,} bytes declared (more than {limits['max_member_bytes']:,}: "
+                                       "a decompression bomb? refused before it is inflated)")
+                if declared > limits["max_total_bytes"]:
+                    raise ArchiveError(f"{declared:,} bytes declared by the members (more than "
+                                       f"{limits['max_total_bytes']:,} decompressed in all: a decompression bomb? "
+                                       "refused before they are inflated)")
                 if kind in (b"x", b"g", b"L", b"K") and size > limits["max_header_bytes"]:
                     raise ArchiveError(f"a tar extended header of {size} bytes (more than "
                                        f"{limits['max_header_bytes']})")
@@ -340,12 +401,27 @@ def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawR
             csvs[host] = data
     if meta_bytes is None:
         raise ArchiveError("run.json is missing")
-    meta = strict_json(meta_bytes, "run.json")
+    meta = strict_json(meta_bytes, "run.json", max_keys=limits["max_object_keys"])
     if not isinstance(meta, dict):
         raise ArchiveError("run.json must hold a JSON object")
     if not csvs:
         raise ArchiveError("no counters/<host>.csv file")
     return RawRun(run_id=run_id, meta=meta, csv_bytes=csvs)
+
+
+def longest_line(data: bytes, limit: int) -> int:
+    """The length of the first line of ``data`` longer than ``limit``, else 0.  No copy of the
+    data: ``bytes.find`` from newline to newline, stopping at the first line too long."""
+    if len(data) <= limit:
+        return 0
+    start = 0
+    while start <= len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        if end - start > limit:
+            return end - start
+        start = end + 1
+    return 0
 
 
 def csv_cells(data: bytes) -> int:
@@ -359,8 +435,19 @@ def check_cells(csv_bytes: dict[str, bytes], limits: dict[str, Any] | None = Non
     over every host, at most ``max_cells``.  Parsing and validating take about 20-60 bytes a
     cell (numbers / text, measured: 20 M cells of text, a 150 MB CSV, peaked at 1.1 GB in
     ``validate``), so the default 40 M cells keeps one archive near 2 GB at worst; a 2,000-counter,
-    8-hour run sampled every 2 s is 28.8 M."""
+    8-hour run sampled every 2 s is 28.8 M.  Before that, what a header-only host or one long
+    line would cost: at most ``max_counters`` counters over all hosts, no line longer than
+    ``max_line_bytes``."""
     limits = {**DEFAULT_LIMITS, **(limits or {})}
+    for host, data in csv_bytes.items():
+        longest = longest_line(data, limits["max_line_bytes"])
+        if longest > limits["max_line_bytes"]:
+            raise ArchiveError(f"counters/{host}.csv has a line of {longest:,} bytes (more than "
+                               f"{limits['max_line_bytes']:,})")
+    counters = {host: data.split(b"\n", 1)[0].count(b",") for host, data in csv_bytes.items()}
+    if sum(counters.values()) > limits["max_counters"]:
+        raise ArchiveError(f"{sum(counters.values()):,} counters over {len(counters)} hosts (more than "
+                           f"{limits['max_counters']:,})")
     cells = {host: csv_cells(data) for host, data in csv_bytes.items()}
     total = sum(cells.values())
     if total > limits["max_cells"]:
@@ -482,9 +569,14 @@ def append_json_line(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def read_valid_index() -> dict[str, dict[str, Any]]:
-    """run_id -> the validated run's metadata row (``validate``'s index, where every later stage starts)."""
-    return read_json(config.VALID_INDEX)["valid"]
+def read_valid_index(*, every: bool = False) -> dict[str, dict[str, Any]]:
+    """run_id -> the validated run's metadata row (``validate``'s index, where every later stage
+    starts), without the runs ``normalize`` could not normalise within its budget (``every``: with
+    them, for ``normalize`` itself)."""
+    index = read_json(config.VALID_INDEX)["valid"]
+    if every:
+        return index
+    return {r: row for r, row in index.items() if not config.normalize_failed_path(r).exists()}
 
 
 # --------------------------------------------------------------------------- atomic writes

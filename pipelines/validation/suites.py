@@ -16,6 +16,8 @@ counter-level failure drops that counter from the run's analysis.
 from __future__ import annotations
 
 import collections
+import hashlib
+import html
 import logging
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -145,6 +147,59 @@ def describe_failure(f: dict[str, Any]) -> str:
     return text
 
 
+# the report pages' policy: nothing runs, nothing is fetched (Great Expectations' pages load their
+# scripts and styles from CDNs; without them they stay readable: their tables are plain HTML)
+DOCS_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{DOCS_CSP}">'
+
+
+def protect_docs(docs_dir: Path) -> int:
+    """Put the report pages' Content-Security-Policy at the top of every Data Docs page, so that no
+    script runs in them even when they are opened from the disk (the Airflow plugin sends the same
+    policy as a header); the pages changed."""
+    changed = 0
+    for page in Path(docs_dir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        if CSP_META in text:
+            continue
+        head = text.find("<head>")
+        text = text[:head + 6] + CSP_META + text[head + 6:] if head >= 0 else CSP_META + text
+        archive.write_text_atomic(page, text)
+        changed += 1
+    return changed
+
+
+GX_TEXT_LIMIT = 200           # characters of a value from an archive that Great Expectations sees
+
+
+def gx_text(value: Any) -> Any:
+    """A value from an archive as Great Expectations may see it: text at most ``GX_TEXT_LIMIT``
+    characters (a longer one cut, its length and a hash added, so two stay apart) and
+    HTML-escaped, since its Data Docs print values unescaped (a counter named
+    ``<img src=x onerror=...>`` would run in the reader's browser).  An identifier or a counter
+    name in the contract's grammar has nothing to escape and stays as it is."""
+    if not isinstance(value, str):
+        return value
+    text = value
+    if len(text) > GX_TEXT_LIMIT:
+        digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:10]
+        text = f"{text[:GX_TEXT_LIMIT]}… ({len(value):,} characters, #{digest})"
+    return html.escape(text, quote=True)
+
+
+def gx_view(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """``frame`` with every text cell through :func:`gx_text`, and the ``counter`` labels so made,
+    mapped back to the counters' own names."""
+    view = frame.copy()
+    names: dict[str, str] = {}
+    for col in view.columns:
+        if view[col].dtype == object or pd.api.types.is_string_dtype(view[col].dtype):
+            view[col] = view[col].map(gx_text).astype(object)
+    if "counter" in frame.columns:
+        names = {str(label): str(name) for label, name in zip(view["counter"], frame["counter"])}
+    return view, names
+
+
 def failed_expectations(suite_name: str, result: Any) -> list[dict[str, Any]]:
     """The failed expectations of one GX validation result, in a JSON-ready form."""
     failed = []
@@ -204,6 +259,7 @@ class Validator:
         except Exception:  # progress bars are cosmetic; other GX versions may lack the knob
             pass
         self.docs = docs_dir is not None
+        self.docs_dir = docs_dir
         if docs_dir is not None:
             site = {
                 "class_name": "SiteBuilder",
@@ -227,17 +283,26 @@ class Validator:
                 result_format=result_format(name)))
 
     def run(self, suite_name: str, frame: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
+        """The failed expectations of ``frame`` under one suite.  Great Expectations sees the frame's
+        text through :func:`gx_view` (bounded, HTML-escaped: it prints values into its Data Docs
+        unescaped); the counters it names are mapped back to their own names."""
+        view, names = gx_view(frame)
         result = self.checkpoints[suite_name].run(
-            batch_parameters={"dataframe": frame},
+            batch_parameters={"dataframe": view},
             run_id=self.gx.RunIdentifier(run_name=f"{run_id}"))
         failed = []
         for vr in result.run_results.values():
             failed += failed_expectations(suite_name, vr)
+        for f in failed:
+            for idx in f["unexpected_index_list"]:
+                if "counter" in idx:
+                    idx["counter"] = names.get(idx["counter"], idx["counter"])
         return failed
 
     def build_docs(self) -> None:
         if self.docs:
             self.context.build_data_docs(site_names=["regresslab"])
+            protect_docs(self.docs_dir)
 
 
 class Checked(NamedTuple):

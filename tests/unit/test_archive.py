@@ -158,3 +158,34 @@ def test_an_archive_is_bounded_in_samples_times_counters_before_pandas_allocates
     archive.check_cells(csvs, {"max_cells": 70})                              # 30 + 40 = 70: at the bound
     with pytest.raises(archive.ArchiveError, match=r"70 samples x counters .*more than 69.*db01 40, web01 30"):
         archive.check_cells(csvs, {"max_cells": 69})
+
+
+def test_the_duplicate_key_check_is_linear_and_keys_are_bounded():
+    import json
+    import signal
+
+    big = json.dumps({f"k{i}": i for i in range(300_000)}).encode()
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("quadratic")))
+    signal.alarm(20)                 # linear: well under a second; the old keys.count() check: about 45 minutes
+    try:
+        assert len(archive.strict_json(big, "run.json", max_keys=10**6)) == 300_000
+    finally:
+        signal.alarm(0)
+    with pytest.raises(archive.ArchiveError, match="300,000 keys"):
+        archive.strict_json(big, "run.json")                                    # the default: 10,000 a object
+    with pytest.raises(archive.ArchiveError, match=r"duplicate key\(s\) \['a'\]"):
+        archive.strict_json(b'{"a": 1, "b": {"a": 2}, "a": 3}', "run.json")
+
+
+def test_a_zip_declaring_too_many_entries_is_refused_before_its_directory_is_read(tmp_path):
+    files = {**members(good_meta("r1"), good_frames()), **{f"counters/e{i}": b"" for i in range(600)}}
+    path = write_zip(tmp_path / "r1.zip", files)
+    assert archive.zip_entry_count(path) == len(files)
+    with pytest.raises(archive.ArchiveError, match=f"{len(files)} entries.*before its central directory"):
+        archive.read_archive(path)
+
+
+def test_a_long_line_is_found_without_copying():
+    assert archive.longest_line(b"a,b\n1,2\n", 3) == 0                 # no line over 3 bytes
+    assert archive.longest_line(b"ab\n" + b"x" * 10 + b"\nz", 5) == 10
+    assert archive.longest_line(b"x" * 10, 5) == 10                      # the last line has no newline
