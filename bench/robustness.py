@@ -318,8 +318,23 @@ def report(results: list[dict]) -> None:
 
 
 def compare(before: Path, after: Path) -> None:
-    a, b = (worst_cases(json.loads(p.read_text())["results"]) for p in (before, after))
-    print("| set | method | worst before | worst after |\n|---|---|---|---|")
+    """Two runs of the protocol side by side: each split's headline, then each set's worst cases."""
+    runs = [json.loads(p.read_text())["results"] for p in (before, after)]
+    by_split = [{(r["set"], r["split"]): summarize(r) for r in results} for results in runs]
+    cell = lambda s: (f"{s['methods']['headline']['accuracy']:.3f} ({s['methods']['headline']['normal_failed']}/"  # noqa: E731
+                      f"{s['normal']} normal failed, {s['methods']['headline']['faults_caught']}/{s['faults']} caught)"
+                      if s else "-")
+    print("| set | split | headline before | headline after | best anchor after |\n|---|---|---|---|---|")
+    for key in dict.fromkeys([*by_split[0], *by_split[1]]):
+        s0, s1 = by_split[0].get(key), by_split[1].get(key)
+        best = max((s1 or s0)["methods"][k]["accuracy"] or 0 for k in ANCHORS)
+        print(f"| {key[0]} | {key[1]} | {cell(s0)} | {cell(s1)} | {best:.3f} |")
+    for name, results in zip(("before", "after"), runs):
+        normal = sum(summarize(r)["normal"] for r in results)
+        failed = sum(summarize(r)["methods"]["headline"]["normal_failed"] for r in results)
+        print(f"\n{name}: {failed}/{normal} normal targets failed ({100 * failed / max(normal, 1):.1f} %)")
+    a, b = (worst_cases(results) for results in runs)
+    print("\n| set | method | worst before | worst after |\n|---|---|---|---|")
     for name in sorted(set(a) | set(b)):
         for m in ("headline", *DETECTORS, "best_anchor"):
             print(f"| {name} | {m} | {a.get(name, {}).get(m, float('nan')):.3f} | {b.get(name, {}).get(m, float('nan')):.3f} |")

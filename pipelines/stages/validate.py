@@ -8,20 +8,29 @@ archive, the Data Docs, and the index of valid runs every later stage starts fro
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import shutil
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipelines import config
 from pipelines.progress import Progress
 from pipelines.storage import archive, budget, locks, triage_log
 from pipelines.validation.checks import valid_host_frames
-from pipelines.validation.suites import SUITE_VERSION, Checked, Validator, describe_failure, suites_from_params, validate_archive
+from pipelines.validation.suites import (
+    SUITE_VERSION,
+    Checked,
+    Validator,
+    describe_failure,
+    suites_from_params,
+    validate_archive,
+)
 
 log = logging.getLogger("regresslab.validate")
 
@@ -102,13 +111,13 @@ def judge_archive(entry: archive.ManifestEntry, key: str, validator: Validator,
     return "valid", _index_row(write_valid(entry, key, checked)), len(checked.dropped)
 
 
-def judge_within_budget(entry: archive.ManifestEntry, key: str, validator: Validator,
+def judge_within_budget(worker: budget.Worker, entry: archive.ManifestEntry, key: str,
                         params: dict[str, Any]) -> tuple[str, Any, int]:
-    """:func:`judge_archive` in a child held to ``validate.max_memory_mb`` and ``max_seconds``
-    (``storage.budget``): an archive that blows either is quarantined with the budget named."""
+    """:func:`judge_archive` in the worker's child, held to ``validate.max_memory_mb`` and
+    ``max_seconds`` (``storage.budget``): an archive that blows either is quarantined with the
+    budget named."""
     try:
-        return budget.run_within(budget.Budget.from_params(params), f"validating {entry.file}",
-                                 judge_archive, entry, key, validator, params)
+        return worker.run(f"validating {entry.file}", entry, key)
     except (budget.BudgetExceeded, RuntimeError) as exc:
         log.error("%s: %s", entry.run_id, str(exc).splitlines()[0])
         failure = {"suite": "archive", "expectation": "within_budget",
@@ -120,6 +129,45 @@ def new_validator(params: dict[str, Any]) -> Validator:
     return Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
 
 
+class Judged(NamedTuple):
+    index: dict[str, Any]                 # run_id -> its index row
+    quarantined: dict[str, Any]           # run_id -> the reason
+    validator: Validator | None           # when one was made (an archive was validated now)
+    judged_now: int
+
+
+def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any]) -> Judged:
+    """Every archive's result: the stored one when its key matches, else judged now in one worker
+    child (``storage.budget.Worker``) held to the budget archive by archive."""
+    index: dict[str, Any] = {}
+    quarantined: dict[str, Any] = {}
+    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
+    worker: budget.Worker | None = None
+    done = n_dropped = 0
+    progress = Progress(log, "validate", len(todo), what="archives", every=10)
+    with contextlib.ExitStack() as stack:
+        for i, entry in enumerate(todo, 1):
+            if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
+                quarantined[entry.run_id] = "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127}); not analysed"
+                log.warning("skipped %r: run_id outside the identifier grammar", entry.run_id[:80])
+                continue
+            key = cache_key(entry.sha256, params)
+            stored = stored_result(entry, key)
+            if stored is not None:
+                (index if stored[0] == "valid" else quarantined)[entry.run_id] = stored[1]
+                continue
+            if worker is None:
+                validator = new_validator(params)
+                worker = stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
+                    judge_archive, validator=validator, params=params)))
+            status, row, dropped = judge_within_budget(worker, entry, key, params)
+            done += 1
+            (index if status == "valid" else quarantined)[entry.run_id] = row
+            n_dropped += dropped
+            progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
+    return Judged(index, quarantined, validator, done)
+
+
 @locks.holding("validate")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -128,29 +176,8 @@ def main() -> None:
     manifest = archive.read_manifest()
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)
-    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
     clean_stale(config.VALID)
-    index: dict[str, Any] = {}
-    quarantined: dict[str, Any] = {}
-    done = n_dropped = 0
-    todo = sorted(manifest.values(), key=lambda e: e.run_id)
-    progress = Progress(log, "validate", len(todo), what="archives", every=10)
-    for i, entry in enumerate(todo, 1):
-        if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
-            quarantined[entry.run_id] = "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127}); not analysed"
-            log.warning("skipped %r: run_id outside the identifier grammar", entry.run_id[:80])
-            continue
-        key = cache_key(entry.sha256, params)
-        stored = stored_result(entry, key)
-        if stored is not None:
-            (index if stored[0] == "valid" else quarantined)[entry.run_id] = stored[1]
-            continue
-        validator = validator or new_validator(params)
-        status, row, dropped = judge_within_budget(entry, key, validator, params)
-        done += 1
-        (index if status == "valid" else quarantined)[entry.run_id] = row
-        n_dropped += dropped
-        progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
+    index, quarantined, validator, done = judge_all(sorted(manifest.values(), key=lambda e: e.run_id), params)
     if validator is None and not (config.VALIDATION_DOCS / "index.html").exists():
         validator = new_validator(params)
     if validator is not None:               # nothing validated and the site exists: it is current

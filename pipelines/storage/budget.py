@@ -10,7 +10,8 @@ process already holds plus ``memory_mb``) and which is killed after ``seconds``:
 that child with a reason that names the budget and what it was doing, and the night goes on.
 
 The child hands back a small JSON-able result through a pipe (never data read from the archive:
-what it derived is written to files, atomically, as the stage would).
+what it derived is written to files, atomically, as the stage would).  A :class:`Worker` keeps
+its child for the next archive, so a night pays the fork and the libraries' first-call costs once.
 """
 from __future__ import annotations
 
@@ -51,54 +52,130 @@ def _address_space() -> int:
     return 0
 
 
-def _child(conn, fn: Callable[..., Any], args: tuple, memory_mb: int, what: str) -> None:
-    try:
-        cap = _address_space() + memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
-        conn.send(("ok", fn(*args)))
-    except MemoryError:
-        conn.send(("memory", f"exceeded {memory_mb} MB while {what}"))
-    except BaseException as exc:      # noqa: BLE001 -- reported to the parent, which decides
-        conn.send(("error", f"{type(exc).__name__}: {exc}"[:2000] + "\n" + traceback.format_exc()[-4000:]))
-    finally:
-        conn.close()
+def _cap(memory_mb: int) -> None:
+    """Hold this process's address space to what it holds now plus ``memory_mb``."""
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    cap = _address_space() + memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+
+
+def _serve(conn, fn: Callable[..., Any], memory_mb: int) -> None:
+    """The worker's loop: each task's arguments in, its answer out, each task capped afresh.  It
+    ends after a failure (its state is not to be trusted then) or when it has grown by a whole
+    budget over the tasks (what a library keeps between calls), and the parent forks a new one."""
+    start = _address_space()
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        what, args = task
+        try:
+            _cap(memory_mb)
+            value = fn(*args)
+            retire = _address_space() > start + memory_mb * 2**20
+            conn.send(("ok", value, retire))
+            if retire:
+                return
+        except MemoryError:
+            conn.send(("memory", f"exceeded {memory_mb} MB while {what}", True))
+            return
+        except BaseException as exc:      # noqa: BLE001 -- reported to the parent, which decides
+            conn.send(("error", f"{type(exc).__name__}: {exc}"[:2000] + "\n" + traceback.format_exc()[-4000:], True))
+            return
+
+
+class Worker:
+    """``fn`` run on one task after another in a forked child, each task held to ``budget``.
+
+    One child serves task after task, so what a library builds on its first call (Great
+    Expectations' data sources, imports on first use, pages touched) is paid once, not once per
+    archive; each task still gets the whole budget above what the child holds when it starts
+    (the cap is set again before every task).  A task that runs out of time or memory, raises, or
+    kills its child ends that child, and the next task starts a new one.  ``fn`` reaches the child
+    by the fork, never pickled; only each task's arguments and its small result cross the pipe.
+    Use as a context manager (the child is stopped on exit)."""
+
+    def __init__(self, budget: Budget, fn: Callable[..., Any]):
+        self.budget, self.fn = budget, fn
+        self._process = None
+        self._conn = None
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(child, self.fn, self.budget.memory_mb), daemon=True)
+        self._process.start()
+        child.close()
+
+    def close(self) -> None:
+        """Stop the child (asked to leave; killed when it does not at once)."""
+        if self._process is None:
+            return
+        try:
+            self._conn.send(None)
+        except OSError:
+            pass
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self._conn.close()
+        self._process = self._conn = None
+
+    def run(self, what: str, *args: Any) -> Any:
+        """``fn(*args)`` in the child; its return value.
+
+        Raises
+        ------
+        BudgetExceeded
+            When the task ran out of memory (``exceeded N MB while <what>``), of time (``exceeded
+            N s while <what>``), or its child died without a word (killed by the kernel, a crash
+            in a library).
+        RuntimeError
+            When ``fn`` raised: its exception, named, with the child's traceback.
+        """
+        if self._process is None or not self._process.is_alive():
+            self.close()
+            self._start()
+        start = time.monotonic()
+        try:
+            self._conn.send((what, args))
+            if not self._conn.poll(self.budget.seconds):
+                raise BudgetExceeded(f"exceeded {self.budget.seconds:g} s while {what}")
+            status, value, retire = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            self._process.join(timeout=5)
+            code = self._process.exitcode
+            self.close()
+            raise BudgetExceeded(f"died while {what} after {time.monotonic() - start:.0f} s "
+                                 f"(exit code {code}; the memory cap was {self.budget.memory_mb} MB)") from exc
+        except BudgetExceeded:
+            self._process.kill()
+            self.close()
+            raise
+        if retire:
+            self.close()
+        if status == "memory":
+            raise BudgetExceeded(value)
+        if status == "error":
+            raise RuntimeError(value)
+        return value
 
 
 def run_within(budget: Budget, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a forked child held to ``budget``; its return value.
-
-    Raises
-    ------
-    BudgetExceeded
-        When the child ran out of memory (``exceeded N MB while <what>``), of time (``exceeded N s
-        while <what>``), or died without a word (killed by the kernel, a crash in a library).
-    RuntimeError
-        When ``fn`` raised: its exception, named, with the child's traceback.
-    """
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(child, fn, args, budget.memory_mb, what), daemon=True)
-    start = time.monotonic()
-    process.start()
-    child.close()
-    try:
-        if not parent.poll(budget.seconds):
-            raise BudgetExceeded(f"exceeded {budget.seconds:g} s while {what}")
-        try:
-            status, value = parent.recv()
-        except EOFError as exc:
-            raise BudgetExceeded(f"died while {what} after {time.monotonic() - start:.0f} s "
-                                 f"(exit code {process.exitcode}; the memory cap was {budget.memory_mb} MB)") from exc
-    finally:
-        if process.is_alive():
-            process.kill()
-        process.join()
-        parent.close()
-    if status == "memory":
-        raise BudgetExceeded(value)
-    if status == "error":
-        raise RuntimeError(value)
-    return value
+    """``fn(*args)`` in a forked child held to ``budget``; its return value (a one-task
+    :class:`Worker`: the same errors)."""
+    with Worker(budget, lambda: fn(*args)) as worker:
+        return worker.run(what)
 
 
 def available() -> bool:

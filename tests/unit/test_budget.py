@@ -1,6 +1,8 @@
 """Work held to a budget of memory and time, in a forked child: its value, or why it stopped."""
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import numpy as np
@@ -51,3 +53,66 @@ def test_an_error_of_the_work_is_named():
 def test_the_budget_params_and_keys():
     assert budget.Budget.from_params({"max_memory_mb": "512", "max_seconds": 30}) == budget.Budget(512, 30.0)
     assert set(budget.BUDGET_KEYS) == {"max_memory_mb", "max_seconds"}
+
+
+def _pid_after(mb: int) -> int:
+    _allocate(mb)
+    return os.getpid()
+
+
+_kept: list = []
+
+
+def _keep(mb: int) -> int:
+    _kept.append(np.ones(mb * 2**20 // 8))                # held by the child after the task
+    return os.getpid()
+
+
+def test_a_worker_serves_task_after_task_in_one_child_each_with_the_whole_budget():
+    with budget.Worker(budget.Budget(memory_mb=96, seconds=30), _keep) as worker:
+        pids = [worker.run("keeping", 40) for _ in range(4)]
+    # tasks 1-3 in one child: the third fits because the cap is set again over what the child
+    # holds (80 MB + 96), not once at its start (120 MB > 96); having grown by more than a
+    # budget (120 MB), that child retires, and the fourth task runs in a new one
+    assert pids[0] == pids[1] == pids[2] != pids[3] and os.getpid() not in pids
+    assert not _kept                                       # the parent kept nothing
+
+
+def test_a_worker_starts_a_new_child_after_a_task_blows_its_budget():
+    with budget.Worker(budget.Budget(memory_mb=64, seconds=30), _pid_after) as worker:
+        first = worker.run("allocating", 8)
+        with pytest.raises(budget.BudgetExceeded, match="exceeded 64 MB while allocating 512"):
+            worker.run("allocating 512", 512)
+        after = worker.run("allocating", 8)
+    assert first != after                                  # the failed child is not trusted again
+
+
+def test_a_worker_starts_a_new_child_after_a_timeout_or_an_error():
+    def task(kind: str) -> int:
+        if kind == "sleep":
+            time.sleep(30)
+        if kind == "fail":
+            raise ValueError("a reader's own error")
+        return os.getpid()
+
+    with budget.Worker(budget.Budget(memory_mb=64, seconds=0.5), task) as worker:
+        first = worker.run("working", "ok")
+        with pytest.raises(budget.BudgetExceeded, match="exceeded 0.5 s while sleeping"):
+            worker.run("sleeping", "sleep")
+        second = worker.run("working", "ok")
+        with pytest.raises(RuntimeError, match="ValueError: a reader's own error"):
+            worker.run("reading", "fail")
+        third = worker.run("working", "ok")
+    assert len({first, second, third}) == 3
+
+
+def test_a_killed_child_is_reported_and_replaced():
+    def task(kind: str) -> int:
+        if kind == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return os.getpid()
+
+    with budget.Worker(budget.Budget(memory_mb=64, seconds=10), task) as worker:
+        with pytest.raises(budget.BudgetExceeded, match=r"died while dying .*exit code -9"):
+            worker.run("dying", "die")
+        assert worker.run("working", "ok") != os.getpid()
