@@ -3,6 +3,7 @@
     python bench/robustness.py                                   # every set, every split
     python bench/robustness.py --sets example nezha --jobs 2 --tag after
     python bench/robustness.py --compare build/robustness/before.json build/robustness/after.json
+    python bench/robustness.py --show build/robustness/after.json   # the tables of a stored run
 
 A method checked only on the split it was built on breaks on the next one.  This judges every
 target of every split with the pipeline as configured, and beside it the anchors (the simple
@@ -350,9 +351,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tag", default="latest", help="results go to <out>/<tag>.json")
     parser.add_argument("--resume", action="store_true", help="keep the splits a killed run finished (same code)")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--show", metavar="RESULTS", help="print the tables of a stored run (<out>/<tag>.json)")
     args = parser.parse_args(argv)
     if args.compare:
         return compare(Path(args.compare[0]), Path(args.compare[1]))
+    if args.show:
+        return report(json.loads(Path(args.show).read_text())["results"])
     out = Path(args.out)
     jobs = []
     for name in args.sets:
