@@ -1,4 +1,5 @@
-"""Our commit-series detectors (Skia, Mono: ``pipelines/detectors/commit_series.py``) side by side with the
+"""Our commit-series detectors (Skia, Mono, PELT and the ``mono+pelt`` combination:
+``pipelines/detectors/commit_series.py``) side by side with the
 peers on the same labelled series: Apache Otava (E-Divisive with Hunter's windows, PyPI
 ``apache-otava``), MongoDB's ``signal-processing-algorithms`` (E-Divisive with permutation
 tests) and the detector that reports no change at all.
@@ -18,7 +19,9 @@ precision, recall and F1, the F1 of change-point benchmarks (the series start co
 sets, per series, averaged: van den Burg & Williams 2020), wall time, and F1 and time as ratios
 to Otava's.  On ``--django`` (Django's benchmark history, no change labelled) it prints how many
 changes each detector raises per 100 commits of one series: a false-alarm rate, if nothing
-changed.
+changed.  ``commitsim.realistic`` histories (one value per commit: quiet, autocorrelated,
+drifting, outlying, heavy-tailed and seasonal series with no change; steps; changes of spread)
+give a table per class, each row beside the no-change detector.
 """
 from __future__ import annotations
 
@@ -87,38 +90,60 @@ def run_peer(name: str, traces: dict[str, list[float]], root: Path) -> tuple[dic
     return {k: list(v) for k, v in result["changes"].items()}, float(result["seconds"])
 
 
+OURS = ("skia", "mono", "pelt", "mono+pelt")
+
+
 def ours(frame: pd.DataFrame, params: dict, groupings: list[str] | None = None
          ) -> tuple[dict[str, dict[str, list[int]]], dict[str, float], list[str]]:
-    """Skia's and Mono's change indices per series, and each detector's time; with ``groupings``,
-    Skia once per grouping (``skia (kmeans)``, ...) instead of once with the params' own."""
+    """Each of our methods' change indices per series (``commit_series.detect_all`` with that
+    ``method``), and its time; with ``groupings``, Skia once per grouping (``skia (kmeans)``, ...)."""
     frame = commit_series.check_frame(frame)
     commits = commit_series.commit_order(frame)
     pos = {c: i for i, c in enumerate(commits)}
-    table = commit_series.trace_matrix(frame, commits)
-    sk, mo = params["skia"], params["mono"]
     found, seconds = {}, {}
-    for grouping in groupings or [None]:
-        name = "skia" if grouping is None else f"skia ({grouping})"
-        kw = commit_series.skia_params(sk) | ({} if grouping is None else {"grouping": grouping})
+    runs = [(m, params) for m in OURS if m != "skia" or not groupings]
+    runs += [(f"skia ({g})", {**params, "skia": {**params["skia"], "grouping": g}}) for g in groupings or []]
+    for name, p in runs:
         t0 = time.perf_counter()
-        skia, _ = commit_series.skia_changes(table, **kw)
+        result = commit_series.detect_all(frame, {**p, "method": name.split(" ")[0]})
         seconds[name] = time.perf_counter() - t0
         by_series: dict[str, list[int]] = {}
-        for ch in skia:
+        for ch in result["skia"] + result["mono"] + result["pelt"]:
             by_series.setdefault(ch["series"], []).append(pos[ch["commit"]])
         found[name] = by_series
-    t0 = time.perf_counter()
-    mono: dict[str, list[int]] = {}
-    for series, g in frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series"):
-        iv = commit_series.mono_series(g, commits, warmup=int(mo["warmup"]), subsamples=int(mo["subsamples"]),
-                            share=float(mo["subsample_share"]), alpha=float(mo["alpha"]), quantile=mo["quantile"],
-                            seed=int(mo["seed"]))
-        if mo["commit_effect"]:
-            iv = commit_series.commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
-                                  window=int(mo["commit_effect_window"]))
-        mono[series] = [pos[c["commit"]] for c in commit_series.mono_changes(iv, persist=int(mo["persist"]))]
-    seconds["mono"] = time.perf_counter() - t0
-    return found | {"mono": mono}, seconds, commits
+    return found, seconds, commits
+
+
+def realistic_table(seeds: list[int], params: dict, margin: int, root: Path, n_commits: int) -> None:
+    """F1 (series start counted) per class of ``commitsim.realistic`` and per detector, beside
+    the no-change detector: a row that does not beat it says so."""
+    scores: dict[str, dict[str, list[float]]] = {}
+    seconds: dict[str, float] = {}
+    for seed in seeds:
+        frame, truth = commitsim.realistic(seed=seed, n_commits=n_commits)
+        found, secs, commits = ours(frame, params)
+        table = commit_series.trace_matrix(commit_series.check_frame(frame), commits)
+        traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
+        for name in PEERS:
+            found[name], secs[name] = run_peer(name, traces, root)
+        found["no_change"], secs["no_change"] = {}, 0.0
+        for name, det in found.items():
+            seconds[name] = seconds.get(name, 0.0) + secs[name]
+            for cls in commitsim.CLASSES:
+                labels = {s: v["change_index"] for s, v in truth["series"].items() if v["class"] == cls}
+                m = commit_series.f1_scores({s: det.get(s, []) for s in labels}, labels, margin=margin)
+                scores.setdefault(name, {}).setdefault(cls, []).append(m["f1_tcpd"])
+        print(f"[bench] realistic seed {seed}: {len(traces)} series x {len(commits)} commits", flush=True)
+    mean = {n: {c: sum(v) / len(v) for c, v in per.items()} for n, per in scores.items()}
+    base = mean["no_change"]
+    print(f"\nOne value per commit ({len(seeds)} seeds x {len(commitsim.CLASSES)} classes x 6 series, "
+          f"{n_commits} commits): F1, series start counted")
+    print("| detector | " + " | ".join(commitsim.CLASSES) + " | mean | seconds | below no-change on |")
+    print("|---|" + "---|" * (len(commitsim.CLASSES) + 3))
+    for name, per in mean.items():
+        worse = [c for c in commitsim.CLASSES if per[c] < base[c] - 1e-9]
+        print(f"| {name} | " + " | ".join(f"{per[c]:.3f}" for c in commitsim.CLASSES) +
+              f" | {sum(per.values()) / len(per):.3f} | {seconds[name]:.1f} | {', '.join(worse) or '-'} |")
 
 
 def main() -> None:
@@ -130,6 +155,9 @@ def main() -> None:
     parser.add_argument("--django-series", type=int, default=12, help="series of the Django history to run (0: all)")
     parser.add_argument("--skia-groupings", nargs="*", default=None, choices=list(skia.GROUPINGS),
                         help="run Skia once per grouping (default: once, with params.yaml's)")
+    parser.add_argument("--realistic-seeds", type=int, nargs="*", default=[1, 2, 3],
+                        help="seeds of commitsim.realistic, one value per commit (none: skip)")
+    parser.add_argument("--realistic-commits", type=int, default=400)
     args = parser.parse_args()
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     sim, cparams = params["commitsim"], params["commit_changes"]
@@ -173,6 +201,8 @@ def main() -> None:
     for name, (p, r, f1, tc, s) in rows.items():
         print(f"| {name} | {p:.3f} | {r:.3f} | {f1:.3f} | {tc:.3f} | {s:.1f} | "
               f"{f1 / base[2] if base[2] else float('nan'):.2f} | {s / base[4] if base[4] else float('nan'):.2f} |")
+    if args.realistic_seeds:
+        realistic_table(args.realistic_seeds, cparams, args.margin, root, args.realistic_commits)
     if args.django and Path(args.django).exists():
         frame = commit_series.check_frame(pd.read_csv(args.django, dtype={"commit": str}))
         if args.django_series:

@@ -129,17 +129,25 @@ def commit_effect(intervals: pd.DataFrame, *, alpha: float, quantile: str, windo
     non-overlapping intervals.  The paper's own random-effects argument, one level up: ``τ²``
     is the robust variance of the centres around their running median (``window`` commits;
     ``(1.4826·MAD)²``) minus the median variance of a centre's estimate ``(l/u)²``, never below
-    0, and each half-length becomes ``u·sqrt((l/u)² + τ²)``."""
+    0, and each half-length becomes ``u·sqrt((l/u)² + τ²)``.
+
+    A commit measured once (one run of one measurement after warm-up: no variance of its own,
+    ``l`` infinite) has ``(l/u)² = 0`` here, so a history of one value per commit — the common
+    nightly benchmark — is judged by the noise of the series itself: ``τ²`` is then the whole
+    robust variance around the running median (a level shift moves the median with it, so the
+    step does not inflate it).  ``noise`` says which: ``runs`` or ``series``."""
     if len(intervals) < 3:
-        return intervals.assign(tau2=0.0)
+        return intervals.assign(tau2=0.0, noise="runs")
     m = intervals["runs"].clip(lower=2).to_numpy()
     u = student.ppf(1 - alpha / 2, df=m - 1) if quantile == "student" else np.full(len(m), norm.ppf(1 - alpha / 2))
     own = (intervals["half"].to_numpy(float) / u) ** 2
+    measured = np.isfinite(own)
+    own = np.where(measured, own, 0.0)
     centre = intervals["centre"]
     resid = (centre - centre.rolling(window, center=True, min_periods=1).median()).to_numpy(float)
     mad = float(np.median(np.abs(resid - np.median(resid))))
-    tau2 = max(0.0, (1.4826 * mad) ** 2 - float(np.nanmedian(own[np.isfinite(own)])) if np.isfinite(own).any() else 0.0)
-    return intervals.assign(half=u * np.sqrt(own + tau2), tau2=tau2)
+    tau2 = max(0.0, (1.4826 * mad) ** 2 - (float(np.median(own[measured])) if measured.any() else 0.0))
+    return intervals.assign(half=u * np.sqrt(own + tau2), tau2=tau2, noise=np.where(measured, "runs", "series"))
 
 
 def mono_changes(intervals: pd.DataFrame, *, persist: int = 1) -> list[dict[str, Any]]:
@@ -167,6 +175,8 @@ def mono_changes(intervals: pd.DataFrame, *, persist: int = 1) -> list[dict[str,
 def mono_summary(intervals: pd.DataFrame, warmup: int) -> dict[str, float | None]:
     """Per series: the impact factor ``S_ρ/S_σ`` and ``n_opt = sqrt(w·S²σ/S²ρ)`` (medians over commits)."""
     s2r, s2s = float(intervals["s2_rho"].median()), float(intervals["s2_sigma"].median())
+    from_series = "noise" in intervals and bool((intervals["noise"] == "series").mean() > 0.5)
     return {"impact_factor": round(math.sqrt(s2r / s2s), 4) if s2s > 0 else None,
-            "n_opt": round(math.sqrt(warmup * s2s / s2r), 2) if s2r > 0 and warmup > 0 else None}
+            "n_opt": round(math.sqrt(warmup * s2s / s2r), 2) if s2r > 0 and warmup > 0 else None,
+            "noise_from": "series" if from_series else "runs"}
 

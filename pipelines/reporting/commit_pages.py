@@ -13,9 +13,12 @@ def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | 
                *, width: int = 560, height: int = 90) -> str:
     """An inline SVG of one series: the Mono interval as a band, the per-commit result as a line,
     detected changes as red ticks (text-free: nothing from the input is written into it)."""
-    lo = np.nanmin(lows if lows is not None else values)
-    hi = np.nanmax(highs if highs is not None else values)
-    span = hi - lo if hi > lo else 1.0
+    seen = np.concatenate([np.asarray(a, float) for a in (values, lows, highs) if a is not None])
+    seen = seen[np.isfinite(seen)]                 # an infinite band (no interval) is not drawn
+    lo, hi = (float(seen.min()), float(seen.max())) if seen.size else (0.0, 1.0)
+    if hi <= lo:                                    # a flat series: a line across the middle
+        lo, hi = lo - 1.0, hi + 1.0
+    span = hi - lo
     n = max(len(values) - 1, 1)
     x = lambda i: 4 + (width - 8) * i / n                      # noqa: E731
     y = lambda v: height - 4 - (height - 8) * (v - lo) / span  # noqa: E731

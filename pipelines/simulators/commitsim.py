@@ -103,3 +103,94 @@ def _measurements(rng, level: np.ndarray, shape: str, noise: float, *, runs: int
             x[:warmup] *= np.linspace(1.5, 1.1, warmup) if warmup else 1.0   # slow first measurements
             out[i, j] = x
     return out.reshape(-1)
+
+
+# --------------------------------------------------------------------------- one value per commit
+
+CLASSES = ("quiet", "autocorrelated", "drift", "outliers", "heavy_tails", "seasonal", "steps", "variance")
+UNCHANGED = ("quiet", "autocorrelated", "drift", "outliers", "heavy_tails", "seasonal")
+
+
+def realistic(*, seed: int, n_commits: int = 400, series_per_class: int = 6,
+              classes: tuple[str, ...] = CLASSES) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Histories as nightly benchmarks record them: **one value per commit** (no repeated runs),
+    a class of series each, every one labelled.  Six classes have no change at all over hundreds
+    of commits, only what real series do without a code change: ``quiet`` (independent noise),
+    ``autocorrelated`` (AR(1) noise, φ 0.5-0.9: the machine's slow moods), ``drift`` (a random
+    walk of the level, a few % over the history), ``outliers`` (isolated commits 1.5-4x slower, 2 %
+    of them), ``heavy_tails`` (Student's t noise, 2.5 degrees of freedom), ``seasonal`` (a weekly
+    or monthly cycle of 1-3 noise sd).  Two change: ``steps`` (1-3 level shifts of 3-15 noise sd
+    over AR(1) noise, φ up to 0.5), ``variance`` (the noise sd grows 3-5x at one commit, the level
+    kept).  The noise sd is 1-3 % of the level.  Same output as :func:`simulate`, with each
+    series' ``class``."""
+    rng = np.random.default_rng(seed)
+    commits = [commit_id(i, 10_000 + seed) for i in range(n_commits)]
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    times = [(t0 + timedelta(hours=6 * i)).strftime("%Y-%m-%dT%H:%M:%S") for i in range(n_commits)]
+    frames, truth = [], {}
+    for cls in classes:
+        for j in range(series_per_class):
+            base = float(rng.uniform(1.0, 100.0))
+            sd = base * float(rng.uniform(0.01, 0.03))
+            values, points = _realistic_series(rng, cls, n_commits, base, sd)
+            name = f"{cls}.s{j}"
+            frames.append(pd.DataFrame({"commit": commits, "commit_time": times, "benchmark": name,
+                                        "config": "default", "run": 0, "value": np.round(values, 6)}))
+            truth[f"{name}|default"] = {"class": cls, "shape": cls, "change_index": points,
+                                        "change_commits": [commits[p] for p in points]}
+    return pd.concat(frames, ignore_index=True), {"commits": commits, "series": truth}
+
+
+def _ar1(rng, n: int, phi: float, sd: float) -> np.ndarray:
+    """AR(1) noise of marginal sd ``sd``."""
+    e = rng.normal(0.0, sd * np.sqrt(1.0 - phi * phi), n)
+    out = np.empty(n)
+    out[0] = rng.normal(0.0, sd)
+    for t in range(1, n):
+        out[t] = phi * out[t - 1] + e[t]
+    return out
+
+
+def _change_points(rng, n: int, count: int, gap: int = 30) -> list[int]:
+    points: list[int] = []
+    for _ in range(500):
+        if len(points) == count:
+            break
+        c = int(rng.integers(gap, n - gap))
+        if all(abs(c - p) >= gap for p in points):
+            points.append(c)
+    return sorted(points)
+
+
+def _realistic_series(rng, cls: str, n: int, base: float, sd: float) -> tuple[np.ndarray, list[int]]:
+    """One series of class ``cls`` and its change points."""
+    level = np.full(n, base)
+    points: list[int] = []
+    if cls == "quiet":
+        noise = rng.normal(0.0, sd, n)
+    elif cls == "autocorrelated":
+        noise = _ar1(rng, n, float(rng.uniform(0.5, 0.9)), sd)
+    elif cls == "drift":
+        level = base * (1.0 + np.cumsum(rng.normal(0.0, float(rng.uniform(0.02, 0.05)) / np.sqrt(n), n)))
+        noise = rng.normal(0.0, sd, n)
+    elif cls == "outliers":
+        noise = rng.normal(0.0, sd, n)
+        hit = rng.random(n) < 0.02
+        level = np.where(hit, base * rng.uniform(1.5, 4.0, n), level)
+    elif cls == "heavy_tails":
+        noise = sd * rng.standard_t(2.5, n) / np.sqrt(2.5 / 0.5)
+    elif cls == "seasonal":
+        period = float(rng.choice([7 * 4, 30 * 4]))           # a week or a month of 6-hourly commits
+        noise = rng.normal(0.0, sd, n) + float(rng.uniform(1.0, 3.0)) * sd * np.sin(2 * np.pi * np.arange(n) / period)
+    elif cls == "steps":
+        points = _change_points(rng, n, int(rng.integers(1, 4)))
+        for p in points:
+            level[p:] += float(rng.uniform(3.0, 15.0)) * sd * float(rng.choice([-1, 1]))
+        noise = _ar1(rng, n, float(rng.uniform(0.0, 0.5)), sd)
+    elif cls == "variance":
+        points = _change_points(rng, n, 1)
+        scale = np.where(np.arange(n) >= points[0], float(rng.uniform(3.0, 5.0)), 1.0)
+        noise = rng.normal(0.0, sd, n) * scale
+    else:
+        raise ValueError(f"unknown class {cls!r} (one of {', '.join(CLASSES)})")
+    return level + noise, points

@@ -37,14 +37,19 @@ def score_against(result: dict[str, Any], labels: dict[str, Any], margin: int) -
     pos = {c: i for i, c in enumerate(result["commits"])}
     truth = {s: [pos[c] for c in v["change_commits"] if c in pos] for s, v in labels["series"].items()}
     out = {}
-    for method in ("skia", "mono"):
+    for method in ("skia", "mono", "pelt"):
         det: dict[str, list[int]] = {}
         for ch in result[method]:
             det.setdefault(ch["series"], []).append(pos[ch["commit"]])
         out[method] = f1_scores(det, truth, margin=margin)
     out["no_change"] = f1_scores({}, truth, margin=margin)
     n = max(len(result["commits"]), 1)
-    for method in ("skia", "mono"):
+    reported = [ch for m in ("skia", "mono", "pelt") for ch in result[m]]
+    det = {}
+    for ch in reported:
+        det.setdefault(ch["series"], []).append(pos[ch["commit"]])
+    out["reported"] = f1_scores(det, truth, margin=margin) | {"method": result["method"]}
+    for method in ("skia", "mono", "pelt"):
         out[method]["changes_per_100_commits"] = round(100 * len(result[method]) / n / max(len(truth), 1), 3)
     return out
 
@@ -81,7 +86,7 @@ def main() -> None:
     n_series = int(frame[["benchmark", "config"]].drop_duplicates().shape[0])
     prog = Progress(log, "commit_changes mono", n_series, what="series", every=max(1, n_series // 20))
     result = detect_all(frame, params, progress=lambda i, n, s: prog.step(i, s))
-    rows = contract_rows(result["skia"] + result["mono"], list(params["higher_is_better"]))
+    rows = contract_rows(result["skia"] + result["mono"] + result["pelt"], list(params["higher_is_better"]))
     known = archive.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
     registry, new_ids = coalesce(known, result["clusters"])
     archive.write_json_atomic(config.COMMIT_CLUSTERS, registry)
@@ -99,7 +104,8 @@ def main() -> None:
     archive.write_json_atomic(metrics_path, metrics or {})
     print(f"[commit_changes] {len(result['table'])} series x {len(result['commits'])} commits: "
           f"skia {len(result['skia'])} change(s) in {len(result['clusters'])} interesting cluster(s) "
-          f"({len(new_ids)} new), mono {len(result['mono'])}; {sum(r['direction'] == 'regression' for r in rows)} "
+          f"({len(new_ids)} new), mono {len(result['mono'])}, pelt {len(result['pelt'])} (method {result['method']}); "
+          f"{sum(r['direction'] == 'regression' for r in rows)} "
           f"regression(s) -> {config.COMMIT_REPORTS / 'index.html'}")
     if metrics:
         print(f"[commit_changes] against the labels: {metrics}")

@@ -18,7 +18,7 @@ from pipelines.storage import archive
 pytestmark = pytest.mark.slow     # stages end to end
 
 
-def _setup(tree, frame, truth):
+def _setup(tree, frame, truth, method="skia+mono"):
     series = tree / "series"
     series.mkdir()
     with gzip.open(series / "bench.csv.gz", "wt") as fh:
@@ -27,6 +27,7 @@ def _setup(tree, frame, truth):
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["commit_changes"]["source"] = str(series / "bench.csv.gz")
     params["commit_changes"]["labels"] = str(series / "labels.json")
+    params["commit_changes"]["method"] = method
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
 
 
@@ -45,7 +46,8 @@ def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
     directions = [r["direction"] for r in rows]
     assert directions == sorted(directions, key=lambda d: d != "regression")       # regressions first
     metrics = json.loads((config.METRICS / "commit_changes.json").read_text())
-    assert set(metrics) == {"skia", "mono", "no_change"} and metrics["skia"]["true_changes"] == 9
+    assert set(metrics) == {"skia", "mono", "pelt", "no_change", "reported"} and metrics["skia"]["true_changes"] == 9
+    assert metrics["reported"]["method"] == "skia+mono" and metrics["pelt"]["detected"] == 0
     assert metrics["mono"]["recall"] >= 0.5 and metrics["skia"]["recall"] >= 0.5       # 15-25 % steps are plain
     page = (config.COMMIT_REPORTS / "index.html").read_text()
     assert hostile not in page and "&lt;script&gt;" in page
@@ -85,3 +87,18 @@ def test_an_unset_or_unreadable_series_does_not_stop_the_night(tree):
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     commit_changes.main()
     assert "missing column(s) commit_time, benchmark, config, run" in (config.COMMIT_REPORTS / "index.html").read_text()
+
+
+def test_one_value_per_commit_is_judged_by_mono_and_pelt(tree, capsys):
+    """A nightly history (one value per commit): ``auto`` runs Mono on the series' own noise and
+    PELT for changes of spread; Skia does not run; the page says where Mono's noise came from."""
+    frame, truth = commitsim.realistic(seed=4, n_commits=200, series_per_class=2, classes=("quiet", "steps", "variance"))
+    _setup(tree, frame, truth, method="auto")
+    commit_changes.main()
+    metrics = json.loads((config.METRICS / "commit_changes.json").read_text())
+    assert metrics["reported"]["method"] == "mono+pelt" and metrics["skia"]["detected"] == 0
+    assert metrics["reported"]["f1_tcpd"] > metrics["no_change"]["f1_tcpd"]
+    rows = json.loads((config.COMMIT_REPORTS / "changes.json").read_text())
+    assert {r["method"] for r in rows} <= {"mono", "pelt"} and not any(r["benchmark"].startswith("quiet") for r in rows)
+    page = (config.COMMIT_REPORTS / "index.html").read_text()
+    assert "one value per commit" in page

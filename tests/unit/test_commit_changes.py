@@ -219,3 +219,50 @@ def test_the_vectorised_series_gives_the_formula_of_mono_interval():
     assert iv["centre"].tolist() == pytest.approx([10.0, 10.0, 13.0])
     assert iv["half"].iloc[0] == pytest.approx(expected["half"])          # u sqrt(3 x 0.16 / 9)
     assert [c["commit"] for c in commit_series.mono_changes(iv, persist=1)] == ["k2"]
+
+
+def _one_value_per_commit(values: np.ndarray) -> pd.DataFrame:
+    n = len(values)
+    return pd.DataFrame({"commit": [f"c{i:04d}" for i in range(n)],
+                         "commit_time": pd.date_range("2026-01-01", periods=n, freq="6h").strftime("%Y-%m-%dT%H:%M:%S"),
+                         "benchmark": "b", "config": "default", "run": 0, "value": values})
+
+
+MONO = {"warmup": 0, "subsamples": 10, "subsample_share": 0.75, "alpha": 0.01, "quantile": "normal", "despike_sd": 0,
+        "commit_effect": False, "commit_effect_window": 11, "persist": 2, "seed": 0}
+
+
+def test_one_value_per_commit_is_judged_by_the_series_own_noise():
+    rng = np.random.default_rng(3)
+    values = np.r_[np.full(60, 100.0), np.full(60, 110.0)] + rng.normal(0, 0.5, 120)
+    frame = _one_value_per_commit(values)
+    commits = list(frame["commit"])
+    changes, intervals, summaries = commit_series.mono_all(frame, commits, MONO)
+    iv = intervals["b|default"]
+    # the half-length by hand: u * 1.4826 * MAD of the values around their running median (11 commits)
+    s = pd.Series(values)
+    resid = (s - s.rolling(11, center=True, min_periods=1).median()).to_numpy()
+    half = 2.5758293035489 * 1.4826 * np.median(np.abs(resid - np.median(resid)))
+    assert iv["half"].to_numpy() == pytest.approx(np.full(120, half), rel=1e-6)
+    assert set(iv["noise"]) == {"series"} and summaries["b|default"]["noise_from"] == "series"
+    # a step of 20 sigma, where 2 x half is about 5.2 sigma: found at its commit and nowhere else
+    assert [c["commit"] for c in changes] == ["c0060"]
+
+
+def test_one_value_per_commit_without_a_change_raises_nothing():
+    for seed in range(10):
+        values = 100.0 + np.random.default_rng(seed).normal(0, 1.0, 300)
+        frame = _one_value_per_commit(values)
+        assert commit_series.mono_all(frame, list(frame["commit"]), MONO)[0] == []
+
+
+def test_a_flat_series_is_drawn_with_finite_coordinates():
+    import warnings
+
+    from pipelines.reporting.commit_pages import series_svg
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = series_svg(np.full(50, 5.0), np.full(50, -np.inf), np.full(50, np.inf), [10])
+        zero = series_svg(np.zeros(50), None, None, [])
+    assert "nan" not in svg.lower() and "inf" not in svg.lower() and "nan" not in zero.lower()
+    assert 'points="4.0,45.0' in zero                      # 90 px high: the middle is y = 45
