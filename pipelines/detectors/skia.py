@@ -106,15 +106,25 @@ def largest_factor(points: np.ndarray, k: int, *, seed: int, min_segment: int, g
     return max(abs(step_fit(centres[c], min_segment=min_segment)["regression"]) for c in sorted(set(labels)))
 
 
+def block_permutation(n: int, block: int, rng: np.random.Generator) -> np.ndarray:
+    """An order of ``n`` commits that shuffles blocks of ``block`` consecutive commits (1: every
+    commit on its own)."""
+    starts = np.arange(0, n, max(1, block))
+    return np.concatenate([np.arange(s, min(s + block, n)) for s in rng.permutation(starts)])
+
+
 def permutation_threshold(points: np.ndarray, k: int, *, seed: int, min_segment: int, permutations: int,
-                          quantile: float, grouping: str = "kmeans") -> float:
+                          quantile: float, grouping: str = "kmeans", null_block: int = 1) -> float:
     """The ``quantile`` of the largest ``|R|`` when the window's commits are shuffled (one
     permutation for every trace, so traces keep moving together but no step stays a step):
     what ``|R|`` reaches by chance on this data, for the centroids (``kmeans``) or for single
-    traces (``individual``).  ``interesting: auto`` uses it."""
+    traces (``individual``).  ``interesting: auto`` uses it.  ``null_block`` commits move
+    together (a block permutation, Künsch 1989): shuffling single commits destroys the
+    autocorrelation and the slow moves real series have without any change, so they would look
+    interesting; blocks keep them in the null."""
     rng = np.random.default_rng(seed)
-    null = [largest_factor(points[:, rng.permutation(points.shape[1])], k, seed=seed, min_segment=min_segment,
-                           grouping=grouping)
+    null = [largest_factor(points[:, block_permutation(points.shape[1], null_block, rng)], k, seed=seed,
+                           min_segment=min_segment, grouping=grouping)
             for _ in range(permutations)]
     return float(np.quantile(null, quantile))
 
@@ -124,7 +134,8 @@ GROUPINGS = ("kmeans", "individual", "both")
 
 def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: int, interesting: float | str,
                 seed: int, coalesce_traces: int, permutations: int = 20, null_quantile: float = 0.99,
-                member_share: float = 0.5, member_margin: int = 5, grouping: str = "kmeans") -> list[dict[str, Any]]:
+                member_share: float = 0.5, member_margin: int = 5, grouping: str = "kmeans",
+                null_block: int = 1) -> list[dict[str, Any]]:
     """Seed 001 on one window of commits (``traces``: series × commits): the interesting clusters
     with their members, step commit, R, and the traces nearest their centroid.
 
@@ -141,14 +152,15 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
     found = []
     if grouping in ("individual", "both"):
         found += individual_steps(traces, points, trace_fits, min_segment=min_segment, interesting=interesting,
-                                  seed=seed, permutations=permutations, null_quantile=null_quantile)
+                                  seed=seed, permutations=permutations, null_quantile=null_quantile,
+                                  null_block=null_block)
     if grouping == "individual":
         return found
     k = k or int(math.ceil(math.sqrt(len(points) / 2)))
     labels, centres = kmeans(points, k, seed=seed)
     if interesting == "auto":
         interesting = permutation_threshold(points, k, seed=seed, min_segment=min_segment,
-                                            permutations=permutations, quantile=null_quantile)
+                                            permutations=permutations, quantile=null_quantile, null_block=null_block)
     interesting = float(interesting)
     for c in sorted(set(labels)):
         members = np.flatnonzero(labels == c)
@@ -176,13 +188,13 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
 
 def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, np.ndarray], *, min_segment: int,
                      interesting: float | str, seed: int, permutations: int,
-                     null_quantile: float) -> list[dict[str, Any]]:
+                     null_quantile: float, null_block: int = 1) -> list[dict[str, Any]]:
     """Every trace of the window whose own best step (``fits``: :func:`step_fits` of ``points``)
     reaches ``interesting`` (``auto``: the ``null_quantile`` of the largest single-trace ``|R|``
     over shuffles of the window's commits), as a cluster of one."""
     if interesting == "auto":
         interesting = permutation_threshold(points, 1, seed=seed, min_segment=min_segment, permutations=permutations,
-                                            quantile=null_quantile, grouping="individual")
+                                            quantile=null_quantile, grouping="individual", null_block=null_block)
     threshold = float(interesting)
     out = []
     for j in np.flatnonzero((fits["index"] >= 0) & (np.abs(fits["regression"]) >= threshold)):
@@ -201,7 +213,7 @@ def skia_params(sk: dict[str, Any]) -> dict[str, Any]:
             "coalesce_traces": int(sk["coalesce_traces"]), "merge_margin": int(sk["merge_margin"]),
             "permutations": int(sk["permutations"]), "null_quantile": float(sk["null_quantile"]),
             "member_share": float(sk["member_share"]), "member_margin": int(sk["member_margin"]),
-            "grouping": sk["grouping"]}
+            "grouping": sk["grouping"], "null_block": int(sk.get("null_block", 1))}
 
 
 def windows(n: int, size: int) -> list[tuple[int, int]]:
@@ -218,7 +230,8 @@ def windows(n: int, size: int) -> list[tuple[int, int]]:
 def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, min_segment: int,
                  interesting: float | str, seed: int, coalesce_traces: int, merge_margin: int,
                  permutations: int = 20, null_quantile: float = 0.99, member_share: float = 0.5,
-                 member_margin: int = 5, grouping: str = "kmeans") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 member_margin: int = 5, grouping: str = "kmeans",
+                 null_block: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Skia over the whole history: (per-series changes, interesting clusters)."""
     commits = list(table.columns)
     pos = {c: i for i, c in enumerate(commits)}
@@ -228,7 +241,8 @@ def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, m
         for cl in skia_window(table.iloc[:, start:end], k=k, sd_floor=sd_floor, min_segment=min_segment,
                               interesting=interesting, seed=seed, coalesce_traces=coalesce_traces,
                               permutations=permutations, null_quantile=null_quantile,
-                              member_share=member_share, member_margin=member_margin, grouping=grouping):
+                              member_share=member_share, member_margin=member_margin, grouping=grouping,
+                              null_block=null_block):
             clusters.append(cl)
             for s in cl["members"]:
                 commit = cl["member_commits"][s]

@@ -266,3 +266,18 @@ def test_a_flat_series_is_drawn_with_finite_coordinates():
         zero = series_svg(np.zeros(50), None, None, [])
     assert "nan" not in svg.lower() and "inf" not in svg.lower() and "nan" not in zero.lower()
     assert 'points="4.0,45.0' in zero                      # 90 px high: the middle is y = 45
+
+
+def test_a_block_permutation_keeps_each_block_whole():
+    for seed in range(5):
+        order = list(skia.block_permutation(7, 3, np.random.default_rng(seed)))
+        chunks, i = [], 0
+        while i < len(order):                   # each block starts at a multiple of 3 and runs whole
+            start = order[i]
+            assert start % 3 == 0
+            chunk = list(range(start, min(start + 3, 7)))
+            assert order[i:i + len(chunk)] == chunk
+            chunks.append(start)
+            i += len(chunk)
+        assert sorted(chunks) == [0, 3, 6]
+    assert sorted(skia.block_permutation(5, 1, np.random.default_rng(1))) == [0, 1, 2, 3, 4]
