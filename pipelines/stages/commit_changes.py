@@ -33,11 +33,13 @@ def read_series(source: str | Path) -> pd.DataFrame:
 
 
 def score_against(result: dict[str, Any], labels: dict[str, Any], margin: int) -> dict[str, Any]:
-    """Precision, recall and F1 of each detector (and of reporting no change) against labelled change commits."""
+    """Precision, recall and F1 of each detector that ran, of what the night reported (``reported``,
+    with the method), and of reporting no change, against labelled change commits."""
     pos = {c: i for i, c in enumerate(result["commits"])}
     truth = {s: [pos[c] for c in v["change_commits"] if c in pos] for s, v in labels["series"].items()}
     out = {}
-    for method in ("skia", "mono", "pelt"):
+    ran = [m for m in ("skia", "mono", "pelt") if m in result["method"]]      # a method that did not run is not scored
+    for method in ran:
         det: dict[str, list[int]] = {}
         for ch in result[method]:
             det.setdefault(ch["series"], []).append(pos[ch["commit"]])
@@ -49,7 +51,7 @@ def score_against(result: dict[str, Any], labels: dict[str, Any], margin: int) -
     for ch in reported:
         det.setdefault(ch["series"], []).append(pos[ch["commit"]])
     out["reported"] = f1_scores(det, truth, margin=margin) | {"method": result["method"]}
-    for method in ("skia", "mono", "pelt"):
+    for method in ran:
         out[method]["changes_per_100_commits"] = round(100 * len(result[method]) / n / max(len(truth), 1), 3)
     return out
 
