@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -56,17 +57,22 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-def normalize_within_budget(run_id: str, params: dict[str, Any]) -> dict[str, Any] | None:
+def normalize_within_budget(run_id: str, params: dict[str, Any],
+                            worker: budget.Worker | None = None) -> dict[str, Any] | None:
     """:func:`normalize_one` in a child held to ``normalize.max_memory_mb`` and ``max_seconds``
-    (``storage.budget``); None when the run blew either: it is then left out of the analysis, and
-    the reason kept beside the frames (``config.normalize_failed_path``)."""
+    (``storage.budget``: the ``worker``'s child, which serves run after run, or a child of its
+    own); None when the run blew either: it is then left out of the analysis, and the reason
+    kept beside the frames (``config.normalize_failed_path``)."""
     failed = config.normalize_failed_path(run_id)
     if is_current(run_id, expected_key(run_id, params)):
         failed.unlink(missing_ok=True)
         return archive.read_json(config.info_path(run_id))
     try:
-        info = budget.run_within(budget.Budget.from_params(params), f"normalising {run_id}", normalize_one,
-                                 run_id, params)
+        if worker is None:
+            info = budget.run_within(budget.Budget.from_params(params), f"normalising {run_id}", normalize_one,
+                                     run_id, params)
+        else:
+            info = worker.run(f"normalising {run_id}", run_id)
     except (budget.BudgetExceeded, RuntimeError) as exc:
         reason = str(exc).splitlines()[0]
         log.error("%s could not be normalised: %s", run_id, reason)
@@ -109,11 +115,12 @@ def main() -> None:
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
     rows = {}
-    for i, run_id in enumerate(sorted(index), 1):
-        info = normalize_within_budget(run_id, params)
-        if info is not None:
-            rows[run_id] = {k: v for k, v in info.items() if k != "counters"}
-        progress.step(i)
+    with budget.Worker(budget.Budget.from_params(params), partial(normalize_one, params=params)) as worker:
+        for i, run_id in enumerate(sorted(index), 1):
+            info = normalize_within_budget(run_id, params, worker)
+            if info is not None:
+                rows[run_id] = {k: v for k, v in info.items() if k != "counters"}
+            progress.step(i)
     for stale in config.NORMALIZED.glob("*.failed.json"):
         if stale.name.removesuffix(".failed.json") not in index:
             stale.unlink()
