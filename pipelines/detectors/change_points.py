@@ -106,12 +106,13 @@ def segment(z: np.ndarray, *, penalty: float, min_segment: int, var_floor: float
         cand = alive[t - alive >= size]
         if cand.size == 0:
             continue
-        total = best[cand] + cost(cand, t) + pen
-        k = int(np.argmin(total))
-        best[t], last[t] = total[k], cand[k]
-        keep = best[cand] + cost(cand, t) <= best[t]            # pruning: never optimal again
-        pending = alive[t - alive < size]                        # too close to t to end a segment yet
-        alive = np.r_[pending, cand[keep], [t] if t + size <= n else []].astype(int)
+        fit = best[cand] + cost(cand, t)
+        k = int(np.argmin(fit))
+        best[t], last[t] = fit[k] + pen, cand[k]
+        parts = [alive[t - alive < size], cand[fit <= best[t]]]   # too close to t yet; not pruned (never optimal again)
+        if t + size <= n:
+            parts.append(np.array([t]))
+        alive = np.concatenate(parts)
     bounds, t = [], n
     while t > 0:
         t = int(last[t])

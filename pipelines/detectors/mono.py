@@ -85,6 +85,11 @@ def mono_series(frame: pd.DataFrame, commits: list[str], *, warmup: int, subsamp
 
     When every process run of the series has as many measurements (the usual case), all runs
     are bootstrapped in one array; otherwise commit by commit (:func:`run_statistics`)."""
+    order = {c: i for i, c in enumerate(commits)}
+    if frame["commit"].is_unique:              # one value per commit: no run to bootstrap, no interval of its own
+        out = pd.DataFrame({"commit": frame["commit"].to_numpy(), "centre": frame["value"].to_numpy(float),
+                            "half": np.inf, "s2_rho": 0.0, "s2_sigma": 0.0, "runs": 1, "n": 1})
+        return out.assign(pos=out["commit"].map(order)).sort_values("pos").reset_index(drop=True)
     rng = np.random.default_rng(seed)
     sizes = frame.groupby(["commit", "run"], sort=False).size()
     if sizes.nunique() == 1:
