@@ -51,6 +51,7 @@ def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
     assert metrics["mono"]["recall"] >= 0.5 and metrics["skia"]["recall"] >= 0.5       # 15-25 % steps are plain
     page = (config.COMMIT_REPORTS / "index.html").read_text()
     assert hostile not in page and "&lt;script&gt;" in page
+    assert "Skia (step fits" in page and "Mono (confidence" in page and "PELT (" not in page
     assert page.count("data:image/svg+xml;base64,") >= 3
     first = json.loads(config.COMMIT_CLUSTERS.read_text())
     assert first and all(c["status"] == "untriaged" for c in first)
@@ -101,4 +102,5 @@ def test_one_value_per_commit_is_judged_by_mono_and_pelt(tree, capsys):
     rows = json.loads((config.COMMIT_REPORTS / "changes.json").read_text())
     assert {r["method"] for r in rows} <= {"mono", "pelt"} and not any(r["benchmark"].startswith("quiet") for r in rows)
     page = (config.COMMIT_REPORTS / "index.html").read_text()
-    assert "one value per commit" in page
+    assert "one value per commit" in page and "<code>commit_changes.method</code>: mono+pelt" in page
+    assert "Skia (" not in page and "impact factor" not in page       # only what ran is named
