@@ -1,13 +1,35 @@
 """Locust ``--csv`` ``*_stats_history.csv``: one row per second per request name; ``N/A`` is a
 missing sample.
+
+Locust 2.x (docs.locust.io, "Retrieve test statistics in CSV format"): ``Requests/s``,
+``Failures/s`` and the percentile columns describe the current moment (a sliding window of the
+last seconds); the ``Total …`` columns are **cumulative since the test started**.  The response
+time of an interval is therefore not ``Total Average Response Time`` (which would show a
+regression half-way through a run as a slow, damped drift) but the change of
+``count × average`` between two rows over the change of ``count`` (:func:`interval_mean`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pipelines.importers.common import FormatError, samples_frame, slug
+
+
+def interval_mean(total_average: pd.Series, total_count: pd.Series) -> pd.Series:
+    """The mean response time of each interval from Locust's cumulative ``Total Average Response
+    Time`` and ``Total Request Count``: ``Δ(count × average) / Δcount`` (the first row: its own
+    average, since the start); NaN where no request ended in the interval."""
+    avg = pd.to_numeric(total_average, errors="coerce").to_numpy(float)
+    count = pd.to_numeric(total_count, errors="coerce").to_numpy(float)
+    weighted = avg * count
+    d_sum = np.diff(weighted, prepend=0.0)
+    d_count = np.diff(count, prepend=0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(d_count > 0, d_sum / np.where(d_count > 0, d_count, 1.0), np.nan)
+    return pd.Series(out, index=total_average.index)
 
 
 def read_locust(path: Path, *, component: str, host: str, percentiles: list[float],
@@ -36,8 +58,9 @@ def read_locust(path: Path, *, component: str, host: str, percentiles: list[floa
         rps = pd.to_numeric(group["Requests/s"], errors="coerce")
         cols = {f"{prefix}throughput_rps": rps,
                 f"{prefix}error_rate_pct": 100.0 * pd.to_numeric(group["Failures/s"], errors="coerce") / rps.where(rps > 0),
-                f"{prefix}response_time_ms": pd.to_numeric(group.get("Total Average Response Time"), errors="coerce")
-                if "Total Average Response Time" in group else None}
+                f"{prefix}response_time_ms": interval_mean(group["Total Average Response Time"],
+                                                           group["Total Request Count"])
+                if {"Total Average Response Time", "Total Request Count"} <= set(group.columns) else None}
         for q in (percentiles if overall else label_percentiles):
             column = f"{q:g}%"
             if column in group.columns:

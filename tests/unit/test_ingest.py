@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from pipelines import config
-from pipelines.importers import collectors, common, run_directory
+from pipelines.importers import collectors, common, locust, run_directory
 from pipelines.validation import checks
 
 # real files written by the tools, with their licences (copied from ../shared/data/formats; README.md there)
@@ -296,3 +296,39 @@ def test_rename_table_and_host_map(tmp_path):
     d = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", hosts={"loadgen": "lg01"})
     _, frames, _ = run_directory.convert_run_dir(d, params)
     assert list(frames) == ["lg01"] and "app.throughput_rps" in frames["lg01"].columns
+
+
+def test_locust_response_time_is_per_interval_not_cumulative(tmp_path):
+    """Locust's ``Total Average Response Time`` is cumulative: 10 requests a second at 100 ms for
+    30 s, then at 200 ms: the cumulative average after 40 s is (300 x 100 + 100 x 200) / 400 = 125,
+    but the interval's mean is 200 (the change of count x average over the change of count)."""
+    header = "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,95%,Total Request Count,Total Failure Count,Total Average Response Time"
+    lines, total, count = [header], 0.0, 0
+    for t in range(60):
+        ms = 100.0 if t < 30 else 200.0
+        total, count = total + 10 * ms, count + 10
+        lines.append(f"{1772849600 + t},10,,Aggregated,10.0,0.0,{ms:g},{ms:g},{count},0,{total / count!r}")
+    path = tmp_path / "step_stats_history.csv"
+    path.write_text("\n".join(lines) + "\n")
+    _, frames, _ = convert(tmp_path, path)
+    mean = series(frames, "loadgen", "locust.response_time_ms")
+    assert mean.iloc[:30].tolist() == pytest.approx([100.0] * 30) and mean.iloc[30:].tolist() == pytest.approx([200.0] * 30)
+    assert locust.interval_mean(pd.Series([0.0, 100.0, 125.0, 125.0]), pd.Series([0, 10, 20, 20])).tolist()[1:3] == \
+        pytest.approx([100.0, 150.0])                 # (20 x 125 - 10 x 100) / 10; the last: no request, NaN
+    assert np.isnan(locust.interval_mean(pd.Series([0.0, 100.0, 125.0, 125.0]), pd.Series([0, 10, 20, 20])).iloc[3])
+
+
+def test_locust_real_file_per_interval_mean_by_hand(tmp_path):
+    path = FORMATS / "locust" / "bitcoin-api_results_stats_history.csv"
+    rows = [r for r in jtl_rows(path) if r["Name"] == "Aggregated"]
+    _, frames, _ = convert(tmp_path, path)
+    mean = series(frames, "loadgen", "locust.response_time_ms")
+    expected, prev_sum, prev_n = [], 0.0, 0
+    for r in rows:
+        n, avg = int(r["Total Request Count"]), float(r["Total Average Response Time"])
+        expected.append((n * avg - prev_sum) / (n - prev_n) if n > prev_n else float("nan"))
+        prev_sum, prev_n = n * avg, n
+    assert len(mean) == len(expected)
+    got = np.array(mean.tolist(), dtype=float)
+    want = np.array(expected, dtype=float)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(got)], want[~np.isnan(want)])
