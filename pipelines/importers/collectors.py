@@ -52,7 +52,7 @@ def sniff(path: Path) -> str | None:
     """The format of one file, from its first bytes (``None``: not a collector file we read)."""
     with open(path, "rb") as fh:
         head = fh.read(4096)
-    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    text = head.decode("utf-8", "replace").lstrip("\ufeff").lstrip("\r\n")     # blank lines before a header
     first = text.split("\n", 1)[0].strip()
     if first.startswith('"(PDH-CSV 4.0)') or first.startswith("(PDH-CSV 4.0)"):
         return "perfmon"

@@ -13,7 +13,7 @@ import pandas as pd
 from pipelines.config import host_component
 from pipelines.importers.common import FormatError, host_name, samples_frame, slug
 
-PDH = re.compile(r"^\(PDH-CSV 4\.0\) \((?P<zone>[^)]*)\)\((?P<bias>-?\d+)\)")
+PDH = re.compile(r"^\(PDH-CSV 4\.0\)(?: \((?P<zone>[^)]*)\)\((?P<bias>-?\d+)\))?\s*$")
 
 
 PERFMON_COLUMN = re.compile(r"^\\\\(?P<host>[^\\]+)\\(?P<object>[^\\(]+)(?:\((?P<instance>[^)]*)\))?\\(?P<counter>.+)$")
@@ -30,7 +30,9 @@ def read_perfmon(path: Path, *, timezone: str | None) -> tuple[pd.DataFrame, dic
     sample with a licence exists, so the test file is written from that documentation).
 
     Times are local: ``timezone`` (run.yaml) when given, else the header's bias (UTC = local +
-    bias). ``Process(<name>)`` columns become ``<name>.<counter>`` (per-process, 100 per core
+    bias).  ``typeperf`` may write the bare ``(PDH-CSV 4.0)`` with no zone: then the run's
+    ``timezone`` is needed, and the file is refused without it, saying so.  Blank lines before
+    the header are skipped. ``Process(<name>)`` columns become ``<name>.<counter>`` (per-process, 100 per core
     for ``% Processor Time``); host objects (Processor, Memory, PhysicalDisk, …) become
     ``<HOST>.<object>_<instance>_<counter>``. PerfMon's blank cell (``" "``) is a missing sample."""
     try:
@@ -40,7 +42,12 @@ def read_perfmon(path: Path, *, timezone: str | None) -> tuple[pd.DataFrame, dic
     first = frame.columns[0]
     m = PDH.match(first)
     if not m:
-        raise FormatError(f"{path.name}: the first header cell is not '(PDH-CSV 4.0) (<zone>)(<bias>)'")
+        raise FormatError(f"{path.name}: the first header cell is not '(PDH-CSV 4.0)' or "
+                          "'(PDH-CSV 4.0) (<zone>)(<bias>)'")
+    if m.group("bias") is None and not timezone:
+        raise FormatError(f"{path.name}: the header '(PDH-CSV 4.0)' names no time zone (typeperf writes it so): "
+                          "set 'timezone' in the run's run.yaml (e.g. timezone: Europe/Berlin), or export "
+                          "with relog -f csv, which writes the zone and its bias")
     clock = pd.to_datetime(frame[first], format="%m/%d/%Y %H:%M:%S.%f", errors="coerce")
     if clock.isna().any():
         raise FormatError(f"{path.name}: time {frame[first][clock.isna()].iloc[0]!r} is not 'MM/DD/YYYY HH:MM:SS.fff'")

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from pipelines import config
-from pipelines.importers import collectors, common, locust, run_directory
+from pipelines.importers import collectors, common, locust, perfmon, run_directory
 from pipelines.validation import checks
 
 # real files written by the tools, with their licences (copied from ../shared/data/formats; README.md there)
@@ -332,3 +332,20 @@ def test_locust_real_file_per_interval_mean_by_hand(tmp_path):
     got = np.array(mean.tolist(), dtype=float)
     want = np.array(expected, dtype=float)
     assert np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(got)], want[~np.isnan(want)])
+
+
+def test_perfmon_from_typeperf_with_a_bare_header_and_a_blank_first_line(tmp_path):
+    """typeperf may write the bare '(PDH-CSV 4.0)' (no zone, no bias) and a blank line first:
+    read with the run's timezone (10:00 in Berlin in November is 09:00 UTC), refused without it,
+    with what to set."""
+    bare = "\n" + PERFMON.replace("(PDH-CSV 4.0) (W. Europe Standard Time)(-60)", "(PDH-CSV 4.0)", 1)
+    path = tmp_path / "typeperf.csv"
+    path.write_text(bare)
+    assert collectors.sniff(path) == "perfmon"
+    (tmp_path / "with").mkdir()
+    _, frames, _ = run_directory.convert_run_dir(run_dir(tmp_path / "with", path, timezone="Europe/Berlin"), PARAMS)
+    f = frames["APP01"].set_index("timestamp")
+    assert f.index[0] == pd.Timestamp("2026-11-22T09:00:00Z").timestamp()
+    assert f["APP01.processor_total_processor_time_pct"].tolist() == [35.5, 41.0]
+    with pytest.raises(common.FormatError, match="names no time zone .*set 'timezone' in the run's run.yaml"):
+        perfmon.read_perfmon(path, timezone=None)
