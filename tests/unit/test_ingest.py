@@ -349,3 +349,22 @@ def test_perfmon_from_typeperf_with_a_bare_header_and_a_blank_first_line(tmp_pat
     assert f["APP01.processor_total_processor_time_pct"].tolist() == [35.5, 41.0]
     with pytest.raises(common.FormatError, match="names no time zone .*set 'timezone' in the run's run.yaml"):
         perfmon.read_perfmon(path, timezone=None)
+
+
+@pytest.mark.parametrize("fmt,scale", [("unix", 1), ("unix_milli", 10**3), ("unix_micro", 10**6),
+                                       ("unix_nano", 10**9), ("rfc3339", None)])
+def test_k6_csv_in_every_documented_time_format(tmp_path, fmt, scale):
+    """The real k6 file rewritten in each ``timeFormat`` k6 documents: the same counters as the
+    default (unix seconds)."""
+    path = FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv"
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    seconds = frame["timestamp"].astype(int)
+    frame["timestamp"] = (seconds.map(lambda s: pd.Timestamp(s, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ"))
+                          if scale is None else (seconds * scale).astype(str))
+    other = tmp_path / f"k6_{fmt}.csv"
+    frame.to_csv(other, index=False)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, want, _ = convert(tmp_path / "a", path)
+    _, got, _ = convert(tmp_path / "b", other)
+    pd.testing.assert_frame_equal(got["loadgen"], want["loadgen"])
