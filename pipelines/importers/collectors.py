@@ -40,7 +40,7 @@ import pandas as pd
 
 from pipelines.importers.common import Parsed, aggregate_requests, host_name
 from pipelines.importers.gatling import read_gatling
-from pipelines.importers.jmeter import read_jmeter_csv, read_jmeter_xml
+from pipelines.importers.jmeter import header_delimiter, read_jmeter_csv, read_jmeter_xml
 from pipelines.importers.k6 import read_k6_csv, read_k6_json
 from pipelines.importers.locust import read_locust
 from pipelines.importers.perfmon import read_perfmon
@@ -67,7 +67,7 @@ def sniff(path: Path) -> str | None:
     cols = [c.strip().strip('"') for c in first.split(",")]
     if cols[:3] == ["metric_name", "timestamp", "metric_value"]:
         return "k6_csv"
-    if {"timeStamp", "elapsed", "label"} <= set(cols):
+    if {"timeStamp", "elapsed", "label"} <= set(cols) or header_delimiter(first):
         return "jmeter_csv"
     if {"Timestamp", "User Count", "Requests/s"} <= set(cols):
         return "locust"

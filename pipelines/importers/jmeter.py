@@ -13,6 +13,17 @@ import pandas as pd
 from pipelines.importers.common import FormatError
 
 JMETER_COLUMNS = ["timeStamp", "elapsed", "label", "success", "allThreads", "Hostname"]
+REQUIRED = ("timeStamp", "elapsed", "label", "success")
+DELIMITERS = (",", ";", "\t", "|")      # jmeter.save.saveservice.default_delimiter: "," unless set
+
+
+def header_delimiter(header_line: str) -> str | None:
+    """The delimiter of a JTL's header line: the one of :data:`DELIMITERS` that splits it into
+    JMeter's required columns (``jmeter.save.saveservice.default_delimiter``), or None."""
+    for d in DELIMITERS:
+        if all(c in [x.strip().strip('"') for x in header_line.split(d)] for c in REQUIRED):
+            return d
+    return None
 
 
 def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
@@ -25,10 +36,13 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
     import pyarrow.csv as pacsv
 
     with open(path, "rb") as fh:
-        header = fh.readline().decode("utf-8", "replace").strip().split(",")
-    missing = [c for c in ("timeStamp", "elapsed", "label", "success") if c not in header]
+        line = fh.readline().decode("utf-8", "replace").strip()
+    delimiter = header_delimiter(line) or ","
+    header = line.split(delimiter)
+    missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise FormatError(f"{path.name}: JMeter CSV without column(s) {missing} (header: {header[:8]})")
+        raise FormatError(f"{path.name}: JMeter CSV without column(s) {missing} (header: {header[:8]}; "
+                          f"delimiters tried: {' '.join(repr(d) for d in DELIMITERS)})")
     wanted = [c for c in JMETER_COLUMNS if c in header]
     types = {"timeStamp": pa.int64(), "elapsed": pa.float64(), "label": pa.string(), "success": pa.string(),
              "allThreads": pa.float64(), "Hostname": pa.string()}
@@ -36,7 +50,9 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
     labels: dict[str, int] = {}
     hosts: set[str] = set()
     try:
+        # a quoted value may hold a newline (a multi-line failureMessage): parsed as one value
         reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block_bytes),
+                                parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
                                 convert_options=pacsv.ConvertOptions(
                                     include_columns=wanted, column_types={c: types[c] for c in wanted}))
         for batch in reader:

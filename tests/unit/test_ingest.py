@@ -368,3 +368,25 @@ def test_k6_csv_in_every_documented_time_format(tmp_path, fmt, scale):
     _, want, _ = convert(tmp_path / "a", path)
     _, got, _ = convert(tmp_path / "b", other)
     pd.testing.assert_frame_equal(got["loadgen"], want["loadgen"])
+
+
+def test_jmeter_csv_with_a_semicolon_delimiter_and_a_multiline_message(tmp_path):
+    """The real JTL written with ``default_delimiter=;`` and one failureMessage spread over two
+    lines (quoted, as JMeter writes it): the same counters as the original."""
+    path = FORMATS / "jmeter" / "ehrbase-load-test_result_20220425.jtl"
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    header = rows[0]
+    if "failureMessage" in header:
+        rows[1][header.index("failureMessage")] = "first line\nsecond line; with a delimiter"
+    other = tmp_path / "semicolon.jtl"
+    with open(other, "w", newline="") as fh:
+        csv.writer(fh, delimiter=";", quoting=csv.QUOTE_MINIMAL).writerows(rows)
+    assert collectors.sniff(other) == "jmeter_csv"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, want, _ = convert(tmp_path / "a", path)
+    _, got, _ = convert(tmp_path / "b", other)
+    assert set(got) == set(want)
+    for host in want:
+        pd.testing.assert_frame_equal(got[host], want[host])
