@@ -2,6 +2,12 @@
 of such matrices keyed by query.  The host is the ``instance`` label without its port;
 ``node_*`` metrics are host level, the others take the ``container`` or ``job`` label as their
 component.
+
+A counter exported raw (its series still named ``…_total``, ``…_count``, ``…_sum`` or
+``…_bucket``: ``rate()`` and the other functions drop ``__name__``) only ever grows since its
+process started; it becomes its per-second rate, as PromQL's ``rate`` would give it
+(prometheus.io, "Metric types: Counter"; a drop is a restart: the increase is then the new
+value), and its name says so (``_total`` → ``_per_s``).
 """
 from __future__ import annotations
 
@@ -32,6 +38,23 @@ def matrices_of(doc, path: Path, name_hint: str) -> list[tuple[str, list]]:
     raise FormatError(f"{path.name}: neither a query_range response nor a result matrix")
 
 
+CUMULATIVE = ("_total", "_count", "_sum", "_bucket")
+
+
+def counter_rate(ts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The per-second rate of a cumulative counter between consecutive samples: ``Δvalue / Δt``,
+    or ``value / Δt`` after a reset (the counter dropped: its process restarted); the first sample
+    has none (NaN)."""
+    out = np.full(len(values), np.nan)
+    if len(values) < 2:
+        return out
+    dv, dt = np.diff(values), np.diff(ts)
+    increase = np.where(dv < 0, values[1:], dv)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[1:] = np.where(dt > 0, increase / np.where(dt > 0, dt, 1.0), np.nan)
+    return out
+
+
 def series_samples(s: dict, query: str, varying: list[str], path: Path, drop_port: bool) -> pd.DataFrame:
     """One series' samples: its host (``instance`` without its port), its component (the host for
     ``node_*`` metrics, else its ``container``, ``job`` or ``name``), its counter (``__name__`` or
@@ -47,13 +70,19 @@ def series_samples(s: dict, query: str, varying: list[str], path: Path, drop_por
                                                        metric.get("name") or host, 40)
     extra = "_".join(f"{slug(k, 20)}_{slug(metric[k], 30)}" for k in varying
                      if k in metric and k not in ("container", "job", "name"))
-    counter = slug(base, 60) + (f"_{extra}" if extra else "")
+    raw = str(metric.get("__name__") or "")
+    cumulative = raw.endswith(CUMULATIVE)
+    name = (raw[: -len("_total")] + "_per_s" if raw.endswith("_total") else raw + "_per_s") if cumulative else base
+    counter = slug(name, 60) + (f"_{extra}" if extra else "")
     try:
         vals = np.asarray(s["values"], dtype=object)
         ts = vals[:, 0].astype(float)
         v = pd.to_numeric(pd.Series(vals[:, 1]), errors="coerce").to_numpy(float)
     except (IndexError, ValueError, TypeError) as exc:
         raise FormatError(f"{path.name}: values are not [timestamp, \"value\"] pairs ({exc})") from exc
+    if cumulative:
+        order = np.argsort(ts, kind="stable")
+        ts, v = ts[order], counter_rate(ts[order], v[order])
     return pd.DataFrame({"host": host, "counter": f"{component}.{counter}", "ts": ts, "value": v})
 
 

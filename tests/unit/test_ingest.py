@@ -225,7 +225,15 @@ def test_prometheus_full_response_bare_matrix_and_keyed_matrices(tmp_path):
     keyed = FORMATS / "prometheus" / "kepler-model-server_prom_output_idle.json"
     queries = json.loads(keyed.read_text())
     samples, _ = collectors.read_prometheus(keyed, name_hint="kepler")
-    assert samples["counter"].str.contains("kepler_node_package_joules_total").any()
+    # kepler's raw joule counters become watts: the rate of each series by hand
+    assert not samples["counter"].str.contains("joules_total").any()
+    watts = samples[samples["counter"].str.contains("kepler_node_package_joules_per_s")]
+    assert len(watts)
+    raw = next(s for s in queries["kepler_node_package_joules_total"] if s["values"])
+    t, x = [float(p[0]) for p in raw["values"]], [float(p[1]) for p in raw["values"]]
+    by_hand = [(x[i] - x[i - 1] if x[i] >= x[i - 1] else x[i]) / (t[i] - t[i - 1]) for i in range(1, len(x))]
+    series_of = watts.groupby("counter")["value"].apply(lambda v: v.tolist()[1:])
+    assert any(got == pytest.approx(by_hand) for got in series_of)
     assert len(samples) <= sum(len(s["values"]) for v in queries.values() for s in v)
     # a run directory of several formats: every counter unique across hosts
     meta, frames, notes = convert(tmp_path, bare)
@@ -390,3 +398,20 @@ def test_jmeter_csv_with_a_semicolon_delimiter_and_a_multiline_message(tmp_path)
     assert set(got) == set(want)
     for host in want:
         pd.testing.assert_frame_equal(got[host], want[host])
+
+
+def test_a_raw_prometheus_counter_becomes_its_rate(tmp_path):
+    """A counter exported raw (named ..._total): 0, 10, 30, then a restart to 5, then 25, at 10 s
+    steps: rates -, 1, 2, 0.5 (5 since the restart), 2 per second; a rate() query (no __name__)
+    is taken as it is."""
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "http_requests_total", "instance": "app01:9100", "job": "shop"},
+         "values": [[0, "0"], [10, "10"], [20, "30"], [30, "5"], [40, "25"]]},
+        {"metric": {"instance": "app01:9100", "job": "shop"}, "values": [[0, "3"], [10, "4"]]}]}}
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(doc))
+    samples, _ = collectors.read_prometheus(path, name_hint="rate_query")
+    rate = samples[samples["counter"] == "shop.http_requests_per_s"].sort_values("ts")["value"].tolist()
+    assert np.isnan(rate[0]) and rate[1:] == pytest.approx([1.0, 2.0, 0.5, 2.0])
+    kept = samples[samples["counter"] == "shop.rate_query"].sort_values("ts")["value"].tolist()
+    assert kept == [3.0, 4.0]
