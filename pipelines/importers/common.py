@@ -20,6 +20,11 @@ class FormatError(ValueError):
     """A collector file that cannot be read as the format it claims: the message says where and why."""
 
 
+class ForeignFile(FormatError):
+    """A file that only looked like a collector's by its first bytes and turned out to be something
+    else (a k6 summary in a JSON file, say): listed as ignored with this reason; the run goes on."""
+
+
 @dataclass
 class Parsed:
     """What one file gave: its samples, and facts about the hosts (``cores``) it states."""

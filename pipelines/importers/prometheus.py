@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.config import host_component
-from pipelines.importers.common import FormatError, host_name, samples_frame, slug
+from pipelines.importers.common import FormatError, ForeignFile, host_name, samples_frame, slug
 
 
 def matrices_of(doc, path: Path, name_hint: str) -> list[tuple[str, list]]:
@@ -35,7 +35,10 @@ def matrices_of(doc, path: Path, name_hint: str) -> list[tuple[str, list]]:
         return [(name_hint, doc)]
     if isinstance(doc, dict) and all(isinstance(v, list) for v in doc.values()):
         return [(str(k), v) for k, v in doc.items()]
-    raise FormatError(f"{path.name}: neither a query_range response nor a result matrix")
+    if isinstance(doc, dict) and "metrics" in doc and ("root_group" in doc or "state" in doc):
+        raise ForeignFile(f"{path.name}: a k6 end-of-test summary (--summary-export or handleSummary): totals, "
+                          "no time series; k6's time series come from --out csv=… or --out json=…")
+    raise ForeignFile(f"{path.name}: JSON, but neither a Prometheus query_range response nor a result matrix")
 
 
 CUMULATIVE = ("_total", "_count", "_sum", "_bucket")

@@ -192,6 +192,9 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, An
                 path, fmt, host=doc.get("load_generator_host"), timezone=timezone,
                 interval_s=float(params["interval_s"]), percentiles=list(params["percentiles"]),
                 label_percentiles=list(params["label_percentiles"]), max_labels=int(params["max_labels"]))
+        except common.ForeignFile as exc:                   # looked like a collector's, is not: the others still count
+            notes.append(f"{rel}: {exc}; ignored")
+            continue
         except common.FormatError as exc:
             raise IngestError(f"{rel} ({fmt}): {exc}") from exc
         samples = parsed.samples

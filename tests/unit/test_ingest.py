@@ -415,3 +415,17 @@ def test_a_raw_prometheus_counter_becomes_its_rate(tmp_path):
     assert np.isnan(rate[0]) and rate[1:] == pytest.approx([1.0, 2.0, 0.5, 2.0])
     kept = samples[samples["counter"] == "shop.rate_query"].sort_values("ts")["value"].tolist()
     assert kept == [3.0, 4.0]
+
+
+def test_a_k6_summary_beside_the_results_is_listed_as_ignored_and_the_run_goes_on(tmp_path):
+    """k6's --summary-export (or a handleSummary JSON) in the run folder used to abort the run as a
+    broken Prometheus file: it is a foreign file, ignored with its reason, the CSV still read."""
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"root_group": {"name": "", "checks": []}, "options": {},
+                                   "state": {"testRunDurationMs": 1000},
+                                   "metrics": {"http_req_duration": {"type": "trend", "values": {"avg": 12.5}}}}))
+    assert collectors.sniff(summary) == "prometheus"                 # its first bytes look like it
+    _, frames, notes = convert(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", summary)
+    assert "k6.throughput_rps" in frames["loadgen"].columns
+    assert any(n.startswith("summary.json: summary.json: a k6 end-of-test summary") and n.endswith("ignored")
+               for n in notes)
