@@ -79,6 +79,17 @@ def sniff(path: Path) -> str | None:
     return None
 
 
+def unread_reason(path: Path) -> str:
+    """Why a file :func:`sniff` does not recognise is not read: what a user of the tool that
+    wrote it needs to know, or the general reason."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if path.name.endswith("simulation.log") and (b"\x00" in head or not head.startswith((b"RUN\t", b"ASSERTION"))):
+        return ("a binary Gatling simulation.log (Gatling 3.12 and later no longer write the text log): not read; "
+                "regresslab reads the text simulation.log of Gatling 3.11 and earlier")
+    return "not a collector file regresslab reads"
+
+
 LOAD_GENERATORS = {"jmeter_csv": (read_jmeter_csv, "jmeter"), "jmeter_xml": (read_jmeter_xml, "jmeter"),
                    "gatling": (read_gatling, "gatling"), "k6_csv": (read_k6_csv, "k6"), "k6_json": (read_k6_json, "k6")}
 

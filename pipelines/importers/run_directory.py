@@ -182,7 +182,7 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, An
         rel = path.relative_to(run_dir).as_posix()
         fmt = collectors.sniff(path)
         if fmt is None:
-            notes.append(f"{rel}: not a collector file regresslab reads; ignored")
+            notes.append(f"{rel}: {collectors.unread_reason(path)}; ignored")
             continue
         try:
             common.check_file_size(path, fmt, max_file_bytes=int(params["max_file_bytes"]),

@@ -429,3 +429,15 @@ def test_a_k6_summary_beside_the_results_is_listed_as_ignored_and_the_run_goes_o
     assert "k6.throughput_rps" in frames["loadgen"].columns
     assert any(n.startswith("summary.json: summary.json: a k6 end-of-test summary") and n.endswith("ignored")
                for n in notes)
+
+
+def test_a_binary_gatling_log_is_named_as_such(tmp_path):
+    """Gatling 3.12 and later write simulation.log in binary: listed as ignored with the reason
+    and what regresslab reads instead, not as an unknown file; the run's other files still count."""
+    gatling = tmp_path / "simulation.log"
+    gatling.write_bytes(b"\x00\x01\x02binary gatling records\x00\xff" * 20)
+    assert collectors.sniff(gatling) is None
+    _, frames, notes = convert(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", gatling)
+    assert "k6.throughput_rps" in frames["loadgen"].columns
+    assert any(n.startswith("simulation.log: a binary Gatling simulation.log (Gatling 3.12 and later")
+               and n.endswith("ignored") for n in notes)
