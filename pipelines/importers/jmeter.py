@@ -12,7 +12,11 @@ import pandas as pd
 
 from pipelines.importers.common import FormatError
 
-JMETER_COLUMNS = ["timeStamp", "elapsed", "label", "success", "allThreads", "Hostname"]
+JMETER_COLUMNS = ["timeStamp", "elapsed", "label", "success", "allThreads", "Hostname", "responseMessage"]
+# a Transaction Controller without "Generate parent sample" writes, after its children, a row of
+# its own whose responseMessage is this (JMeter's TransactionController): counting it as a request
+# would count every child twice
+TRANSACTION_ROW = "Number of samples in transaction"
 REQUIRED = ("timeStamp", "elapsed", "label", "success")
 DELIMITERS = (",", ";", "\t", "|")      # jmeter.save.saveservice.default_delimiter: "," unless set
 
@@ -45,8 +49,8 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
                           f"delimiters tried: {' '.join(repr(d) for d in DELIMITERS)})")
     wanted = [c for c in JMETER_COLUMNS if c in header]
     types = {"timeStamp": pa.int64(), "elapsed": pa.float64(), "label": pa.string(), "success": pa.string(),
-             "allThreads": pa.float64(), "Hostname": pa.string()}
-    ts_parts, el_parts, ok_parts, th_parts, label_codes = [], [], [], [], []
+             "allThreads": pa.float64(), "Hostname": pa.string(), "responseMessage": pa.string()}
+    ts_parts, el_parts, ok_parts, th_parts, label_codes, keep_parts = [], [], [], [], [], []
     labels: dict[str, int] = {}
     hosts: set[str] = set()
     try:
@@ -67,6 +71,13 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
             label_codes.append(mapping[enc.indices.to_numpy(zero_copy_only=False)])
             if "Hostname" in wanted:
                 hosts.update(v for v in batch.column("Hostname").unique().to_pylist() if v)
+            if "responseMessage" in wanted:             # per distinct message, not per row
+                msg = batch.column("responseMessage").dictionary_encode()
+                parent = np.array([str(v or "").startswith(TRANSACTION_ROW) for v in msg.dictionary.to_pylist()],
+                                  dtype=bool)
+                codes = msg.indices.to_numpy(zero_copy_only=False)
+                keep_parts.append(~parent[np.where(np.isnan(codes.astype(float)), 0, codes).astype(int)]
+                                  if parent.size else np.ones(len(codes), dtype=bool))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise FormatError(f"{path.name}: not a readable JMeter CSV: {str(exc).splitlines()[0][:300]}") from exc
     if not ts_parts:
@@ -82,6 +93,8 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
         raise FormatError(f"{path.name}: {int(events['ts'].isna().sum() + events['elapsed_ms'].isna().sum())} "
                           "row(s) without a timeStamp or elapsed value (a truncated or garbled file?)")
     users = pd.DataFrame({"ts": ts, "users": np.concatenate(th_parts)}) if th_parts else None
+    if keep_parts:
+        events = events[np.concatenate(keep_parts)].reset_index(drop=True)
     return events, users, (hosts.pop() if len(hosts) == 1 else None)
 
 

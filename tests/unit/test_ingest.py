@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from pipelines import config
-from pipelines.importers import collectors, common, locust, perfmon, run_directory
+from pipelines.importers import collectors, common, jmeter, locust, perfmon, run_directory
 from pipelines.validation import checks
 
 # real files written by the tools, with their licences (copied from ../shared/data/formats; README.md there)
@@ -441,3 +441,20 @@ def test_a_binary_gatling_log_is_named_as_such(tmp_path):
     assert "k6.throughput_rps" in frames["loadgen"].columns
     assert any(n.startswith("simulation.log: a binary Gatling simulation.log (Gatling 3.12 and later")
                and n.endswith("ignored") for n in notes)
+
+
+def test_jmeter_transaction_controller_rows_are_not_counted_twice(tmp_path):
+    """A Transaction Controller (no parent sample) writes a row of its own after its children,
+    responseMessage 'Number of samples in transaction : 2, number of failing samples : 0': two
+    requests a transaction, not three; its elapsed (the sum) not in the mean."""
+    lines = ["timeStamp,elapsed,label,responseCode,responseMessage,threadName,success,allThreads"]
+    for i in range(10):
+        t = 1_700_000_000_000 + 1000 * i
+        lines += [f"{t},100,login,200,OK,tg 1-1,true,1", f"{t + 100},300,search,200,OK,tg 1-1,true,1",
+                  f"{t + 400},400,checkout,200,\"Number of samples in transaction : 2, number of failing samples : 0\","
+                  "tg 1-1,true,1"]
+    path = tmp_path / "tc.jtl"
+    path.write_text("\n".join(lines) + "\n")
+    events, _, _ = jmeter.read_jmeter_csv(path)
+    assert len(events) == 20 and set(events["label"]) == {"login", "search"}
+    assert events["elapsed_ms"].mean() == pytest.approx(200.0)        # (100 + 300) / 2, not (100 + 300 + 400) / 3
