@@ -111,8 +111,7 @@ def judge_archive(entry: archive.ManifestEntry, key: str, validator: Validator,
     return "valid", _index_row(write_valid(entry, key, checked)), len(checked.dropped)
 
 
-def judge_within_budget(worker: budget.Worker, entry: archive.ManifestEntry, key: str,
-                        params: dict[str, Any]) -> tuple[str, Any, int]:
+def judge_within_budget(worker: budget.Worker, entry: archive.ManifestEntry, key: str) -> tuple[str, Any, int]:
     """:func:`judge_archive` in the worker's child, held to ``validate.max_memory_mb`` and
     ``max_seconds`` (``storage.budget``): an archive that blows either is quarantined with the
     budget named."""
@@ -160,7 +159,7 @@ def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any]) -> Judg
                 validator = new_validator(params)
                 worker = stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
                     judge_archive, validator=validator, params=params)))
-            status, row, dropped = judge_within_budget(worker, entry, key, params)
+            status, row, dropped = judge_within_budget(worker, entry, key)
             done += 1
             (index if status == "valid" else quarantined)[entry.run_id] = row
             n_dropped += dropped
