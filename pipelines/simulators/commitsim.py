@@ -29,6 +29,12 @@ import pandas as pd
 SHAPES = ("gaussian", "bimodal", "outliers", "autocorrelated")
 
 
+def commit_times(n: int, start: str = "2026-01-01") -> list[str]:
+    """The commit times of a simulated history: one every 6 hours from ``start`` (UTC)."""
+    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+    return [(t0 + timedelta(hours=6 * i)).strftime("%Y-%m-%dT%H:%M:%S") for i in range(n)]
+
+
 def commit_id(i: int, seed: int) -> str:
     return hashlib.sha1(f"commit-{seed}-{i}".encode()).hexdigest()[:12]
 
@@ -43,20 +49,12 @@ def simulate(*, seed: int, n_commits: int, n_groups: int, benchmarks_per_group: 
     benchmarks never change; change points are at least ``min_gap`` commits apart and from
     either end."""
     rng = np.random.default_rng(seed)
-    t0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
     commits = [commit_id(i, seed) for i in range(n_commits)]
-    times = [(t0 + timedelta(hours=6 * i)).strftime("%Y-%m-%dT%H:%M:%S") for i in range(n_commits)]
+    times = commit_times(n_commits, start)
     frames, truth = [], {}
     for g in range(n_groups):
         n_changes = int(rng.integers(changes_per_group[0], changes_per_group[1] + 1))
-        points: list[int] = []
-        for _ in range(200):
-            if len(points) == n_changes:
-                break
-            c = int(rng.integers(min_gap, n_commits - min_gap))
-            if all(abs(c - p) >= min_gap for p in points):
-                points.append(c)
-        points.sort()
+        points = _change_points(rng, n_commits, n_changes, gap=min_gap, tries=200)
         factors = [float(rng.uniform(min_change, max_change) * rng.choice([-1, 1])) for _ in points]
         for b in range(benchmarks_per_group):
             name = f"group{g}.bench{b}"
@@ -125,8 +123,7 @@ def realistic(*, seed: int, n_commits: int = 400, series_per_class: int = 6,
     series' ``class``."""
     rng = np.random.default_rng(seed)
     commits = [commit_id(i, 10_000 + seed) for i in range(n_commits)]
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    times = [(t0 + timedelta(hours=6 * i)).strftime("%Y-%m-%dT%H:%M:%S") for i in range(n_commits)]
+    times = commit_times(n_commits)
     frames, truth = [], {}
     for cls in classes:
         for j in range(series_per_class):
@@ -151,9 +148,11 @@ def _ar1(rng, n: int, phi: float, sd: float) -> np.ndarray:
     return out
 
 
-def _change_points(rng, n: int, count: int, gap: int = 30) -> list[int]:
+def _change_points(rng, n: int, count: int, gap: int = 30, tries: int = 500) -> list[int]:
+    """Up to ``count`` change points at least ``gap`` commits apart and from either end, sorted
+    (``tries`` draws at most)."""
     points: list[int] = []
-    for _ in range(500):
+    for _ in range(tries):
         if len(points) == count:
             break
         c = int(rng.integers(gap, n - gap))
