@@ -93,6 +93,19 @@ def run_peer(name: str, traces: dict[str, list[float]], root: Path) -> tuple[dic
 OURS = ("skia", "mono", "pelt", "mono+pelt")
 
 
+def add_peers(found: dict, seconds: dict, frame: pd.DataFrame, commits: list[str], root: Path, *,
+              no_change: bool = True) -> int:
+    """The peers' changes (and the no-change detector's) beside ours, on the same per-commit
+    values; the number of series."""
+    table = commit_series.trace_matrix(commit_series.check_frame(frame), commits)
+    traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
+    for name in PEERS:
+        found[name], seconds[name] = run_peer(name, traces, root)
+    if no_change:
+        found["no_change"], seconds["no_change"] = {}, 0.0
+    return len(traces)
+
+
 def ours(frame: pd.DataFrame, params: dict, groupings: list[str] | None = None
          ) -> tuple[dict[str, dict[str, list[int]]], dict[str, float], list[str]]:
     """Each of our methods' change indices per series (``commit_series.detect_all`` with that
@@ -122,18 +135,14 @@ def realistic_table(seeds: list[int], params: dict, margin: int, root: Path, n_c
     for seed in seeds:
         frame, truth = commitsim.realistic(seed=seed, n_commits=n_commits)
         found, secs, commits = ours(frame, params)
-        table = commit_series.trace_matrix(commit_series.check_frame(frame), commits)
-        traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
-        for name in PEERS:
-            found[name], secs[name] = run_peer(name, traces, root)
-        found["no_change"], secs["no_change"] = {}, 0.0
+        n_series = add_peers(found, secs, frame, commits, root)
         for name, det in found.items():
             seconds[name] = seconds.get(name, 0.0) + secs[name]
             for cls in commitsim.CLASSES:
                 labels = {s: v["change_index"] for s, v in truth["series"].items() if v["class"] == cls}
                 m = commit_series.f1_scores({s: det.get(s, []) for s in labels}, labels, margin=margin)
                 scores.setdefault(name, {}).setdefault(cls, []).append(m["f1_tcpd"])
-        print(f"[bench] realistic seed {seed}: {len(traces)} series x {len(commits)} commits", flush=True)
+        print(f"[bench] realistic seed {seed}: {n_series} series x {len(commits)} commits", flush=True)
     mean = {n: {c: sum(v) / len(v) for c, v in per.items()} for n, per in scores.items()}
     base = mean["no_change"]
     print(f"\nOne value per commit ({len(seeds)} seeds x {len(commitsim.CLASSES)} classes x 6 series, "
@@ -173,11 +182,7 @@ def main() -> None:
         found, seconds, commits = ours(frame, cparams, args.skia_groupings)
         pos = {c: i for i, c in enumerate(commits)}
         labels = {s: [pos[c] for c in v["change_commits"]] for s, v in truth["series"].items()}
-        table = commit_series.trace_matrix(commit_series.check_frame(frame), commits)
-        traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
-        for name in PEERS:
-            found[name], seconds[name] = run_peer(name, traces, root)
-        found["no_change"], seconds["no_change"] = {}, 0.0
+        n_series = add_peers(found, seconds, frame, commits, root)
         for name, det in found.items():
             m = commit_series.f1_scores(det, labels, margin=args.margin)
             agg = totals.setdefault(name, {"tp": 0, "fp": 0, "fn": 0, "f1_tcpd": [], "seconds": 0.0})
@@ -187,7 +192,7 @@ def main() -> None:
             agg["fn"] += m["true_changes"] - tp
             agg["f1_tcpd"].append(m["f1_tcpd"])
             agg["seconds"] += seconds[name]
-        print(f"[bench] seed {seed}: {len(traces)} series x {len(commits)} commits, "
+        print(f"[bench] seed {seed}: {n_series} series x {len(commits)} commits, "
               f"{sum(len(v) for v in labels.values())} labelled changes", flush=True)
     print("\n| detector | precision | recall | F1 | F1 (start counted) | seconds | F1 / Otava's | time / Otava's |")
     print("|---|---|---|---|---|---|---|---|")
@@ -209,17 +214,14 @@ def main() -> None:
             keep = sorted(frame["benchmark"].unique())[: args.django_series]
             frame = frame[frame["benchmark"].isin(keep)]
         found, seconds, commits = ours(frame, cparams, args.skia_groupings)
-        table = commit_series.trace_matrix(frame, commits)
-        traces = {s: [float(x) for x in table.loc[s]] for s in table.index}
-        for name in PEERS:
-            found[name], seconds[name] = run_peer(name, traces, root)
-        print(f"\nDjango ({len(traces)} series x {len(commits)} commits, no change labelled): changes per 100 commits "
+        n_series = add_peers(found, seconds, frame, commits, root, no_change=False)
+        print(f"\nDjango ({n_series} series x {len(commits)} commits, no change labelled): changes per 100 commits "
               f"of one series")
         print("| detector | changes | per 100 commits per series | seconds |")
         print("|---|---|---|---|")
         for name, det in found.items():
             n = sum(len(v) for v in det.values())
-            print(f"| {name} | {n} | {100 * n / len(commits) / len(traces):.2f} | {seconds[name]:.1f} |")
+            print(f"| {name} | {n} | {100 * n / len(commits) / n_series:.2f} | {seconds[name]:.1f} |")
 
 
 if __name__ == "__main__":
