@@ -57,22 +57,22 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-def normalize_within_budget(run_id: str, params: dict[str, Any],
-                            worker: budget.Worker | None = None) -> dict[str, Any] | None:
-    """:func:`normalize_one` in a child held to ``normalize.max_memory_mb`` and ``max_seconds``
-    (``storage.budget``: the ``worker``'s child, which serves run after run, or a child of its
-    own); None when the run blew either: it is then left out of the analysis, and the reason
-    kept beside the frames (``config.normalize_failed_path``)."""
+def worker_for(params: dict[str, Any]) -> budget.Worker:
+    """The child that normalises runs, each held to ``normalize.max_memory_mb`` and
+    ``max_seconds`` (``storage.budget``; forked when first given a run)."""
+    return budget.Worker(budget.Budget.from_params(params), partial(normalize_one, params=params))
+
+
+def normalize_within_budget(run_id: str, params: dict[str, Any], worker: budget.Worker) -> dict[str, Any] | None:
+    """:func:`normalize_one` in the ``worker``'s child (:func:`worker_for`), unless the run is
+    current; None when the run blew its budget: it is then left out of the analysis, and the
+    reason kept beside the frames (``config.normalize_failed_path``)."""
     failed = config.normalize_failed_path(run_id)
     if is_current(run_id, expected_key(run_id, params)):
         failed.unlink(missing_ok=True)
         return archive.read_json(config.info_path(run_id))
     try:
-        if worker is None:
-            info = budget.run_within(budget.Budget.from_params(params), f"normalising {run_id}", normalize_one,
-                                     run_id, params)
-        else:
-            info = worker.run(f"normalising {run_id}", run_id)
+        info = worker.run(f"normalising {run_id}", run_id)
     except (budget.BudgetExceeded, RuntimeError) as exc:
         reason = str(exc).splitlines()[0]
         log.error("%s could not be normalised: %s", run_id, reason)
@@ -104,7 +104,9 @@ def pending_runs() -> list[str]:
 @locks.holding("normalize", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Normalise one validated run (the per-run task of the nightly DAG); None when it could not be."""
-    return normalize_within_budget(run_id, config.load_params("normalize"))
+    params = config.load_params("normalize")
+    with worker_for(params) as worker:
+        return normalize_within_budget(run_id, params, worker)
 
 
 @locks.holding("normalize")
@@ -115,7 +117,7 @@ def main() -> None:
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
     rows = {}
-    with budget.Worker(budget.Budget.from_params(params), partial(normalize_one, params=params)) as worker:
+    with worker_for(params) as worker:
         for i, run_id in enumerate(sorted(index), 1):
             info = normalize_within_budget(run_id, params, worker)
             if info is not None:
