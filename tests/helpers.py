@@ -110,3 +110,48 @@ def fresh_python(code: str, **env: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": root, **env},
                           capture_output=True, text=True, check=True)
     return done.stdout.strip()
+
+
+class GatlingBinaryLog:
+    """A binary simulation.log as Gatling 3.12+ writes it, record by record (the layout Gatling's
+    own LogFileReader reads: big-endian ints, strings as length + bytes + coder, repeated strings
+    as a negative index, times in ms from the run's start)."""
+
+    def __init__(self, start_ms, scenarios=("shop",), version="3.13.1"):
+        self.out, self.start, self.cache = bytearray(b"\x00"), start_ms, {}
+        for text in (version, "computerdatabase.BasicSimulation"):
+            self.string(text)
+        self.out += start_ms.to_bytes(8, "big")
+        self.string("")                                  # no run description
+        self.out += len(scenarios).to_bytes(4, "big")
+        for sc in scenarios:
+            self.string(sc)
+        self.out += (0).to_bytes(4, "big")               # no assertion
+
+    def string(self, text):
+        raw = text.encode("latin-1")
+        self.out += len(raw).to_bytes(4, "big") + (raw + b"\x00" if raw else b"")
+
+    def cached(self, text):
+        if text in self.cache:
+            self.out += (-self.cache[text]).to_bytes(4, "big", signed=True)
+        else:
+            self.cache[text] = len(self.cache) + 1
+            self.out += self.cache[text].to_bytes(4, "big")
+            self.string(text)
+
+    def user(self, at_ms, start):
+        self.out += bytes([2]) + (0).to_bytes(4, "big") + bytes([start]) + (at_ms - self.start).to_bytes(4, "big")
+
+    def request(self, name, begin_ms, end_ms, ok, message=""):
+        self.out += bytes([1]) + (0).to_bytes(4, "big")
+        self.cached(name)
+        self.out += (begin_ms - self.start).to_bytes(4, "big") + (end_ms - self.start).to_bytes(4, "big")
+        self.out += bytes([1 if ok else 0])
+        self.cached(message)
+
+    def group(self, name, begin_ms, end_ms):
+        self.out += bytes([3]) + (1).to_bytes(4, "big")
+        self.cached(name)
+        self.out += b"".join((v - self.start).to_bytes(4, "big") for v in (begin_ms, end_ms)) + (5).to_bytes(4, "big")
+        self.out += bytes([1])

@@ -16,7 +16,8 @@ format                    recognised by
 ``k6_csv``                a CSV header starting ``metric_name,timestamp,metric_value``
 ``k6_json``               NDJSON lines with ``"type": "Point"`` / ``"Metric"`` (k6 ``--out json``)
 ``locust``                a CSV header with ``Timestamp``, ``User Count``, ``Requests/s``
-``sadf``                  ``# hostname;interval;timestamp;`` (``sadf -d`` and ``-dh``)
+``sadf``                  ``# hostname;interval;timestamp;`` (``sadf -d``, ``-dh``, ``-dU``)
+``sadf_json``             a JSON document opening ``{"sysstat":`` (``sadf -j``)
 ``pidstat``               a ``Linux … (host) date … (N CPU)`` banner and ``# Time … PID`` headers
 ``prometheus``            JSON: a ``query_range`` response, a bare ``result`` matrix, or an
                           object of such matrices keyed by query
@@ -32,26 +33,62 @@ component; per-process ones the process's).
 """
 from __future__ import annotations
 
+import contextlib
+import gzip
 import re
+import tempfile
+import zlib
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pandas as pd
 
-from pipelines.importers.common import Parsed, aggregate_requests, host_name
-from pipelines.importers.gatling import read_gatling
+from pipelines.importers.common import FormatError, Parsed, aggregate_requests, host_name
+from pipelines.importers.gatling import is_binary_log, read_gatling, read_gatling_binary
 from pipelines.importers.jmeter import header_delimiter, read_jmeter_csv, read_jmeter_xml
 from pipelines.importers.k6 import read_k6_csv, read_k6_json
 from pipelines.importers.locust import read_locust
 from pipelines.importers.perfmon import read_perfmon
 from pipelines.importers.prometheus import read_prometheus
-from pipelines.importers.sysstat import read_pidstat, read_sadf
+from pipelines.importers.sysstat import read_pidstat, read_sadf, read_sadf_json
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@contextlib.contextmanager
+def plain_file(path: Path, *, max_bytes: int) -> Iterator[tuple[Path | None, str | None]]:
+    """``(path, None)`` for a plain file; for a gzip file (``k6 --out csv=x.csv.gz``, a collector's
+    rotated ``.gz``), ``(a decompressed copy, None)`` in a temporary directory, named as the file
+    without ``.gz``, removed on exit; ``(None, why)`` for a gzip file that does not decompress.
+    Decompression stops past ``max_bytes``: a FormatError (a decompression bomb, or a file larger
+    than a collector file may be).  The raw file is never changed."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic != GZIP_MAGIC:
+        yield path, None
+        return
+    with tempfile.TemporaryDirectory(prefix="regresslab-gz-") as tmp:
+        name = path.name[:-3] if path.name.endswith(".gz") and len(path.name) > 3 else path.name + ".plain"
+        out, why, copied = Path(tmp) / name, None, 0
+        try:
+            with gzip.open(path, "rb") as src, open(out, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    copied += len(chunk)
+                    if copied > max_bytes:
+                        raise FormatError(f"{path.name}: decompresses to more than {max_bytes:,} bytes")
+                    dst.write(chunk)
+        except (OSError, EOFError, zlib.error) as exc:
+            why = f"a gzip file that does not decompress ({exc})"
+        yield (None, why) if why else (out, None)
 
 
 def sniff(path: Path) -> str | None:
     """The format of one file, from its first bytes (``None``: not a collector file we read)."""
     with open(path, "rb") as fh:
         head = fh.read(4096)
+    if is_binary_log(head):
+        return "gatling_binary"
     text = head.decode("utf-8", "replace").lstrip("\ufeff").lstrip("\r\n")     # blank lines before a header
     first = text.split("\n", 1)[0].strip()
     if first.startswith('"(PDH-CSV 4.0)') or first.startswith("(PDH-CSV 4.0)"):
@@ -71,6 +108,8 @@ def sniff(path: Path) -> str | None:
         return "jmeter_csv"
     if {"Timestamp", "User Count", "Requests/s"} <= set(cols):
         return "locust"
+    if first.startswith("{") and '"sysstat"' in text[:200]:
+        return "sadf_json"
     if first.startswith("{") and '"type"' in first and ('"Point"' in first or '"Metric"' in first):
         return "k6_json"
     if first.startswith("{") or first.startswith("["):
@@ -82,24 +121,47 @@ def sniff(path: Path) -> str | None:
 def unread_reason(path: Path) -> str:
     """Why a file :func:`sniff` does not recognise is not read: what a user of the tool that
     wrote it needs to know, or the general reason."""
-    with open(path, "rb") as fh:
-        head = fh.read(4096)
-    if path.name.endswith("simulation.log") and (b"\x00" in head or not head.startswith((b"RUN\t", b"ASSERTION"))):
-        return ("a binary Gatling simulation.log (Gatling 3.12 and later no longer write the text log): not read; "
-                "regresslab reads the text simulation.log of Gatling 3.11 and earlier")
+    if path.name.endswith("simulation.log"):
+        return ("a simulation.log that is neither Gatling's text log (3.11 and earlier: a RUN record first) nor "
+                "its binary log (3.12 and later: a Run record, then the Gatling version): not read")
     return "not a collector file regresslab reads"
 
 
 LOAD_GENERATORS = {"jmeter_csv": (read_jmeter_csv, "jmeter"), "jmeter_xml": (read_jmeter_xml, "jmeter"),
-                   "gatling": (read_gatling, "gatling"), "k6_csv": (read_k6_csv, "k6"), "k6_json": (read_k6_json, "k6")}
+                   "gatling": (read_gatling, "gatling"), "gatling_binary": (read_gatling_binary, "gatling"),
+                   "k6_csv": (read_k6_csv, "k6"), "k6_json": (read_k6_json, "k6")}
 
 
 def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, interval_s: float,
-              percentiles: list[float], label_percentiles: list[float], max_labels: int) -> Parsed:
-    """One collector file of a known format as samples."""
+              percentiles: list[float], label_percentiles: list[float], max_labels: int,
+              timestamp_format: str | None = None) -> Parsed:
+    """One collector file of a known format as samples (``timestamp_format``: a JMeter JTL's
+    ``jmeter.save.saveservice.timestamp_format``, when it is a date pattern).
+
+    Whatever is wrong with the file, the caller gets a :class:`FormatError` naming it: the
+    readers raise their own, specific ones where they check; a damaged file that trips a parser
+    elsewhere (a cut in a UTF-8 sequence, an empty file, a value of the wrong type) gets the
+    parser's words, prefixed with the file and the format it was read as."""
+    try:
+        return _read_file(path, fmt, host=host, timezone=timezone, interval_s=interval_s, percentiles=percentiles,
+                          label_percentiles=label_percentiles, max_labels=max_labels,
+                          timestamp_format=timestamp_format)
+    except FormatError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, ArithmeticError, UnicodeError,
+            EOFError) as exc:
+        words = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise FormatError(f"{path.name}: not readable as {fmt} ({type(exc).__name__}{': ' + words if words else ''}); "
+                          "a truncated or damaged file?") from exc
+
+
+def _read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, interval_s: float,
+               percentiles: list[float], label_percentiles: list[float], max_labels: int,
+               timestamp_format: str | None) -> Parsed:
     if fmt in LOAD_GENERATORS:
         reader, component = LOAD_GENERATORS[fmt]
-        events, users, written_host = reader(path)
+        events, users, written_host = (reader(path, timezone=timezone, timestamp_format=timestamp_format)
+                                       if fmt == "jmeter_csv" else reader(path))
         lg_host = host or (host_name(written_host) if written_host else "loadgen")
         samples = aggregate_requests(events, component=component, host=lg_host, interval_s=interval_s,
                                      percentiles=percentiles, label_percentiles=label_percentiles,
@@ -112,6 +174,7 @@ def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, i
         return Parsed(fmt, samples, load_generator=True)
     readers: dict[str, Callable[[], tuple[pd.DataFrame, dict[str, float]]]] = {
         "sadf": lambda: read_sadf(path),
+        "sadf_json": lambda: read_sadf_json(path, timezone=timezone),
         "pidstat": lambda: read_pidstat(path, timezone=timezone),
         "prometheus": lambda: read_prometheus(path, name_hint=path.name.split(".")[0]),
         "perfmon": lambda: read_perfmon(path, timezone=timezone),

@@ -128,7 +128,9 @@ def aggregate_requests(events: pd.DataFrame, *, component: str, host: str, inter
     return samples_frame(rows)
 
 
-WHOLE_FILE_FORMATS = ("prometheus", "jmeter_xml")     # read whole, not line by line: their lines may be long
+# read whole, not line by line: their lines may be long
+WHOLE_FILE_FORMATS = ("prometheus", "jmeter_xml", "sadf_json")
+RECORD_FORMATS = ("gatling_binary",)     # binary records, mapped (never whole in memory): no lines to bound
 
 
 def check_file_size(path: Path, fmt: str, *, max_file_bytes: int, max_line_bytes: int, max_whole_bytes: int) -> None:
@@ -142,6 +144,8 @@ def check_file_size(path: Path, fmt: str, *, max_file_bytes: int, max_line_bytes
     if fmt in WHOLE_FILE_FORMATS:
         if size > max_whole_bytes:
             raise FormatError(f"{path.name}: {size:,} bytes, read whole (more than {max_whole_bytes:,})")
+        return
+    if fmt in RECORD_FORMATS:
         return
     if size <= max_line_bytes:
         return

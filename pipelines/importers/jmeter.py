@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,12 @@ JMETER_COLUMNS = ["timeStamp", "elapsed", "label", "success", "allThreads", "Hos
 TRANSACTION_ROW = "Number of samples in transaction"
 REQUIRED = ("timeStamp", "elapsed", "label", "success")
 DELIMITERS = (",", ";", "\t", "|")      # jmeter.save.saveservice.default_delimiter: "," unless set
+# jmeter.save.saveservice.timestamp_format: "ms" (epoch milliseconds, the default) or a
+# java.text.SimpleDateFormat pattern, written in the JVM's local time.  The pattern letters
+# regresslab translates, and the year-first forms it recognises without being told the pattern.
+SIMPLE_DATE_FORMAT = (("yyyy", "%Y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S"),
+                      ("SSS", "%f"))
+YEAR_FIRST = re.compile(r"^\d{4}[-/.]\d{2}[-/.]\d{2}[ T]\d{2}:\d{2}:\d{2}([.,]\d{1,6})?$")
 
 
 def header_delimiter(header_line: str) -> str | None:
@@ -30,12 +38,17 @@ def header_delimiter(header_line: str) -> str | None:
     return None
 
 
-def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20, timezone: str | None = None,
+                    timestamp_format: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     """A CSV JTL, streamed with pyarrow: events, active threads, and the load generator's host
     (the ``Hostname`` column when the writer saved it and it holds one value).
 
     Any column set JMeter writes is accepted as long as ``timeStamp``, ``elapsed``, ``label``
-    and ``success`` are in it (``jmeter.save.saveservice.*``); rows come in completion order."""
+    and ``success`` are in it (``jmeter.save.saveservice.*``, JMeter 5.6 user manual, "Listeners",
+    CSV log format); rows come in completion order.  A ``timeStamp`` written with
+    ``jmeter.save.saveservice.timestamp_format`` set to a date pattern is a local time: read with
+    the run's ``timezone`` and the pattern (``timestamp_format`` in run.yaml, the property's value;
+    year-first forms such as ``yyyy/MM/dd HH:mm:ss.SSS`` are recognised without it)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -48,7 +61,9 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
         raise FormatError(f"{path.name}: JMeter CSV without column(s) {missing} (header: {header[:8]}; "
                           f"delimiters tried: {' '.join(repr(d) for d in DELIMITERS)})")
     wanted = [c for c in JMETER_COLUMNS if c in header]
-    types = {"timeStamp": pa.int64(), "elapsed": pa.float64(), "label": pa.string(), "success": pa.string(),
+    stamp_format = date_pattern(path, delimiter, timezone, timestamp_format)
+    types = {"timeStamp": pa.int64() if stamp_format is None else pa.string(), "elapsed": pa.float64(),
+             "label": pa.string(), "success": pa.string(),
              "allThreads": pa.float64(), "Hostname": pa.string(), "responseMessage": pa.string()}
     ts_parts, el_parts, ok_parts, th_parts, label_codes, keep_parts = [], [], [], [], [], []
     labels: dict[str, int] = {}
@@ -60,7 +75,9 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
                                 convert_options=pacsv.ConvertOptions(
                                     include_columns=wanted, column_types={c: types[c] for c in wanted}))
         for batch in reader:
-            ts_parts.append(batch.column("timeStamp").to_numpy(zero_copy_only=False))
+            stamps = batch.column("timeStamp")
+            ts_parts.append(stamps.to_numpy(zero_copy_only=False) if stamp_format is None
+                            else local_epoch_ms(path, stamps.to_pandas(), stamp_format, timezone))
             el_parts.append(batch.column("elapsed").to_numpy(zero_copy_only=False))
             ok_parts.append(np.asarray(batch.column("success").to_pylist(), dtype=object) == "true")
             if "allThreads" in wanted:
@@ -96,6 +113,61 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20) -> tuple[pd.Data
     if keep_parts:
         events = events[np.concatenate(keep_parts)].reset_index(drop=True)
     return events, users, (hosts.pop() if len(hosts) == 1 else None)
+
+
+def first_timestamp(path: Path, delimiter: str) -> str | None:
+    """The ``timeStamp`` of the first sample row (None: no row)."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        rows = csv.reader(fh, delimiter=delimiter)
+        header = [h.strip() for h in next(rows, [])]
+        row = next(rows, None)
+    if row is None or "timeStamp" not in header or len(row) <= header.index("timeStamp"):
+        return None
+    return row[header.index("timeStamp")].strip()
+
+
+def date_pattern(path: Path, delimiter: str, timezone: str | None, timestamp_format: str | None) -> str | None:
+    """The strptime format of a JTL whose ``timeStamp`` is a date (None: epoch milliseconds)."""
+    first = first_timestamp(path, delimiter)
+    if first is None or first.isdigit():
+        return None
+    if timestamp_format:
+        fmt = timestamp_format
+        for java, c in SIMPLE_DATE_FORMAT:
+            fmt = fmt.replace(java, c)
+        if re.search(r"[A-Za-z]", re.sub(r"%[YmdHMSf]", "", fmt).replace("T", "")):
+            raise FormatError(f"{path.name}: timestamp_format {timestamp_format!r} uses pattern letters other than "
+                              "yyyy MM dd HH mm ss SSS; set jmeter.save.saveservice.timestamp_format=ms in "
+                              "user.properties for epoch milliseconds")
+    elif YEAR_FIRST.match(first):
+        sep_date, sep_time = first[4], first[10]
+        fraction = "" if len(first) == 19 else first[19] + "%f"
+        fmt = f"%Y{sep_date}%m{sep_date}%d{sep_time}%H:%M:%S{fraction}"
+    else:
+        raise FormatError(f"{path.name}: timeStamp {first[:40]!r} is neither epoch milliseconds nor a year-first "
+                          "date; set `timestamp_format` in run.yaml to the value of "
+                          "jmeter.save.saveservice.timestamp_format, or set that property to ms")
+    if not timezone:
+        raise FormatError(f"{path.name}: timeStamp {first[:40]!r} is a local time (jmeter.save.saveservice."
+                          "timestamp_format set to a date); set `timezone` in run.yaml (e.g. Europe/Berlin), "
+                          "or set the property to ms (epoch milliseconds)")
+    return fmt
+
+
+def local_epoch_ms(path: Path, stamps: pd.Series, fmt: str, timezone: str) -> np.ndarray:
+    """Epoch milliseconds of local date strings; one that does not parse, or a local time a DST
+    change makes ambiguous, is refused."""
+    clock = pd.to_datetime(stamps.str.strip().str.replace(",", ".", regex=False), format=fmt.replace(",", "."),
+                           errors="coerce")
+    if clock.isna().any():
+        raise FormatError(f"{path.name}: timeStamp {str(stamps[clock.isna()].iloc[0])[:40]!r} does not match "
+                          f"{fmt!r}")
+    try:
+        local = clock.dt.tz_localize(timezone, ambiguous="raise", nonexistent="raise")
+    except Exception as exc:  # noqa: BLE001 -- zoneinfo and pytz raise several types for the same two faults
+        raise FormatError(f"{path.name}: a local timeStamp is not unique in {timezone} ({exc}); a DST change "
+                          "inside the run: set jmeter.save.saveservice.timestamp_format=ms") from exc
+    return ((local.dt.tz_convert("UTC") - pd.Timestamp(0, tz="UTC")).dt.total_seconds() * 1000.0).to_numpy(float)
 
 
 def read_jmeter_xml(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:

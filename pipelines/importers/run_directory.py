@@ -16,8 +16,9 @@ Usage::
     cause: null
     # optional: run_id (default: the directory's name), started_at / duration_s (default:
     # the load generator's span), timezone (for collectors writing local times: pidstat,
-    # PerfMon), hosts ({collector's host name: host}), clock_offset_s ({host: seconds added}),
-    # load_generator_host, baseline, regressed_counters
+    # PerfMon, sadf -j -t, a JTL with a date timeStamp), timestamp_format (that JTL's
+    # jmeter.save.saveservice.timestamp_format, when not year-first), hosts ({collector's
+    # host name: host}), clock_offset_s ({host: seconds added}), load_generator_host, baseline, regressed_counters
 
 The archive (contract §1) is written as ``<out>/<run_id>.tar.gz``; ``validate``
 then judges it like any other. ``pull`` takes such directories as they are (a source
@@ -166,6 +167,18 @@ def collector_files(run_dir: Path) -> list[Path]:
                   and not SKIP.match(p.name))
 
 
+def read_collector(path: Path, fmt: str, doc: dict[str, Any], params: dict[str, Any],
+                   timezone: str | None) -> common.Parsed:
+    """One collector file of a known format, its size and lines checked first."""
+    common.check_file_size(path, fmt, max_file_bytes=int(params["max_file_bytes"]),
+                           max_line_bytes=int(params["max_line_bytes"]),
+                           max_whole_bytes=int(params["max_whole_file_bytes"]))
+    return collectors.read_file(
+        path, fmt, host=doc.get("load_generator_host"), timezone=timezone, timestamp_format=doc.get("timestamp_format"),
+        interval_s=float(params["interval_s"]), percentiles=list(params["percentiles"]),
+        label_percentiles=list(params["label_percentiles"]), max_labels=int(params["max_labels"]))
+
+
 def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, pd.DataFrame], list[str]]:
     """A run directory -> (run.json, host frames, what each file gave)."""
     run_dir = Path(run_dir)
@@ -180,23 +193,18 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, An
     seen: dict[tuple[str, str], str] = {}
     for path in collector_files(run_dir):
         rel = path.relative_to(run_dir).as_posix()
-        fmt = collectors.sniff(path)
-        if fmt is None:
-            notes.append(f"{rel}: {collectors.unread_reason(path)}; ignored")
-            continue
-        try:
-            common.check_file_size(path, fmt, max_file_bytes=int(params["max_file_bytes"]),
-                                   max_line_bytes=int(params["max_line_bytes"]),
-                                   max_whole_bytes=int(params["max_whole_file_bytes"]))
-            parsed = collectors.read_file(
-                path, fmt, host=doc.get("load_generator_host"), timezone=timezone,
-                interval_s=float(params["interval_s"]), percentiles=list(params["percentiles"]),
-                label_percentiles=list(params["label_percentiles"]), max_labels=int(params["max_labels"]))
-        except common.ForeignFile as exc:                   # looked like a collector's, is not: the others still count
-            notes.append(f"{rel}: {exc}; ignored")
-            continue
-        except common.FormatError as exc:
-            raise IngestError(f"{rel} ({fmt}): {exc}") from exc
+        with collectors.plain_file(path, max_bytes=int(params["max_file_bytes"])) as (plain, gz_error):
+            fmt = collectors.sniff(plain) if gz_error is None else None
+            if fmt is None:
+                notes.append(f"{rel}: {gz_error or collectors.unread_reason(plain)}; ignored")
+                continue
+            try:
+                parsed = read_collector(plain, fmt, doc, params, timezone)
+            except common.ForeignFile as exc:               # looked like a collector's, is not: the others still count
+                notes.append(f"{rel}: {exc}; ignored")
+                continue
+            except common.FormatError as exc:
+                raise IngestError(f"{rel} ({fmt}): {exc}") from exc
         samples = parsed.samples
         if samples.empty:
             notes.append(f"{rel} ({fmt}): no sample; ignored")

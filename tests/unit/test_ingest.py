@@ -18,6 +18,7 @@ import pytest
 from pipelines import config
 from pipelines.importers import collectors, common, jmeter, locust, perfmon, run_directory
 from pipelines.validation import checks
+from tests.helpers import GatlingBinaryLog
 
 # real files written by the tools, with their licences (copied from ../shared/data/formats; README.md there)
 FORMATS = Path(__file__).resolve().parents[1] / "data" / "formats"
@@ -431,16 +432,91 @@ def test_a_k6_summary_beside_the_results_is_listed_as_ignored_and_the_run_goes_o
                for n in notes)
 
 
-def test_a_binary_gatling_log_is_named_as_such(tmp_path):
-    """Gatling 3.12 and later write simulation.log in binary: listed as ignored with the reason
-    and what regresslab reads instead, not as an unknown file; the run's other files still count."""
-    gatling = tmp_path / "simulation.log"
-    gatling.write_bytes(b"\x00\x01\x02binary gatling records\x00\xff" * 20)
-    assert collectors.sniff(gatling) is None
-    _, frames, notes = convert(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", gatling)
-    assert "k6.throughput_rps" in frames["loadgen"].columns
-    assert any(n.startswith("simulation.log: a binary Gatling simulation.log (Gatling 3.12 and later")
-               and n.endswith("ignored") for n in notes)
+def test_a_binary_gatling_log_is_read_by_hand(tmp_path):
+    """Gatling 3.12 and later write simulation.log in binary: read, with the counters computed by
+    hand.  Run start 1,700,000,000,000 ms; two users; interval 10 s: requests at +1 s (100 ms,
+    OK), +2 s (300 ms, KO), +3 s (200 ms, OK, a repeated name) in the first interval, +12 s
+    (400 ms, OK) in the second; a group record and an error record between them are skipped."""
+    t0 = 1_700_000_000_000
+    log = GatlingBinaryLog(t0)
+    log.user(t0 + 500, True)
+    log.user(t0 + 600, True)
+    log.request("home", t0 + 1000, t0 + 1100, True)
+    log.request("login", t0 + 2000, t0 + 2300, False, "status.find.is(200), but actually found 500")
+    log.group("checkout", t0 + 2000, t0 + 2500)
+    log.out += bytes([4])
+    log.cached("an error message")
+    log.out += (2500).to_bytes(4, "big")
+    log.request("home", t0 + 3000, t0 + 3200, True)
+    log.request("home", t0 + 12000, t0 + 12400, True)
+    log.user(t0 + 13000, False)
+    path = tmp_path / "simulation.log"
+    path.write_bytes(bytes(log.out))
+    assert collectors.sniff(path) == "gatling_binary"
+    _, frames, notes = convert(tmp_path, path, load_generator_host="gatling-1")
+    assert any("4 requests, 2 labels" in n for n in notes)
+    f = frames["gatling-1"].set_index("timestamp")
+    # interval 10 s: 3 requests in the first (0.3 /s, 1 of 3 failed, mean 200 ms), 1 in the second
+    assert f["gatling.throughput_rps"].tolist()[:2] == pytest.approx([0.3, 0.1])
+    assert f["gatling.error_rate_pct"].iloc[0] == pytest.approx(100 / 3)
+    assert f["gatling.response_time_ms"].tolist()[:2] == pytest.approx([200.0, 400.0])
+    assert f["gatling.active_users"].max() == 2
+
+
+@pytest.mark.parametrize("cut", [7, 40, -3])
+def test_a_truncated_binary_gatling_log_says_where(tmp_path, cut):
+    t0 = 1_700_000_000_000
+    log = GatlingBinaryLog(t0)
+    log.request("home", t0 + 1000, t0 + 1100, True)
+    path = tmp_path / "simulation.log"
+    path.write_bytes(bytes(log.out)[:cut])
+    with pytest.raises(common.FormatError, match="simulation.log.*(byte|a binary Gatling log)"):
+        collectors.read_file(path, "gatling_binary", host=None, timezone=None, interval_s=10, percentiles=[50],
+                             label_percentiles=[], max_labels=5)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded"
+
+
+def test_sadf_json_and_epoch_times_give_the_counters_of_sadf_d(tmp_path):
+    """sadf -j, sadf -dU and sadf -d of one sysstat data file (recorded with sysstat 12.6.1,
+    tests/data/recorded/README.md) give the same counters, times and values; -j also the cores."""
+    base = RECORDED / "sysstat"
+    assert collectors.sniff(base / "sadf-j_u-PALL-r-q-b-w-nDEV-d.json") == "sadf_json"
+    read = {name: collectors.read_file(base / name, fmt, host=None, timezone=None, interval_s=10,
+                                       percentiles=[50], label_percentiles=[], max_labels=5)
+            for name, fmt in (("sadf-d_u-PALL-r-q-b-w-nDEV-d.csv", "sadf"),
+                              ("sadf-dU_u-PALL-r-q-b-w-nDEV-d.csv", "sadf"),
+                              ("sadf-j_u-PALL-r-q-b-w-nDEV-d.json", "sadf_json"))}
+    key = ["host", "counter", "ts"]
+    frames = [p.samples.sort_values(key).reset_index(drop=True) for p in read.values()]
+    assert len(frames[0]) > 200
+    for other in frames[1:]:
+        pd.testing.assert_frame_equal(frames[0], other)
+    assert read["sadf-j_u-PALL-r-q-b-w-nDEV-d.json"].cores == {"vm": 2.0}
+    # one value by hand: the first kbmemused of the -d file
+    with open(base / "sadf-d_u-PALL-r-q-b-w-nDEV-d.csv") as fh:
+        lines = fh.read().splitlines()
+    at = next(i for i, line in enumerate(lines) if "kbmemused" in line)
+    first = dict(zip(lines[at].lstrip("# ").split(";"), lines[at + 1].split(";")))
+    row = frames[2][frames[2]["counter"] == "vm.kbmemused"].iloc[0]
+    assert row["value"] == float(first["kbmemused"])
+    assert row["ts"] == pd.Timestamp(first["timestamp"].replace(" UTC", ""), tz="UTC").timestamp()
+
+
+def test_sadf_json_local_times_need_the_timezone(tmp_path):
+    doc = json.loads((RECORDED / "sysstat" / "sadf-j_u-PALL-r-q-b-w-nDEV-d.json").read_text())
+    for stat in doc["sysstat"]["hosts"][0]["statistics"]:
+        stat["timestamp"]["utc"] = 0                      # what sadf -j -t writes
+    path = tmp_path / "sar.json"
+    path.write_text(json.dumps(doc))
+    kw = dict(host=None, interval_s=10, percentiles=[50], label_percentiles=[], max_labels=5)
+    with pytest.raises(common.FormatError, match="local times; set `timezone`"):
+        collectors.read_file(path, "sadf_json", timezone=None, **kw)
+    utc = collectors.read_file(RECORDED / "sysstat" / "sadf-j_u-PALL-r-q-b-w-nDEV-d.json", "sadf_json",
+                               timezone=None, **kw).samples
+    paris = collectors.read_file(path, "sadf_json", timezone="Europe/Paris", **kw).samples
+    assert (utc["ts"] - paris["ts"]).unique().tolist() == [3600.0]     # 25 November: UTC+1
 
 
 def test_jmeter_transaction_controller_rows_are_not_counted_twice(tmp_path):
@@ -458,3 +534,54 @@ def test_jmeter_transaction_controller_rows_are_not_counted_twice(tmp_path):
     events, _, _ = jmeter.read_jmeter_csv(path)
     assert len(events) == 20 and set(events["label"]) == {"login", "search"}
     assert events["elapsed_ms"].mean() == pytest.approx(200.0)        # (100 + 300) / 2, not (100 + 300 + 400) / 3
+
+
+@pytest.mark.parametrize("java,python,tz_field", [
+    ("yyyy/MM/dd HH:mm:ss.SSS", "%Y/%m/%d %H:%M:%S.%f", {}),                                # recognised alone
+    ("dd.MM.yyyy HH:mm:ss.SSS", "%d.%m.%Y %H:%M:%S.%f", {"timestamp_format": "dd.MM.yyyy HH:mm:ss.SSS"})])
+def test_jmeter_csv_with_a_date_timestamp_reads_as_its_epoch_twin(tmp_path, java, python, tz_field):
+    """jmeter.save.saveservice.timestamp_format set to a date pattern: the real JTL rewritten with
+    its timeStamp as Berlin local time gives the counters of the original (epoch ms)."""
+    src = FORMATS / "jmeter" / "ehrbase-load-test_result_20220425.jtl"
+    rows = jtl_rows(src)
+    dated = tmp_path / "src"
+    dated.mkdir()
+    out = dated / "result.jtl"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            local = pd.Timestamp(int(r["timeStamp"]), unit="ms", tz="UTC").tz_convert("Europe/Berlin")
+            w.writerow({**r, "timeStamp": local.strftime(python)[: -3 if python.endswith("%f") else None]})
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    _, want, _ = convert(tmp_path / "a", src)
+    _, got, _ = convert(tmp_path / "b", out, timezone="Europe/Berlin", **tz_field)
+    pd.testing.assert_frame_equal(want["loadgen"], got["loadgen"])
+    with pytest.raises(run_directory.IngestError, match="local time.*set `timezone` in run.yaml"):
+        convert(tmp_path / "c", out, **tz_field)
+
+
+def test_a_gzipped_k6_csv_is_read_as_the_plain_one_and_a_bomb_is_refused(tmp_path):
+    """k6 --out csv=results.csv.gz: the same counters as the plain file; a broken gzip beside it is
+    listed as ignored with its reason; one inflating past max_file_bytes is refused."""
+    import gzip
+
+    src = FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv"
+    packed = tmp_path / "results.csv.gz"
+    packed.write_bytes(gzip.compress(src.read_bytes()))
+    broken = tmp_path / "old.csv.gz"
+    broken.write_bytes(gzip.compress(bytes(range(256)) * 40)[:200])      # cut inside its data
+    for sub in "ab":
+        (tmp_path / sub).mkdir()
+    _, want, _ = convert(tmp_path / "a", src)
+    _, got, notes = convert(tmp_path / "b", packed, broken)
+    pd.testing.assert_frame_equal(want["loadgen"], got["loadgen"])
+    assert any(n.startswith("results.csv.gz (k6_csv): ") for n in notes)
+    assert any(n.startswith("old.csv.gz: a gzip file that does not decompress") and n.endswith("ignored")
+               for n in notes)
+    bomb = tmp_path / "bomb.csv.gz"
+    bomb.write_bytes(gzip.compress(b"metric_name,timestamp,metric_value\n" + b"0" * (8 << 20)))
+    d = run_dir(tmp_path, bomb, name="bombed")
+    with pytest.raises(common.FormatError, match="decompresses to more than 4,194,304 bytes"):
+        run_directory.convert_run_dir(d, {**PARAMS, "max_file_bytes": 4 << 20})
