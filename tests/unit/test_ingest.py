@@ -585,3 +585,44 @@ def test_a_gzipped_k6_csv_is_read_as_the_plain_one_and_a_bomb_is_refused(tmp_pat
     d = run_dir(tmp_path, bomb, name="bombed")
     with pytest.raises(common.FormatError, match="decompresses to more than 4,194,304 bytes"):
         run_directory.convert_run_dir(d, {**PARAMS, "max_file_bytes": 4 << 20})
+
+
+def test_locust_real_run_with_a_step_change_matches_each_requests_truth(tmp_path):
+    """A real Locust run with a step change half-way (tests/data/recorded/locust): over every
+    10-row span that does not touch the step, the importer's mean response time (its per-row
+    means weighted by the requests of each row) is within 1 % of the mean of the requests Locust
+    itself reported in that span; the cumulative column, read as is, is far off after the step.
+
+    The truth's spans are the rows' times plus the snapshot's sub-second phase (Locust writes whole
+    seconds), found as the phase at which the logged requests per row match the file's counts."""
+    base = RECORDED / "locust"
+    req = pd.read_csv(base / "requests.csv")
+    end = (req["start_time"] + req["response_time_ms"] / 1000.0).to_numpy()
+    rows = [r for r in jtl_rows(base / "step_stats_history.csv") if r["Name"] == "Aggregated"]
+    t = np.array([float(r["Timestamp"]) for r in rows])
+    n = np.array([int(r["Total Request Count"]) for r in rows])
+    cumulative = np.array([float(r["Total Average Response Time"]) for r in rows])
+
+    def logged(lo, hi, phase):
+        return (end > t[lo] + phase) & (end <= t[hi] + phase)
+
+    phase = min(np.arange(0.0, 1.0, 0.05),
+                key=lambda p: sum(abs(int(logged(k - 1, k, p).sum()) - (n[k] - n[k - 1])) for k in range(1, len(t))))
+    _, frames, _ = convert(tmp_path, base / "step_stats_history.csv")
+    mean = series(frames, "loadgen", "locust.response_time_ms").to_numpy()
+    assert len(mean) == len(t)
+    step = int(np.argmax(mean > 1.5 * np.nanmedian(mean[: len(mean) // 3])))
+    assert 25 <= step <= 35                                    # the server's step at 30 s shows at once
+    checked = 0
+    for lo in range(1, len(t) - 10, 10):
+        hi = lo + 10
+        if lo - 1 <= step <= hi + 1:
+            continue
+        k = np.arange(lo + 1, hi + 1)
+        got = np.nansum(mean[k] * (n[k] - n[k - 1])) / (n[hi] - n[lo])
+        truth = req["response_time_ms"].to_numpy()[logged(lo, hi, phase)].mean()
+        assert got == pytest.approx(truth, rel=0.01)
+        checked += 1
+        if lo > step:
+            assert abs(cumulative[hi] / truth - 1) > 0.2      # what reading the cumulative column gave
+    assert checked >= 3
