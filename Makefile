@@ -9,16 +9,18 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test setup browser bench reset screenshots real-data
 
-$(BIN)/.installed: requirements.txt constraints.txt
+$(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .     # the `regresslab` command, on this checkout
 	touch $@
 
 setup: $(BIN)/.installed
 
 run: setup
-	$(BIN)/dvc repro
+	$(BIN)/regresslab check
+	$(BIN)/regresslab run
 	@echo "Night report: reports/index.html (one page per run in reports/runs/)   Accuracy: dvc metrics show   Data Docs: reports/validation/index.html"
 
 # One screenshot per page type for the README, from the example night (after `make run`).

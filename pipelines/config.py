@@ -4,7 +4,8 @@ Every input and output path of the pipeline is spelled here (and mirrored in
 ``dvc.yaml``); stage modules, the DAGs and the plugin import these names instead of
 writing paths.  Per-run and per-system files are reached through the small functions at
 the end, which take the identifier and nothing else.  ``REGRESSLAB_ROOT`` moves the whole
-tree (the tests and the Airflow DAGs use it).
+tree (the tests and the Airflow DAGs use it); an installed package without it works on the
+current directory (:func:`default_root`).
 """
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import copy
 import hashlib
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from pipelines import params_schema
 
 # The grammar of run_ids and systems (contract §1), also applied to host names: each becomes
 # part of a file name.  It starts with a letter or digit (never "." or ".."), has no "/" and, with \Z
@@ -128,22 +132,55 @@ NIGHTS: Path
 NIGHT_INDEX: Path
 METRICS: Path
 PARAMS: Path
-use_root(os.environ.get("REGRESSLAB_ROOT", Path(__file__).resolve().parent.parent))
+def default_root() -> Path:
+    """The project: ``REGRESSLAB_ROOT`` when set; else the checkout this package lives in (it holds
+    ``dvc.yaml``); else, for an installed package, the current directory."""
+    if os.environ.get("REGRESSLAB_ROOT"):
+        return Path(os.environ["REGRESSLAB_ROOT"])
+    checkout = Path(__file__).resolve().parent.parent
+    return checkout if (checkout / "dvc.yaml").is_file() else Path.cwd()
+
+
+use_root(default_root())
 
 
 _PARSED: dict[bytes, dict[str, Any]] = {}
 
 
+def _config_error_hook(kind, value, tb, _previous=sys.excepthook):
+    """A command that stops on a bad ``params.yaml`` says what is wrong, not a traceback."""
+    if issubclass(kind, params_schema.ConfigError):
+        print(f"regresslab: configuration error\n{value}", file=sys.stderr)
+        return
+    _previous(kind, value, tb)
+
+
+sys.excepthook = _config_error_hook
+
+
 def load_params(stage: str | None = None, path: Path | None = None) -> dict[str, Any]:
     """Read ``params.yaml`` (or ``path``); return one stage's block when ``stage`` is given.
+
+    The file is checked against its schema first (``params_schema``: types, ranges, allowed
+    values, no unknown key) and completed with the defaults of every key it leaves out; a
+    problem is a ``params_schema.ConfigError`` naming the file, the key and what is allowed.
 
     Each version of the file (by its bytes' hash) is parsed once: a stage reads several blocks,
     and parsing the whole file took 0.15 s each time.  Each call returns its own copy, so a
     caller may change what it gets."""
-    data = Path(path or PARAMS).read_bytes()
+    source = Path(path or PARAMS)
+    try:
+        data = source.read_bytes()
+    except FileNotFoundError:
+        raise params_schema.ConfigError(f"{source}: no such file (the pipeline's parameters; "
+                                        f"pipelines/params_defaults.yaml holds every default)") from None
     digest = hashlib.sha1(data).digest()
     if digest not in _PARSED:
-        _PARSED[digest] = yaml.safe_load(data.decode("utf-8")) or {}
+        try:
+            parsed = yaml.safe_load(data.decode("utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise params_schema.ConfigError(f"{source.name}: not valid YAML ({exc})") from None
+        _PARSED[digest] = params_schema.check(parsed, source=source.name)
     params = copy.deepcopy(_PARSED[digest])
     return params.get(stage, {}) if stage else params
 

@@ -17,19 +17,26 @@ from pipelines.storage.sources import pull
 log = logging.getLogger("regresslab.pull")
 
 
+def source_locations(params: dict) -> list[str]:
+    """``pull.source`` as a list of locations: one or several; an entry may be ``{path: ...,
+    ingest: true}`` (a lab's run directory, or a folder of them); relative paths are the project's."""
+    sources = params["source"]
+    sources = [sources] if isinstance(sources, (str, dict)) else list(sources)
+    sources = [s["path"] if isinstance(s, dict) else s for s in sources]
+    return [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
+
+
 @locks.holding("pull")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("pull")
-    sources = params["source"]
-    sources = [sources] if isinstance(sources, (str, dict)) else list(sources)
-    # an entry may be {path: ..., ingest: true}: a lab's run directory (run.yaml), or a folder of them
-    sources = [s["path"] if isinstance(s, dict) else s for s in sources]
-    sources = [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
-    summary = pull(sources, config.RAW, max_archive_bytes=int(params["max_archive_bytes"]))
+    summary = pull(source_locations(params), config.RAW, max_archive_bytes=int(params["max_archive_bytes"]))
     archive.write_json_atomic(config.PULL_SUMMARY, summary)
-    print(f"[pull] {len(summary['new'])} new, {len(summary['known'])} already present, "
-          f"{len(summary['refused'])} refused")
+    print(f"[pull] {len(summary['new'])} new, {len(summary['known'])} already present "
+          f"({summary['listed_known']} known from the listing alone), {len(summary['refused'])} refused; "
+          f"{summary['bytes_read']:,} bytes read")
+    for m in summary["missing_sources"]:
+        print(f"[pull] source skipped: {m['source']}: {m['reason']}", file=sys.stderr)
     for r in summary["refused"]:
         print(f"[pull] refused {r['run_id']}: {r['reason']}", file=sys.stderr)
 

@@ -510,7 +510,12 @@ def sha256_file(path: str | Path, chunk: int = 2**20) -> str:
 
 @dataclass(frozen=True)
 class ManifestEntry:
-    """One line of ``data/raw/manifest.jsonl``: an archive pulled once, never rewritten."""
+    """One line of ``data/raw/manifest.jsonl``: an archive pulled once, never rewritten.
+
+    ``marker`` is the source's own change marker when it was last seen (a local file's size and
+    mtime, a store's ETag, version id or modification time): an archive listed again with the same
+    name, size and marker is known without being read.  A later line for the same run_id (the same
+    content seen under a new marker) replaces the earlier one when the manifest is read."""
 
     run_id: str
     file: str
@@ -518,6 +523,7 @@ class ManifestEntry:
     size: int
     first_seen: str
     source: str
+    marker: str = ""
 
 
 def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:

@@ -3,9 +3,16 @@
 The source is ``params.yaml: pull.source`` (one location or a list): a local
 directory, or a ``file://``, ``http(s)://`` or ``s3://`` URL read through fsspec.
 ``data/raw`` is append-only: an archive is copied once, recorded in
-``data/raw/manifest.jsonl`` (run_id, sha256, size, first seen, source), and never
-rewritten or deleted.  An archive that reappears under a known run_id with other
+``data/raw/manifest.jsonl`` (run_id, sha256, size, first seen, source, change marker), and
+never rewritten or deleted.  An archive that reappears under a known run_id with other
 content is refused (reported, left out), never overwritten.
+
+A night costs what is new, not the whole store: each source is *listed* (names, sizes and the
+store's change marker — a local file's mtime, an S3 object's ETag or version id — from the
+listing alone), and an archive whose name, size and marker the manifest already holds is known
+without a byte of it read.  Only the others are copied and hashed.  A source whose URL scheme
+needs a package that is not installed (``s3://`` without ``s3fs``) is skipped with a reason
+naming the extra to install; the other sources are still pulled.
 """
 from __future__ import annotations
 
@@ -73,40 +80,98 @@ def _clean_stale_staging(raw_dir: Path) -> None:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
+# the package each fsspec scheme needs, and the regresslab extra that installs it
+SCHEME_EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", None), "gcs": ("gcsfs", None),
+                 "az": ("adlfs", None), "abfs": ("adlfs", None), "sftp": ("paramiko", None)}
+
+
+class SourceUnavailable(OSError):
+    """A source that cannot be listed at all (missing, or its scheme's package not installed)."""
+
+
 def _open_source(location: str):
     """Return (fsspec filesystem or None for local, root path)."""
     if "://" not in location:
         return None, location
     import fsspec
 
-    fs, root = fsspec.core.url_to_fs(location)
+    try:
+        fs, root = fsspec.core.url_to_fs(location)
+    except ImportError as exc:
+        scheme = location.split("://", 1)[0].lower()
+        package, extra = SCHEME_EXTRAS.get(scheme, (None, None))
+        how = (f"pip install 'regresslab[{extra}]'" if extra else f"pip install {package}") if package else \
+            "install the fsspec implementation of this scheme"
+        raise SourceUnavailable(f"{scheme}:// needs the {package or scheme} package, which is not installed "
+                                f"({how})") from exc
+    except ValueError as exc:                     # an unknown protocol
+        raise SourceUnavailable(f"cannot read {location!r}: {exc}") from exc
     return fs, root
 
 
-def find_archives(location: str) -> dict[str, tuple[str, str]]:
-    """run_id -> (full path at the source, file name) for every archive at a source location.
+def source_problem(location: str) -> str | None:
+    """Why a source cannot be listed now, or None (``regresslab check``)."""
+    try:
+        find_archives(location)
+    except (SourceUnavailable, FileNotFoundError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def local_marker(path: Path) -> tuple[int, str]:
+    """(size, change marker) of a local archive from ``stat`` alone: a file's size and mtime; a
+    directory's total size, file count and newest mtime."""
+    if path.is_dir():
+        size, count, newest = 0, 0, 0
+        for p in path.rglob("*"):
+            if p.is_file() and not p.is_symlink():
+                st = p.stat()
+                size, count, newest = size + st.st_size, count + 1, max(newest, st.st_mtime_ns)
+        return size, f"dir:{count}:{newest}"
+    st = path.stat()
+    return st.st_size, f"mtime:{st.st_mtime_ns}"
+
+
+def remote_marker(info: dict[str, Any]) -> str:
+    """The store's change marker of one listed object (ETag, version id, modification time)."""
+    for key in ("ETag", "etag", "VersionId", "version_id", "generation", "md5Hash", "LastModified", "mtime",
+                "last_modified", "updated"):
+        if info.get(key) not in (None, ""):
+            return f"{key}:{info[key]}"
+    return ""
+
+
+def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tuple]:
+    """run_id -> (full path at the source, file name) for every archive at a source location;
+    with ``with_markers``, (path, name, size, marker) from the listing alone.
 
     Two archives of one run_id at a source (``r1.tar.gz`` beside ``r1.zip``) are both listed
     under the run_id with their names joined by `` | ``: :func:`pull` refuses the run_id rather
     than keep whichever came last."""
     fs, root = _open_source(location)
-    found: dict[str, list[tuple[str, str]]] = {}
+    found: dict[str, list[tuple]] = {}
     if fs is None:
         base = Path(root)
         if not base.is_dir():
             raise FileNotFoundError(f"pull source {location!r} is not a directory")
         if archive.is_run_directory(base):             # the source is one lab run directory itself
-            return {base.name: (str(base), base.name)}
-        for p in archive.list_archives(base):
-            run_id = archive.archive_stem(p) if p.is_file() else p.name
-            found.setdefault(run_id, []).append((str(p), p.name))
+            hits = {base.name: [(str(base), base.name, *local_marker(base))]}
+        else:
+            hits = {}
+            for p in archive.list_archives(base):
+                run_id = archive.archive_stem(p) if p.is_file() else p.name
+                hits.setdefault(run_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
+        found = hits
     else:
         for info in fs.ls(root, detail=True):
             name = info["name"].rstrip("/").rsplit("/", 1)[-1]
             run_id = archive.archive_stem(name)
             if run_id and info.get("type", "file") == "file":
-                found.setdefault(run_id, []).append((info["name"], name))
-    return {run_id: (hits[0] if len(hits) == 1 else ("", " | ".join(sorted(n for _, n in hits))))
+                found.setdefault(run_id, []).append((info["name"], name, int(info.get("size") or 0),
+                                                     remote_marker(info)))
+    width = 4 if with_markers else 2
+    return {run_id: (hits[0][:width] if len(hits) == 1
+                     else ("", " | ".join(sorted(h[1] for h in hits)), 0, "")[:width])
             for run_id, hits in found.items()}
 
 
@@ -171,34 +236,51 @@ class _Pull:
         _repair_manifest(self.manifest_path)
         _clean_stale_staging(raw_dir)
         self.manifest = archive.read_manifest(self.manifest_path)
-        self.summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": []}
+        self.summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": [],
+                                        "listed_known": 0, "bytes_read": 0}
 
     def refuse(self, run_id: str, reason: str, *, loud: bool = True) -> None:
         self.summary["refused"].append({"run_id": run_id, "reason": reason})
         if loud:
             log.error("refused %s: %s", run_id, reason)
 
-    def take(self, location: str, run_id: str, path: str, name: str) -> None:
-        """Copy one archive found at ``location`` unless it is known, changed or refused."""
+    def take(self, location: str, run_id: str, path: str, name: str, listed_size: int = 0,
+             marker: str = "") -> None:
+        """Copy one archive found at ``location`` unless it is known, changed or refused.  Known
+        by the listing alone (name, size and change marker as the manifest holds them): not read."""
         if not archive.RUN_ID_RE.match(run_id):
             return self.refuse(run_id, "invalid run_id in file name", loud=False)
         if not path:
             return self.refuse(run_id, f"two archives for one run_id at {location}: {name}; which one is the run?")
+        entry = self.manifest.get(run_id)
+        if marker and entry is not None and entry.marker == marker and entry.file == name \
+                and entry.size == listed_size:
+            self.summary["known"].append(run_id)
+            self.summary["listed_known"] += 1
+            return
         try:
             digest, size, tmp = _hash_and_stage(location, path, self.raw_dir, self.max_bytes)
         except (archive.ArchiveError, OSError) as exc:
             return self.refuse(run_id, str(exc))
+        self.summary["bytes_read"] += size
         try:
-            self._commit(location, run_id, name, digest, size, tmp)
+            self._commit(location, run_id, name, digest, size, tmp, marker)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
 
-    def _commit(self, location: str, run_id: str, name: str, digest: str, size: int, tmp: Path) -> None:
+    def _commit(self, location: str, run_id: str, name: str, digest: str, size: int, tmp: Path,
+                marker: str = "") -> None:
         entry = self.manifest.get(run_id)
         verdict = decide(entry, digest)
         if verdict == "known":
             self.summary["known"].append(run_id)
+            if marker and (entry.marker != marker or entry.file != name or entry.size != size):
+                # the same content under a new marker (touched, copied again): remembered, so the
+                # next night knows it from the listing
+                seen = archive.ManifestEntry(**{**entry.__dict__, "marker": marker, "size": size})
+                _append_manifest(seen, self.manifest_path)
+                self.manifest[run_id] = seen
             return
         if verdict == "changed":
             return self.refuse(run_id, f"content changed under existing run_id (was sha256 {entry.sha256[:12]}, "
@@ -217,7 +299,7 @@ class _Pull:
             tmp.rename(target)
         new = archive.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
                                     first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                    source=location)
+                                    source=location, marker=marker)
         _append_manifest(new, self.manifest_path)
         self.manifest[run_id] = new
         self.summary["new"].append(run_id)
@@ -229,13 +311,13 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
     run = _Pull(raw_dir, max_archive_bytes)
     for location in sources:
         try:
-            candidates = find_archives(location)
-        except (FileNotFoundError, OSError) as exc:
+            candidates = find_archives(location, with_markers=True)
+        except (FileNotFoundError, OSError) as exc:       # SourceUnavailable among them: the night goes on
             log.warning("source %s skipped: %s", location, exc)
             run.summary["missing_sources"].append({"source": location, "reason": str(exc)})
             continue
         progress = Progress(log, f"pull {location}", len(candidates), what="archives checked", every=25)
-        for i, (run_id, (path, name)) in enumerate(sorted(candidates.items()), 1):
-            run.take(location, run_id, path, name)
+        for i, (run_id, (path, name, size, marker)) in enumerate(sorted(candidates.items()), 1):
+            run.take(location, run_id, path, name, size, marker)
             progress.step(i, f"{len(run.summary['new'])} new")
     return run.summary

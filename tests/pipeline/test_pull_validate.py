@@ -57,6 +57,39 @@ def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_pa
     assert not list(config.RAW.glob(".incoming-*"))
 
 
+def test_a_second_night_reads_only_what_is_new_and_a_missing_package_skips_only_its_source(tree, tiny_lab,
+                                                                                           tmp_path):
+    """The second night knows every old archive from the listing (name, size, mtime) without
+    reading a byte of it; one new archive is all it reads.  An archive touched with its content
+    unchanged is read once, then known by its new mtime.  An s3:// source without s3fs is
+    skipped with the extra to install, and the local source is pulled all the same."""
+    import os
+
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    set_source(tree, "s3://lab-bucket/runs", src)
+    pull.main()
+    first = json.loads((config.INTERIM / "pull_summary.json").read_text())
+    assert sorted(first["new"]) == sorted(truth)
+    assert first["bytes_read"] == sum(p.stat().st_size for p in src.glob("*.tar.gz"))
+    (skipped,) = first["missing_sources"]
+    assert skipped["source"] == "s3://lab-bucket/runs"
+    assert "s3fs" in skipped["reason"] and "pip install 'regresslab[s3]'" in skipped["reason"]
+
+    new = write_tgz(src / "shop-new-1.tar.gz", members(good_meta("shop-new-1"), good_frames()))
+    touched = sorted(src.glob("*.tar.gz"))[0]
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
+    pull.main()
+    second = json.loads((config.INTERIM / "pull_summary.json").read_text())
+    assert second["new"] == ["shop-new-1"]
+    assert second["listed_known"] == len(truth) - 1                  # every old archive but the touched one
+    assert second["bytes_read"] == new.stat().st_size + touched.stat().st_size
+    pull.main()
+    third = json.loads((config.INTERIM / "pull_summary.json").read_text())
+    assert third["new"] == [] and third["bytes_read"] == 0 and third["listed_known"] == len(truth) + 1
+
+
 def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_path):
     lab, truth = tiny_lab
     src = tmp_path / "src"

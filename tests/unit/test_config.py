@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import config
+from pipelines import config, params_schema
 
 
 @pytest.mark.parametrize("value", ["a", "7", "shop-2026-09-01-r000", "A.b_c-9", "x" * 128, "a..b", "smd-1-6"])
@@ -48,10 +48,14 @@ def test_path_functions_stay_inside_the_tree(tmp_path):
 
 def test_params_are_parsed_once_per_version_and_every_caller_gets_its_own_copy(tmp_path):
     path = tmp_path / "params.yaml"
-    path.write_text("detect:\n  a: 1\n")
+    path.write_text("detect:\n  delta_threshold: 0.2\n")
     first = config.load_params("detect", path)
-    first["a"] = 99                                          # a caller's change stays its own
-    assert config.load_params("detect", path) == {"a": 1}
-    path.write_text("detect:\n  a: 2\n")                      # a new version, even of the same size, is read
-    assert config.load_params("detect", path) == {"a": 2}
-    assert config.load_params(None, path) == {"detect": {"a": 2}}
+    first["delta_threshold"] = 99                            # a caller's change stays its own
+    assert config.load_params("detect", path)["delta_threshold"] == 0.2
+    path.write_text("detect:\n  delta_threshold: 0.3\n")     # a new version, even of the same size, is read
+    assert config.load_params("detect", path)["delta_threshold"] == 0.3
+    whole = config.load_params(None, path)
+    assert whole["detect"]["delta_threshold"] == 0.3
+    # every key left out takes its default
+    assert whole["detect"]["min_premise_intervals"] == params_schema.defaults()["detect"]["min_premise_intervals"]
+    assert whole["ingest"] == params_schema.defaults()["ingest"]

@@ -43,7 +43,7 @@ def test_the_key_moves_with_what_the_stage_read_and_nothing_else(index):
 
 def test_the_code_digest_covers_the_stage_and_what_it_imports():
     """The detect stage imports the rule ensemble, which imports the p-values; the config
-    imports no project module."""
+    imports one project module, the schema of its parameters."""
     known = {"pipelines.config", "pipelines.calibration.pvalues", "pipelines.storage.store"}
     assert codebase.project_imports("from pipelines import config\nfrom pipelines.calibration import pvalues\n"
                                     "import pipelines.storage.store\n", known) == known
@@ -51,7 +51,7 @@ def test_the_code_digest_covers_the_stage_and_what_it_imports():
                                     known) == {"pipelines.calibration.pvalues"}
     assert {"pipelines.detectors.rule_ensemble", "pipelines.calibration.pvalues"} <= codebase.closure(
         "pipelines.stages.detect")
-    assert codebase.closure("pipelines.config") == {"pipelines.config"}
+    assert codebase.closure("pipelines.config") == {"pipelines.config", "pipelines.params_schema"}
     assert codebase.code_digest("pipelines.stages.detect") != codebase.code_digest("pipelines.stages.control_charts")
     assert len(codebase.code_digest("pipelines.config")) == 64
 

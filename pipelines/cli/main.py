@@ -1,0 +1,138 @@
+"""regresslab: the command for what users do.
+
+    regresslab check                 # the config and the sources, without running anything
+    regresslab run [DVC ARGS]        # the night through DVC (dvc repro in the project)
+    regresslab ingest RUN_DIR --out DIR
+    regresslab triage RUN_ID --verdict pass|fail --by NAME   (or --list, --undo)
+    regresslab report [--open]       # the night index and the latest night's runs
+
+The project is the directory holding ``dvc.yaml`` and ``params.yaml``: ``REGRESSLAB_ROOT`` when
+set, else the checkout this package lives in, else the current directory (``config``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pipelines import config, params_schema
+
+
+def check(argv: list[str]) -> int:
+    """``params.yaml`` against its schema, then each pull source listed (not copied)."""
+    argparse.ArgumentParser(prog="regresslab check", description=check.__doc__).parse_args(argv)
+    from pipelines.stages.pull import source_locations
+    from pipelines.storage.sources import find_archives
+
+    problems = 0
+    try:
+        config.load_params()
+        print(f"[check] {config.PARAMS}: valid")
+    except params_schema.ConfigError as exc:
+        print(f"[check] {exc}", file=sys.stderr)
+        return 2
+    produced = stage_outputs()
+    for location in source_locations(config.load_params("pull")):
+        stage = produced.get(str(Path(location).resolve())) if "://" not in location else None
+        if stage and not Path(location).exists():
+            print(f"[check] source {location}: not there yet, written by the {stage} stage of the night")
+            continue
+        try:
+            found = find_archives(location)
+            print(f"[check] source {location}: {len(found)} archive(s) or run director(ies)")
+        except OSError as exc:
+            problems += 1
+            print(f"[check] source {location}: {exc}", file=sys.stderr)
+    if shutil.which("dvc") is None and not (Path(sys.executable).parent / "dvc").exists():
+        problems += 1
+        print("[check] dvc: not found on PATH (pip install regresslab installs it)", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def stage_outputs() -> dict[str, str]:
+    """Absolute path -> the dvc.yaml stage that writes it (a source the night itself produces,
+    as the example's simulated lab)."""
+    import yaml
+
+    try:
+        stages = (yaml.safe_load((config.ROOT / "dvc.yaml").read_text()) or {}).get("stages") or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    out = {}
+    for name, stage in stages.items():
+        for o in stage.get("outs") or []:
+            path = next(iter(o)) if isinstance(o, dict) else o
+            out[str((config.ROOT / path).resolve())] = name
+    return out
+
+
+def run(argv: list[str]) -> int:
+    """The night through DVC: ``dvc repro`` in the project, any further arguments passed on."""
+    config.load_params()                       # a bad params.yaml stops here, before any stage
+    dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+    return subprocess.call([dvc, "repro", *argv], cwd=config.ROOT)
+
+
+def report(argv: list[str]) -> int:
+    """Where the night index is, and the latest night's runs with their verdicts."""
+    parser = argparse.ArgumentParser(prog="regresslab report", description=report.__doc__)
+    parser.add_argument("--open", action="store_true", help="open the night index in a browser")
+    args = parser.parse_args(argv)
+    if not config.NIGHT_INDEX.exists():
+        print(f"[report] no night yet: {config.NIGHT_INDEX} does not exist (regresslab run)", file=sys.stderr)
+        return 1
+    print(f"[report] night index: {config.NIGHT_INDEX}")
+    for path in sorted(config.RUN_REPORTS.glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        cause = (doc.get("cause") or {}).get("label")
+        print(f"  {doc.get('run_id', path.stem):40s} {doc.get('verdict', '?'):12s} "
+              f"{'' if cause in (None, 'none') else cause}")
+    if args.open:
+        import webbrowser
+        webbrowser.open(config.NIGHT_INDEX.as_uri())
+    return 0
+
+
+def ingest(argv: list[str]) -> int:
+    from pipelines.cli import ingest as command
+    command.main(argv)
+    return 0
+
+
+def triage(argv: list[str]) -> int:
+    from pipelines.cli import triage as command
+    command.main(argv)
+    return 0
+
+
+COMMANDS = {"check": check, "run": run, "ingest": ingest, "triage": triage, "report": report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(__doc__.strip())
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\nregresslab: unknown command {argv[0]!r} (one of {', '.join(COMMANDS)})", file=sys.stderr)
+            return 2
+        return 0
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except params_schema.ConfigError as exc:
+        print(f"regresslab: configuration error\n{exc}", file=sys.stderr)
+        return 2
+
+
+def entry() -> None:
+    """The console script."""
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    entry()
