@@ -45,8 +45,9 @@ from pipelines.storage.archive import excerpt
 log = logging.getLogger("regresslab.ingest")
 
 RUN_YAML = "run.yaml"
+LAB_YAML = "lab.yaml"             # what is constant for a lab, beside its run directories
 REQUIRED = ("system", "version")
-SKIP = re.compile(r"^(run\.yaml|readme.*|license.*|notice.*|\..*)$", re.IGNORECASE)
+SKIP = re.compile(r"^(run\.yaml|lab\.yaml|readme.*|license.*|notice.*|\..*)$", re.IGNORECASE)
 
 
 class IngestError(ValueError):
@@ -59,8 +60,9 @@ class IngestError(ValueError):
 MAX_RUN_YAML_BYTES = 1 << 20       # a run.yaml is a few lines: a megabyte is a thousand times more
 
 
-def read_run_yaml(text: str) -> dict[str, Any]:
-    """``run.yaml`` as a dict (safe YAML: no tags, no objects, no aliases).
+def read_run_yaml(text: str, name: str = "run.yaml", *, required: tuple[str, ...] = REQUIRED) -> dict[str, Any]:
+    """``run.yaml`` (or a ``lab.yaml``, ``name``) as a dict (safe YAML: no tags, no objects, no
+    aliases), with the ``required`` fields.
 
     An alias repeats what its anchor holds: nested ones make a 587-byte file stand for 140 GB once
     written out as ``run.json`` ("billion laughs"), and a run's own metadata never needs them, so a
@@ -68,23 +70,62 @@ def read_run_yaml(text: str) -> dict[str, Any]:
     import yaml
 
     if len(text) > MAX_RUN_YAML_BYTES:
-        raise IngestError(f"{RUN_YAML} is {len(text):,} characters (more than {MAX_RUN_YAML_BYTES:,})")
+        raise IngestError(f"{name} is {len(text):,} characters (more than {MAX_RUN_YAML_BYTES:,})")
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
-                raise IngestError(f"{RUN_YAML} uses a YAML alias (*{event.anchor}): not allowed in a run's "
+                raise IngestError(f"{name} uses a YAML alias (*{event.anchor}): not allowed in a run's "
                                   "metadata (an alias can stand for unbounded data)")
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise IngestError(f"{RUN_YAML} is not valid YAML: {excerpt(str(exc), 300)}") from exc
+        raise IngestError(f"{name} is not valid YAML: {excerpt(str(exc), 300)}") from exc
+    if doc is None and not required:
+        doc = {}
     if not isinstance(doc, dict):
-        raise IngestError(f"{RUN_YAML} must be a mapping of run.json fields")
-    missing = [k for k in REQUIRED if doc.get(k) in (None, "")]
+        raise IngestError(f"{name} must be a mapping of run.json fields")
+    missing = [k for k in required if doc.get(k) in (None, "")]
     if missing:
-        raise IngestError(f"{RUN_YAML} lacks {missing}")
+        raise IngestError(f"{name} lacks {missing}")
     for key in ("hosts", "clock_offset_s", "environment"):
         if key in doc and not isinstance(doc[key], dict):
-            raise IngestError(f"{RUN_YAML}: {key} must be a mapping")
+            raise IngestError(f"{name}: {key} must be a mapping")
+    return doc
+
+
+def _yaml_file(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(MAX_RUN_YAML_BYTES + 1).decode("utf-8", errors="replace")     # never more than the cap
+
+
+def run_fields(run_dir: Path, fields: dict[str, Any] | None = None, lab_file: Path | None = None) -> dict[str, Any]:
+    """What is known of a run beyond its collector files, most general first: the lab's
+    ``lab.yaml`` (``lab_file``, else one beside the run directory or in it: what is constant for a
+    lab — system, environment, workload, timezone, hosts), the run's own ``run.yaml``, then
+    ``fields`` (``ingest``'s flags).  Each later one wins; ``environment``, ``hosts`` and
+    ``clock_offset_s`` are merged key by key.  ``system`` and ``version`` must come from one of them."""
+    layers = []
+    lab = lab_file or next((c for c in (run_dir / LAB_YAML, run_dir.parent / LAB_YAML) if c.is_file()), None)
+    if lab is not None:
+        if not Path(lab).is_file():
+            raise IngestError(f"lab file {lab} not found")
+        layers.append(read_run_yaml(_yaml_file(Path(lab)), Path(lab).name, required=()))
+    if (run_dir / RUN_YAML).is_file():
+        layers.append(read_run_yaml(_yaml_file(run_dir / RUN_YAML), RUN_YAML, required=()))
+    if fields:
+        layers.append({k: v for k, v in fields.items() if v not in (None, {}, "")})
+    if not layers:
+        raise IngestError(f"{run_dir.name}: no {RUN_YAML}, no {LAB_YAML} and no --system/--version "
+                          "(system, version, environment, workload, verdict)")
+    doc: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in ("environment", "hosts", "clock_offset_s") and isinstance(doc.get(key), dict):
+                doc[key] = {**doc[key], **value}
+            else:
+                doc[key] = value
+    missing = [k for k in REQUIRED if doc.get(k) in (None, "")]
+    if missing:
+        raise IngestError(f"{run_dir.name}: {missing} given by none of {LAB_YAML}, {RUN_YAML} or the flags")
     return doc
 
 
@@ -179,15 +220,12 @@ def read_collector(path: Path, fmt: str, doc: dict[str, Any], params: dict[str, 
         label_percentiles=list(params["label_percentiles"]), max_labels=int(params["max_labels"]))
 
 
-def convert_run_dir(run_dir: Path, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, pd.DataFrame], list[str]]:
-    """A run directory -> (run.json, host frames, what each file gave)."""
+def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any] | None = None,
+                    lab_file: Path | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], list[str]]:
+    """A run directory -> (run.json, host frames, what each file gave); ``fields`` and
+    ``lab_file`` add to its ``run.yaml`` (:func:`run_fields`)."""
     run_dir = Path(run_dir)
-    yaml_path = run_dir / RUN_YAML
-    if not yaml_path.is_file():
-        raise IngestError(f"{run_dir.name}: no {RUN_YAML} (system, version, environment, workload, verdict)")
-    with open(yaml_path, "rb") as fh:
-        head = fh.read(MAX_RUN_YAML_BYTES + 1)      # never more than the cap in memory
-    doc = read_run_yaml(head.decode("utf-8", errors="replace"))
+    doc = run_fields(run_dir, fields, lab_file)
     timezone = doc.get("timezone") or params.get("timezone")
     parts, cores, notes, load_span = [], {}, [], None
     seen: dict[tuple[str, str], str] = {}

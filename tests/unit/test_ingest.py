@@ -293,11 +293,41 @@ def test_run_yaml_is_required_and_checked(tmp_path):
     with pytest.raises(run_directory.IngestError, match="no run.yaml"):
         run_directory.convert_run_dir(d, PARAMS)
     (d / "run.yaml").write_text("system: demo\n")
-    with pytest.raises(run_directory.IngestError, match="lacks \\['version'\\]"):
+    with pytest.raises(run_directory.IngestError,
+                       match="\\['version'\\] given by none of lab.yaml, run.yaml or the flags"):
         run_directory.convert_run_dir(d, PARAMS)
     (d / "run.yaml").write_text("!!python/object/apply:os.system ['true']\n")
     with pytest.raises(run_directory.IngestError, match="not valid YAML"):
         run_directory.convert_run_dir(d, PARAMS)
+
+
+def test_a_lab_file_and_flags_stand_in_for_run_yaml(tmp_path):
+    """lab.yaml beside the run directories holds what is constant for the lab; the flags add the
+    run's own fields; run.yaml, when there, sits between them; environment keys merge."""
+    lab = tmp_path / "lab"
+    d = lab / "night-1"
+    d.mkdir(parents=True)
+    shutil.copy(FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", d)
+    (lab / "lab.yaml").write_text("system: shop\nenvironment: {cpu_cores: 8, db: pg15}\ntimezone: UTC\n"
+                                  "workload: {profile: steady, load_counter: k6.active_users}\n")
+    meta, frames, notes = run_directory.convert_run_dir(
+        d, PARAMS, {"version": "2.4.1", "environment": {"db": "pg16"}, "verdict": "pass"})
+    assert (meta["system"], meta["version"], meta["verdict"]) == ("shop", "2.4.1", "pass")
+    assert meta["environment"]["cpu_cores"] == 8 and meta["environment"]["db"] == "pg16"
+    assert meta["workload"]["load_counter"] == "k6.active_users"
+    assert not any("lab.yaml" in n for n in notes)                  # not taken for a collector file
+    (d / "run.yaml").write_text("version: '2.4.0'\nenvironment: {db: pg14}\n")
+    meta, _, _ = run_directory.convert_run_dir(d, PARAMS, {"environment": {}})
+    assert (meta["version"], meta["environment"]["db"], meta["environment"]["cpu_cores"]) == ("2.4.0", "pg14", 8)
+    from pipelines.cli import ingest
+    out = tmp_path / "out"
+    ingest.main([str(d), "--out", str(out), "--version", "2.5", "--environment", "db=pg17", "--verdict", "fail",
+                 "--cause", "slow_query"])
+    import tarfile
+    with tarfile.open(out / "night-1.tar.gz") as tf:
+        run = json.load(tf.extractfile("run.json"))
+    assert (run["version"], run["environment"]["db"], run["verdict"], run["cause"]) == ("2.5", "pg17", "fail",
+                                                                                          "slow_query")
 
 
 def test_rename_table_and_host_map(tmp_path):
