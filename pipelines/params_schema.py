@@ -52,6 +52,7 @@ NULLABLE: dict[str, Any] = {
     "ingest.timezone": str,
     "alerts.from_email": str,
     "alerts.index_url": str,
+    "ingest.prometheus.url": str,
 }
 # numbers that are shares, rates or probabilities: within [0, 1]
 UNIT_INTERVAL = ("false_alarm_rate", "_share", "alpha", "min_coverage", "min_support", "min_confidence",
@@ -60,7 +61,8 @@ UNIT_INTERVAL = ("false_alarm_rate", "_share", "alpha", "min_coverage", "min_sup
                  "error_trim", "error_floor", "load_independent_ratio", "min_load_correlation", "min_change",
                  "max_change", "classifier_resolution", "median_change")
 # keys that may hold any value (a seed's own free-form blocks)
-FREE = {"pull.source", "labsim.start", "evaluate.labels", "commit_changes.skia.interesting"}
+FREE = {"pull.source", "labsim.start", "evaluate.labels", "commit_changes.skia.interesting",
+        "ingest.prometheus.queries"}
 # numbers that may be negative
 SIGNED: set[str] = set()
 

@@ -220,6 +220,31 @@ def read_collector(path: Path, fmt: str, doc: dict[str, Any], params: dict[str, 
         label_percentiles=list(params["label_percentiles"]), max_labels=int(params["max_labels"]))
 
 
+def fetch_prometheus(server: str, doc: dict[str, Any], params: dict[str, Any],
+                     load_span: tuple[float, float] | None) -> common.Parsed:
+    """The run's window fetched from a Prometheus server (``prometheus_server``): the window is
+    ``started_at`` + ``duration_s`` when the run says so, else the load generator's span."""
+    from pipelines.importers import prometheus_server
+
+    prom = params.get("prometheus") or {}
+    if doc.get("started_at") and doc.get("duration_s"):
+        start = pd.Timestamp(str(doc["started_at"])).timestamp()
+        span = (start, start + float(doc["duration_s"]))
+    elif load_span:
+        span = load_span
+    else:
+        raise IngestError(f"Prometheus at {server}: no window to fetch (give started_at and duration_s, "
+                          "or a load generator's file)")
+    try:
+        return prometheus_server.fetch(server, doc.get("prometheus_queries") or prom.get("queries") or None,
+                                       start=span[0], end=span[1], step_s=float(prom.get("step_s", 15)),
+                                       timeout_s=float(prom.get("timeout_s", 10)),
+                                       rate_window=str(prom.get("rate_window", "1m")),
+                                       max_bytes=int(params["max_whole_file_bytes"]))
+    except common.FormatError as exc:
+        raise IngestError(str(exc)) from exc
+
+
 def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any] | None = None,
                     lab_file: Path | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], list[str]]:
     """A run directory -> (run.json, host frames, what each file gave); ``fields`` and
@@ -260,6 +285,12 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any
         parts.append(samples)
         notes.append(f"{rel} ({fmt}): {samples['counter'].nunique()} counters, "
                      f"{samples.groupby('counter').size().max()} samples{'; ' + '; '.join(parsed.notes) if parsed.notes else ''}")
+    server = doc.get("prometheus_url") or (params.get("prometheus") or {}).get("url")
+    if server:
+        parsed = fetch_prometheus(server, doc, params, load_span)
+        parts.append(parsed.samples)
+        notes.append(f"{server} (prometheus_server): {parsed.samples['counter'].nunique()} counters; "
+                     + "; ".join(parsed.notes))
     if not parts:
         raise IngestError(f"{run_dir.name}: no collector file recognised ({len(notes)} file(s) looked at)")
     samples = pd.concat(parts, ignore_index=True)

@@ -656,3 +656,86 @@ def test_locust_real_run_with_a_step_change_matches_each_requests_truth(tmp_path
         if lo > step:
             assert abs(cumulative[hi] / truth - 1) > 0.2      # what reading the cumulative column gave
     assert checked >= 3
+
+
+class _Replay:
+    """A local HTTP server answering /api/v1/query_range with the recorded responses of a real
+    Prometheus (tests/data/recorded/prometheus/query_range.json), by query; an unknown query gets
+    Prometheus' own 400 answer for a bad expression."""
+
+    def __init__(self, recorded):
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                url = urllib.parse.urlparse(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
+                outer.requests.append((url.path, q))
+                doc = recorded["responses"].get(q.get("query"))
+                body = json.dumps(doc or {"status": "error", "errorType": "bad_data",
+                                          "error": "1:1: parse error: unexpected identifier"}).encode()
+                self.send_response(200 if doc else 400)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def test_prometheus_server_as_a_source_from_recorded_real_answers(tmp_path):
+    """ingest fetches the run's window from the lab's Prometheus (here its recorded answers,
+    replayed): one query_range per default query, with the run's start, end and the step of
+    params; each series becomes a host-level counter whose values are the recorded ones."""
+    recorded = json.loads((RECORDED / "prometheus" / "query_range.json").read_text())
+    replay = _Replay(recorded)
+    try:
+        start = pd.Timestamp(recorded["start"], unit="s", tz="UTC")
+        params = {**PARAMS, "prometheus": {**PARAMS["prometheus"], "step_s": 5, "rate_window": "30s"}}
+        d = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", prometheus_url=replay.url,
+                    started_at=start.isoformat(), duration_s=recorded["end"] - recorded["start"])
+        _, frames, notes = run_directory.convert_run_dir(d, params)
+    finally:
+        replay.close()
+    assert {p for p, _ in replay.requests} == {"/api/v1/query_range"}
+    assert len(replay.requests) == len(recorded["responses"])
+    for _, q in replay.requests:
+        assert (float(q["start"]), float(q["end"]), q["step"]) == (recorded["start"], recorded["end"], "5")
+    assert any("7 of 9 queries with series" in n and "no series: cpu_usage_cores" in n for n in notes)
+    host = frames["127.0.0.1"].set_index("timestamp")          # the instance without its port
+    load = next(r for q, r in recorded["responses"].items() if q == "node_load1")["data"]["result"][0]["values"]
+    assert host["127_0_0_1.node_load1"].dropna().tolist() == [float(v) for _, v in load]
+    assert host["127_0_0_1.node_cpu_busy_pct"].dropna().between(0, 100).all()
+
+
+def test_prometheus_server_unreachable_or_refusing_says_so(tmp_path):
+    import socket
+
+    with socket.socket() as s:                      # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    params = {**PARAMS, "prometheus": {**PARAMS["prometheus"], "timeout_s": 2}}
+    d = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", prometheus_url=closed)
+    with pytest.raises(run_directory.IngestError, match=f"Prometheus at {closed} unreachable"):
+        run_directory.convert_run_dir(d, params)
+    replay = _Replay({"responses": {}})
+    try:
+        d2 = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", name="r2", prometheus_url=replay.url,
+                     prometheus_queries={"node_x": "not a query ("})
+        with pytest.raises(run_directory.IngestError, match="refused the query 'not a query \\(': HTTP 400: "
+                                                            "1:1: parse error"):
+            run_directory.convert_run_dir(d2, params)
+    finally:
+        replay.close()
