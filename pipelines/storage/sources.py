@@ -163,6 +163,7 @@ def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tup
                 hits.setdefault(run_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
         found = hits
     else:
+        fs.invalidate_cache(root)                      # a night's listing is the store's now, not a cached one
         for info in fs.ls(root, detail=True):
             name = info["name"].rstrip("/").rsplit("/", 1)[-1]
             run_id = archive.archive_stem(name)

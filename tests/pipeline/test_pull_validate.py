@@ -58,13 +58,18 @@ def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_pa
 
 
 def test_a_second_night_reads_only_what_is_new_and_a_missing_package_skips_only_its_source(tree, tiny_lab,
-                                                                                           tmp_path):
+                                                                                           tmp_path, monkeypatch):
     """The second night knows every old archive from the listing (name, size, mtime) without
     reading a byte of it; one new archive is all it reads.  An archive touched with its content
-    unchanged is read once, then known by its new mtime.  An s3:// source without s3fs is
-    skipped with the extra to install, and the local source is pulled all the same."""
+    unchanged is read once, then known by its new mtime.  An s3:// source without s3fs (made
+    unimportable here: it is installed for the S3 test) is skipped with the extra to install, and
+    the local source is pulled all the same."""
     import os
+    import sys
 
+    import fsspec  # noqa: F401 -- loads fsspec.registry, whose class cache is emptied below
+    monkeypatch.setitem(sys.modules, "s3fs", None)                   # `import s3fs` raises ImportError
+    monkeypatch.delitem(sys.modules["fsspec.registry"]._registry, "s3", raising=False)   # no class cached
     lab, truth = tiny_lab
     src = tmp_path / "src"
     shutil.copytree(lab, src)
