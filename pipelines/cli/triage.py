@@ -21,8 +21,10 @@ from pipelines.storage.triage_log import VERDICTS, append, apply_triage, decisio
 log = logging.getLogger("regresslab.triage")
 
 
-@locks.holding("triage")
 def main(argv: list[str] | None = None) -> None:
+    """Arguments first (``--help`` and a mistake never wait), then ``--list`` without any lock (it
+    reads the validated index, written atomically, and the append-only log), and a decision under
+    the data lock (it appends to the log a night's ``validate`` reads)."""
     parser = argparse.ArgumentParser(prog="python -m pipelines.cli.triage", description=__doc__.split("\n")[0])
     parser.add_argument("run_id", nargs="?")
     parser.add_argument("--verdict", choices=VERDICTS)
@@ -33,9 +35,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--undo", action="store_true", help="take back the run's last decision")
     parser.add_argument("--list", action="store_true", help="the runs awaiting triage, and the decisions in force")
     args = parser.parse_args(argv)
-    index = archive.read_valid_index() if config.VALID_INDEX.exists() else {}
-    state = triage_state(read_log())
     if args.list:
+        index = archive.read_valid_index() if config.VALID_INDEX.exists() else {}
+        state = triage_state(read_log())
         current = apply_triage(index, state)
         for run in history.targets(current):      # the runs no analyst has decided on
             print(f"awaiting  {run}  ({current[run].get('system')})")
@@ -44,6 +46,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.run_id or (args.undo == bool(args.verdict)):
         parser.error("give a RUN_ID and either --verdict pass|fail or --undo")
+    with locks.data_lock("triage"):
+        decide(args)
+
+
+def decide(args: argparse.Namespace) -> None:
+    """One decision (or its undo), appended to the triage log."""
+    index = archive.read_valid_index() if config.VALID_INDEX.exists() else {}
+    state = triage_state(read_log())
     if args.run_id not in index:
         print(f"[triage] {args.run_id!r} is not a validated run (see data/interim/valid_runs.json)", file=sys.stderr)
         raise SystemExit(2)

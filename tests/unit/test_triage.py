@@ -65,3 +65,39 @@ def test_the_log_is_append_only_and_a_torn_line_is_skipped(tmp_path):
     assert [(r["action"], r["run_id"]) for r in triage_log.read_log(path)] == [("decide", "a"), ("undo", "a"),
                                                                          ("decide", "b")]
     assert json.loads(path.read_text().splitlines()[0])["cause"] == "x"
+
+
+def test_help_list_and_a_mistake_never_wait_for_a_running_nights_lock(tmp_path):
+    """A night holds the data lock (another process, exclusive): triage's --help, --list and a
+    wrong argument answer at once, without a LockTimeout; a decision waits for the lock (here:
+    times out after REGRESSLAB_LOCK_WAIT_S with the lock's own message)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from pipelines import config
+
+    (tmp_path / "params.yaml").write_text("{}\n")
+    env = {**os.environ, "REGRESSLAB_ROOT": str(tmp_path), "PYTHONPATH": str(config.ROOT),
+           "REGRESSLAB_LOCK_WAIT_S": "3"}
+    night = subprocess.Popen([sys.executable, "-c", "import time; from pipelines.storage import locks\n"
+                              "with locks.data_lock('night'):\n    print('held', flush=True); time.sleep(60)"],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert night.stdout.readline().strip() == "held"
+
+        def triage(*args):
+            t = time.monotonic()
+            proc = subprocess.run([sys.executable, "-m", "pipelines.cli.triage", *args], env=env,
+                                  capture_output=True, text=True, timeout=60)
+            return proc, time.monotonic() - t
+
+        for args in (["--help"], ["--list"], ["shop-1", "--verdict", "maybe"]):
+            proc, took = triage(*args)
+            assert took < 2.5 and "LockTimeout" not in proc.stderr, (args, took, proc.stderr)
+        assert "invalid choice: 'maybe'" in triage("shop-1", "--verdict", "maybe")[0].stderr
+        proc, took = triage("shop-1", "--verdict", "pass", "--by", "ana")
+        assert proc.returncode != 0 and took >= 3
+    finally:
+        night.kill()
