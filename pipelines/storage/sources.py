@@ -141,6 +141,20 @@ def remote_marker(info: dict[str, Any]) -> str:
     return ""
 
 
+def remote_run_directory(fs, prefix: str) -> dict[str, dict] | None:
+    """The files under a remote prefix (relative path -> listing entry) when it is a lab's run
+    directory (a ``run.yaml`` at its top, no ``run.json``), else None.  Listed, not read."""
+    try:
+        listing = fs.find(prefix, detail=True)
+    except OSError:
+        return None
+    base = prefix.rstrip("/") + "/"
+    files = {k[len(base):]: v for k, v in listing.items() if k.startswith(base) and v.get("type", "file") == "file"}
+    if "run.yaml" not in files or "run.json" in files:
+        return None
+    return files
+
+
 def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tuple]:
     """run_id -> (full path at the source, file name) for every archive at a source location;
     with ``with_markers``, (path, name, size, marker) from the listing alone.
@@ -170,6 +184,14 @@ def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tup
             if run_id and info.get("type", "file") == "file":
                 found.setdefault(run_id, []).append((info["name"], name, int(info.get("size") or 0),
                                                      remote_marker(info)))
+            elif info.get("type") == "directory" and archive.RUN_ID_RE.match(name):
+                files = remote_run_directory(fs, info["name"])
+                if files is not None:                  # a lab's run directory under a prefix: its tool files
+                    size = sum(int(f.get("size") or 0) for f in files.values())
+                    marker = "dir:" + hashlib.sha256("\n".join(
+                        f"{rel}\t{f.get('size')}\t{remote_marker(f)}" for rel, f in sorted(files.items())
+                    ).encode()).hexdigest()[:32]
+                    found.setdefault(name, []).append((info["name"], name, size, marker))
     width = 4 if with_markers else 2
     return {run_id: (hits[0][:width] if len(hits) == 1
                      else ("", " | ".join(sorted(h[1] for h in hits)), 0, "")[:width])
@@ -212,6 +234,8 @@ def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) ->
         shutil.copytree(path, tmp, symlinks=True)
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
         return archive.sha256_file(tmp), size, tmp
+    if fs is not None and fs.isdir(path):
+        return _stage_remote_directory(fs, path, dest_dir, max_bytes)
     digest = hashlib.sha256()
     tmp = dest_dir / _staging_name(Path(path).name)
     size = 0
@@ -226,6 +250,36 @@ def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) ->
             digest.update(block)
             dst.write(block)
     return digest.hexdigest(), size, tmp
+
+
+def _stage_remote_directory(fs, prefix: str, dest_dir: Path, max_bytes: int,
+                            max_depth: int = 8) -> tuple[str, int, Path]:
+    """Copy a remote run directory (its files under ``prefix``) to a temporary directory in
+    ``dest_dir``: every relative path checked (no ``..``, no absolute path, at most ``max_depth``
+    levels), at most ``max_bytes`` in all, counted as the bytes arrive."""
+    files = remote_run_directory(fs, prefix)
+    if files is None:
+        raise archive.ArchiveError(f"{prefix}: no run.yaml at its top (or a run.json beside it)")
+    tmp = dest_dir / _staging_name(prefix.rstrip("/").rsplit("/", 1)[-1])
+    tmp.mkdir()
+    size = 0
+    try:
+        for rel, info in sorted(files.items()):
+            parts = rel.split("/")
+            if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or len(parts) > max_depth:
+                raise archive.ArchiveError(f"member {rel!r} is not a plain relative path")
+            target = tmp.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with fs.open(info["name"], "rb") as src, open(target, "wb") as dst:
+                for block in iter(lambda: src.read(2**20), b""):
+                    size += len(block)
+                    if size > max_bytes:
+                        raise archive.ArchiveError(f"run directory larger than {max_bytes} bytes")
+                    dst.write(block)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return archive.sha256_file(tmp), size, tmp
 
 
 class _Pull:

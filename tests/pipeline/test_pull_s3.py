@@ -24,6 +24,8 @@ def s3(monkeypatch):
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
+    import urllib.request
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))  # state is per process
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
         monkeypatch.setenv(key, value)
@@ -53,3 +55,28 @@ def test_a_second_night_on_s3_reads_only_the_new_archive(s3, tmp_path):
     assert third["bytes_read"] == 512 and third["listed_known"] == 1000
     assert [r["run_id"] for r in third["refused"]] == ["shop-run-0007"]
     assert "content changed" in third["refused"][0]["reason"]
+
+
+def test_a_run_directory_under_a_prefix_is_pulled_like_an_archive(s3, tmp_path):
+    """A lab's run directory kept in the bucket (a prefix holding run.yaml and the tools' files) is
+    copied whole into data/raw, converted when read, and known from the listing the next night."""
+    from pathlib import Path
+
+    from pipelines import config
+    from pipelines.importers import run_directory
+
+    k6 = (Path(__file__).resolve().parents[1] / "data" / "formats" / "k6" / "taurus_k6_kpi_2021-10.csv")\
+        .read_bytes()
+    run_yaml = b"system: shop\nversion: '2.4.1'\nverdict: pass\ncause: none\n"
+    s3.put_object(Bucket="lab", Key="runs/night-7/run.yaml", Body=run_yaml)
+    s3.put_object(Bucket="lab", Key="runs/night-7/k6/results.csv", Body=k6)
+    s3.put_object(Bucket="lab", Key="runs/notes/readme.txt", Body=b"not a run")       # a prefix, not a run
+    raw = tmp_path / "raw"
+    first = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 24)
+    assert first["new"] == ["night-7"] and first["bytes_read"] == len(run_yaml) + len(k6)
+    assert (raw / "night-7" / "k6" / "results.csv").read_bytes() == k6
+    run = run_directory.read_run(raw / "night-7", config.load_params("validate")["limits"],
+                                 config.load_params("ingest"))
+    assert run.meta["system"] == "shop" and "loadgen" in run.csv_bytes
+    second = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 24)
+    assert second["new"] == [] and second["listed_known"] == 1 and second["bytes_read"] == 0
