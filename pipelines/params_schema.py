@@ -95,7 +95,7 @@ def _type_of(path: str, value: Any):
         annotation = Optional[_scalar(kind, path)] if path in NULLABLE else _scalar(kind, path)
         return annotation, Field(default=None, **_range(path, kind))
     if isinstance(value, str):
-        return StrictStr, Field(default=None)
+        return (Optional[StrictStr] if path in NULLABLE else StrictStr), Field(default=None)
     if isinstance(value, list):
         item = value[0] if value else None
         if isinstance(item, dict):

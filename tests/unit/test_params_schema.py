@@ -41,7 +41,9 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_a_left_out_key_takes_its_default_and_a_null_where_allowed_is_kept():
-    full = params_schema.check({"report": {"night": "2026-11-24"}, "detect": {"min_rel_change": None}})
+    full = params_schema.check({"report": {"night": "2026-11-24"}, "detect": {"min_rel_change": None},
+                                "commit_changes": {"source": None, "labels": None}})
+    assert full["commit_changes"]["source"] is None and full["commit_changes"]["labels"] is None
     assert full["report"]["night"] == "2026-11-24"
     assert full["report"]["false_alarm_rate"] == params_schema.defaults()["report"]["false_alarm_rate"]
     assert full["detect"]["min_rel_change"] is None
