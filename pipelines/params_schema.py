@@ -3,7 +3,8 @@
 The defaults are one file, ``pipelines/params_defaults.yaml`` (the example's ``params.yaml`` is
 that file, with every comment that says what a key does).  The schema is built from it: each key
 takes the type of its default (a whole number, a number, a flag, text, a list, a block of its
-own), a key whose default is ``null`` takes the type :data:`NULLABLE` gives it, a key with a fixed
+own; a whole-number default of a quantity, :data:`FRACTIONAL`, takes any number), a key whose
+default is ``null`` takes the type :data:`NULLABLE` gives it, a key with a fixed
 set of values takes one of :data:`CHOICES`, and numbers are never negative, shares and rates lie
 in [0, 1] (:data:`UNIT_INTERVAL`).  A lab's ``params.yaml`` may leave out any key: its default
 applies.  It may not add one: a misspelt key would otherwise be ignored in silence (an
@@ -60,6 +61,9 @@ UNIT_INTERVAL = ("false_alarm_rate", "_share", "alpha", "min_coverage", "min_sup
                  "floor_share", "min_rel_change", "delta_threshold", "stacking_threshold", "r2_threshold",
                  "error_trim", "error_floor", "load_independent_ratio", "min_load_correlation", "min_change",
                  "max_change", "classifier_resolution", "median_change")
+# numbers whose default is whole but that are quantities, not counts: a fraction is fine
+FRACTIONAL = ("_s", "seconds", "_mb", "_pct", "sigma", "penalty", "log_base", "log_span", "_sd", "ratio",
+              "standard_errors")
 # keys that may hold any value (a seed's own free-form blocks)
 FREE = {"pull.source", "labsim.start", "evaluate.labels", "commit_changes.skia.interesting",
         "ingest.prometheus.queries"}
@@ -91,7 +95,8 @@ def _type_of(path: str, value: Any):
     if isinstance(value, bool):
         return StrictBool, Field(default=None)
     if isinstance(value, (int, float)):
-        kind = int if isinstance(value, int) else float
+        name = path.rsplit(".", 1)[-1]
+        kind = int if isinstance(value, int) and not name.endswith(FRACTIONAL) else float
         annotation = Optional[_scalar(kind, path)] if path in NULLABLE else _scalar(kind, path)
         return annotation, Field(default=None, **_range(path, kind))
     if isinstance(value, str):
@@ -133,7 +138,7 @@ def _range(path: str, kind) -> dict[str, Any]:
     name = path.rsplit(".", 1)[-1]
     if kind is float and any(name == k or name.endswith(k) for k in UNIT_INTERVAL):
         return {"ge": 0, "le": 1}
-    return {"ge": 0}
+    return {"ge": 0}          # pydantic reports the bound as the field's type (0.0 for a number): see _message
 
 
 def _model(path: str, block: dict[str, Any]):
@@ -221,6 +226,7 @@ def _message(source: str, err: dict[str, Any]) -> str:
     if kind in ("greater_than_equal", "less_than_equal"):
         ctx = err.get("ctx") or {}
         low, high = (0, 1) if "le" in ctx or kind == "less_than_equal" else (ctx.get("ge", 0), None)
+        low = int(low) if float(low).is_integer() else low
         span = f"from {low} to {high}" if high is not None else f"at least {low}"
         return f"{source}: {where}: {given!r} is out of range (allowed: {span})"
     return f"{source}: {where}: {err['msg']} (given {given!r})"

@@ -44,6 +44,11 @@ def test_a_left_out_key_takes_its_default_and_a_null_where_allowed_is_kept():
     full = params_schema.check({"report": {"night": "2026-11-24"}, "detect": {"min_rel_change": None},
                                 "commit_changes": {"source": None, "labels": None}})
     assert full["commit_changes"]["source"] is None and full["commit_changes"]["labels"] is None
+    # a quantity whose default is whole may be a fraction (seconds, MB); a count may not
+    assert params_schema.check({"validate": {"max_seconds": 0.05, "max_memory_mb": 512.5}})["validate"]["max_seconds"] \
+        == 0.05
+    with pytest.raises(params_schema.ConfigError, match="history.window: 40.5 is not a whole number"):
+        params_schema.check({"history": {"window": 40.5}})
     assert full["report"]["night"] == "2026-11-24"
     assert full["report"]["false_alarm_rate"] == params_schema.defaults()["report"]["false_alarm_rate"]
     assert full["detect"]["min_rel_change"] is None
