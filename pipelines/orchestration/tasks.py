@@ -75,6 +75,19 @@ def notify_failure(context) -> None:
           f"{context.get('exception')}")
 
 
+def params_or_fail() -> None:
+    """params.yaml checked before a task runs its stage: a configuration error fails the task at
+    once, without its retries (they would find the same file), and the night with it."""
+    from pipelines import config, params_schema
+
+    try:
+        config.load_params()
+    except params_schema.ConfigError as exc:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        raise AirflowFailException(f"configuration error, not retried: {exc}") from exc
+
+
 def stage_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_success", task_id: str | None = None):
     """A TaskFlow task that runs the whole stage ``pipelines.<name>.main()`` (task id = stage name,
     unless the DAG also maps the stage per run: then ``task_id`` names the whole-stage task)."""
@@ -84,6 +97,7 @@ def stage_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_succes
     def run_stage() -> None:
         import importlib
 
+        params_or_fail()
         importlib.import_module(f"pipelines.stages.{name}").main()
 
     return run_stage
@@ -101,6 +115,7 @@ def batch_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_succes
     def run_stage_for_batch(run_names: list[str]) -> list[str]:
         import importlib
 
+        params_or_fail()
         return run_batch(importlib.import_module(f"pipelines.stages.{name}").run_one, list(run_names), stage=name)
 
     return run_stage_for_batch
