@@ -226,7 +226,7 @@ def fetch_prometheus(server: str, doc: dict[str, Any], params: dict[str, Any],
     ``started_at`` + ``duration_s`` when the run says so, else the load generator's span."""
     from pipelines.importers import prometheus_server
 
-    prom = params.get("prometheus") or {}
+    prom = params["prometheus"]
     if doc.get("started_at") and doc.get("duration_s"):
         start = pd.Timestamp(str(doc["started_at"])).timestamp()
         span = (start, start + float(doc["duration_s"]))
@@ -236,10 +236,9 @@ def fetch_prometheus(server: str, doc: dict[str, Any], params: dict[str, Any],
         raise IngestError(f"Prometheus at {server}: no window to fetch (give started_at and duration_s, "
                           "or a load generator's file)")
     try:
-        return prometheus_server.fetch(server, doc.get("prometheus_queries") or prom.get("queries") or None,
-                                       start=span[0], end=span[1], step_s=float(prom.get("step_s", 15)),
-                                       timeout_s=float(prom.get("timeout_s", 10)),
-                                       rate_window=str(prom.get("rate_window", "1m")),
+        return prometheus_server.fetch(server, doc.get("prometheus_queries") or prom["queries"] or None,
+                                       start=span[0], end=span[1], step_s=float(prom["step_s"]),
+                                       timeout_s=float(prom["timeout_s"]), rate_window=str(prom["rate_window"]),
                                        max_bytes=int(params["max_whole_file_bytes"]))
     except common.FormatError as exc:
         raise IngestError(str(exc)) from exc
@@ -254,6 +253,28 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any
     timezone = doc.get("timezone") or params.get("timezone")
     parts, cores, notes, load_span = [], {}, [], None
     seen: dict[tuple[str, str], str] = {}
+
+    def take(rel: str, fmt: str, parsed: common.Parsed) -> None:
+        """One source's samples into the run: each counter of a host from one source only."""
+        nonlocal load_span
+        samples = parsed.samples
+        if samples.empty:
+            notes.append(f"{rel} ({fmt}): no sample; ignored")
+            return
+        for key in samples[["host", "counter"]].drop_duplicates().itertuples(index=False):
+            if (key.host, key.counter) in seen:
+                raise IngestError(f"counter {key.counter} of host {key.host} comes from both {seen[key.host, key.counter]}"
+                                  f" and {rel}; keep one, or rename one with ingest.rename")
+            seen[key.host, key.counter] = rel
+        if parsed.load_generator:
+            lo, hi = float(samples["ts"].min()), float(samples["ts"].max())
+            first = lo - float(params["interval_s"]) if fmt != "locust" else lo
+            load_span = (min(first, load_span[0]), max(hi, load_span[1])) if load_span else (first, hi)
+        cores.update(parsed.cores)
+        parts.append(samples)
+        notes.append(f"{rel} ({fmt}): {samples['counter'].nunique()} counters, "
+                     f"{samples.groupby('counter').size().max()} samples{'; ' + '; '.join(parsed.notes) if parsed.notes else ''}")
+
     for path in collector_files(run_dir):
         rel = path.relative_to(run_dir).as_posix()
         with collectors.plain_file(path, max_bytes=int(params["max_file_bytes"])) as (plain, gz_error):
@@ -268,29 +289,10 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any
                 continue
             except common.FormatError as exc:
                 raise IngestError(f"{rel} ({fmt}): {exc}") from exc
-        samples = parsed.samples
-        if samples.empty:
-            notes.append(f"{rel} ({fmt}): no sample; ignored")
-            continue
-        for key in samples[["host", "counter"]].drop_duplicates().itertuples(index=False):
-            if (key.host, key.counter) in seen:
-                raise IngestError(f"counter {key.counter} of host {key.host} comes from both {seen[key.host, key.counter]}"
-                                  f" and {rel}; keep one, or rename one with ingest.rename")
-            seen[key.host, key.counter] = rel
-        if parsed.load_generator:
-            lo, hi = float(samples["ts"].min()), float(samples["ts"].max())
-            first = lo - float(params["interval_s"]) if fmt != "locust" else lo
-            load_span = (min(first, load_span[0]), max(hi, load_span[1])) if load_span else (first, hi)
-        cores.update(parsed.cores)
-        parts.append(samples)
-        notes.append(f"{rel} ({fmt}): {samples['counter'].nunique()} counters, "
-                     f"{samples.groupby('counter').size().max()} samples{'; ' + '; '.join(parsed.notes) if parsed.notes else ''}")
-    server = doc.get("prometheus_url") or (params.get("prometheus") or {}).get("url")
-    if server:
-        parsed = fetch_prometheus(server, doc, params, load_span)
-        parts.append(parsed.samples)
-        notes.append(f"{server} (prometheus_server): {parsed.samples['counter'].nunique()} counters; "
-                     + "; ".join(parsed.notes))
+        take(rel, fmt, parsed)
+    server = doc.get("prometheus_url") or params["prometheus"]["url"]
+    if server:                                  # after the files: the load generator's span is its window
+        take(server, "prometheus_server", fetch_prometheus(server, doc, params, load_span))
     if not parts:
         raise IngestError(f"{run_dir.name}: no collector file recognised ({len(notes)} file(s) looked at)")
     samples = pd.concat(parts, ignore_index=True)

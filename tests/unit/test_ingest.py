@@ -718,6 +718,20 @@ def test_prometheus_server_as_a_source_from_recorded_real_answers(tmp_path):
     load = next(r for q, r in recorded["responses"].items() if q == "node_load1")["data"]["result"][0]["values"]
     assert host["127_0_0_1.node_load1"].dropna().tolist() == [float(v) for _, v in load]
     assert host["127_0_0_1.node_cpu_busy_pct"].dropna().between(0, 100).all()
+    # the same counters exported into a file beside the server: from two sources, refused (one only)
+    from pipelines.importers import prometheus_server
+    names = {q.replace("{window}", "30s"): n for n, q in prometheus_server.DEFAULT_QUERIES.items()}
+    exported = tmp_path / "node.json"
+    exported.write_text(json.dumps({names[q]: r["data"]["result"] for q, r in recorded["responses"].items()}))
+    replay = _Replay(recorded)
+    twice = run_dir(tmp_path, FORMATS / "k6" / "taurus_k6_kpi_2021-10.csv", exported, name="twice",
+                    prometheus_url=replay.url, started_at=start.isoformat(),
+                    duration_s=recorded["end"] - recorded["start"])
+    try:
+        with pytest.raises(run_directory.IngestError, match="comes from both node.json and http://127.0.0.1"):
+            run_directory.convert_run_dir(twice, params)
+    finally:
+        replay.close()
 
 
 def test_prometheus_server_unreachable_or_refusing_says_so(tmp_path):
