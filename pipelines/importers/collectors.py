@@ -127,9 +127,9 @@ def unread_reason(path: Path) -> str:
     return "not a collector file regresslab reads"
 
 
-LOAD_GENERATORS = {"jmeter_csv": (read_jmeter_csv, "jmeter"), "jmeter_xml": (read_jmeter_xml, "jmeter"),
-                   "gatling": (read_gatling, "gatling"), "gatling_binary": (read_gatling_binary, "gatling"),
-                   "k6_csv": (read_k6_csv, "k6"), "k6_json": (read_k6_json, "k6")}
+# the formats whose rows are requests, and the component of the counters aggregated from them
+LOAD_GENERATORS = {"jmeter_csv": "jmeter", "jmeter_xml": "jmeter", "gatling": "gatling", "gatling_binary": "gatling",
+                   "k6_csv": "k6", "k6_json": "k6"}
 
 
 def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, interval_s: float,
@@ -159,11 +159,17 @@ def _read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, 
                percentiles: list[float], label_percentiles: list[float], max_labels: int,
                timestamp_format: str | None) -> Parsed:
     if fmt in LOAD_GENERATORS:
-        reader, component = LOAD_GENERATORS[fmt]
-        events, users, written_host = (reader(path, timezone=timezone, timestamp_format=timestamp_format)
-                                       if fmt == "jmeter_csv" else reader(path))
+        requests: dict[str, Callable[[], tuple[pd.DataFrame, pd.DataFrame | None, str | None]]] = {
+            "jmeter_csv": lambda: read_jmeter_csv(path, timezone=timezone, timestamp_format=timestamp_format),
+            "jmeter_xml": lambda: read_jmeter_xml(path),
+            "gatling": lambda: read_gatling(path),
+            "gatling_binary": lambda: read_gatling_binary(path),
+            "k6_csv": lambda: read_k6_csv(path),
+            "k6_json": lambda: read_k6_json(path),
+        }
+        events, users, written_host = requests[fmt]()
         lg_host = host or (host_name(written_host) if written_host else "loadgen")
-        samples = aggregate_requests(events, component=component, host=lg_host, interval_s=interval_s,
+        samples = aggregate_requests(events, component=LOAD_GENERATORS[fmt], host=lg_host, interval_s=interval_s,
                                      percentiles=percentiles, label_percentiles=label_percentiles,
                                      max_labels=max_labels, users=users)
         return Parsed(fmt, samples, load_generator=True,

@@ -16,6 +16,14 @@ from pipelines.importers.common import FormatError
 EPOCH_MS = re.compile(r"^\d{12,14}$")
 
 
+def active_users(changes: list[tuple[float, int]]) -> pd.DataFrame | None:
+    """Active users over time from the users' starts (+1) and ends (-1); None without any."""
+    if not changes:
+        return None
+    ch = pd.DataFrame(changes, columns=["ts", "delta"]).sort_values("ts", kind="stable")
+    return pd.DataFrame({"ts": ch["ts"].to_numpy(), "users": ch["delta"].cumsum().to_numpy(float)})
+
+
 def read_gatling(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     """A text ``simulation.log`` of Gatling 2.x, 3.0-3.3 or 3.4-3.7 (tab-separated records).
 
@@ -46,11 +54,7 @@ def read_gatling(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
                             changes.append((int(stamp) / 1000.0, 1 if token == "START" else -1))
                         break
     events_df = pd.DataFrame(events, columns=["ts", "elapsed_ms", "label", "ok"])
-    users = None
-    if changes:
-        ch = pd.DataFrame(changes, columns=["ts", "delta"]).sort_values("ts", kind="stable")
-        users = pd.DataFrame({"ts": ch["ts"].to_numpy(), "users": ch["delta"].cumsum().to_numpy(float)})
-    return events_df, users, None
+    return events_df, active_users(changes), None
 
 
 
@@ -109,6 +113,12 @@ class _Binary:
             raise self.fail(f"a count of {n}")
         return n
 
+    def block_size(self) -> int:
+        n = self.int32()
+        if not 0 <= n <= MAX_STRING:
+            raise self.fail(f"a block of {n} bytes")
+        return n
+
     def string(self) -> str:
         size = self.int32()
         if size == 0:
@@ -149,7 +159,7 @@ def read_gatling_binary(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | N
             r.string()                                   # run description
             scenarios = [r.string() for _ in range(r.count())]
             for _ in range(r.count()):                   # assertions: pickled bytes, skipped
-                r.take(_size(r))
+                r.take(r.block_size())
             while r.pos < len(data):
                 kind = r.take(1)[0]
                 if kind == REQUEST:
@@ -179,15 +189,4 @@ def read_gatling_binary(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | N
                     raise r.fail(f"an unknown record type {kind}")
     if not events:
         raise FormatError(f"{path.name}: a binary Gatling log without a request")
-    users = None
-    if changes:
-        ch = pd.DataFrame(changes, columns=["ts", "delta"]).sort_values("ts", kind="stable")
-        users = pd.DataFrame({"ts": ch["ts"].to_numpy(), "users": ch["delta"].cumsum().to_numpy(float)})
-    return pd.DataFrame(events, columns=["ts", "elapsed_ms", "label", "ok"]), users, None
-
-
-def _size(r: _Binary) -> int:
-    n = r.int32()
-    if not 0 <= n <= MAX_STRING:
-        raise r.fail(f"a block of {n} bytes")
-    return n
+    return pd.DataFrame(events, columns=["ts", "elapsed_ms", "label", "ok"]), active_users(changes), None

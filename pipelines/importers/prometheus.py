@@ -98,6 +98,12 @@ def read_prometheus(path: Path, *, name_hint: str, drop_port: bool = True) -> tu
             doc = json.load(fh)
     except json.JSONDecodeError as exc:
         raise FormatError(f"{path.name}: not JSON ({exc.msg} at line {exc.lineno}); a truncated file?") from exc
+    return prometheus_samples(doc, path, name_hint=name_hint, drop_port=drop_port), {}
+
+
+def prometheus_samples(doc, path: Path, *, name_hint: str, drop_port: bool = True) -> pd.DataFrame:
+    """The samples of a parsed Prometheus document (:func:`read_prometheus`; ``path`` names it in
+    messages)."""
     out = []
     for query, series_list in matrices_of(doc, path, name_hint):
         labels = [s.get("metric") or {} for s in series_list if isinstance(s, dict)]
@@ -116,4 +122,4 @@ def read_prometheus(path: Path, *, name_hint: str, drop_port: bool = True) -> tu
     samples.loc[shared, "counter"] = samples.loc[shared, "host"].map(host_component) + "_" + \
         samples.loc[shared, "counter"]
     # one series per (host, counter): labels no series differs by are dropped, so two left are the same
-    return samples.groupby(["host", "counter", "ts"], as_index=False)["value"].sum(min_count=1), {}
+    return samples.groupby(["host", "counter", "ts"], as_index=False)["value"].sum(min_count=1)

@@ -13,14 +13,13 @@ the server and the query.
 from __future__ import annotations
 
 import json
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from pipelines.importers.common import FormatError, Parsed
-from pipelines.importers.prometheus import read_prometheus
+from pipelines.importers.prometheus import prometheus_samples
 
 # node_exporter (host level: the names start with node_) and cAdvisor (per container)
 DEFAULT_QUERIES = {
@@ -78,18 +77,14 @@ def fetch(url: str, queries: dict[str, str] | None, *, start: float, end: float,
     chosen = queries or DEFAULT_QUERIES
     if end <= start:
         raise FormatError(f"Prometheus at {url}: an empty window ({start} to {end})")
-    matrices, empty = {}, []
-    for name, query in chosen.items():
-        result = query_range(url, query.replace("{window}", rate_window), start=start, end=end, step_s=step_s,
-                             timeout_s=timeout_s, max_bytes=max_bytes)
-        (matrices.__setitem__(name, result) if result else empty.append(name))
+    matrices = {name: query_range(url, query.replace("{window}", rate_window), start=start, end=end, step_s=step_s,
+                                  timeout_s=timeout_s, max_bytes=max_bytes) for name, query in chosen.items()}
+    empty = [name for name, result in matrices.items() if not result]
+    matrices = {name: result for name, result in matrices.items() if result}
     if not matrices:
         raise FormatError(f"Prometheus at {url}: no series for any query in the run's window "
                           f"({', '.join(chosen)}): is it scraping the lab's hosts?")
-    with tempfile.TemporaryDirectory(prefix="regresslab-prom-") as tmp:
-        path = Path(tmp) / "prometheus.json"
-        path.write_text(json.dumps(matrices))
-        samples, cores = read_prometheus(path, name_hint="prometheus")
+    samples = prometheus_samples(matrices, Path(f"{url} query_range"), name_hint="prometheus")
     notes = [f"{len(matrices)} of {len(chosen)} queries with series"] + \
         ([f"no series: {', '.join(empty)}"] if empty else [])
-    return Parsed("prometheus_server", samples, cores=cores, notes=notes)
+    return Parsed("prometheus_server", samples, notes=notes)

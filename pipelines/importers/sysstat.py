@@ -80,7 +80,7 @@ def sadf_samples(path: Path, rows: list[tuple[tuple, list[str]]]) -> pd.DataFram
                     name = cpu + name
                 out.append(pd.DataFrame({"host": host, "counter": f"{host_component(host)}.{prefix}{name}",
                                          "ts": epoch[part.index].to_numpy(float),
-                                         "value": pd.to_numeric(part[col], errors="coerce").to_numpy(float)}))
+                                         "value": part[col].to_numpy()}))      # numbers: samples_frame
     return samples_frame(out)
 
 
@@ -115,7 +115,7 @@ def _json_name(activity: str, key: str) -> str:
     return "%" + key[: -len("-percent")] if key.endswith("-percent") else key
 
 
-def _json_records(activity: str, value, prefix: tuple = ()):
+def _json_records(activity: str, value):
     """(header suffix, cells suffix) per record of one activity of one statistics entry: a dict of
     numbers is one record; a list is one record per device/CPU (its key column first); a dict of
     dicts (``io``, ``network``) is flattened."""
@@ -123,7 +123,7 @@ def _json_records(activity: str, value, prefix: tuple = ()):
         key_col, key_name = SADF_JSON_KEYS.get(activity, (activity.upper(), None))
         for item in value:
             if not isinstance(item, dict):
-                raise FormatError(f"activity {activity!r}: a list of {type(item).__name__}, not of records")
+                raise ValueError(f"activity {activity!r}: a list of {type(item).__name__}, not of records")
             key = item.get(key_name) if key_name else None
             if key is None:
                 key = next((v for v in item.values() if isinstance(v, str)), "")
@@ -178,9 +178,9 @@ def read_sadf_json(path: Path, *, timezone: str | None) -> tuple[pd.DataFrame, d
                         continue
                     for hdr, cells in _json_records(activity, value):
                         rows.append(((*base, *hdr), [*start, *cells]))
+    except FormatError:                         # _json_epoch's: it names the file
+        raise
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        if isinstance(exc, FormatError):
-            raise FormatError(f"{path.name}: {exc}") from exc
         raise FormatError(f"{path.name}: a sadf -j record without its documented fields ({exc!r})") from exc
     if not rows:
         raise FormatError(f"{path.name}: no sadf -j statistics")
