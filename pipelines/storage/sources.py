@@ -109,15 +109,6 @@ def _open_source(location: str):
     return fs, root
 
 
-def source_problem(location: str) -> str | None:
-    """Why a source cannot be listed now, or None (``regresslab check``)."""
-    try:
-        find_archives(location)
-    except (SourceUnavailable, FileNotFoundError, OSError) as exc:
-        return str(exc)
-    return None
-
-
 def local_marker(path: Path) -> tuple[int, str]:
     """(size, change marker) of a local archive from ``stat`` alone: a file's size and mtime; a
     directory's total size, file count and newest mtime."""
@@ -168,14 +159,11 @@ def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tup
         base = Path(root)
         if not base.is_dir():
             raise FileNotFoundError(f"pull source {location!r} is not a directory")
-        if archive.is_run_directory(base):             # the source is one lab run directory itself
-            hits = {base.name: [(str(base), base.name, *local_marker(base))]}
-        else:
-            hits = {}
-            for p in archive.list_archives(base):
-                run_id = archive.archive_stem(p) if p.is_file() else p.name
-                hits.setdefault(run_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
-        found = hits
+        # the source is one lab run directory itself, or a folder of archives and run directories
+        listed = [base] if archive.is_run_directory(base) else archive.list_archives(base)
+        for p in listed:
+            run_id = archive.archive_stem(p) if p.is_file() else p.name
+            found.setdefault(run_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
     else:
         fs.invalidate_cache(root)                      # a night's listing is the store's now, not a cached one
         for info in fs.ls(root, detail=True):
@@ -223,8 +211,10 @@ def check_directory_archive(path: Path, *, max_bytes: int, max_depth: int = 8) -
                     raise archive.ArchiveError(f"member {rel!r} is a device, FIFO or socket, not a regular file")
 
 
-def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) -> tuple[str, int, Path]:
-    """Copy one archive to a temporary name in ``dest_dir`` while hashing it."""
+def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int,
+                    directory: bool = False) -> tuple[str, int, Path]:
+    """Copy one archive to a temporary name in ``dest_dir`` while hashing it (``directory``: a
+    remote run directory, as the listing found it)."""
     fs, _ = _open_source(location)
     if fs is None and Path(path).is_symlink():
         raise archive.ArchiveError("the archive at the source is a symbolic link (not followed)")
@@ -234,7 +224,7 @@ def _hash_and_stage(location: str, path: str, dest_dir: Path, max_bytes: int) ->
         shutil.copytree(path, tmp, symlinks=True)
         size = sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file())
         return archive.sha256_file(tmp), size, tmp
-    if fs is not None and fs.isdir(path):
+    if fs is not None and directory:           # the listing said so: no request to ask the store again
         return _stage_remote_directory(fs, path, dest_dir, max_bytes)
     digest = hashlib.sha256()
     tmp = dest_dir / _staging_name(Path(path).name)
@@ -314,7 +304,8 @@ class _Pull:
             self.summary["listed_known"] += 1
             return
         try:
-            digest, size, tmp = _hash_and_stage(location, path, self.raw_dir, self.max_bytes)
+            digest, size, tmp = _hash_and_stage(location, path, self.raw_dir, self.max_bytes,
+                                                directory=marker.startswith("dir:"))
         except (archive.ArchiveError, OSError) as exc:
             return self.refuse(run_id, str(exc))
         self.summary["bytes_read"] += size
