@@ -67,8 +67,6 @@ FRACTIONAL = ("_s", "seconds", "_mb", "_pct", "sigma", "penalty", "log_base", "l
 # keys that may hold any value (a seed's own free-form blocks)
 FREE = {"pull.source", "labsim.start", "evaluate.labels", "commit_changes.skia.interesting",
         "ingest.prometheus.queries"}
-# numbers that may be negative
-SIGNED: set[str] = set()
 
 
 class ConfigError(ValueError):
@@ -89,18 +87,12 @@ def _type_of(path: str, value: Any):
         return Any, Field(default=None)
     if path in CHOICES:
         return Literal[CHOICES[path]], Field(default=None)
-    if value is None:
-        kind = NULLABLE.get(path, Any)
-        return Optional[_scalar(kind, path)], Field(default=None, **_range(path, kind))
-    if isinstance(value, bool):
-        return StrictBool, Field(default=None)
-    if isinstance(value, (int, float)):
-        name = path.rsplit(".", 1)[-1]
-        kind = int if isinstance(value, int) and not name.endswith(FRACTIONAL) else float
-        annotation = Optional[_scalar(kind, path)] if path in NULLABLE else _scalar(kind, path)
-        return annotation, Field(default=None, **_range(path, kind))
-    if isinstance(value, str):
-        return (Optional[StrictStr] if path in NULLABLE else StrictStr), Field(default=None)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        kind = NULLABLE.get(path, Any) if value is None else type(value)
+        if kind is int and path.rsplit(".", 1)[-1].endswith(FRACTIONAL):
+            kind = float
+        annotation = _scalar(kind)
+        return (Optional[annotation] if path in NULLABLE else annotation), Field(default=None, **_range(path, kind))
     if isinstance(value, list):
         item = value[0] if value else None
         if isinstance(item, dict):
@@ -119,24 +111,16 @@ def _type_of(path: str, value: Any):
     return Any, Field(default=None)
 
 
-def _scalar(kind, path: str):
-    from pydantic import StrictStr
+def _scalar(kind):
+    from pydantic import StrictBool, StrictInt, StrictStr
 
-    if kind is int:
-        from pydantic import StrictInt
-        return StrictInt
-    if kind is float:
-        return float
-    if kind is str:
-        return StrictStr
-    return Any
+    return {bool: StrictBool, int: StrictInt, float: float, str: StrictStr}.get(kind, Any)
 
 
 def _range(path: str, kind) -> dict[str, Any]:
-    if kind not in (int, float) or path in SIGNED:
+    if kind not in (int, float):
         return {}
-    name = path.rsplit(".", 1)[-1]
-    if kind is float and any(name == k or name.endswith(k) for k in UNIT_INTERVAL):
+    if kind is float and path.rsplit(".", 1)[-1].endswith(UNIT_INTERVAL):
         return {"ge": 0, "le": 1}
     return {"ge": 0}          # pydantic reports the bound as the field's type (0.0 for a number): see _message
 
