@@ -200,6 +200,7 @@ def run_split(set_name: str, split: str, base: str, index: dict, truth: dict, hi
     (tree / "labels.json").write_text(json.dumps(labels))
     params = yaml.safe_load((base / "params.yaml").read_text())
     params["train_causes"].update(learners=["random_forest"], learning_curve_learners=0)
+    params["compute"]["jobs"] = os.environ.get("ROBUSTNESS_SPLIT_JOBS") and int(os.environ["ROBUSTNESS_SPLIT_JOBS"])
     params["evaluate"]["labels"] = [str(tree / "labels.json")]
     params["commit_changes"]["source"] = None
     (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -367,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
                 jobs.append((name, split, str(base), index, truth, hist, targets, str(out), args.resume))
     print(f"{len(jobs)} splits: " + ", ".join(f"{j[0]}/{j[1]}" for j in jobs), flush=True)
     results, t0 = [], time.monotonic()
+    if args.jobs > 1:       # the splits side by side: each on one core
+        os.environ["ROBUSTNESS_SPLIT_JOBS"] = "1"
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_split, *job) for job in jobs]
         for i, f in enumerate(futures, 1):

@@ -50,6 +50,7 @@ NULLABLE: dict[str, Any] = {
     "commit_changes.source": str,
     "commit_changes.labels": str,
     "report.night": str,
+    "compute.jobs": int,
     "ingest.timezone": str,
     "alerts.from_email": str,
     "alerts.index_url": str,

@@ -11,6 +11,15 @@ class Progress:
     def __init__(self, log: logging.Logger, label: str, total: int, *, what: str = "runs", every: int = 1):
         self.log, self.label, self.total, self.what, self.every = log, label, total, what, every
         self.started = time.monotonic()
+        self.done = 0
+
+    def each(self, describe=None):
+        """A ``parallel.map_ordered`` progress callback: one more item done, its line saying
+        ``describe(item, result)`` when given.  The count runs on across calls (several systems)."""
+        def done(_: int, item: object, result: object) -> None:
+            self.done += 1
+            self.step(self.done, describe(item, result) if describe else "")
+        return done
 
     def step(self, i: int, extra: str = "") -> None:
         if i % self.every and i != self.total:

@@ -63,10 +63,11 @@ def write_zip(path: Path, files: dict[str, bytes]) -> Path:
 
 
 @contextlib.contextmanager
-def every_stage_on(tree: Path, lab: Path, **train_causes):
+def every_stage_on(tree: Path, lab: Path, *, jobs: int | None = None, **train_causes):
     """``tree`` with params.yaml pointed at ``lab`` (its archives and target labels), every
     analysis stage's main() run in DVC order with the pipeline rooted there; yields while the
-    root is still set, and restores it afterwards.  ``train_causes`` overrides that params block."""
+    root is still set, and restores it afterwards.  ``train_causes`` overrides that params block,
+    ``jobs`` sets ``compute.jobs``."""
     import pytest
     import yaml
 
@@ -76,6 +77,7 @@ def every_stage_on(tree: Path, lab: Path, **train_causes):
     params["pull"]["source"] = str(lab)
     params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
     params["train_causes"].update(train_causes)
+    params["compute"]["jobs"] = jobs
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     old = config.ROOT
     with pytest.MonkeyPatch.context() as mp:

@@ -149,7 +149,8 @@ def lab_for(target: str, baseline: list[str], envs: dict[str, dict[str, Any]], v
 
 def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str, str],
                    judge: Callable[[str, list[str], dict[str, str]], tuple[str, Any]], *,
-                   min_baseline: int = 2) -> dict[str, dict[str, Any]]:
+                   min_baseline: int = 2, mapper: Callable[[Callable, list], list] | None = None
+                   ) -> dict[str, dict[str, Any]]:
     """Each normal run judged the way a target in a lab no baseline run shares is.
 
     For every run of ``passed`` (normal runs; ``lab_of``: run -> :func:`lab_key`), the baseline is
@@ -159,15 +160,19 @@ def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str
     lab_runs)`` returns (the lab status the detector found, its score); a score is kept only under
     the status it was meant to stand for (a lab with too few other runs is ``insufficient`` both
     times, and counts once).  Returns ``{"adjusted": {run: score}, "insufficient": {run: score}}``;
-    both empty when the passed runs share one lab."""
+    both empty when the passed runs share one lab.  ``mapper(fn, jobs)`` computes ``[fn(j) for j
+    in jobs]`` (``parallel.map_ordered`` spreads the judgements over processes)."""
     null: dict[str, dict[str, Any]] = {"adjusted": {}, "insufficient": {}}
+    jobs = []
     for run in judged_across(passed, lab_of, min_baseline=min_baseline):
         baseline = [b for b in passed if lab_of[b] != lab_of[run]]
         unknown = {k: v for k, v in verdicts.items() if lab_of.get(k) != lab_of[run]}
-        for status, lab_runs in (("adjusted", verdicts), ("insufficient", unknown)):
-            seen, score = judge(run, baseline, lab_runs)
-            if seen == status:
-                null[status][run] = score
+        jobs += [(status, run, baseline, lab_runs) for status, lab_runs in (("adjusted", verdicts),
+                                                                            ("insufficient", unknown))]
+    judged = (mapper or (lambda fn, items: [fn(x) for x in items]))(lambda job: judge(*job[1:]), jobs)
+    for (status, run, _, _), (seen, score) in zip(jobs, judged):
+        if seen == status:
+            null[status][run] = score
     return null
 
 

@@ -1,4 +1,4 @@
-"""train_causes: regression-cause classifiers on violation-ratio features, chosen by leave-one-out.
+"""train_causes: regression-cause classifiers on violation-ratio features, judged by leave-one-out.
 
 Nguyen 2017 ch. 8 (seed 004):
 
@@ -20,15 +20,17 @@ Nguyen 2017 ch. 8 (seed 004):
   the random predictor (eq. 4.2-4.3);
 * the **learning curve** (§8.5): a random test run, ``n`` = 1..6 random training runs per
   cause, repeated; for the best learners;
-* the **chosen learner** (:func:`choose_learner`) is refitted on every row and saved with
-  skops (no pickle), with its metrics and the hash of its training data.  Nguyen finds no
-  universal best learner, but random forest the best on average over his systems (§8.3, Table
+* the **night's learner** is the first of ``learners`` (random forest), refitted on every row and
+  saved with skops (no pickle), with its metrics and the hash of its training data.  Nguyen finds
+  no universal best learner, but random forest the best on average over his systems (§8.3, Table
   8.3: "if the best learner for a software system is not known yet, learners from these two
   classes can be used"), and the largest of seven LOO accuracies measured on a few dozen runs
-  is biased upwards.  So the first of ``learners`` (random forest) is kept unless another is
-  better by more than ``learner_standard_errors`` standard errors of the best accuracy (the
-  one-standard-error rule of Breiman et al.'s CART).  Models are versioned by that hash and the learner: a night without
-  new verified runs retrains nothing; every version stays on disk.
+  is biased upwards.  Comparing the learners is model selection, retraining work that no night
+  waits on (:func:`compare_learners_of`, run by ``evaluate`` after the night's report): it says
+  when another learner is better by more than ``learner_standard_errors`` standard errors of the
+  best accuracy (the one-standard-error rule of Breiman et al.'s CART, :func:`choose_learner`),
+  and listing that learner first adopts it.  Models are versioned by that hash and the learner:
+  a night without new verified runs retrains nothing; every version stays on disk.
 
 Unknown causes (§9.2.2, limitation 3): a run whose largest class probability is below
 ``tau`` matches no cause of the history well enough (``known: false``).  ``tau`` is the
@@ -72,10 +74,11 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 from sklearn.tree import DecisionTreeClassifier
 
+from pipelines import parallel
 from pipelines.detectors import cause_features
 
 log = logging.getLogger("regresslab.train_causes")
-CODE_VERSION = 6
+CODE_VERSION = 7
 
 
 # --------------------------------------------------------------------------- pure core
@@ -153,13 +156,15 @@ def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str
                       ) -> pd.DataFrame:
     """Leave-one-run-out class probabilities, one row per run (Nguyen 2017 §8.4)."""
     classes = sorted(frame["cause"].unique())
-    out = {}
-    for run_id in sorted(frame["target"].unique()):
+
+    def held_out(run_id: str) -> pd.Series | None:
         train = frame[train_mask(frame, {run_id})]
         if train["cause"].nunique() < 2:
-            continue
+            return None
         model = fit_rows(template, train, columns, balance)
-        out[run_id] = run_probabilities(model, frame[frame["target"] == run_id], columns, classes)
+        return run_probabilities(model, frame[frame["target"] == run_id], columns, classes)
+    runs = sorted(frame["target"].unique())
+    out = {r: p for r, p in zip(runs, parallel.map_ordered(held_out, runs)) if p is not None}
     return pd.DataFrame(out).T
 
 
@@ -184,9 +189,8 @@ def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], 
     rng = np.random.default_rng(seed)
     labels = run_labels(frame)
     classes = sorted(labels.unique())
-    rows = []
+    plan = []                       # every trial drawn first, in order, so that any number of processes agree
     for n in range(1, max_runs + 1):
-        hits = []
         for _ in range(repeats):
             test = str(rng.choice(labels.index.to_numpy()))
             chosen = set()
@@ -194,12 +198,20 @@ def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], 
                 pool = [r for r in labels.index[labels == cause] if r != test]
                 if pool:
                     chosen |= set(rng.choice(pool, size=min(n, len(pool)), replace=False).tolist())
-            train = frame[frame["target"].isin(chosen) & train_mask(frame, {test})]
-            if train["cause"].nunique() < 2:
-                continue
-            model = fit_rows(template, train, columns, balance)
-            proba = run_probabilities(model, frame[frame["target"] == test], columns, classes)
-            hits.append(proba.idxmax() == labels[test])
+            plan.append((n, test, chosen))
+
+    def trial(drawn: tuple[int, str, set[str]]) -> bool | None:
+        _, test, chosen = drawn
+        train = frame[frame["target"].isin(chosen) & train_mask(frame, {test})]
+        if train["cause"].nunique() < 2:
+            return None
+        model = fit_rows(template, train, columns, balance)
+        proba = run_probabilities(model, frame[frame["target"] == test], columns, classes)
+        return bool(proba.idxmax() == labels[test])
+    outcomes = parallel.map_ordered(trial, plan)
+    rows = []
+    for n in range(1, max_runs + 1):
+        hits = [hit for (k, _, _), hit in zip(plan, outcomes) if k == n and hit is not None]
         rows.append({"runs_per_cause": n, "accuracy": round(float(np.mean(hits)), 4) if hits else None,
                      "trials": len(hits)})
     return rows
@@ -209,17 +221,17 @@ def held_out_cause_probabilities(template: Pipeline, frame: pd.DataFrame, column
                                  causes: list[str], balance: bool = False) -> dict[str, pd.Series]:
     """Per cause, the largest class probability of its runs when no run of it was trained on."""
     labels = run_labels(frame)
-    out = {}
-    for cause in causes:
+
+    def without(cause: str) -> pd.Series | None:
         runs = set(labels.index[labels == cause])
         train = frame[train_mask(frame, runs)]
         if train["cause"].nunique() < 2:
-            continue
+            return None
         model = fit_rows(template, train, columns, balance)
         classes = sorted(train["cause"].unique())
-        out[cause] = pd.Series({r: float(run_probabilities(model, frame[frame["target"] == r], columns,
-                                                            classes).max()) for r in sorted(runs)})
-    return out
+        return pd.Series({r: float(run_probabilities(model, frame[frame["target"] == r], columns,
+                                                      classes).max()) for r in sorted(runs)})
+    return {c: p for c, p in zip(causes, parallel.map_ordered(without, causes)) if p is not None}
 
 
 def best_threshold(known: np.ndarray, unknown: np.ndarray) -> float:
@@ -383,9 +395,11 @@ def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, colum
 
 
 def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> dict[str, Any]:
-    """Everything train_causes learns for one system: the feature design (:func:`choose_design`),
-    per-learner LOO, best model, curve, unknown-cause tau, the confusion matrix and per-cause
-    recall of the best learner."""
+    """What the night's classifier is, for one system: the feature design (:func:`choose_design`),
+    the first of ``learners`` fitted on every row, its leave-one-run-out figures (the detector's
+    null, the confusion matrix, per-cause recall), the unknown-cause tau and the fault model.
+    Comparing the learners is retraining work, done after the night (:func:`compare_learners_of`,
+    the ``evaluate`` stage); ``progress(i, n, name, accuracy)`` is called once, for the learner."""
     balance = bool(params["balance_classes"])
     seed = int(params["seed"])
     available = learners(seed)
@@ -395,28 +409,20 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     frame, columns = design_frame(frame, blocks)
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
-    candidates = {k: available[k] for k in params["learners"]}      # in the order listed: the first is preferred
-    table, loo = compare_learners(candidates, frame, columns, labels, balance, progress=progress,
+    best = params["learners"][0]
+    table, loo = compare_learners({best: available[best]}, frame, columns, labels, balance, progress=progress,
                                   known={params["design_learner"]: seen.get("+".join(blocks))})
-    order = list(candidates)
-    ranked = sorted(table, key=lambda k: (-table[k]["accuracy"], -table[k]["gain"], order.index(k)))
-    best = choose_learner({k: table[k]["accuracy"] for k in table}, order, len(labels),
-                          float(params["learner_standard_errors"]))
-    curve = []
-    for name in ranked[: int(params["learning_curve_learners"])]:
-        for row in learning_curve(candidates[name], frame, columns, max_runs=int(params["learning_curve_max_runs"]),
-                                  repeats=int(params["learning_curve_repeats"]), seed=seed, balance=balance):
-            curve.append({"learner": name, **row})
+    template = available[best]
     fault_causes = sorted(c for c in labels.unique() if c != "none")
-    held = held_out_cause_probabilities(candidates[best], frame, columns, fault_causes, balance)
+    held = held_out_cause_probabilities(template, frame, columns, fault_causes, balance)
     known_max = loo[best].max(axis=1)
     unknown = unknown_cause_figures(known_max, labels, held)
-    model = fit_rows(candidates[best], frame, columns, balance)
+    model = fit_rows(template, frame, columns, balance)
     predictions = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
                          "probability": round(float(loo[best].loc[run].max()), 4),
                          "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
-    fault_model, fault_from, alone = fault_only_model(candidates[best], frame, columns, labels, balance)
+    fault_model, fault_from, alone = fault_only_model(template, frame, columns, labels, balance)
     nearest = nearest_accuracy(loo[best], labels)
     all_runs_accuracy = None if nearest is None else round(nearest, 4)
     if fault_model is not None and all_runs_accuracy is not None and alone > all_runs_accuracy:
@@ -424,7 +430,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
     else:
         fault_model, fault_from = None, "all_runs"
     classes = sorted(labels.unique())
-    return {"learners": table, "best": best, "random_accuracy": round(r, 4), "learning_curve": curve,
+    return {"learners": table, "best": best, "random_accuracy": round(r, 4),
             "unknown": unknown, "model": model, "columns": columns, "classes": classes,
             "feature_blocks": blocks, "design_scores": design_scores, "balance_classes": balance,
             "runs": int(len(labels)), "pairs": int(len(frame)),
@@ -436,6 +442,38 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
             "per_cause": per_cause(predictions, few=int(params["few_runs"])),
             "loo_predictions": predictions,
             "null_fault_scores": {r: v["fault_score"] for r, v in predictions.items() if v["truth"] == "none"}}
+
+
+def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: dict[str, Any],
+                        in_use: dict[str, dict[str, Any]] | None = None, progress=None) -> dict[str, Any]:
+    """Model selection for one system, on the design its model uses (``blocks``): every learner's
+    leave-one-run-out accuracy and gain (``in_use``: the rows the night already measured, by
+    learner, taken as they are), the learner :func:`choose_learner` would keep, and the learning
+    curves of the ``learning_curve_learners`` best (Nguyen 2017 §8.3, §8.5).  ``chosen`` differs
+    from ``in_use`` (the first of ``learners``) only when another learner is better by more than
+    ``learner_standard_errors`` standard errors: listing it first adopts it."""
+    balance = bool(params["balance_classes"])
+    seed = int(params["seed"])
+    available = learners(seed)
+    frame, columns = design_frame(frame, list(blocks))
+    labels = run_labels(frame)
+    r = random_accuracy(list(labels))
+    candidates = {k: available[k] for k in params["learners"]}      # in the order listed: the first is preferred
+    done = {k: v for k, v in (in_use or {}).items() if k in candidates}
+    table, _ = compare_learners({k: v for k, v in candidates.items() if k not in done}, frame, columns, labels,
+                                balance, progress=progress)
+    table = {k: done.get(k) or table[k] for k in candidates}
+    order = list(candidates)
+    ranked = sorted(table, key=lambda k: (-table[k]["accuracy"], -table[k]["gain"], order.index(k)))
+    chosen = choose_learner({k: table[k]["accuracy"] for k in table}, order, len(labels),
+                            float(params["learner_standard_errors"]))
+    curve = []
+    for name in ranked[: int(params["learning_curve_learners"])]:
+        for row in learning_curve(candidates[name], frame, columns, max_runs=int(params["learning_curve_max_runs"]),
+                                  repeats=int(params["learning_curve_repeats"]), seed=seed, balance=balance):
+            curve.append({"learner": name, **row})
+    return {"learners": table, "in_use": order[0], "chosen": chosen, "random_accuracy": round(r, 4),
+            "runs": int(len(labels)), "feature_blocks": list(blocks), "learning_curve": curve}
 
 
 # --------------------------------------------------------------------------- I/O shell

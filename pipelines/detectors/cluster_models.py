@@ -50,6 +50,7 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from scipy.stats import ks_2samp
 
+from pipelines import parallel
 from pipelines.calibration import history, labs, pvalues
 from pipelines.progress import Progress
 
@@ -372,10 +373,9 @@ def normal_scores(passed: list[str], index: dict[str, Any], frames, params: dict
     """Every passed run modelled against the others (leave-one-out): its largest excess error
     (the null of the verdict) and its result."""
     progress = Progress(log, "clusters calibration", len(passed), what="normal runs")
-    results = {}
-    for i, r in enumerate(passed, 1):
-        results[r] = model_against(r, [p for p in passed if p != r], index, frames, params, hist)
-        progress.step(i)
+    modelled = parallel.map_ordered(lambda r: model_against(r, [p for p in passed if p != r], index, frames,
+                                                            params, hist), passed, progress=progress.each())
+    results = dict(zip(passed, modelled))
     return {r: res["max_excess_error"] for r, res in results.items() if res.get("verdict") is not None}, results
 
 
@@ -388,16 +388,13 @@ def cross_lab_scores(passed: list[str], index: dict[str, Any], frames, params: d
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *lab_runs}}
     progress = Progress(log, "clusters cross-lab calibration", 2 * len(labs.judged_across(passed, lab_of)),
                         what="normal-run models")
-    modelled = 0
 
     def model_across(run_id: str, baseline: list[str], verified: dict[str, str]) -> tuple[str | None, float | None]:
-        nonlocal modelled
         result = model_against(run_id, baseline, index, frames, params, hist, lab_runs=verified,
                                environment_from=passed)
-        modelled += 1
-        progress.step(modelled)
         return (result.get("lab") or {}).get("status"), result.get("max_excess_error")
-    null = labs.cross_lab_null(passed, lab_of, lab_runs, model_across)
+    null = labs.cross_lab_null(passed, lab_of, lab_runs, model_across,
+                               mapper=lambda fn, jobs: parallel.map_ordered(fn, jobs, progress=progress.each()))
     return {status: {r: v for r, v in runs.items() if v is not None} for status, runs in null.items()}
 
 

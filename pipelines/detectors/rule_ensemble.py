@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import effects, history, labs, pvalues
 from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
@@ -738,16 +738,16 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
     progress = Progress(log, f"detect calibration {system}", len(passed) + 2 * len(labs.judged_across(passed, lab_of)),
                         what="normal-run analyses")
-    analysed = 0
 
     def judge(run_id: str, baseline: list[str], lab_runs: dict[str, str], across: bool = True) -> tuple[str, float]:
-        nonlocal analysed
         result, doc = analyse(run_id, baseline, ctx, lab_runs=lab_runs, with_single=False,
                               environment_from=[r for r in passed if r != run_id] if across else None)
-        analysed += 1
-        progress.step(analysed)
         return doc["details"]["lab"]["status"], round(stacking_score(result), 6)
-    scores = {r: judge(r, [b for b in passed if b != r], verdicts, across=False)[1] for r in passed}
-    cross = labs.cross_lab_null(passed, lab_of, verdicts, judge)
+
+    def mapper(fn, jobs: list) -> list:       # every analysis on the stage's processes, counted here
+        return parallel.map_ordered(fn, jobs, progress=progress.each())
+    same = mapper(lambda r: judge(r, [b for b in passed if b != r], verdicts, across=False)[1], passed)
+    scores = dict(zip(passed, same))
+    cross = labs.cross_lab_null(passed, lab_of, verdicts, judge, mapper=mapper)
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores,
                              "cross_lab_scores": cross}, key)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import headline, history, labs
 from pipelines.detectors import charts, rule_ensemble
 from pipelines.evaluation import anchors
@@ -101,9 +101,9 @@ def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], min
                                            mine_params=mine_params, models_dir=directory,
                                            single_dir=directory / "single", cache=cache, lab_kw=lab_kw,
                                            significance=significance)
-    analysed: dict[str, tuple[dict, dict]] = {}
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
-    for i, run_id in enumerate(verified, 1):
+
+    def held_out(run_id: str) -> tuple[dict, dict]:
         baseline = [r for r in passed if r != run_id]
         if run_id in passed:          # learn the bins again without the held-out run
             ref = store.reference_load(baseline)
@@ -112,9 +112,9 @@ def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], min
             ref, edges = all_ref, all_edges
         result, doc = rule_ensemble.analyse(run_id, baseline, context(edges, ref),
                                             lab_runs={r: index[r]["verdict"] for r in verified})
-        analysed[run_id] = ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
-                                                                  "small_changes": result["small_changes"]}, doc)
-        progress.step(i)
+        return ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
+                                                      "small_changes": result["small_changes"]}, doc)
+    analysed = dict(zip(verified, parallel.map_ordered(held_out, verified, progress=progress.each())))
     null = {r: rule_ensemble.stacking_score(analysed[r][0]) for r in passed if r in analysed}
     if all(doc["details"]["lab"]["status"] == "same_lab" for _, doc in analysed.values()):
         return analysed, null, None
@@ -125,7 +125,7 @@ def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], min
                                             environment_from=[r for r in passed if r != run_id])
         return doc["details"]["lab"]["status"], rule_ensemble.stacking_score(result)
     cross = labs.cross_lab_null(passed, {r: labs.lab_key(index[r].get("environment")) for r in index},
-                                {r: index[r]["verdict"] for r in verified}, judge)
+                                {r: index[r]["verdict"] for r in verified}, judge, mapper=parallel.map_ordered)
     return analysed, null, cross
 
 

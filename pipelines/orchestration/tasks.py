@@ -103,6 +103,21 @@ def stage_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_succes
     return run_stage
 
 
+def function_task(task_id: str, module: str, function: str, *, timeout: timedelta):
+    """A TaskFlow task that runs ``pipelines.<module>.<function>()``: a part of a stage that a DAG
+    runs on its own (the learner comparison of ``evaluate`` after a retraining)."""
+    from airflow.sdk import task
+
+    @task(task_id=task_id, execution_timeout=timeout)
+    def run_function() -> None:
+        import importlib
+
+        params_or_fail()
+        getattr(importlib.import_module(f"pipelines.{module}"), function)()
+
+    return run_function
+
+
 def batch_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_success"):
     """A TaskFlow task that runs ``pipelines.<name>.run_one`` on each run of a batch
     (:func:`run_batch`; task id = stage name); ``.expand(run_names=...)`` maps it over the night's

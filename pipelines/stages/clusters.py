@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import history
 from pipelines.detectors.cluster_models import cross_lab_scores, decide_matched, model_against, normal_scores
 from pipelines.progress import Progress
@@ -91,17 +91,20 @@ def main() -> None:
     archive.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))
     archive.prune_outputs(config.CLUSTERS, todo)
     progress = Progress(log, "clusters", len(todo))
-    done = reused = 0
+    reused = 0
+
+    def modelled(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
+        nonlocal reused
+        result, kept = out
+        reused += kept
+        return (f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}"
+                + (" (unchanged, reused)" if kept else ""))
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         calibration = calibrate_system(system, index, frames, params, hist)
-        for run_id in [t for t in todo if index[t]["system"] == system]:
-            result, kept = cluster_run(run_id, index, frames, params, hist, calibration)
-            done += 1
-            reused += kept
-            progress.step(done, f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}"
-                                + (" (unchanged, reused)" if kept else ""))
-    print(f"[clusters] {done} target(s) modelled ({reused} unchanged since the last night, reused)")
+        parallel.map_ordered(lambda run_id: cluster_run(run_id, index, frames, params, hist, calibration),
+                             [t for t in todo if index[t]["system"] == system], progress=progress.each(modelled))
+    print(f"[clusters] {progress.done} target(s) modelled ({reused} unchanged since the last night, reused)")
 
 
 if __name__ == "__main__":

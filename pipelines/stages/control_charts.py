@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import history, labs
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
@@ -126,14 +126,13 @@ def main() -> None:
     archive.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))
     archive.prune_outputs(config.CONTROL_CHARTS / "runs", todo)
     progress = Progress(log, "control_charts", len(todo))
-    done = 0
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         calibrate_system(system, index, frames, params, hist)
-        for run_id in [t for t in todo if index[t]["system"] == system]:
-            result = chart_one(run_id, index, frames, params, hist)
-            done += 1
-            progress.step(done, f"{run_id} -> {result['verdict']}, score {result.get('violation_ratio')}")
+        parallel.map_ordered(lambda run_id: chart_one(run_id, index, frames, params, hist),
+                             [t for t in todo if index[t]["system"] == system],
+                             progress=progress.each(lambda run_id, result: f"{run_id} -> {result['verdict']}, "
+                                                                           f"score {result.get('violation_ratio')}"))
     print(f"[control_charts] {len(todo)} target runs charted -> {config.CONTROL_CHARTS / 'runs'}")
 
 

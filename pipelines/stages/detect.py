@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import history, labs
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, analyse, calibrate_system, stacking_evidence
 from pipelines.progress import Progress
@@ -92,11 +92,14 @@ def main() -> None:
     archive.prune_outputs(config.STACKING_CALIBRATION, systems)
     archive.prune_outputs(config.DETECTIONS, todo)
     reused = 0
-    for i, run_id in enumerate(todo, 1):
-        doc, kept = detect_one(run_id, caches)
+
+    def detected(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
+        nonlocal reused
+        doc, kept = out
         reused += kept
-        progress.step(i, f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged"
-                         + (" (unchanged, reused)" if kept else ""))
+        return (f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged"
+                + (" (unchanged, reused)" if kept else ""))
+    parallel.map_ordered(lambda run_id: detect_one(run_id, caches), todo, progress=progress.each(detected))
     print(f"[detect] {len(todo)} target runs analysed ({reused} unchanged since the last night, reused) "
           f"-> {config.DETECTIONS}")
 

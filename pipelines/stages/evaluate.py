@@ -2,7 +2,9 @@
 
 The leave-one-out machinery and the scores are :mod:`pipelines.evaluation.leave_one_out`;
 this stage writes ``metrics/detection.json``, ``metrics/control_charts.json``, their
-``*_runs.csv`` and the detectors-against-anchors table.
+``*_runs.csv`` and the detectors-against-anchors table.  It also does the cause classifiers'
+model selection, which no night waits on (:func:`compare_learners`): ``metrics/cause_learners.json``
+and the learning curves ``metrics/causes_learning_curve.csv``.
 """
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.calibration import headline, history, labs
-from pipelines.detectors import cluster_models
+from pipelines.detectors import causes, cluster_models
 from pipelines.evaluation import anchors
 from pipelines.evaluation.leave_one_out import COMBINERS, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
 from pipelines.evaluation.targets import labelled_targets, target_cause_figures, target_rows
+from pipelines.progress import Progress
 from pipelines.storage import archive, locks, store
 
 log = logging.getLogger("regresslab.evaluate")
@@ -49,6 +52,42 @@ def write_table(metrics: dict[str, Any], frame: pd.DataFrame, name: str) -> None
     archive.write_json_atomic(config.METRICS / f"{name}.json", metrics)
     with archive.atomic_path(config.METRICS / f"{name}_runs.csv") as tmp:
         frame.to_csv(tmp, index=False)
+
+
+def compare_learners(index: dict[str, Any]) -> None:
+    """Every learner of ``train_causes.learners`` in leave-one-run-out on the design each system's
+    model uses, the night's own learner taken from its model (Nguyen 2017 §8.3-8.5,
+    :func:`causes.compare_learners_of`); a learner better than the night's by more than
+    ``learner_standard_errors`` is named, with how to adopt it."""
+    params = config.load_params("train_causes")
+    out: dict[str, Any] = {}
+    curves = []
+    for system in history.systems(index):
+        meta = store.latest_model_meta(system)
+        path = config.features_path(system)
+        if not meta or not path.exists():
+            continue
+        prog = Progress(log, f"evaluate learners {system}", len(params["learners"]), what="learners")
+        figures = causes.compare_learners_of(pd.read_parquet(path), meta["feature_blocks"], params,
+                                             in_use=meta["learners"],
+                                             progress=lambda i, n, name, acc: prog.step(i, f"{name} {acc:.3f}"))
+        out[system] = {k: v for k, v in figures.items() if k != "learning_curve"}
+        curves += [{"system": system, **row} for row in figures["learning_curve"]]
+        if figures["chosen"] != figures["in_use"]:
+            log.warning("evaluate %s: %s is better than the night's %s by more than %s standard error(s) in "
+                        "leave-one-out; list it first in train_causes.learners to adopt it", system,
+                        figures["chosen"], figures["in_use"], params["learner_standard_errors"])
+    config.METRICS.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.METRICS / "cause_learners.json", out)
+    with archive.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
+        pd.DataFrame(curves, columns=["system", "learner", "runs_per_cause", "accuracy", "trials"]).to_csv(tmp, index=False)
+
+
+@locks.holding("compare_learners")
+def learners_main() -> None:
+    """:func:`compare_learners` alone (the retraining DAG's last task, after ``train_causes``)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    compare_learners(archive.read_valid_index())
 
 
 @locks.holding("evaluate")
@@ -97,6 +136,7 @@ def main() -> None:
                 metrics[f"{source}_{system}"] = summarize(gs)
     metrics["targets_causes"] = target_cause_figures(index, label_files)
     write_table(metrics, frame, "detection")
+    compare_learners(index)
     for line in detector_table(metrics):
         print(f"[evaluate] {line}")
     print(f"[evaluate] target causes: {metrics['targets_causes']}")

@@ -9,7 +9,7 @@ import logging
 
 import pandas as pd
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import history, labs
 from pipelines.detectors import charts
 from pipelines.detectors.cause_features import KEY_COLUMNS, feature_columns, pair_baselines, pair_features
@@ -40,18 +40,19 @@ def main() -> None:
             print(f"[features] {system}: {len(verified)} verified runs unchanged, table kept")
             continue
         progress = Progress(log, f"features {system}", len(verified), every=10)
-        parts = []
         lab_runs = history.verdicts(index, system, exclude=exclude)
-        for i, run_id in enumerate(verified, 1):
+
+        def features_of(run_id: str) -> pd.DataFrame:
             pairs = pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
             lab = charter.lab(run_id, pairs, index, lab_runs, labs.lab_params(hist))
             part = pair_features(charter, run_id, pairs, lab["shift"])
-            if len(part):                     # a run with no passed run to pair it with gives no row
+            if len(part):
                 part["system"] = system
                 part["cause"] = "none" if index[run_id]["verdict"] == "pass" else \
                     (index[run_id].get("cause") or "unknown")
-                parts.append(part)
-            progress.step(i)
+            return part
+        parts = [part for part in parallel.map_ordered(features_of, verified, progress=progress.each())
+                 if len(part)]                # a run with no passed run to pair it with gives no row
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
         frame = frame[KEY_COLUMNS + feature_columns(frame)]
         memo.write_parquet(path, frame, key)

@@ -7,8 +7,9 @@ its bin edges, and drops the models of runs that left the history.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import history
 from pipelines.detectors.rule_mining import mine_for_run, model_path
 from pipelines.progress import Progress
@@ -48,14 +49,16 @@ def main() -> None:
         runs = spec["training_runs"]
         directory = config.models_dir(system)
         progress = Progress(log, f"mine_rules {system}", len(runs), what="models")
-        keep = set()
-        for i, run_id in enumerate(runs, 1):
-            ref = spec["reference_load"]
+        ref = spec["reference_load"]
+
+        def mined(run_id: str) -> dict[str, Any]:
             rules = mine_for_run(run_id, spec["counters"], params, directory, ref)
-            keep.add(model_path(run_id, spec["counters"], params, directory, ref)[0].name)
-            summary[run_id] = {"system": system, "rules": int(len(rules)),
-                               "stationarity_rules": int((rules["premise"].map(len) == 0).sum())}
-            progress.step(i, f"{run_id}: {len(rules)} rules")
+            return {"system": system, "rules": int(len(rules)),
+                    "stationarity_rules": int((rules["premise"].map(len) == 0).sum())}
+        for run_id, row in zip(runs, parallel.map_ordered(
+                mined, runs, progress=progress.each(lambda run_id, row: f"{run_id}: {row['rules']} rules"))):
+            summary[run_id] = row
+        keep = {model_path(run_id, spec["counters"], params, directory, ref)[0].name for run_id in runs}
         for stale in directory.glob("*.parquet"):
             if stale.name not in keep:       # models of runs that left the window, or of old edges
                 stale.unlink()

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from functools import partial
 from typing import Any
 
 import pandas as pd
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.preparation.intervals import normalize_run
 from pipelines.progress import Progress
 from pipelines.storage import archive, budget, locks
@@ -61,6 +62,25 @@ def worker_for(params: dict[str, Any]) -> budget.Worker:
     """The child that normalises runs, each held to ``normalize.max_memory_mb`` and
     ``max_seconds`` (``storage.budget``; forked when first given a run)."""
     return budget.Worker(budget.Budget.from_params(params), partial(normalize_one, params=params))
+
+
+_WORKERS: dict[int, budget.Worker] = {}
+
+
+def process_worker(params: dict[str, Any]) -> budget.Worker:
+    """This process' budgeted child (:func:`worker_for`): one for the stage, or one for each
+    process of its pool (``parallel``), each started with its first run."""
+    pid = os.getpid()
+    if pid not in _WORKERS:
+        _WORKERS[pid] = worker_for(params)
+    return _WORKERS[pid]
+
+
+def close_workers() -> None:
+    """Stop this process' budgeted child (a pool's processes stop theirs when they end)."""
+    worker = _WORKERS.pop(os.getpid(), None)
+    if worker is not None:
+        worker.close()
 
 
 def normalize_within_budget(run_id: str, params: dict[str, Any], worker: budget.Worker) -> dict[str, Any] | None:
@@ -116,13 +136,14 @@ def main() -> None:
     index = archive.read_valid_index(every=True)
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
-    rows = {}
-    with worker_for(params) as worker:
-        for i, run_id in enumerate(sorted(index), 1):
-            info = normalize_within_budget(run_id, params, worker)
-            if info is not None:
-                rows[run_id] = {k: v for k, v in info.items() if k != "counters"}
-            progress.step(i)
+    runs = sorted(index)
+    try:
+        done = parallel.map_ordered(lambda run_id: normalize_within_budget(run_id, params, process_worker(params)),
+                                    runs, progress=progress.each())
+    finally:
+        close_workers()
+    rows = {run_id: {k: v for k, v in info.items() if k != "counters"}
+            for run_id, info in zip(runs, done) if info is not None}
     for stale in config.NORMALIZED.glob("*.failed.json"):
         if stale.name.removesuffix(".failed.json") not in index:
             stale.unlink()

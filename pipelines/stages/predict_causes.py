@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import history, labs
 from pipelines.detectors import cause_features, charts
 from pipelines.detectors.causes import predict_cause
@@ -68,13 +68,13 @@ def main() -> None:
     archive.prune_outputs(config.CAUSES, todo)
     progress = Progress(log, "predict_causes", len(todo))
     models = store.CauseModels()
-    charters: dict[str, charts.Charter] = {}
-    for i, run_id in enumerate(todo, 1):
-        system = index[run_id]["system"]
-        if system not in charters:
-            charters[system] = charts.Charter(store.FrameStore.of_system(system), cc_params)
-        result = predict_one(run_id, index, models, charters[system], cc_params, hist)
-        progress.step(i, f"{run_id} -> {result['label']} p={result['probability']} known={result['known']}")
+    for system in history.systems(index):
+        charter = charts.Charter(store.FrameStore.of_system(system), cc_params)
+        models[system], models.fault_model(system)     # loaded once, before the processes share them
+        parallel.map_ordered(lambda run_id: predict_one(run_id, index, models, charter, cc_params, hist),
+                             [t for t in todo if index[t]["system"] == system],
+                             progress=progress.each(lambda run_id, result: f"{run_id} -> {result['label']} "
+                                                    f"p={result['probability']} known={result['known']}"))
     print(f"[predict_causes] {len(todo)} target runs")
 
 

@@ -3,8 +3,9 @@
 The learners, their leave-one-run-out comparison and the unknown-cause threshold (Nguyen
 2017 ch. 8-9, seed 004) are :mod:`pipelines.detectors.causes`.  This stage trains a new
 model version per system when its verified history changed, keeps every version
-(``data/processed/cause_models/<system>/``) and writes ``metrics/causes.json`` and the
-learning curve.
+(``data/processed/cause_models/<system>/``) and writes ``metrics/causes.json``.  It trains the
+night's learner only: comparing the learners and their learning curves is model selection, done
+by ``evaluate`` after the night's report (``causes.compare_learners_of``).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
             meta["verified_history"] = verified_history_digest(index, system)
             archive.write_json_atomic(meta_file, meta)
         return meta
-    prog = Progress(log, f"train_causes {system}", len(params["learners"]), what="learners")
+    prog = Progress(log, f"train_causes {system}", 1, what="learners")
     result = train_system(frame, params, progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
     model = result.pop("model")
     fault_model = result.pop("fault_model")
@@ -94,7 +95,6 @@ def main() -> None:
     params = config.load_params("train_causes")
     index = archive.read_valid_index()
     metrics: dict[str, Any] = {}
-    curves = []
     config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn
     for system in history.systems(index):
         path = config.features_path(system)
@@ -109,17 +109,14 @@ def main() -> None:
         archive.write_json_atomic(config.latest_cause_model(system), {"version": version, "model": f"{version}.skops",
                                                                       "meta": f"{version}.json"})
         metrics[system] = system_metrics(meta)
-        curves += [{"system": system, **row} for row in meta["learning_curve"]]
         best = metrics[system]
-        print(f"[train_causes] {system}: best {meta['best']} LOO accuracy {best['accuracy']} gain {best['gain']} "
+        print(f"[train_causes] {system}: {meta['best']} LOO accuracy {best['accuracy']} gain {best['gain']} "
               f"(r={meta['random_accuracy']}); unknown causes: tau {meta['unknown']['tau']}, "
               f"recall {meta['unknown']['unknown_recall']}, known called unknown {meta['unknown']['known_called_unknown']}")
     if metrics:
         metrics["mean_best_accuracy"] = round(float(np.mean([m["accuracy"] for m in metrics.values()])), 4)
     config.METRICS.mkdir(parents=True, exist_ok=True)
     archive.write_json_atomic(config.METRICS / "causes.json", metrics)
-    with archive.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
-        pd.DataFrame(curves, columns=["system", "learner", "runs_per_cause", "accuracy", "trials"]).to_csv(tmp, index=False)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
     assert nightly["outlets"] == {"announce_verified_runs": ["regresslab://history/verified-runs"]}
     retrain = info["dags"]["retrain_cause_models"]
     assert "regresslab://history/verified-runs" in retrain["schedule"]        # asset-triggered
-    assert set(retrain["tasks"]) == {"features", "train_causes"} and retrain["catchup"] is False
+    assert set(retrain["tasks"]) == {"features", "train_causes", "compare_learners"} and retrain["catchup"] is False
 
 
 def prepare_tree(root: Path, lab: Path) -> None:
@@ -90,6 +90,10 @@ def prepare_tree(root: Path, lab: Path) -> None:
     params["report"]["night"] = "2026-11-22"
     params["commit_changes"]["source"] = None         # no commit series in this tree: the stage says so
     (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def params_of(root: Path) -> dict:
+    return yaml.safe_load((root / "params.yaml").read_text())
 
 
 def dag_test(dag_id: str, env: dict) -> None:
@@ -118,6 +122,8 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
     first = json.loads((by_airflow / "reports" / "runs" / f"{sorted(r for r in truth if '-t' in r)[0]}.json").read_text())
     assert first["cause"]["label"] in (None, "none")
     dag_test("retrain_cause_models", env)
+    compared = json.loads((by_airflow / "metrics" / "cause_learners.json").read_text())      # model selection
+    assert len(compared["shop"]["learners"]) == len(params_of(by_airflow)["train_causes"]["learners"])
     dag_test("nightly_regression_analysis", env)
     # the same stages as `dvc repro` runs them (python -m pipelines.stages.<stage>), in another tree
     for stage in STAGES:

@@ -26,7 +26,7 @@ def analysed(cause_lab, tmp_path_factory):
     """One tree analysed by every stage, shared by this module's tests (they only read it or
     re-run stages that must change nothing)."""
     lab, truth = cause_lab
-    with every_stage_on(tmp_path_factory.mktemp("chain"), lab, learning_curve_repeats=2) as tree:
+    with every_stage_on(tmp_path_factory.mktemp("chain"), lab, jobs=2, learning_curve_repeats=2) as tree:
         yield tree, truth
 
 
@@ -105,7 +105,8 @@ def test_a_second_night_reuses_what_did_not_change_and_redoes_what_did(analysed)
     """With nothing changed, detect, control_charts, clusters,
     features and report rewrite none of their files (the night index is the night's own); when the history changes (one passed run excluded),
     every calibration and target result is computed again; put back, they come back byte for
-    byte as the first night wrote them."""
+    byte as the first night wrote them, although the first night spread each stage's runs over two
+    processes (``compute.jobs: 2``) and this one computes them in one (``jobs: 1``)."""
     tree, _ = analysed
     files = _judged_files()
     assert len(files) >= 10 and any(p.suffix == ".parquet" for p in files)
@@ -127,8 +128,14 @@ def test_a_second_night_reuses_what_did_not_change_and_redoes_what_did(analysed)
         calibration = json.loads((config.STACKING_CALIBRATION / "shop.json").read_text())
         assert dropped not in calibration["runs"]
     finally:
+        params = yaml.safe_load(original)
+        assert params["compute"]["jobs"] == 2
+        params["compute"]["jobs"] = 1
+        params_path.write_text(yaml.safe_dump(params))
+    try:
+        run_stages(stages)
+    finally:
         params_path.write_text(original)
-    run_stages(stages)
     assert {p: p.read_bytes() for p in files} == {p: b for p, (_, b) in first.items()}
 
 
@@ -148,9 +155,15 @@ def test_cause_models_are_versioned_safe_files_with_metrics(analysed):
     model = store.load_model(config.cause_models_dir("shop") / latest["model"])
     assert sorted(model.classes_) == ["cpu_hot_path", "extra_db_query", "none"]
     metrics = json.loads((config.METRICS / "causes.json").read_text())
-    assert len(metrics["shop"]["learners"]) >= 6
-    for m in metrics["shop"]["learners"].values():
-        assert 0.0 <= m["accuracy"] <= 1.0 and m["gain"] == pytest.approx(m["accuracy"] / metrics["shop"]["random_accuracy"], abs=1e-3)
+    assert list(metrics["shop"]["learners"]) == [metrics["shop"]["best"]]       # the night trains one learner
+    # evaluate compares every learner afterwards, the night's row as the night measured it
+    compared = json.loads((config.METRICS / "cause_learners.json").read_text())["shop"]
+    assert len(compared["learners"]) >= 6 and compared["in_use"] == metrics["shop"]["best"]
+    assert compared["learners"][compared["in_use"]] == metrics["shop"]["learners"][compared["in_use"]]
+    for m in compared["learners"].values():
+        assert 0.0 <= m["accuracy"] <= 1.0 and m["gain"] == pytest.approx(m["accuracy"] / compared["random_accuracy"], abs=1e-3)
+    curve = pd.read_csv(config.METRICS / "causes_learning_curve.csv")
+    assert set(curve["learner"]) <= set(compared["learners"]) and len(curve)
     # a second night with no new verified run retrains nothing
     before = sorted(p.name for p in config.cause_models_dir("shop").iterdir())
     stamp = (config.cause_models_dir("shop") / latest["model"]).stat().st_mtime_ns
@@ -297,7 +310,7 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
     import shutil
     tree, truth = analysed
     params_text = (tree / "params.yaml").read_text()
-    kept = {p: p.read_bytes() for p in [config.METRICS / "causes.json", config.METRICS / "causes_learning_curve.csv"]}
+    kept = {p: p.read_bytes() for p in [config.METRICS / "causes.json"]}
     shutil.copytree(config.CAUSE_MODELS, tree / "cause_models.bak")
     try:
         params = yaml.safe_load(params_text)

@@ -85,17 +85,27 @@ def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
     assert 0.0 <= figures["unknown_recall"] <= 1.0 and 0.0 < figures["tau"] <= 1.0
 
 
-def test_train_system_reports_every_learner_and_refits_the_best():
+def test_train_system_fits_the_first_learner_and_the_comparison_reports_every_learner():
     frame = _toy_features(np.random.default_rng(2))
     params = {"learners": list(causes.learners()), "learning_curve_max_runs": 2,
               "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
               "feature_designs": [["counters"]], "design_learner": "random_forest", "balance_classes": True,
               "few_runs": 4, "learner_standard_errors": 0}
     out = causes.train_system(frame, params)
-    assert set(out["learners"]) == set(causes.learners()) and len(out["learners"]) >= 6
+    assert list(out["learners"]) == ["random_forest"] == [out["best"]]      # the night's learner only
+    assert "learning_curve" not in out
     assert out["random_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
-    assert out["learners"][out["best"]]["accuracy"] == max(v["accuracy"] for v in out["learners"].values())
-    assert [r["runs_per_cause"] for r in out["learning_curve"]] == [1, 2]
+    # model selection, after the night: every learner, the night's row taken as it is
+    compared = causes.compare_learners_of(frame, out["feature_blocks"], params, in_use=out["learners"])
+    assert list(compared["learners"]) == list(causes.learners()) and compared["in_use"] == "random_forest"
+    assert compared["learners"]["random_forest"] == out["learners"]["random_forest"]
+    again = causes.compare_learners_of(frame, out["feature_blocks"], params)        # measured afresh: the same
+    assert again["learners"] == compared["learners"]
+    # standard errors 0: the most accurate learner, the first listed among ties
+    top = max(v["accuracy"] for v in compared["learners"].values())
+    assert compared["chosen"] == next(k for k, v in compared["learners"].items() if v["accuracy"] == top)
+    assert [r["runs_per_cause"] for r in compared["learning_curve"]] == [1, 2]
+    assert {r["learner"] for r in compared["learning_curve"]} == {compared["chosen"]}   # the best ranked first
     one = frame[frame["target"] == "db-0"]
     pred = causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5,
                                         blocks=out["feature_blocks"], per_cause=out["per_cause"])

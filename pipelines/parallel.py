@@ -1,0 +1,109 @@
+"""parallel: a stage's per-run work on every core, with the results of one process.
+
+The per-run analyses of a night (a target judged, a normal run judged for a null, a run held out
+of a classifier) are independent of each other: each reads the night's inputs and returns its
+result.  :func:`map_ordered` hands them to ``jobs`` worker processes and gives the results back
+in the order of the items, so that whatever a stage writes is byte for byte what one process
+writes.  The workers are forked from the stage: they inherit its inputs (frames, caches, the
+function itself, closures included) without pickling them; only the results travel back.  A
+worker's own nested call runs serially (a worker has no children).
+
+``jobs`` comes from the ``compute`` block of params.yaml (null: the cores this process may use).
+It changes no result, so no stage lists it as a DVC dependency: changing it re-runs nothing.
+
+Randomness stays identical because every piece of work that draws seeds its own generator (the
+learners' ``random_state``); work that draws from one shared generator draws its plan first, in
+the parent, and hands the drawn plan out (``causes.learning_curve``).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable, Iterable, Sequence
+
+_WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+_IN_WORKER = False
+_JOBS: int | None = None
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:          # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve(jobs: int | None) -> int:
+    """``jobs`` as a number of processes: null or 0 is every available core."""
+    return available_cores() if not jobs else max(1, int(jobs))
+
+
+def configured_jobs() -> int:
+    """The processes of a call that names none: :func:`set_jobs`' when set, else ``compute.jobs``
+    of the current params.yaml, resolved."""
+    if _JOBS is not None:
+        return _JOBS
+    from pipelines import config
+    return resolve(config.load_params("compute")["jobs"])
+
+
+def set_jobs(jobs: int | None) -> None:
+    """Fix the processes of this process' later calls (None: follow params.yaml again)."""
+    global _JOBS
+    _JOBS = None if jobs is None else resolve(jobs)
+
+
+def _initialise() -> None:
+    global _IN_WORKER
+    _IN_WORKER = True
+
+
+def _call(i: int) -> Any:
+    fn, items = _WORK
+    return fn(items[i])
+
+
+def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | None = None,
+                progress: Callable[[int, Any, Any], None] | None = None) -> list[Any]:
+    """``[fn(x) for x in items]``, computed by ``jobs`` processes (default :func:`configured_jobs`).
+
+    ``progress(done, item, result)`` is called in this process as each result arrives (``done``
+    counts them), for the stage's progress lines.  An exception of ``fn`` is raised here, as the
+    serial loop would raise it, after the workers stop."""
+    global _WORK
+    items = list(items)
+    n = 1 if _IN_WORKER else min(configured_jobs() if jobs is None else resolve(jobs), len(items))
+    if n <= 1:
+        out = []
+        for i, item in enumerate(items, 1):
+            out.append(fn(item))
+            if progress:
+                progress(i, item, out[-1])
+        return out
+    if _WORK is not None:
+        raise RuntimeError("map_ordered is not re-entrant within one process")
+    _WORK = (fn, items)
+    results: list[Any] = [None] * len(items)
+    try:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_initialise) as pool:
+            pending = {pool.submit(_call, i): i for i in range(len(items))}
+            done = 0
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(finished, key=pending.get):
+                    i = pending.pop(future)
+                    try:
+                        results[i] = future.result()
+                    except BaseException:
+                        for other in pending:
+                            other.cancel()
+                        raise
+                    done += 1
+                    if progress:
+                        progress(done, items[i], results[i])
+    finally:
+        _WORK = None
+    return results

@@ -1,0 +1,83 @@
+"""parallel.map_ordered: a stage's per-run work on several processes gives what one process gives."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines import parallel
+from pipelines.detectors import cause_features, causes
+
+
+@pytest.fixture(autouse=True)
+def _jobs_from_params_again():
+    yield
+    parallel.set_jobs(None)
+
+
+def test_results_come_back_in_the_items_order_computed_in_other_processes():
+    items = list(range(12))
+    seen = []
+    out = parallel.map_ordered(lambda x: (x * x, os.getpid()), items, jobs=2,
+                               progress=lambda done, item, result: seen.append((done, item)))
+    assert [v for v, _ in out] == [x * x for x in items]
+    assert {pid for _, pid in out} - {os.getpid()}          # the work ran in worker processes
+    assert [d for d, _ in seen] == list(range(1, 13)) and sorted(i for _, i in seen) == items
+
+
+def test_one_job_runs_in_this_process_and_a_closure_sees_the_callers_state():
+    big = np.arange(1000)               # inherited by the workers, never pickled
+    serial = parallel.map_ordered(lambda i: (int(big[i] * 2), os.getpid()), [1, 5, 999], jobs=1)
+    assert serial == [(2, os.getpid()), (10, os.getpid()), (1998, os.getpid())]
+    assert [v for v, _ in parallel.map_ordered(lambda i: (int(big[i] * 2), 0), [1, 5, 999], jobs=2)] == [2, 10, 1998]
+
+
+def test_an_error_in_a_worker_is_raised_in_the_caller():
+    def fail_on_three(x):
+        if x == 3:
+            raise ValueError("run 3 is broken")
+        return x
+    with pytest.raises(ValueError, match="run 3 is broken"):
+        parallel.map_ordered(fail_on_three, range(6), jobs=2)
+    assert parallel.map_ordered(lambda x: x, [7], jobs=2) == [7]      # the next call works
+
+
+def test_a_call_inside_a_worker_runs_serially():
+    def inner(x):
+        return parallel.map_ordered(lambda y: (y, os.getpid()), [x, x + 1], jobs=2)
+    for pairs in parallel.map_ordered(inner, [0, 10], jobs=2):
+        assert len({pid for _, pid in pairs}) == 1               # both in the one worker
+
+
+def test_jobs_null_is_every_available_core():
+    assert parallel.resolve(None) == parallel.resolve(0) == parallel.available_cores() >= 1
+    assert parallel.resolve(3) == 3
+    parallel.set_jobs(1)
+    assert parallel.configured_jobs() == 1
+
+
+def _toy(rng):
+    rows = []
+    for cause, shift in (("none", (0.0, 0.0)), ("cpu", (0.9, 0.0)), ("db", (0.0, 0.9))):
+        for i in range(5):
+            for b in range(2):
+                rows.append({"target": f"{cause}-{i}", "baseline": f"base-{b}", "system": "s", "cause": cause,
+                             "upper:cpu": shift[0] + rng.uniform(0, 0.3), "upper:db": shift[1] + rng.uniform(0, 0.3)})
+    return pd.DataFrame(rows)
+
+
+def test_leave_one_out_and_learning_curve_are_identical_on_one_and_two_processes():
+    frame = _toy(np.random.default_rng(4))
+    cols = cause_features.feature_columns(frame)
+    template = causes.learners(0)["random_forest"]
+    got = {}
+    for jobs in (1, 2):
+        parallel.set_jobs(jobs)
+        got[jobs] = (causes.loo_probabilities(template, frame, cols, True),
+                     causes.learning_curve(template, frame, cols, max_runs=2, repeats=4, seed=3, balance=True),
+                     causes.held_out_cause_probabilities(template, frame, cols, ["cpu", "db"]))
+    assert got[1][0].equals(got[2][0]) and list(got[1][0].index) == sorted(frame["target"].unique())
+    assert got[1][1] == got[2][1] and [r["trials"] for r in got[1][1]] == [4, 4]
+    assert got[1][2].keys() == got[2][2].keys() and all(got[1][2][c].equals(got[2][2][c]) for c in got[1][2])
