@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test setup browser bench reset screenshots real-data
+.PHONY: run test setup browser services bench reset screenshots real-data
 
 $(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,7 +42,14 @@ browser:
 	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver \
 	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver; }; }
 
-test: setup browser
+# The scale-out test starts Debian's PostgreSQL and Redis itself (tests/dags/test_celery_scale_out.py).
+services:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null || { \
+	  SUDO=$$(command -v sudo >/dev/null && [ "$$(id -u)" != 0 ] && echo sudo); \
+	  $$SUDO apt-get install -y --no-install-recommends postgresql redis-server \
+	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends postgresql redis-server; }; }
+
+test: setup browser services
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 bench: setup

@@ -20,7 +20,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Any, Callable, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 _WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 _IN_WORKER = False
@@ -55,6 +56,28 @@ def set_jobs(jobs: int | None) -> None:
     _JOBS = None if jobs is None else resolve(jobs)
 
 
+@contextmanager
+def children_allowed() -> Iterator[None]:
+    """Let this process start child processes although multiprocessing marks it a daemon.
+
+    A Celery worker runs each task in a process forked from its pool's, a daemon, and that mark is
+    inherited: ``Process.start`` then refuses ("daemonic processes are not allowed to have
+    children"), which would stop every stage's pool and budgeted child on a Celery worker (found by
+    tests/dags/test_celery_scale_out.py).  What the mark guards against, children left behind when
+    their parent ends, the callers guard against themselves: the pool and ``storage.budget.Worker``
+    join or kill their children before they return."""
+    me = multiprocessing.current_process()
+    had, daemon = "daemon" in me._config, me._config.get("daemon")
+    me._config["daemon"] = False
+    try:
+        yield
+    finally:
+        if had:
+            me._config["daemon"] = daemon
+        else:
+            me._config.pop("daemon", None)
+
+
 def _initialise() -> None:
     global _IN_WORKER
     _IN_WORKER = True
@@ -87,8 +110,8 @@ def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | N
     _WORK = (fn, items)
     results: list[Any] = [None] * len(items)
     try:
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_initialise) as pool:
+        with children_allowed(), ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                                     initializer=_initialise) as pool:
             pending = {pool.submit(_call, i): i for i in range(len(items))}
             done = 0
             while pending:

@@ -23,6 +23,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pipelines import parallel
+
 
 BUDGET_KEYS = ("max_memory_mb", "max_seconds")     # a stage's params block names its budget so
 
@@ -112,8 +114,10 @@ class Worker:
     def _start(self) -> None:
         ctx = multiprocessing.get_context("fork")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, self.fn, self.budget.memory_mb), daemon=True)
-        self._process.start()
+        process = ctx.Process(target=_serve, args=(child, self.fn, self.budget.memory_mb), daemon=True)
+        with parallel.children_allowed():        # a stage on a Celery worker runs in a daemon
+            process.start()
+        self._process = process
         child.close()
 
     def close(self) -> None:

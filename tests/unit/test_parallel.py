@@ -1,6 +1,7 @@
 """parallel.map_ordered: a stage's per-run work on several processes gives what one process gives."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 
 import numpy as np
@@ -81,3 +82,25 @@ def test_leave_one_out_and_learning_curve_are_identical_on_one_and_two_processes
     assert got[1][0].equals(got[2][0]) and list(got[1][0].index) == sorted(frame["target"].unique())
     assert got[1][1] == got[2][1] and [r["trials"] for r in got[1][1]] == [4, 4]
     assert got[1][2].keys() == got[2][2].keys() and all(got[1][2][c].equals(got[2][2][c]) for c in got[1][2])
+
+
+def _inside_a_daemon(out) -> None:
+    """What a stage does on a Celery worker, whose task process multiprocessing marks a daemon."""
+    from pipelines.storage import budget
+    try:
+        pooled = parallel.map_ordered(lambda x: x + 1, [1, 2, 3], jobs=2)
+        with budget.Worker(budget.Budget(memory_mb=256, seconds=30), lambda x: x * 10) as worker:
+            budgeted = worker.run("multiplying", 4)
+        out.put((pooled, budgeted, multiprocessing.current_process().daemon))
+    except BaseException as exc:     # noqa: BLE001 -- the test reads it
+        out.put(repr(exc))
+
+
+def test_a_daemon_process_still_runs_the_pool_and_the_budgeted_child():
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    daemon = ctx.Process(target=_inside_a_daemon, args=(out,), daemon=True)
+    daemon.start()
+    got = out.get(timeout=60)
+    daemon.join(timeout=30)
+    assert got == ([2, 3, 4], 40, True)          # and the daemon mark is back afterwards

@@ -1,0 +1,230 @@
+"""The path past one machine: the nightly DAG on the CeleryExecutor, two workers, one data folder.
+
+Real components, started by the test: PostgreSQL (Debian's server, a cluster of its own in a
+scratch directory) holds Airflow's metadata and Celery's results; Redis (Debian's) is the broker;
+Airflow's API server, scheduler and DAG processor; two ``airflow celery worker`` processes, each
+with its own name, sharing the pipeline's data folder (``REGRESSLAB_ROOT``) as workers on several
+machines share it over NFS (docs/operations/airflow.md).  The scheduler starts one night of a
+small lab; the verdict files must be those of the same stages run one after the other, as
+``dvc repro`` runs them, and the night's tasks must have run on both workers.
+
+``make test`` installs ``postgresql`` and ``redis-server`` from Debian when they are missing.
+PostgreSQL refuses to run as root: as root the cluster runs as the ``postgres`` user the package
+creates.  What is not real: the two workers are two processes of one machine, not two machines.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.orchestration import stage_graph
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+AIRFLOW = str(Path(PY).parent / "airflow")
+DAG = "nightly_regression_analysis"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check, what: str, timeout: float, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def postgres_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    assert found, (f"PostgreSQL's {name} is not installed: `make test` installs Debian's postgresql "
+                   f"(apt-get install postgresql redis-server)")
+    return found[-1]
+
+
+def as_postgres(cmd: list[str]) -> list[str]:
+    """``cmd`` as the ``postgres`` user when this process is root (PostgreSQL refuses root)."""
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+def start_postgres(stack: ExitStack) -> int:
+    """A PostgreSQL cluster of its own (trust auth on 127.0.0.1) with a database ``airflow``; its port."""
+    folder = Path(tempfile.mkdtemp(prefix="regresslab-pg-"))
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres", "postgres")
+    data, port = folder / "data", free_port()
+    subprocess.run(as_postgres([postgres_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "airflow",
+                                "--no-sync"]), check=True, capture_output=True, text=True, timeout=120)
+    server = subprocess.Popen(as_postgres([postgres_bin("postgres"), "-D", str(data), "-p", str(port),
+                                           "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={folder}",
+                                           "-c", "fsync=off", "-c", "max_connections=200"]),
+                              stdout=subprocess.DEVNULL, stderr=open(folder.parent / f"{folder.name}.log", "w"))
+    stack.callback(stop, server)
+    wait_until(lambda: subprocess.run([postgres_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+                                      capture_output=True).returncode == 0, "PostgreSQL", 60, 0.5)
+    subprocess.run([postgres_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "airflow", "airflow"],
+                   check=True, capture_output=True, text=True, timeout=60)
+    return port
+
+
+def start_redis(stack: ExitStack, folder: Path) -> int:
+    redis = shutil.which("redis-server") or "/usr/bin/redis-server"
+    assert Path(redis).exists(), "redis-server is not installed: `make test` installs Debian's redis-server"
+    port = free_port()
+    server = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                               "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stack.callback(stop, server)
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+    wait_until(answers, "Redis", 30, 0.2)
+    return port
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM) if os.getpgid(proc.pid) == proc.pid else proc.terminate()
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def prepare_tree(root: Path, lab: Path) -> None:
+    root.mkdir(parents=True)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["pull"]["source"] = str(lab)
+    params["report"]["night"] = "2026-11-22"
+    params["commit_changes"]["source"] = None
+    params["compute"]["jobs"] = 1          # two workers of two tasks each already share the cores
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, cause_lab):
+    lab, truth = cause_lab
+    by_celery, by_stages, home = tmp_path / "celery_tree", tmp_path / "stage_tree", tmp_path / "airflow_home"
+    prepare_tree(by_celery, lab)
+    prepare_tree(by_stages, lab)
+    home.mkdir()
+    with ExitStack() as stack:
+        pg, broker, api = start_postgres(stack), start_redis(stack, tmp_path), free_port()
+        env = dict(os.environ)
+        env.update({
+            "AIRFLOW_HOME": str(home), "REGRESSLAB_ROOT": str(by_celery), "PYTHONPATH": str(REPO),
+            "PATH": f"{Path(PY).parent}:{env.get('PATH', '')}",
+            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor", "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__PARALLELISM": "8",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg://airflow@127.0.0.1:{pg}/airflow",
+            "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{broker}/0",
+            "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql+psycopg://airflow@127.0.0.1:{pg}/airflow",
+            "AIRFLOW__API__PORT": str(api),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api}/execution/",
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+        })
+        migrated = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
+        assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
+        logs = tmp_path / "logs"
+        logs.mkdir()
+
+        def start(name: str, *args: str, **extra: str) -> None:
+            proc = subprocess.Popen([AIRFLOW, *args], env={**env, **extra}, stdout=open(logs / f"{name}.log", "w"),
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            stack.callback(stop, proc)
+        start("api-server", "api-server", "--port", str(api))
+        start("scheduler", "scheduler")
+        start("dag-processor", "dag-processor")
+        for worker in ("worker1", "worker2"):           # each serves its task logs on a port of its own
+            start(worker, "celery", "worker", "--concurrency", "2", "--celery-hostname", f"{worker}@%h",
+                  AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()))
+
+        def airflow(*args: str) -> str:
+            return subprocess.run([AIRFLOW, *args], env=env, check=True, capture_output=True, text=True,
+                                  timeout=300).stdout
+        wait_until(lambda: DAG in airflow("dags", "list", "-o", "json"), "the DAG processor to parse the DAGs", 300, 5)
+        airflow("dags", "unpause", DAG)         # the scheduler starts tonight's run (catchup off: one run)
+
+        def finished() -> str | None:
+            runs = json.loads(_json_part(airflow("dags", "list-runs", DAG, "-o", "json")))
+            return runs[0]["state"] if len(runs) == 1 and runs[0]["state"] in ("success", "failed") else None
+        try:
+            state = wait_until(finished, "the night to end", 900, 5)
+        except AssertionError:
+            raise AssertionError("the night did not end: " + _tail(logs)) from None
+        assert state == "success", _tail(logs)
+        celery_ids = _celery_task_ids(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    # every task of the night ran on one of the two workers, and both worked, on one data folder
+    ran = {w: set(re.findall(r"execute_workload\[([0-9a-f-]+)\] succeeded", (logs / f"{w}.log").read_text()))
+           for w in ("worker1", "worker2")}
+    assert len(celery_ids) >= 20 and set(celery_ids) == ran["worker1"] | ran["worker2"]
+    assert ran["worker1"] and ran["worker2"] and not ran["worker1"] & ran["worker2"], ran
+    # the night's stages one after the other, as dvc repro runs them, in another tree (not features and
+    # train_causes: the retraining DAG runs them, and this first night has no cause model yet)
+    stages_env = dict(os.environ, REGRESSLAB_ROOT=str(by_stages), PYTHONPATH=str(REPO))
+    for stage in stage_graph.select("pull", through="report", skip=("features", "train_causes")):
+        subprocess.run([PY, "-m", f"pipelines.stages.{stage}"], env=stages_env, capture_output=True, text=True,
+                       timeout=600, check=True)
+    targets = sorted(r for r in truth if "-t" in r)
+    assert targets
+    for run_id in targets:
+        a = (by_celery / "reports" / "runs" / f"{run_id}.json").read_bytes()
+        b = (by_stages / "reports" / "runs" / f"{run_id}.json").read_bytes()
+        assert a == b, run_id                   # byte for byte
+
+
+def _json_part(out: str) -> str:
+    for line in out.splitlines():
+        if line.strip().startswith("["):
+            return line
+    return "[]"
+
+
+def _celery_task_ids(url: str) -> list[str]:
+    """The Celery task id of each successful task instance of the night (Airflow's metadata)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sqlalchemy.text(
+            "SELECT external_executor_id FROM task_instance WHERE dag_id = :dag AND state = 'success'"),
+            {"dag": DAG}).all()
+    engine.dispose()
+    return [str(r[0]) for r in rows]
+
+
+def _tail(logs: Path) -> str:
+    return "\n".join(f"--- {p.name}\n" + p.read_text(errors="replace")[-1500:] for p in sorted(logs.glob("*.log")))
