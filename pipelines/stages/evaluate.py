@@ -80,7 +80,8 @@ def compare_learners(index: dict[str, Any]) -> None:
     config.METRICS.mkdir(parents=True, exist_ok=True)
     archive.write_json_atomic(config.METRICS / "cause_learners.json", out)
     with archive.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
-        pd.DataFrame(curves, columns=["system", "learner", "runs_per_cause", "accuracy", "trials"]).to_csv(tmp, index=False)
+        columns = ["system", "learner", "runs_per_cause", "accuracy", "trials"]
+        pd.DataFrame(curves, columns=columns).to_csv(tmp, index=False)
 
 
 @locks.holding("compare_learners")
