@@ -20,13 +20,6 @@ def pytest_configure(config):
                                        "`pytest -m 'not slow'` leaves them out, `make test` runs them")
 
 
-def pytest_collection_modifyitems(config, items):
-    """The slow files first, in their order, then the others.  `make test` hands whole files to two
-    workers (``-n 2 --dist loadfile``) in collection order: started first, the long files run side by
-    side while the short ones fill the gaps, instead of one worker ending alone on a long file."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)      # stable: order kept within each
-
-
 def write_lab(out: Path, **kw) -> dict:
     """Simulate a small lab into ``out``; return the truth per run."""
     out.mkdir(parents=True, exist_ok=True)
