@@ -744,6 +744,10 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
                               environment_from=[r for r in passed if r != run_id] if across else None)
         return doc["details"]["lab"]["status"], round(stacking_score(result), 6)
 
+    for r in passed:            # loaded here once, before the processes fork: they share them, not load them again
+        ctx.cache.model(r, ctx.edges, ctx.mine_params, ctx.models_dir, ctx.reference, ctx.tag)
+        ctx.cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag)
+
     def mapper(fn, jobs: list) -> list:       # every analysis on the stage's processes, counted here
         return parallel.map_ordered(fn, jobs, progress=progress.each())
     same = mapper(lambda r: judge(r, [b for b in passed if b != r], verdicts, across=False)[1], passed)
