@@ -91,19 +91,17 @@ def main() -> None:
     archive.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))
     archive.prune_outputs(config.CLUSTERS, todo)
     progress = Progress(log, "clusters", len(todo))
-    reused = 0
-
     def modelled(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
-        nonlocal reused
         result, kept = out
-        reused += kept
         return (f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}"
                 + (" (unchanged, reused)" if kept else ""))
+    reused = 0
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         calibration = calibrate_system(system, index, frames, params, hist)
-        parallel.map_ordered(lambda run_id: cluster_run(run_id, index, frames, params, hist, calibration),
-                             [t for t in todo if index[t]["system"] == system], progress=progress.each(modelled))
+        done = parallel.map_ordered(lambda run_id: cluster_run(run_id, index, frames, params, hist, calibration),
+                                    [t for t in todo if index[t]["system"] == system], progress=progress.each(modelled))
+        reused += sum(kept for _, kept in done)
     print(f"[clusters] {progress.done} target(s) modelled ({reused} unchanged since the last night, reused)")
 
 

@@ -91,15 +91,12 @@ def main() -> None:
     systems = calibrate_all(caches)
     archive.prune_outputs(config.STACKING_CALIBRATION, systems)
     archive.prune_outputs(config.DETECTIONS, todo)
-    reused = 0
-
     def detected(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
-        nonlocal reused
         doc, kept = out
-        reused += kept
         return (f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged"
                 + (" (unchanged, reused)" if kept else ""))
-    parallel.map_ordered(lambda run_id: detect_one(run_id, caches), todo, progress=progress.each(detected))
+    done = parallel.map_ordered(lambda run_id: detect_one(run_id, caches), todo, progress=progress.each(detected))
+    reused = sum(kept for _, kept in done)
     print(f"[detect] {len(todo)} target runs analysed ({reused} unchanged since the last night, reused) "
           f"-> {config.DETECTIONS}")
 
