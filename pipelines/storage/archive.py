@@ -191,6 +191,8 @@ def _zip_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
         raise ArchiveError(f"not a readable zip file: {exc}") from exc
+    except NotImplementedError as exc:      # a central directory asking for a zip version zipfile lacks
+        raise ArchiveError(f"a zip this reader cannot open: {exc}") from exc
     with zf:
         for info in zf.infolist():
             if info.is_dir():
