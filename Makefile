@@ -34,6 +34,15 @@ screenshots: browser
 	  print(max(docs, key=lambda d: (d["verdict"] == "fail", bool(d["cause"]["known"]), d["score"]))["run_id"])').html
 	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1600 \
 	  --screenshot=reports/screenshots/commits.png file://$(CURDIR)/reports/commits/index.html
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1000 \
+	  --screenshot=reports/screenshots/system.png file://$(CURDIR)/$$(ls reports/systems/ledger-*/index.html | head -1)
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1000 \
+	  --screenshot=reports/screenshots/counter.png file://$(CURDIR)/$$($(BIN)/python -c 'import glob, json; \
+	  from pipelines.reporting.counter_history import system_dir, slug; \
+	  d = max((json.load(open(f)) for f in glob.glob("reports/runs/*.json")), key=lambda d: (d["verdict"] == "fail", d["score"] or 0)); \
+	  print(system_dir(d["system"]).relative_to(system_dir(d["system"]).parents[2]) / "counters" / (slug(d["flagged_counters"][0]) + ".html"))')
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1300 \
+	  --screenshot=reports/screenshots/compare.png file://$(CURDIR)/$$(ls reports/compare/*.html | head -1)
 
 # The report's browser test drives Debian's chromium through chromedriver.
 browser:

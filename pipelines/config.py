@@ -91,6 +91,8 @@ def use_root(root: str | Path) -> None:
     g["NIGHTS"] = reports / "nights"
     g["NIGHT_INDEX"] = reports / "index.html"
     g["COMMIT_REPORTS"] = reports / "commits"      # changes.json (contract §3) and index.html
+    g["SYSTEM_REPORTS"] = reports / "systems"      # each system's counters over time
+    g["COMPARE_REPORTS"] = reports / "compare"     # two runs side by side
     g["METRICS"] = root / "metrics"
     g["PARAMS"] = root / "params.yaml"
 
@@ -101,6 +103,8 @@ EXAMPLE: Path
 COMMIT_EXAMPLE: Path
 COMMIT_CLUSTERS: Path
 COMMIT_REPORTS: Path
+SYSTEM_REPORTS: Path
+COMPARE_REPORTS: Path
 RAW: Path
 MANIFEST: Path
 INTERIM: Path

@@ -53,6 +53,8 @@ NULLABLE: dict[str, Any] = {
     "compute.jobs": int,
     "ingest.timezone": str,
     "alerts.from_email": str,
+    "alerts.smtp_host": str,
+    "alerts.smtp_user": str,
     "alerts.index_url": str,
     "ingest.prometheus.url": str,
 }

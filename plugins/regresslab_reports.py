@@ -2,7 +2,8 @@
 
 A FastAPI app mounted by the Airflow API server at ``/regresslab`` lists the nights
 (``reports/nights/*.json``) and their runs with verdict, score and cause, and serves each
-run's page (``reports/runs/<run_id>.html``), the night index and the Great Expectations
+run's page (``reports/runs/<run_id>.html``), the night index, the counter histories
+(``reports/systems``), the compare pages (``reports/compare``) and the Great Expectations
 Data Docs.  An external view puts "Regression reports" in the UI's navigation.  Paths and
 the run-id grammar come from ``pipelines.config``; the list page is the project's template
 ``pipelines/reporting/templates/nights.html.j2`` with the reports' style sheet.
@@ -118,6 +119,28 @@ def run_file(name: str) -> FileResponse:
         raise HTTPException(404, "no such report")
     path = _served(config.run_report_path(stem, ext), Path(config.RUN_REPORTS))
     return FileResponse(path, media_type="text/html" if ext == "html" else "application/json")
+
+
+@app.get("/systems/{rest:path}")
+def system_pages(rest: str) -> FileResponse:
+    """A system's counter index, a counter's history page or ``counters.json``, confined to
+    ``reports/systems`` (the run medians' Parquet file is not served)."""
+    if len(rest) > MAX_PATH or "\x00" in rest or not rest.endswith((".html", ".json")):
+        raise HTTPException(404, "no such page")
+    base = Path(config.SYSTEM_REPORTS)
+    path = _served(base / rest, base)
+    return FileResponse(path, media_type="text/html" if rest.endswith(".html") else "application/json")
+
+
+@app.get("/compare/{name}")
+def compare_page(name: str) -> FileResponse:
+    """Two runs side by side (``<run_a>--<run_b>.html``, each id checked against the run-id grammar)."""
+    stem, dot, ext = name.rpartition(".")
+    run_a, sep, run_b = stem.partition("--")
+    if ext != "html" or not sep or not config.is_identifier(run_a) or not config.is_identifier(run_b):
+        raise HTTPException(404, "no such page")
+    base = Path(config.COMPARE_REPORTS)
+    return FileResponse(_served(base / name, base), media_type="text/html")
 
 
 @app.get("/validation/{rest:path}")

@@ -5,6 +5,7 @@
     regresslab ingest RUN_DIR --out DIR
     regresslab triage RUN_ID --verdict pass|fail --by NAME   (or --list, --undo)
     regresslab report [--open]       # the night index and the latest night's runs
+    regresslab compare RUN_A RUN_B   # two runs side by side, every counter (and reports/compare/A--B.html)
 
 The project is the directory holding ``dvc.yaml`` and ``params.yaml``: ``REGRESSLAB_ROOT`` when
 set, else the checkout this package lives in, else the current directory (``config``).
@@ -66,10 +67,41 @@ def stage_outputs() -> dict[str, str]:
 
 
 def run(argv: list[str]) -> int:
-    """The night through DVC: ``dvc repro`` in the project, any further arguments passed on."""
+    """The night through DVC: ``dvc repro`` in the project, any further arguments passed on.  Its
+    output is shown as it comes; when a stage fails, the night's alert says which and why
+    (``params.yaml: alerts``, off by default)."""
+    import collections
+    import os
+
     config.load_params()                       # a bad params.yaml stops here, before any stage
     dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
-    return subprocess.call([dvc, "repro", *argv], cwd=config.ROOT)
+    tail: collections.deque[str] = collections.deque(maxlen=80)
+    with subprocess.Popen([dvc, "repro", *argv], cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            tail.append(line)
+    if proc.returncode:
+        from pipelines.reporting import alerts
+
+        stage, reason = failed_stage(list(tail))
+        print(f"[run] alerts: {alerts.notify_stopped(stage, reason, where='dvc repro')}", file=sys.stderr)
+    return proc.returncode
+
+
+def failed_stage(lines: list[str]) -> tuple[str, str]:
+    """(stage, reason) of a failed ``dvc repro`` from the end of its output: DVC's ``failed to
+    reproduce 'STAGE'`` names the stage; the reason is the stage's last lines before it (its
+    exception) and DVC's own line."""
+    import re
+
+    for i in range(len(lines) - 1, -1, -1):
+        found = re.search(r"failed to reproduce '([^']+)'", lines[i])
+        if found:
+            before = [ln.rstrip() for ln in lines[max(0, i - 12):i] if ln.strip()]
+            return found.group(1), "\n".join(before[-6:] + [lines[i].strip()])
+    return "dvc repro", "\n".join(ln.rstrip() for ln in lines[-8:] if ln.strip())
 
 
 def report(argv: list[str]) -> int:
@@ -101,13 +133,18 @@ def ingest(argv: list[str]) -> int:
     return 0
 
 
+def compare(argv: list[str]) -> int:
+    from pipelines.reporting import compare as command
+    return command.main(argv)
+
+
 def triage(argv: list[str]) -> int:
     from pipelines.cli import triage as command
     command.main(argv)
     return 0
 
 
-COMMANDS = {"check": check, "run": run, "ingest": ingest, "triage": triage, "report": report}
+COMMANDS = {"check": check, "run": run, "ingest": ingest, "triage": triage, "report": report, "compare": compare}
 
 
 def main(argv: list[str] | None = None) -> int:

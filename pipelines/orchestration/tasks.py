@@ -67,12 +67,19 @@ def run_batch(run_one: Callable[[str], object], runs: list[str], *, stage: str) 
 
 
 def notify_failure(context) -> None:
-    """``on_failure_callback``: one line naming the stage, the mapped run (if any) and the DAG run."""
+    """``on_failure_callback`` (after the retries): one line naming the stage, the mapped run (if
+    any) and the DAG run, and the alert of a night that failed or was skipped (``alerts``)."""
     ti = context.get("task_instance")
     index = getattr(ti, "map_index", -1)
     which = f" (mapped run #{index})" if index is not None and index >= 0 else ""
-    print(f"regresslab: stage {getattr(ti, 'task_id', '?')}{which} failed in DAG run {context.get('run_id')}: "
-          f"{context.get('exception')}")
+    exc = context.get("exception")
+    reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc or "")
+    stage = f"{getattr(ti, 'task_id', '?')}{which}"
+    print(f"regresslab: stage {stage} failed in DAG run {context.get('run_id')}: {reason}")
+    from pipelines.reporting import alerts
+
+    where = f"DAG run {context.get('run_id')}"
+    print(f"regresslab: {alerts.notify_stopped(stage, reason, where=where, context=context)}")
 
 
 def params_or_fail() -> None:

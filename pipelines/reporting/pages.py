@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from pipelines import config
+from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
 from pipelines.reporting.summary import change_text, environment_differences, with_unit
 
@@ -34,9 +35,12 @@ def style_sheet() -> str:
 def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
                baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15,
                changes: dict[str, dict[str, Any]] | None = None, trends: dict[str, str | None] | None = None,
-               few_intervals: int = 20) -> str:
+               few_intervals: int = 20, compare_pages: dict[str, str] | None = None,
+               history: bool = False) -> str:
     """The one-page HTML report of one run: the plain summary first, the top counters with
-    baseline -> now and the change in their units, the methods' figures in a details section."""
+    baseline -> now and the change in their units, the methods' figures in a details section.
+    ``compare_pages``: baseline run -> its compare page (``reports/compare``); ``history``: link each
+    counter row to its history page (``reports/systems``, :mod:`pipelines.reporting.counter_history`)."""
     changes = changes if changes is not None else (doc.get("counter_changes") or {})
     d = doc["details"]
     cc_ratios = (d.get("control_charts") or {}).get("ratios") or {}
@@ -45,7 +49,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         for c in m.get("flagged_counters", []):
             by.setdefault(c, []).append(name.replace("association_rules_", "rules/"))
     top = []
-    for c in list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])))[:top_n]:
+    for c in shown_counters(doc, top_n):
         r = cc_ratios.get(c) or {}
         ch = changes.get(c)
         top.append({"name": c, "score": doc["counter_scores"].get(c, 0.0), "flagged": c in doc["flagged_counters"],
@@ -54,7 +58,8 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
                     "baseline": with_unit(c, ch["baseline"]) if ch else "—",
                     "now": with_unit(c, ch["target"]) if ch else "—",
                     "change": "—" if not ch or ch["change_pct"] is None else f"{ch['change_pct']:+.1f} %",
-                    "direction": ch["direction"] if ch else "", "trend": (trends or {}).get(c)})
+                    "direction": ch["direction"] if ch else "", "trend": (trends or {}).get(c),
+                    "history": counter_href(doc["system"], c) if history else None})
     flagged_rules = [c for c in doc["flagged_counters"] if c in d.get("violated_rules", {})] or \
         list(d.get("violated_rules", {}))
     timeline = timeline_plot(d.get("violation_intervals", {}), flagged_rules, d.get("n_intervals", 0),
@@ -63,6 +68,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
     target_env = meta.get("environment") or {}
     chart_base = set((charts or {}).get("baseline_runs", []))
     baselines = [{"run_id": b["run_id"], "weight": b["weight"], "chart": b["run_id"] in chart_base,
+                  "compare": (compare_pages or {}).get(b["run_id"]),
                   "diff": environment_differences(target_env, baseline_envs.get(b["run_id"], {}))}
                  for b in sorted(doc["baseline_runs"], key=lambda b: -b["weight"])]
     cc = doc["methods"].get("control_charts", {})
@@ -78,6 +84,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
 
 
 def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
+                 systems: dict[str, str] | None = None,
                  reasons: dict[str, str] | None = None, valid_runs: int | None = None,
                  dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = (),
                  trends: list[dict[str, Any]] = (), commits: dict[str, Any] | None = None) -> str:
@@ -89,7 +96,7 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
         rows=rows, failed=failed, unjudged=[r for r in rows if r["verdict"] == "no_baseline"], night=night, generated=generated, quarantined=quarantined,
         reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
         dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends),
-        commits=commits)
+        commits=commits, systems=systems or {})
 
 
 def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

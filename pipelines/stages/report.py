@@ -16,6 +16,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import headline, history
 from pipelines.progress import Progress
+from pipelines.reporting import alerts, compare, counter_history, links
 from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
@@ -77,7 +78,7 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule:
     shown = list(dict.fromkeys(verdict.flagged_counters + list(verdict.counter_scores)[:top_n]))
     by_start = sorted((b["run_id"] for b in verdict.baseline_runs),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
-    changes, trends = run_changes(run_id, by_start, shown, params["directions"])
+    changes, trends, frames = run_changes(run_id, by_start, shown, params["directions"])
     verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
                                                                     user_facing=params["user_facing"])}
     verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"])
@@ -87,7 +88,8 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule:
     doc = verdict.to_json()
     archive.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
-    html = render_run(doc, index[run_id], charts,
+    compared = compare_baselines(run_id, doc, index, frames, int(params["compare_pages"]))
+    html = render_run(doc, index[run_id], charts, compare_pages=compared, history=True,
                       baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                      for b in doc["baseline_runs"]},
                       raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
@@ -96,23 +98,37 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule:
     return doc
 
 
+def compare_baselines(run_id: str, doc: dict[str, Any], index: dict[str, Any], frames: dict[str, pd.DataFrame],
+                      pages: int) -> dict[str, str]:
+    """The compare pages of the run against its ``pages`` heaviest baseline runs (baseline = A, this
+    run = B), written to ``reports/compare``; baseline run -> the link from the run page."""
+    out = {}
+    for b in sorted(doc["baseline_runs"], key=lambda b: (-b["weight"], b["run_id"]))[:pages]:
+        if b["run_id"] not in frames:
+            continue
+        _, html = compare.compare_runs(b["run_id"], run_id, index, frames)
+        compare.write_page(b["run_id"], run_id, html)
+        out[b["run_id"]] = f"../compare/{compare.page_name(b['run_id'], run_id)}"
+    return out
+
+
 def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
-                ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
+                ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None], dict[str, pd.DataFrame]]:
     """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
     the collector's): this run's median per counter, and the median of the baseline runs'
     intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
-    this run's, so a slow drift over releases is visible."""
+    this run's, so a slow drift over releases is visible; and the frames read (run -> frame)."""
     target_frame = store.load_normalized(run_id)
     frames = {b: store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()}
     if not frames:
-        return {}, {}
+        return {}, {}, {run_id: target_frame}
     baseline = pd.concat(list(frames.values()), ignore_index=True).median()
     changes = counter_changes(counters, target_frame.median(), baseline, directions)
     medians = {b: f.median() for b, f in frames.items()}
     trends = {c: sparkline([medians[b].get(c) for b in frames] + [target_frame[c].median()
                                                                    if c in target_frame else None])
               for c in counters}
-    return changes, trends
+    return changes, trends, {**frames, run_id: target_frame}
 
 
 @locks.holding("report", shared=True)
@@ -141,6 +157,7 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
 def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
     import pandas as pd
+    config.ensure_dirs(config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
     params = config.load_params("report")
     index = archive.read_valid_index()
     if rows is None:
@@ -164,13 +181,15 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
         except (OSError, ValueError, KeyError):
             continue                                   # an unreadable old night is left out of the trend
     trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
+    systems = counter_history.write_system_pages(index, history.targets(index), params)
     archive.write_text_atomic(config.NIGHT_INDEX,
                               render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
                                            quarantined=quarantined, reasons=reasons, valid_runs=len(index),
                                            dropped=dropped_counters(index),
                                            decisions=sorted(triage_log.triage_state(triage_log.read_log()).values(),
                                                             key=lambda d: d.get("at") or "", reverse=True),
-                                           trends=trends, commits=commit_summary()))
+                                           trends=trends, commits=commit_summary(),
+                                           systems={s: links.system_href(s) for s in systems}))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined}
 
@@ -178,7 +197,7 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
 @locks.holding("report")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS)
+    config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
     params = config.load_params("report")
     rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
     index = archive.read_valid_index()
@@ -190,6 +209,7 @@ def main() -> None:
         progress.step(i, f"{run_id} -> {rows[run_id]['verdict']}")
     summary = write_index(rows)
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
+    print(f"[report] alerts: {alerts.notify_night(summary)}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -171,3 +172,49 @@ def test_index_page_loads_cleanly_and_links_every_run(browser, pages):
     assert len(awaiting) == 2 and all("/runs/" in a.get_attribute("href") for a in awaiting)
     decisions = browser.find_element(By.ID, "triage-decisions").text
     assert "ana" in decisions and "<script>" in decisions and browser.execute_script("return document.scripts.length") == 0
+
+
+# --------------------------------------------------------------------------- counter history, compare
+
+
+from tests.unit.test_counter_history import EVIL as TREE_EVIL  # noqa: E402 -- the small tree's hostile counter
+from tests.unit.test_counter_history import small_tree  # noqa: E402,F401 -- the fixture, shared
+
+
+def test_counter_history_and_compare_pages_in_the_browser(browser, small_tree):  # noqa: F811 -- the fixture
+    """A system's counters over time and two runs side by side, from a small tree: no console
+    error, the graph drawn with one point per run, the band, the version line, every counter
+    reachable by its anchor, the links followed."""
+    from pipelines.reporting import compare, counter_history, links
+
+    index, params = small_tree
+    counter_history.write_system_pages(index, ["shop-t4", "shop-t5"], params)
+    system = config.REPORTS / "systems" / "shop" / "index.html"
+    browser.get(system.as_uri())
+    assert _errors(browser) == []
+    assert "6 runs" in browser.find_element(By.ID, "system-summary").text
+    evil = links.slug("x" + TREE_EVIL)
+    browser.get(system.as_uri() + f"#c-{evil}")                         # a counter without a page: its anchor
+    assert browser.find_element(By.ID, f"c-{evil}").is_displayed()
+    assert browser.execute_script("return window.__pwned") is None
+    browser.find_element(By.LINK_TEXT, "app.response_time_ms").click()
+    assert browser.current_url.endswith("/counters/app.response_time_ms.html")
+    assert _errors(browser) == []
+    chart = browser.find_element(By.CSS_SELECTOR, "#history-chart svg")
+    assert chart.size["width"] > 500 and chart.size["height"] > 200
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#history-chart g.point")) == 6
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#history-chart rect.band")) == 1
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#history-chart line.version")) == 1
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#history-runs tr")) == 7     # header + 6 runs
+    assert browser.execute_script("return document.scripts.length") == 0
+
+    result, html = compare.compare_runs("shop-r0", "shop-t5", index)
+    page = compare.write_page("shop-r0", "shop-t5", html)
+    browser.get(Path(page).as_uri())
+    assert _errors(browser) == []
+    rows = browser.find_elements(By.CSS_SELECTOR, "#compare tr")
+    assert len(rows) == 1 + len(result["rows"])
+    # 10 ms -> 15 ms, against max(10, 0.5 x the 95th percentile of 10, 10, 30 = 28) = 14: +35.7 %
+    assert "app.response_time_ms" in rows[1].text and "+35.7 %" in rows[1].text
+    assert "version: 1.0 → 1.1" in browser.find_element(By.ID, "differences").text
+    assert browser.execute_script("return window.__pwned") is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import email
 import json
 import socket
+import sys
+from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -60,7 +62,7 @@ def test_a_failed_night_sends_one_mail_with_the_banner_top_runs_and_link(tree, s
               "index_url": "https://airflow.lab.example/regresslab/index.html", "top_runs": 5}
     summary = {"night": "2026-11-22", "runs": 3, "failed": ["shop-t1", "shop-t2"], "quarantined": ["bad"]}
     said = alerts.notify_night(summary, params)
-    assert said.startswith("alert sent to release@lab.example")
+    assert "e-mail sent to release@lab.example through the Airflow connection smtp_default" in said
     assert len(smtp.messages) == 1
     sender, rcpts, content = smtp.messages[0]
     assert sender == "regresslab@lab.example" and rcpts == ["release@lab.example"]
@@ -82,3 +84,171 @@ def test_no_mail_when_off_or_nothing_failed(tree, smtp):
     assert "no recipient" in alerts.notify_night(summary, {"enabled": True, "to": []})
     assert smtp.messages == []
     assert config.load_params("alerts")["enabled"] is False                   # off by default
+
+
+# --------------------------------------------------------------------------- one notifier, every channel
+
+
+class Hook:
+    """A real local HTTP server that receives webhook posts (Slack's incoming-webhook format)."""
+
+    def __init__(self, status: int = 200):
+        import http.server
+        import threading
+
+        self.posts, hook = [], self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.posts.append((self.path, self.headers["Content-Type"], json.loads(body)))
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T000/B000/XXX"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def hook(monkeypatch):
+    server = Hook()
+    monkeypatch.setenv("REGRESSLAB_ALERT_WEBHOOK", server.url)
+    yield server
+    server.close()
+
+
+def enable_alerts(path: Path) -> None:
+    import yaml
+
+    params = yaml.safe_load(path.read_text())
+    params["alerts"]["enabled"] = True
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def plain_smtp(port: int, **kw) -> dict:
+    """alerts params for SMTP without Airflow (the report stage under dvc repro)."""
+    return {"enabled": True, "to": ["release@lab.example"], "smtp_host": "127.0.0.1", "smtp_port": port,
+            "smtp_starttls": False, "smtp_user": None, "from_email": "night@lab.example",
+            "webhook_url_env": "REGRESSLAB_ALERT_WEBHOOK", "index_url": "https://lab.example/reports/index.html",
+            "top_runs": 5, **kw}
+
+
+@pytest.fixture()
+def plain_server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    inbox = Inbox()
+    server = Controller(inbox, hostname="127.0.0.1", port=port)
+    server.start()
+    yield inbox, port
+    server.stop()
+
+
+def test_a_failed_night_by_plain_smtp_and_webhook_alike(tree, plain_server, hook):
+    inbox, port = plain_server
+    config.NIGHTS.mkdir(parents=True)
+    archive.write_json_atomic(config.NIGHTS / "2026-11-22.json", {"night": "2026-11-22", "runs": rows()})
+    summary = {"night": "2026-11-22", "runs": 3, "failed": ["shop-t1", "shop-t2"], "quarantined": []}
+    said = alerts.notify_night(summary, plain_smtp(port))
+    assert "e-mail sent to release@lab.example through 127.0.0.1" in said and "webhook: posted (200)" in said
+    sender, rcpts, content = inbox.messages[0]
+    msg = email.message_from_bytes(content)
+    assert sender == "night@lab.example" and msg["Subject"] == "regresslab night 2026-11-22: 2 of 3 runs regressed"
+    kinds = {p.get_content_type() for p in msg.walk()}
+    assert {"text/plain", "text/html"} <= kinds                               # both bodies, for every reader
+    path, ctype, payload = hook.posts[0]
+    assert path == "/services/T000/B000/XXX" and ctype == "application/json"
+    text = payload["text"]
+    assert text.index("shop-t1") < text.index("shop-t2")
+    assert "<https://lab.example/reports/index.html|Night index>" in text
+    assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>" not in text                # Slack's escaping of archive text
+
+
+def test_a_failed_or_skipped_night_names_the_stage_and_the_reason(tree, hook):
+    params = plain_smtp(1, to=[])                                            # webhook only
+    said = alerts.notify_stopped("detect", "ValueError: frame <x> is torn", where="dvc repro", params=params)
+    assert said.startswith("regresslab night FAILED at detect") and "no recipient" in said
+    text = hook.posts[-1][2]["text"]
+    assert "*regresslab night FAILED at detect* (dvc repro)" in text and "frame &lt;x&gt; is torn" in text
+    said = alerts.notify_stopped("validate", "LockTimeout: the data folder stayed locked for 600 s", where="DAG run x",
+                                 params=params)
+    assert "skipped at validate" in said and "another night held the data folder" in hook.posts[-1][2]["text"]
+    assert "off" in alerts.notify_stopped("detect", "boom", where="x", params=dict(params, enabled=False))
+    assert len(hook.posts) == 2
+
+
+def test_a_broken_channel_is_reported_and_never_fails_the_night(tree, monkeypatch):
+    broken = Hook(status=500)
+    monkeypatch.setenv("REGRESSLAB_ALERT_WEBHOOK", broken.url)
+    with socket.socket() as s:                                               # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    try:
+        said = alerts.notify_stopped("detect", "boom", where="dvc repro", params=plain_smtp(closed))
+    finally:
+        broken.close()
+    assert "e-mail: FAILED (ConnectionRefusedError" in said and "webhook: FAILED (HTTPError" in said
+    monkeypatch.setenv("REGRESSLAB_ALERT_WEBHOOK", "file:///etc/passwd")
+    assert "not an http(s) URL" in alerts.notify_stopped("detect", "boom", where="x", params=plain_smtp(1, to=[]))
+
+
+def test_the_dag_failure_callback_alerts_with_the_task_and_its_exception(tree, hook, monkeypatch):
+    """Airflow calls ``on_failure_callback`` with the task's context (a mapping holding the task
+    instance, the run id and the exception): here a plain dict with an object standing for the
+    task instance, the two attributes the callback reads."""
+    from types import SimpleNamespace
+
+    from pipelines.orchestration import tasks
+
+    enable_alerts(config.PARAMS)
+    tasks.notify_failure({"task_instance": SimpleNamespace(task_id="analyse_run.detect", map_index=2),
+                          "run_id": "scheduled__2026-11-25", "exception": KeyError("shop-t9")})
+    text = hook.posts[-1][2]["text"]
+    assert "FAILED at analyse_run.detect (mapped run #2)" in text and "DAG run scheduled__2026-11-25" in text
+    assert "KeyError: &#x27;shop-t9&#x27;" in text or "KeyError: 'shop-t9'" in text
+
+
+def test_regresslab_run_alerts_when_a_dvc_stage_fails(tmp_path, hook, monkeypatch):
+    """A real ``dvc repro`` in a small project whose one stage fails: ``regresslab run`` passes
+    its output through, returns its code and alerts with the stage and the stage's last words."""
+    import shutil
+    import subprocess
+
+    from pipelines.cli import main as cli
+
+    shutil.copy(Path(__file__).resolve().parents[2] / "params.yaml", tmp_path / "params.yaml")
+    enable_alerts(tmp_path / "params.yaml")
+    (tmp_path / "fail.py").write_text("raise SystemExit('disk full: 0 bytes left on /data')\n")
+    (tmp_path / "dvc.yaml").write_text("stages:\n  validate:\n    cmd: python fail.py\n")
+    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    old = config.ROOT
+    config.use_root(tmp_path)
+    try:
+        code = cli.main(["run"])
+    finally:
+        config.use_root(old)
+    assert code != 0
+    text = hook.posts[-1][2]["text"]
+    assert "FAILED at validate* (dvc repro)" in text and "disk full: 0 bytes left on /data" in text
+
+
+def test_the_stage_and_reason_read_from_dvc_output():
+    from pipelines.cli.main import failed_stage
+
+    lines = ["Running stage 'detect':\n", "> python -m pipelines.stages.detect\n",
+             "Traceback (most recent call last):\n", "ValueError: no baseline\n",
+             "ERROR: failed to reproduce 'detect': failed to run: python -m pipelines.stages.detect, exited with 1\n"]
+    stage, reason = failed_stage(lines)
+    assert stage == "detect" and reason.splitlines()[-2] == "ValueError: no baseline"
+    assert failed_stage(["ERROR: unexpected error - dvc.yaml missing\n"]) == (
+        "dvc repro", "ERROR: unexpected error - dvc.yaml missing")

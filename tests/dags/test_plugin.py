@@ -29,6 +29,13 @@ def client(tree):
     (config.VALIDATION_DOCS).mkdir(parents=True)
     (config.VALIDATION_DOCS / "index.html").write_text("<html>docs</html>")
     (tree / "secret.txt").write_text("secret")
+    (config.REPORTS / "systems" / "shop" / "counters").mkdir(parents=True)
+    (config.REPORTS / "systems" / "shop" / "index.html").write_text("<html>system</html>")
+    (config.REPORTS / "systems" / "shop" / "counters" / "app.cpu_pct.html").write_text("<html>counter</html>")
+    (config.REPORTS / "systems" / "shop" / "counters.json").write_text("[]")
+    (config.REPORTS / "systems" / "shop" / "medians.parquet").write_text("not served")
+    (config.REPORTS / "compare").mkdir()
+    (config.REPORTS / "compare" / "shop-r1--shop-t1.html").write_text("<html>compare</html>")
     archive.write_json_atomic(config.REPORTS / "nights" / "2026-11-22.json", {"night": "2026-11-22", "runs": {
         "shop-t1": {"run_id": "shop-t1", "system": "shop", "verdict": "fail", "score": 0.8, "cause": "<b>x</b>",
                     "cause_known": False},
@@ -45,10 +52,17 @@ def test_lists_nights_and_runs_with_verdicts_and_links(client):
     assert client.get("/runs/shop-t1.json").headers["content-type"].startswith("application/json")
     assert client.get("/index.html").text == "<html>index</html>"
     assert client.get("/validation/index.html").text == "<html>docs</html>"
+    assert client.get("/systems/shop/index.html").text == "<html>system</html>"
+    assert client.get("/systems/shop/counters/app.cpu_pct.html").text == "<html>counter</html>"
+    assert client.get("/systems/shop/counters.json").headers["content-type"].startswith("application/json")
+    assert client.get("/compare/shop-r1--shop-t1.html").text == "<html>compare</html>"
 
 
 @pytest.mark.parametrize("path", ["/runs/..%2F..%2Fsecret.txt", "/runs/shop-t1.txt", "/runs/missing.html",
-                                  "/validation/..%2F..%2Fsecret.txt", "/validation/../../secret.txt"])
+                                  "/validation/..%2F..%2Fsecret.txt", "/validation/../../secret.txt",
+                                  "/systems/..%2F..%2Fsecret.txt", "/systems/shop/medians.parquet",
+                                  "/systems/../../secret.txt", "/compare/..%2F..%2Fsecret.txt",
+                                  "/compare/shop-r1.html", "/compare/..--shop-t1.html"])
 def test_refuses_anything_outside_the_reports(client, path):
     response = client.get(path)
     assert response.status_code == 404 and "secret" not in response.text
