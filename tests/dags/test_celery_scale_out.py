@@ -14,6 +14,7 @@ creates.  What is not real: the two workers are two processes of one machine, no
 """
 from __future__ import annotations
 
+import concurrent.futures
 import glob
 import os
 import re
@@ -32,6 +33,7 @@ import pytest
 import yaml
 
 from pipelines.orchestration import stage_graph
+from tests.dags.test_nightly_dag import run_stages
 
 pytestmark = pytest.mark.slow
 
@@ -139,6 +141,12 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
     prepare_tree(by_celery, lab)
     prepare_tree(by_stages, lab)
     home.mkdir()
+    # the night's stages one after the other, as dvc repro runs them, in another tree (not features and
+    # train_causes: the retraining DAG runs them, and this first night has no cause model yet), in a
+    # thread beside the Celery night (the trees share nothing): compared at the end
+    stages_env = dict(os.environ, REGRESSLAB_ROOT=str(by_stages), PYTHONPATH=str(REPO))
+    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(
+        run_stages, stages_env, stage_graph.select("pull", through="report", skip=("features", "train_causes")))
     with ExitStack() as stack:
         pg, broker, api = start_postgres(stack), start_redis(stack, tmp_path), free_port()
         env = dict(os.environ)
@@ -195,12 +203,7 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
            for w in ("worker1", "worker2")}
     assert len(celery_ids) >= 20 and set(celery_ids) == ran["worker1"] | ran["worker2"]
     assert ran["worker1"] and ran["worker2"] and not ran["worker1"] & ran["worker2"], ran
-    # the night's stages one after the other, as dvc repro runs them, in another tree (not features and
-    # train_causes: the retraining DAG runs them, and this first night has no cause model yet)
-    stages_env = dict(os.environ, REGRESSLAB_ROOT=str(by_stages), PYTHONPATH=str(REPO))
-    for stage in stage_graph.select("pull", through="report", skip=("features", "train_causes")):
-        subprocess.run([PY, "-m", f"pipelines.stages.{stage}"], env=stages_env, capture_output=True, text=True,
-                       timeout=600, check=True)
+    stage_runs.result(timeout=900)
     targets = sorted(r for r in truth if "-t" in r)
     assert targets
     for run_id in targets:

@@ -108,8 +108,9 @@ def dag_test(dag_id: str, env: dict) -> None:
 STAGES = stage_graph.select("pull", through="report")
 
 
-def run_stages_in(root: Path, env: dict) -> None:
-    for stage in STAGES:
+def run_stages(env: dict, stages: list[str] = STAGES) -> None:
+    """The stages one after the other, each in its own process, in the tree ``env`` names."""
+    for stage in stages:
         subprocess.run([PY, "-m", f"pipelines.stages.{stage}"], env=env, capture_output=True, text=True,
                        timeout=600, check=True)
 
@@ -124,7 +125,7 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
     env = airflow_env(home, by_airflow)
     # the same stages as `dvc repro` runs them (python -m pipelines.stages.<stage>), in another tree, one
     # after the other in a thread beside the Airflow nights (the trees share nothing): compared at the end
-    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(run_stages_in, by_stages, airflow_env(home, by_stages))
+    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(run_stages, airflow_env(home, by_stages))
     subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
                    timeout=600, check=True)
     # night 1 has no cause model yet; the asset it emits triggers the retraining DAG; night 2 uses the model
