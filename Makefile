@@ -4,16 +4,18 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+UV_VERSION := 0.9.9
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test setup browser services bench reset screenshots real-data
 
+# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), about six times faster
 $(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt -c constraints.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .     # the `regresslab` command, on this checkout
+	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .     # the `regresslab` command, on this checkout
 	touch $@
 
 setup: $(BIN)/.installed
