@@ -10,11 +10,11 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: run test setup browser services bench reset screenshots real-data
 
-# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), about six times faster
+# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), compiled, in a third of the time
 $(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt -c constraints.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .     # the `regresslab` command, on this checkout
 	touch $@
 
