@@ -105,6 +105,14 @@ def run_stages(first: str | set[str] = "pull", **select) -> list[str]:
     return names
 
 
+def stages_in_processes(env: dict[str, str], stages: list[str]) -> None:
+    """Each stage as ``dvc repro`` runs it (``python -m pipelines.stages.<stage>``), one after the
+    other, in the tree ``env`` names (``REGRESSLAB_ROOT``)."""
+    for stage in stages:
+        subprocess.run([sys.executable, "-m", f"pipelines.stages.{stage}"], env=env, capture_output=True, text=True,
+                       timeout=600, check=True)
+
+
 def fresh_python(code: str, **env: str) -> str:
     """What ``code`` prints in a new interpreter with this repository importable and ``env`` set
     (numpy and OpenBLAS read their CPU and kernel variables only when they load)."""

@@ -27,20 +27,31 @@ class Inbox:
         return "250 Message accepted for delivery"
 
 
-@pytest.fixture()
-def smtp(monkeypatch):
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    inbox = Inbox()
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def plain_server():
+    """A real SMTP server (aiosmtpd) on a free port: (its inbox, the port)."""
+    port, inbox = free_port(), Inbox()
     server = Controller(inbox, hostname="127.0.0.1", port=port)
     server.start()
+    yield inbox, port
+    server.stop()
+
+
+@pytest.fixture()
+def smtp(plain_server, monkeypatch):
+    """The same server as Airflow's connection ``smtp_default``, from the environment."""
+    inbox, port = plain_server
     monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", json.dumps({
         "conn_type": "smtp", "host": "127.0.0.1", "port": port, "login": "", "password": "",
         "extra": {"disable_ssl": True, "disable_tls": True, "from_email": "regresslab@lab.example", "timeout": 10,
                   "retry_limit": 1}}))
-    yield inbox
-    server.stop()
+    return inbox
 
 
 def rows():
@@ -142,18 +153,6 @@ def plain_smtp(port: int, **kw) -> dict:
             "top_runs": 5, **kw}
 
 
-@pytest.fixture()
-def plain_server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    inbox = Inbox()
-    server = Controller(inbox, hostname="127.0.0.1", port=port)
-    server.start()
-    yield inbox, port
-    server.stop()
-
-
 def test_a_failed_night_by_plain_smtp_and_webhook_alike(tree, plain_server, hook):
     inbox, port = plain_server
     config.NIGHTS.mkdir(parents=True)
@@ -190,9 +189,7 @@ def test_a_failed_or_skipped_night_names_the_stage_and_the_reason(tree, hook):
 def test_a_broken_channel_is_reported_and_never_fails_the_night(tree, monkeypatch):
     broken = Hook(status=500)
     monkeypatch.setenv("REGRESSLAB_ALERT_WEBHOOK", broken.url)
-    with socket.socket() as s:                                               # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = free_port()                                                     # a port nobody listens on
     try:
         said = alerts.notify_stopped("detect", "boom", where="dvc repro", params=plain_smtp(closed))
     finally:

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from pipelines.orchestration import stage_graph
-from tests.dags.test_nightly_dag import run_stages
+from tests.helpers import stages_in_processes
 
 pytestmark = pytest.mark.slow
 
@@ -145,8 +145,8 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
     # train_causes: the retraining DAG runs them, and this first night has no cause model yet), in a
     # thread beside the Celery night (the trees share nothing): compared at the end
     stages_env = dict(os.environ, REGRESSLAB_ROOT=str(by_stages), PYTHONPATH=str(REPO))
-    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(
-        run_stages, stages_env, stage_graph.select("pull", through="report", skip=("features", "train_causes")))
+    night_stages = stage_graph.select("pull", through="report", skip=("features", "train_causes"))
+    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, stages_env, night_stages)
     with ExitStack() as stack:
         pg, broker, api = start_postgres(stack), start_redis(stack, tmp_path), free_port()
         env = dict(os.environ)

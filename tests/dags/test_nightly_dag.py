@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from pipelines.orchestration import stage_graph
+from tests.helpers import stages_in_processes
 
 pytestmark = pytest.mark.slow     # stages end to end
 
@@ -108,12 +109,6 @@ def dag_test(dag_id: str, env: dict) -> None:
 STAGES = stage_graph.select("pull", through="report")
 
 
-def run_stages(env: dict, stages: list[str] = STAGES) -> None:
-    """The stages one after the other, each in its own process, in the tree ``env`` names."""
-    for stage in stages:
-        subprocess.run([PY, "-m", f"pipelines.stages.{stage}"], env=env, capture_output=True, text=True,
-                       timeout=600, check=True)
-
 
 def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab):
     lab, truth = cause_lab
@@ -125,7 +120,8 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
     env = airflow_env(home, by_airflow)
     # the same stages as `dvc repro` runs them (python -m pipelines.stages.<stage>), in another tree, one
     # after the other in a thread beside the Airflow nights (the trees share nothing): compared at the end
-    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(run_stages, airflow_env(home, by_stages))
+    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, airflow_env(home, by_stages),
+                                                                 STAGES)
     subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
                    timeout=600, check=True)
     # night 1 has no cause model yet; the asset it emits triggers the retraining DAG; night 2 uses the model
