@@ -61,6 +61,7 @@ class Point:
     status: str
     value: float | None
     flagged: bool
+    lab: str = ""
 
 
 def run_status(row: dict[str, Any], doc: dict[str, Any] | None, is_target: bool) -> str:
@@ -69,6 +70,18 @@ def run_status(row: dict[str, Any], doc: dict[str, Any] | None, is_target: bool)
         return f"verified {row['verdict']}"
     verdict = (doc or {}).get("verdict")
     return verdict if verdict in ("pass", "fail", "no_baseline") else "unjudged"
+
+
+LAB_COLOURS = ("#1abc9c", "#3498db", "#9b59b6", "#f1c40f", "#e67e22", "#34495e", "#e84393", "#7f8c8d")
+
+
+def lab_labels(envs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each run's lab, named by the environment components whose value differs between the runs
+    given (``memory_gb=16``): the same counter moves with the hardware (Foo et al. 2015, seed 003
+    §3), so the graph says which lab each point ran in.  Empty when every run shares one lab."""
+    keys = sorted({k for env in envs.values() for k in env})
+    varying = [k for k in keys if len({str(env.get(k)) for env in envs.values()}) > 1]
+    return {r: ", ".join(f"{k}={env.get(k, '—')}" for k in varying) for r, env in envs.items()}
 
 
 def _ticks(lo: float, hi: float, n: int = 4) -> list[float]:
@@ -84,7 +97,8 @@ def history_svg(counter: str, points: list[Point], band: tuple[float, float] | N
     the version changes, labelled with the new version; each point's ``<title>`` (its run, version,
     start, value and verdict) shows on hover.  Everything from an archive is escaped."""
     esc = html.escape
-    left, right, top, bottom = 78.0, 12.0, 22.0, 34.0
+    labs = list(dict.fromkeys(p.lab for p in points)) if len({p.lab for p in points}) > 1 else []
+    left, right, top, bottom = 78.0, 12.0, 22.0, 34.0 + (10.0 if labs else 0.0)
     values = [p.value for p in points if p.value is not None and np.isfinite(p.value)]
     if band:
         values += [band[0], band[1]]
@@ -125,8 +139,12 @@ def history_svg(counter: str, points: list[Point], band: tuple[float, float] | N
         previous = p.version
     step = max(1, n // 8)
     for i in range(0, n, step):
-        parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" font-size="10" text-anchor="middle">'
+        parts.append(f'<text x="{x(i):.1f}" y="{top + plot_h + 16}" font-size="10" text-anchor="middle">'
                      f'{esc(str(points[i].started_at)[:10])}</text>')
+    for i, p in enumerate(points) if labs else ():
+        colour = LAB_COLOURS[labs.index(p.lab) % len(LAB_COLOURS)]
+        parts.append(f'<rect class="lab" x="{x(i) - plot_w / n / 2:.1f}" y="{top + plot_h + 24}" '
+                     f'width="{plot_w / n:.1f}" height="6" fill="{colour}"><title>{esc(p.lab)}</title></rect>')
     line = [f"{x(i):.1f},{y(p.value):.1f}" for i, p in enumerate(points)
             if p.value is not None and np.isfinite(p.value)]
     if len(line) > 1:
@@ -135,7 +153,8 @@ def history_svg(counter: str, points: list[Point], band: tuple[float, float] | N
         if p.value is None or not np.isfinite(p.value):
             continue
         colour = STATUS.get(p.status, STATUS["unjudged"])[0]
-        title = (f"{p.run_id} · {p.version} · {p.started_at} · {with_unit(counter, p.value)} · {p.status}"
+        title = (f"{p.run_id} · {p.version}{' · ' + p.lab if p.lab else ''} · {p.started_at} · "
+                 f"{with_unit(counter, p.value)} · {p.status}"
                  + (" · flagged" if p.flagged else ""))
         ring = (f'<circle class="flag" cx="{x(i):.1f}" cy="{y(p.value):.1f}" r="7" fill="none" '
                 f'stroke="#c0392b" stroke-width="2"/>' if p.flagged else "")
@@ -253,17 +272,22 @@ def write_system_pages(index: dict[str, dict[str, Any]], targets: list[str], par
             next((r for r in reversed(runs) if r in docs), None)
         baseline = [b["run_id"] for b in (docs.get(latest) or {}).get("baseline_runs") or []]
         status = {r: run_status(index[r], docs.get(r), r in target_set) for r in runs}
+        labs = lab_labels({r: index[r].get("environment") or {} for r in runs})
+        order = list(dict.fromkeys(labs[r] for r in runs))
+        lab_legend = {lab: (f"lab {i + 1}", LAB_COLOURS[i % len(LAB_COLOURS)])
+                      for i, lab in enumerate(order)} if len(order) > 1 else {}
         recent_flags = {c: sum(c in flagged.get(r, ()) for r in recent) for c in paged}
         for c in sorted(paged):
             points = [Point(r, str(index[r].get("started_at") or ""), str(index[r].get("version") or ""), status[r],
-                            None if pd.isna(medians.at[r, c]) else float(medians.at[r, c]), c in flagged.get(r, ()))
-                      for r in runs]
+                            None if pd.isna(medians.at[r, c]) else float(medians.at[r, c]), c in flagged.get(r, ()),
+                            labs[r]) for r in runs]
             page = env.get_template("counter.html.j2").render(
                 style=style, system=system, counter=c, anchor=slugs[c],
                 svg=history_svg(c, points, latest_band(medians, c, baseline)), latest=latest,
                 rows=[{**p.__dict__, "text": "—" if p.value is None else with_unit(c, p.value),
-                       "page": p.run_id in docs} for p in reversed(points[-20:])],
-                legend=STATUS, flagged_nights=sum(p.flagged for p in points))
+                       "page": p.run_id in docs, "lab_name": lab_legend.get(p.lab, ("", ""))[0]}
+                      for p in reversed(points[-20:])],
+                legend=STATUS, labs=lab_legend, flagged_nights=sum(p.flagged for p in points))
             archive.write_text_atomic(folder / "counters" / f"{slugs[c]}.html", page)
         last, last_n = medians.iloc[-1], int(params["trend_nights"])
         marks = [status[r].split(" ")[-1] for r in runs][-last_n:]

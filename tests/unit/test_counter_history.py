@@ -120,3 +120,15 @@ def test_medians_cache_matches_the_frames(small_tree):
     assert medians.loc["shop-r2", "app.response_time_ms"] == 12.0
     assert np.isnan(ch.latest_band(medians, "nope", runs) or np.nan)
     assert ch.latest_band(medians, "db.cpu_pct", ["shop-r0"]) is None             # one run: no band
+
+
+def test_each_point_says_its_lab_when_the_runs_span_several():
+    envs = {"r1": {"memory_gb": 16, "os": "rhel"}, "r2": {"memory_gb": 64, "os": "rhel"}, "r3": {"os": "rhel"}}
+    assert ch.lab_labels(envs) == {"r1": "memory_gb=16", "r2": "memory_gb=64", "r3": "memory_gb=—"}
+    assert set(ch.lab_labels({"a": {"os": "x"}, "b": {"os": "x"}}).values()) == {""}        # one lab: no label
+    pts = [ch.Point(f"r{i}", "2026", "1", "pass", float(i), False, lab) for i, lab in enumerate(["A", "A", "B"])]
+    svg = ch.history_svg("c", pts, None)
+    assert svg.count('<rect class="lab"') == 3
+    assert svg.count(f'fill="{ch.LAB_COLOURS[0]}"><title>A') == 2
+    assert svg.count(f'fill="{ch.LAB_COLOURS[1]}"><title>B') == 1
+    assert 'class="lab"' not in ch.history_svg("c", [ch.Point("r", "2026", "1", "pass", 1.0, False, "A")] * 2, None)
