@@ -158,6 +158,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--with-retrain", action="store_true")
     ap.add_argument("--compare", action="store_true", help="then time the same stages run one after the other")
+    ap.add_argument("--airflow-jobs", type=int, default=None,
+                    help="compute.jobs of the Airflow tree only (default: params.yaml's, as the stages' tree)")
+    ap.add_argument("--runs-per-task", type=int, default=None,
+                    help="orchestration.runs_per_task of the Airflow tree (default: params.yaml's)")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="regresslab-airflow-"))
     home, root = scratch / "airflow_home", scratch / "tree"
@@ -168,7 +172,12 @@ def main() -> None:
     for key in ("source", "labels"):          # the example's commit series, from this checkout
         if params["commit_changes"].get(key):
             params["commit_changes"][key] = str(REPO / params["commit_changes"][key])
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    airflow_params = dict(params, compute=dict(params["compute"], jobs=args.airflow_jobs)) \
+        if args.airflow_jobs is not None else params
+    if args.runs_per_task is not None:
+        airflow_params = dict(airflow_params, orchestration=dict(params["orchestration"],
+                                                                 runs_per_task=args.runs_per_task))
+    (root / "params.yaml").write_text(yaml.safe_dump(airflow_params))
     port = 8080 + os.getpid() % 500
     env = dict(os.environ, AIRFLOW_HOME=str(home), REGRESSLAB_ROOT=str(root), PYTHONPATH=str(REPO),
                AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"), AIRFLOW__CORE__PLUGINS_FOLDER=str(REPO / "plugins"),
