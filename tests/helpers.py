@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import http.server
 import io
 import json
 import os
 import subprocess
 import sys
 import tarfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -111,6 +113,21 @@ def stages_in_processes(env: dict[str, str], stages: list[str]) -> None:
     for stage in stages:
         subprocess.run([sys.executable, "-m", f"pipelines.stages.{stage}"], env=env, capture_output=True, text=True,
                        timeout=600, check=True)
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler of a test's local HTTP server: no access log on stderr."""
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(handler: type[http.server.BaseHTTPRequestHandler]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A real HTTP server on a free local port answering with ``handler``, in a daemon thread:
+    (the server, its base URL).  ``server.shutdown(); server.server_close()`` stops it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def fresh_python(code: str, **env: str) -> str:

@@ -104,12 +104,11 @@ class Hook:
     """A real local HTTP server that receives webhook posts (Slack's incoming-webhook format)."""
 
     def __init__(self, status: int = 200):
-        import http.server
-        import threading
+        from tests.helpers import QuietHandler, serve
 
         self.posts, hook = [], self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 hook.posts.append((self.path, self.headers["Content-Type"], json.loads(body)))
@@ -117,12 +116,8 @@ class Hook:
                 self.end_headers()
                 self.wfile.write(b"ok")
 
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/T000/B000/XXX"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, base = serve(Handler)
+        self.url = f"{base}/services/T000/B000/XXX"
 
     def close(self):
         self.server.shutdown()

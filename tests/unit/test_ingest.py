@@ -664,14 +664,14 @@ class _Replay:
     Prometheus' own 400 answer for a bad expression."""
 
     def __init__(self, recorded):
-        import http.server
-        import threading
         import urllib.parse
+
+        from tests.helpers import QuietHandler, serve
 
         self.requests = []
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self):
                 url = urllib.parse.urlparse(self.path)
                 q = dict(urllib.parse.parse_qsl(url.query))
@@ -684,12 +684,7 @@ class _Replay:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def close(self):
         self.server.shutdown()
