@@ -4,7 +4,8 @@ The suites and the checks are :mod:`pipelines.validation.suites`.  This stage va
 each archive of ``data/raw`` not validated under the current suites, writes the valid runs'
 host frames to ``data/interim/valid/<run_id>/``, the quarantine file of every failed
 archive, the Data Docs, and the index of valid runs every later stage starts from
-(analysts' triage decisions applied).
+(analysts' triage decisions applied).  Archives are judged by ``compute.jobs`` budgeted children
+at once; what the stage writes does not depend on how many.
 """
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ import contextlib
 import hashlib
 import json
 import logging
+import queue
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.progress import Progress
 from pipelines.storage import archive, budget, locks, triage_log
 from pipelines.validation.checks import valid_host_frames
@@ -135,36 +138,61 @@ class Judged(NamedTuple):
     judged_now: int
 
 
-def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any]) -> Judged:
-    """Every archive's result: the stored one when its key matches, else judged now in one worker
-    child (``storage.budget.Worker``) held to the budget archive by archive."""
+def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any], *, jobs: int | None = None) -> Judged:
+    """Every archive's result: the stored one when its key matches, else judged now.
+
+    The archives to judge go to ``jobs`` worker children (``storage.budget.Worker``, default
+    ``compute.jobs``), each held to the budget archive by archive; the parent's threads only wait
+    on their pipes.  Each archive writes its own files (its run directory or its quarantine file,
+    Great Expectations' results under its own run name), and the index is assembled here in the
+    archives' order, so what the stage writes is the same for any number of workers."""
+    results: dict[str, tuple[str, Any, int]] = {}
+    fresh: list[tuple[archive.ManifestEntry, str]] = []
+    for entry in todo:
+        if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
+            results[entry.run_id] = ("quarantined", "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127});"
+                                     " not analysed", 0)
+            log.warning("skipped %r: run_id outside the identifier grammar", entry.run_id[:80])
+            continue
+        key = cache_key(entry.sha256, params)
+        stored = stored_result(entry, key)
+        if stored is None:
+            fresh.append((entry, key))
+        else:
+            results[entry.run_id] = (stored[0], stored[1], 0)
+    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
+    if fresh:
+        validator = new_validator(params)
+        n_workers = min(parallel.configured_jobs() if jobs is None else parallel.resolve(jobs), len(fresh))
+        progress = Progress(log, "validate", len(fresh), what="archives", every=10)
+        counts = {"quarantined": 0, "dropped": 0}
+        with contextlib.ExitStack() as stack:
+            idle: queue.SimpleQueue[budget.Worker] = queue.SimpleQueue()
+            for _ in range(n_workers):
+                idle.put(stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
+                    judge_archive, validator=validator, params=params))))
+
+            def judge(item: tuple[archive.ManifestEntry, str]) -> tuple[str, Any, int]:
+                worker = idle.get()
+                try:
+                    return judge_within_budget(worker, *item)
+                finally:
+                    idle.put(worker)
+
+            with ThreadPoolExecutor(n_workers, thread_name_prefix="validate") as pool:
+                futures = {pool.submit(judge, item): item[0].run_id for item in fresh}
+                for done, future in enumerate(as_completed(futures), 1):
+                    results[futures[future]] = future.result()
+                    counts["quarantined"] += results[futures[future]][0] != "valid"
+                    counts["dropped"] += results[futures[future]][2]
+                    progress.step(done, f"{counts['quarantined']} quarantined, "
+                                        f"{counts['dropped']} counters dropped")
     index: dict[str, Any] = {}
     quarantined: dict[str, Any] = {}
-    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
-    worker: budget.Worker | None = None
-    done = n_dropped = 0
-    progress = Progress(log, "validate", len(todo), what="archives", every=10)
-    with contextlib.ExitStack() as stack:
-        for i, entry in enumerate(todo, 1):
-            if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
-                quarantined[entry.run_id] = "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127}); not analysed"
-                log.warning("skipped %r: run_id outside the identifier grammar", entry.run_id[:80])
-                continue
-            key = cache_key(entry.sha256, params)
-            stored = stored_result(entry, key)
-            if stored is not None:
-                (index if stored[0] == "valid" else quarantined)[entry.run_id] = stored[1]
-                continue
-            if worker is None:
-                validator = new_validator(params)
-                worker = stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
-                    judge_archive, validator=validator, params=params)))
-            status, row, dropped = judge_within_budget(worker, entry, key)
-            done += 1
-            (index if status == "valid" else quarantined)[entry.run_id] = row
-            n_dropped += dropped
-            progress.step(i, f"{done} validated now, {len(quarantined)} quarantined, {n_dropped} counters dropped")
-    return Judged(index, quarantined, validator, done)
+    for entry in todo:
+        status, row, _ = results[entry.run_id]
+        (index if status == "valid" else quarantined)[entry.run_id] = row
+    return Judged(index, quarantined, validator, len(fresh))
 
 
 @locks.holding("validate")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from pipelines import parallel
 
 
 BUDGET_KEYS = ("max_memory_mb", "max_seconds")     # a stage's params block names its budget so
+_STARTING = threading.Lock()     # workers driven from several threads (validate) start their children one at a time
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ class Worker:
         ctx = multiprocessing.get_context("fork")
         self._conn, child = ctx.Pipe()
         process = ctx.Process(target=_serve, args=(child, self.fn, self.budget.memory_mb), daemon=True)
-        with parallel.children_allowed():        # a stage on a Celery worker runs in a daemon
+        with _STARTING, parallel.children_allowed():        # a stage on a Celery worker runs in a daemon
             process.start()
         self._process = process
         child.close()

@@ -155,6 +155,46 @@ def test_validate_quarantines_bad_runs_and_keeps_the_rest(tree, tiny_lab, tmp_pa
     assert "counter_values" in (config.VALIDATION_DOCS / "index.html").read_text()
 
 
+def _validated_bytes() -> dict[str, bytes]:
+    """Every file validate writes that a later stage reads: run directories, quarantine, index."""
+    roots = [config.VALID, config.QUARANTINE]
+    files = {str(p.relative_to(r.parent)): p.read_bytes() for r in roots for p in sorted(r.rglob("*")) if p.is_file()}
+    files["index"] = config.VALID_INDEX.read_bytes()
+    return files
+
+
+def test_validate_on_two_workers_writes_what_one_writes(tree, tiny_lab, tmp_path):
+    """The archives judged by two budgeted children at once: the same run directories, quarantine
+    files and index (its rows in the archives' order) as one child judging them in turn."""
+    lab, truth = tiny_lab
+    src = tmp_path / "src"
+    shutil.copytree(lab, src)
+    bad = good_frames()
+    bad["web01"]["web.cpu_pct"] = "n/a"                                    # dropped counter
+    write_tgz(src / "shop-aa-dropped.tar.gz", members(good_meta("shop-aa-dropped"), bad))
+    files = members(good_meta("shop-zz-evil"), good_frames())
+    files["../x"] = b"x"
+    write_tgz(src / "shop-zz-evil.tar.gz", files)                          # quarantined
+    set_source(tree, src)
+    pull.main()
+    made = {}
+    for jobs in (2, 1):
+        for d in (config.VALID, config.QUARANTINE):
+            shutil.rmtree(d, ignore_errors=True)
+        config.VALID_INDEX.unlink(missing_ok=True)
+        params = yaml.safe_load((tree / "params.yaml").read_text())
+        params["compute"]["jobs"] = jobs
+        (tree / "params.yaml").write_text(yaml.safe_dump(params))
+        validate.main()
+        made[jobs] = _validated_bytes()
+    index = json.loads(made[2]["index"])
+    assert list(index["valid"]) == sorted(set(truth) | {"shop-aa-dropped"})
+    assert list(index["quarantined"]) == ["shop-zz-evil"]
+    assert index["valid"]["shop-aa-dropped"]["_dropped_counters"][0]["counter"] == "web.cpu_pct"
+    assert sorted(made[2]) == sorted(made[1])
+    assert [k for k in made[2] if made[2][k] != made[1][k]] == []
+
+
 def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):
     lab, truth = tiny_lab
     set_source(tree, lab.as_uri())                      # file:///... goes through fsspec
