@@ -105,7 +105,25 @@ def report_run(dag_id: str, run_id: str, state: str, wall: float, db: Path) -> f
     print(f"{dag_id} ({run_id}): {state} in {own:.0f} s from its start to its end ({wall:.0f} s from the unpause "
           f"or trigger to this script seeing it end; task span {span:.0f} s), {len(rows)} task instances, "
           f"at most {peak} running at once", flush=True)
+    print("its tasks (instances: first start .. last end after the first task's start, seconds in all): "
+          + "; ".join(task_spans(rows)), flush=True)
     return own
+
+
+def task_spans(rows: list[tuple]) -> list[str]:
+    """Per task: its instances, when the first started and the last ended (seconds after the run's
+    first task started) and the seconds its instances took in all, in order of start."""
+    if not rows:
+        return []
+    t0 = min(datetime.fromisoformat(r[2]).timestamp() for r in rows)
+    spans: dict[str, list[float]] = {}
+    for task, _, start, end, _ in rows:
+        s = datetime.fromisoformat(start).timestamp() - t0
+        e = (datetime.fromisoformat(end).timestamp() - t0) if end else s
+        first, last, n, total = spans.get(task, [s, e, 0, 0.0])
+        spans[task] = [min(first, s), max(last, e), n + 1, total + e - s]
+    return [f"{task} x{n}: {first:.0f}..{last:.0f} ({total:.0f} s)"
+            for task, (first, last, n, total) in sorted(spans.items(), key=lambda kv: kv[1][0])]
 
 
 def first_run(dag_id: str, env: dict, timeout: float) -> str | None:
@@ -145,9 +163,13 @@ def stages_night(params: dict, scratch: Path) -> float:
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     env = dict(os.environ, REGRESSLAB_ROOT=str(root), PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
     start = time.monotonic()
+    seconds = {}
     for stage in NIGHT_STAGES:
+        t = time.monotonic()
         subprocess.run([sys.executable, "-m", f"pipelines.stages.{stage}"], cwd=REPO, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seconds[stage] = time.monotonic() - t
+    print("the stages' seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()), flush=True)
     return time.monotonic() - start
 
 
