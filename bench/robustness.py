@@ -57,7 +57,7 @@ from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path 
 SETS = ("example", "smd", "nezha", "hpc")
 CHRONO = (40, 50, 60, 70)
 LAB_RUNS = (0, 1, 3)
-DETECTORS = {"stacking": "stacking", "control_charts": "control_charts",
+DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "within_run": "within_run",
              "cluster_models": "clustered_regression", "cause_classifier": "cause_classifier"}
 ANCHORS = ("anchor_chart", "anchor_mannwhitney", "anchor_median")
 METHODS = ("headline", *DETECTORS, *ANCHORS)
@@ -280,7 +280,7 @@ def summarize(result: dict) -> dict:
 
 def table(results: list[dict]) -> list[str]:
     lines = ["| set | split | history | targets (normal/faults) | headline | stacking | charts | clusters | "
-             "classifier | best anchor | no_baseline |", "|" + "---|" * 11]
+             "classifier | within run | best anchor | no_baseline |", "|" + "---|" * 12]
     for r in results:
         s = summarize(r)
         m = s["methods"]
@@ -288,7 +288,7 @@ def table(results: list[dict]) -> list[str]:
         best = max(ANCHORS, key=lambda k: m[k]["accuracy"] or 0)
         lines.append(f"| {r['set']} | {r['split']} | {r['history']} | {s['targets']} ({s['normal']}/{s['faults']}) | "
                      f"{cell('headline')} | {cell('stacking')} | {cell('control_charts')} | "
-                     f"{cell('cluster_models')} | {cell('cause_classifier')} | {cell(best)} {best} | "
+                     f"{cell('cluster_models')} | {cell('cause_classifier')} | {cell('within_run')} | {cell(best)} {best} | "
                      f"{s['no_baseline']} |" + (f" night failed: {r['error'][:80]}" if r.get("error") else ""))
     return lines
 
@@ -313,10 +313,12 @@ def report(results: list[dict]) -> None:
     failed = sum(summarize(r)["methods"]["headline"]["normal_failed"] for r in results)
     print(f"\nheadline: {failed}/{normal} normal targets failed over every set and split "
           f"({100 * failed / max(normal, 1):.1f} %)")
-    print("\n| set | worst: headline | stacking | charts | clusters | classifier | best anchor |\n|---|---|---|---|---|---|---|")
+    print("\n| set | worst: headline | stacking | charts | clusters | classifier | within run | best anchor |\n"
+          "|---|---|---|---|---|---|---|---|")
     for name, w in worst_cases(results).items():
         print(f"| {name} | {w['headline']:.3f} | {w['stacking']:.3f} | {w['control_charts']:.3f} | "
-              f"{w['cluster_models']:.3f} | {w['cause_classifier']:.3f} | {w['best_anchor']:.3f} |")
+              f"{w['cluster_models']:.3f} | {w['cause_classifier']:.3f} | {w.get('within_run', float('nan')):.3f} | "
+              f"{w['best_anchor']:.3f} |")
 
 
 def compare(before: Path, after: Path) -> None:
@@ -358,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         return compare(Path(args.compare[0]), Path(args.compare[1]))
     if args.show:
         return report(json.loads(Path(args.show).read_text())["results"])
-    out = Path(args.out)
+    out = Path(args.out).resolve()        # the trees name their sources by absolute path
     jobs = []
     for name in args.sets:
         base, labels = prepare_base(name, Path(args.shared), out)

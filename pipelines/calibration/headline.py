@@ -39,6 +39,13 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
   charts: twice the top-50 % average violation ratio, both in [0, 1]); a counter's score is
   the mean of its stacked confidence change and its control-chart evidence (the strongest window against the counter's flag limit,
   ``charts.judge``).
+* **the run against itself** (``within_run``, computed by ``control_charts``): a window of the run
+  against the rest of it, calibrated on the normal runs' same contrasts; it needs no lab.  When
+  the run's baseline is not of its lab and a detector comparing runs has only the same-lab null
+  (the history's normal runs share one lab: :func:`uncalibrated`), that detector's p-value is set
+  aside, and when none is left the run against itself decides alone (:func:`combined_detectors`);
+  with nothing left at all the verdict is ``no_baseline``.  It joins every run's combination when
+  ``report.headline_detectors`` names it.
 * **baseline_status**: ``same_lab``, ``adjusted`` (no baseline run shares the run's lab; its
   counters were moved by the lab's level, ``labs``) or ``insufficient`` (nothing in the
   history teaches the run's lab: the verdict rests on another lab's runs and the report
@@ -59,6 +66,9 @@ from pipelines.calibration import pvalues
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
+BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
+                "clustered_regression": "clustered_regression"}      # detector -> its method: runs against runs
+WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes")
 
 
 def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
@@ -271,6 +281,7 @@ class Evidence:
     chart_scores: dict[str, float] = field(default_factory=dict)
     cluster_flags: list[str] = field(default_factory=list)
     over_limit: list[str] = field(default_factory=list)
+    within: dict[str, Any] | None = None
 
 
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
@@ -302,14 +313,46 @@ def gather_evidence(detection: dict[str, Any], charts: dict[str, Any] | None,
         methods["clustered_regression"] = clustered_summary(clustered)
         ev.p_values["clustered_regression"] = clustered.get("p_value")
         ev.cluster_flags = list(clustered.get("flagged_counters") or [])
+    within = (charts or {}).get("within_run")
+    if within and within.get("verdict"):
+        ev.within = within
+        methods["within_run"] = {k: within.get(k) for k in WITHIN_FIELDS}
+        ev.p_values["within_run"] = within.get("p_value")
     return ev
 
 
-def decide(ev: Evidence, rule: HeadlineRule) -> tuple[str, float | None]:
-    """The run's verdict and, under ``calibrated``, the combined p-value of the detectors the rule names."""
+def uncalibrated(ev: Evidence, status: str) -> dict[str, str]:
+    """The detectors comparing runs whose p-value was measured in another situation than the run's:
+    its baseline is not of its lab (``status`` adjusted or insufficient) and the detector's null is
+    the same-lab one — the history's normal runs share one lab, so none was ever judged across
+    labs as this run is (``labs.matched_null``).  What such a p-value says depends on how far the
+    run's lab is from the history's, which nothing in the history measures: detector -> why."""
+    if status == "same_lab":
+        return {}
+    return {name: (f"its p-value compares this {status} run with normal runs judged inside their own lab: "
+                   "the history has no normal runs judged across labs")
+            for name, method in BETWEEN_RUNS.items()
+            if ev.p_values.get(name) is not None and (ev.methods.get(method) or {}).get("null") == "same_lab"}
+
+
+def combined_detectors(ev: Evidence, rule: HeadlineRule, set_aside: dict[str, str]) -> dict[str, float | None]:
+    """The p-values the calibrated decision combines: those of the detectors the rule names, without
+    the ``set_aside`` ones (:func:`uncalibrated`).  The run against itself (``within_run``) joins
+    when the rule names it, and judges alone when every named detector that could judge the run
+    was set aside: its null needs no lab."""
+    named = {k: v for k, v in ev.p_values.items() if rule.detectors is None or k in rule.detectors}
+    used = {k: v for k, v in named.items() if k not in set_aside}
+    within = ev.p_values.get("within_run")
+    if within is not None and set_aside and not any(v is not None for v in used.values()):
+        return {"within_run": within}
+    return used
+
+
+def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None]) -> tuple[str, float | None]:
+    """The run's verdict and, under ``calibrated``, the combined p-value of ``used``
+    (:func:`combined_detectors`)."""
     if rule.verdict_rule != "calibrated":
         return headline_verdict(ev.verdicts, rule.verdict_rule), None
-    used = {k: v for k, v in ev.p_values.items() if rule.detectors is None or k in rule.detectors}
     return calibrated_verdict(ev.verdicts, used, rule.false_alarm_rate, rule.combination)
 
 
@@ -338,18 +381,33 @@ def set_aside_small(ev: Evidence, charts: dict[str, Any] | None, changes: dict[s
 
 
 def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: str,
-                    changes: dict[str, float], min_effect_pct: float) -> list[str]:
+                    changes: dict[str, float], min_effect_pct: float, used: dict[str, float | None]) -> list[str]:
     """The counters a failed run shows, every one of them a change that matters; none when no such
     counter is in sight (the run then passes).  A calibrated failure may come from evidence no
     single method turned into its own failure: then the counters over their limits and bagging's
     name what moved; when only the cluster models saw it, their counters; when only the cause
-    classifier, the counters that moved most."""
+    classifier, the counters that moved most.  When the run against itself decided alone
+    (``used``: the combined detectors), its counters: beyond their limit in a window of the run
+    (their change matters by construction)."""
+    beyond = list((ev.within or {}).get("counters_beyond_limit") or [])
+    if set(used) == {"within_run"}:
+        return beyond
     rules = set(ev.methods["association_rules_stacking"]["flagged_counters"]
                 or ev.methods["association_rules_bagging"]["flagged_counters"])
     charted = set(ev.methods.get("control_charts", {}).get("flagged_counters") or ev.over_limit)
     chosen = rules | charted if flag_rule == "union" else rules or charted
     moved = effects.split_by_effect([c for c, v in counter_scores.items() if v > 0], changes, min_effect_pct)[0]
-    return [c for c in counter_scores if c in chosen] or ev.cluster_flags or moved[:FALLBACK_FLAGS]
+    within = beyond if "within_run" in used else []
+    return [c for c in counter_scores if c in chosen] or ev.cluster_flags or within or moved[:FALLBACK_FLAGS]
+
+
+def run_score(ev: Evidence, used: dict[str, float | None]) -> float:
+    """The run's score: the mean of the methods' scores, or, when the run against itself decided
+    alone, its own score ``r`` (its largest contrast over its limit) as ``r / (1 + r)``."""
+    if set(used) == {"within_run"}:
+        r = float((ev.within or {}).get("score") or 0.0)
+        return round(r / (1.0 + r), 4)
+    return round(float(np.mean(ev.scores)), 4)
 
 
 def no_baseline_reason(detection: dict[str, Any]) -> str | None:
@@ -376,12 +434,18 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     if evidence is not None:
         ev.methods["cause_classifier"] = evidence
         ev.p_values["cause_classifier"] = evidence["p_value"]
-    verdict, p_value = decide(ev, rule) if unjudged is None else ("no_baseline", None)
+    set_aside = uncalibrated(ev, lab["status"]) if rule.verdict_rule == "calibrated" else {}
+    used = combined_detectors(ev, rule, set_aside)
+    if unjudged is None and set_aside and not any(v is not None for v in used.values()):
+        unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
+                    "(nothing measures how far labs differ), and the run cannot be compared with itself: "
+                    + (((charts or {}).get("within_run") or {}).get("reason") or "no within-run evidence"))
+    verdict, p_value = decide(ev, rule, used) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
     changes = (detection.get("details") or {}).get("effects") or {}
     small = set_aside_small(ev, charts, changes, rule.min_effect_pct)
     small.update((detection.get("details") or {}).get("below_min_effect") or {})
-    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct) \
+    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, used) \
         if verdict == "fail" else []
     if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
         verdict = "pass"
@@ -393,10 +457,13 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
                "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
     if unjudged is not None:
         details["no_baseline"] = unjudged
+    if rule.verdict_rule == "calibrated":
+        details["combined_detectors"] = sorted(k for k, v in used.items() if v is not None)
+        details["set_aside_detectors"] = set_aside
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
     return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,
-                   score=None if unjudged is not None else round(float(np.mean(ev.scores)), 4),
+                   score=None if unjudged is not None else run_score(ev, used),
                    flagged_counters=flagged,
                    counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
                    cause=cause_of(verdict, predicted), baseline_runs=detection["baseline_runs"],

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipelines import config, parallel
 from pipelines.calibration import headline, history, labs
-from pipelines.detectors import charts, rule_ensemble
+from pipelines.detectors import charts, rule_ensemble, within_run
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, classifier_rows, score_rows
 from pipelines.preparation import bins
@@ -29,7 +29,8 @@ log = logging.getLogger("regresslab.evaluate")
 
 
 def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[str], passed: list[str],
-               *, params: dict[str, Any], lab_kw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+               *, params: dict[str, Any], lab_kw: dict[str, Any], significance: dict[str, Any]
+               ) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
     passed runs (most similar environment), judged by a calibration without it.
 
@@ -42,7 +43,8 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
     (:func:`labs.lab_shift`), as the nightly chart does, and judged by the normal runs charted
     across labs (:func:`charts.matched_calibration`, charted once, the first time a run
     needs them; the held-out run's own score left out).  Returns per run the
-    :func:`charts.judge` result (with its ``counter_scores``).
+    :func:`charts.judge` result (with its ``counter_scores``), and under ``within_run`` the run
+    against itself (``within_run.judge``, its limits and null without the held-out run).
     """
     runs = list(dict.fromkeys(verified + passed))
     envs = {r: index[r].get("environment") or {} for r in runs}
@@ -51,6 +53,10 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
     charter = charts.Charter(frames, params)
     parts = charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
                                              charter=charter)
+    kw = within_run.contrast_params(significance)
+    contrasts = {r: within_run.window_contrasts(frames[r], **kw) for r in runs}
+    within_null = within_run.calibrate({r: within_run.changes_of(contrasts[r]) for r in passed},
+                                       min_effect=within_run.min_effect_of(significance))
     cross: dict[str, Any] | None = None          # the cross-lab null, charted the first time a run needs it
     out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
@@ -72,6 +78,9 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
                                       counter_flag_floor=float(params["counter_flag_floor"]),
                                       false_alarm_rate=float(params["false_alarm_rate"]))
         result["lab"], result["null"] = labs.summary(lab), null
+        result["within_run"] = within_run.judge(contrasts[run_id], within_null,
+                                                false_alarm_rate=float(params["false_alarm_rate"]),
+                                                leave_out=run_id if run_id in passed else None)
         out[run_id] = result
         progress.step(i)
     return out
@@ -148,6 +157,10 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
         if charts is not None:            # the control charts alone, and the report's headline: both together
             rows += score_rows(*truth, {"control_charts": charts[run_id]["flagged_counters"]},
                                charts[run_id]["counter_scores"], "loo")
+            within = charts[run_id].get("within_run") or {}
+            if within.get("verdict"):
+                rows += score_rows(*truth, {"within_run": within["flagged_counters"]}, within["counter_scores"], "loo",
+                                   failed=within["verdict"] == "fail")
             matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
             doc["methods"]["association_rules_stacking"].update(
                 rule_ensemble.stacking_evidence(result, list(matched.values())), null=kind)

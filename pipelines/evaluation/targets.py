@@ -39,6 +39,11 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], {"control_charts": chart["flagged_counters"]},
                                chart["counter_scores"], "targets", failed=chart["verdict"] == "fail")
+        within = (chart or {}).get("within_run") or {}
+        if within.get("verdict"):
+            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
+                               truth.get("regressed_counters") or [], {"within_run": within["flagged_counters"]},
+                               within["counter_scores"], "targets", failed=within["verdict"] == "fail")
         clustered = store.read_optional(config.cluster_path(run_id))
         if clustered and clustered.get("verdict"):
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",

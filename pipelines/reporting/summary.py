@@ -86,6 +86,19 @@ def change_text(counter: str, change: dict[str, Any]) -> str:
             f"({pct}{change['direction']})")
 
 
+def within_text(counter: str, change: dict[str, Any], directions: list[dict[str, str]]) -> str:
+    """``entry.latency_p95_s 0.21 → 0.84 in intervals 3–5 of the run (+300 %, worse)``: a change
+    inside the run (``within_run``), the rest of the run against its strongest window."""
+    rest, window = change["rest_median"], change["window_median"]
+    worse = worse_direction(counter, directions)
+    direction = "changed" if worse is None or window == rest else \
+        ("worse" if (window > rest) == (worse == "up") else "better")
+    first, last = change["window"]
+    pct = 100.0 * (window - rest) / abs(rest) if rest else change["change_pct"]
+    return (f"{counter} {with_unit(counter, rest)} → {with_unit(counter, window)} in intervals {first + 1}–{last + 1} "
+            f"of the run ({pct:+.0f} %, {direction})")
+
+
 def summary_order(flagged: list[str], changes: dict[str, dict[str, Any]], *, user_facing: str) -> list[str]:
     """The flagged counters in the order a person reads them: what users feel first (response
     times, throughput, errors: ``report.user_facing``), then the other worsened counters by the
@@ -99,14 +112,20 @@ def summary_order(flagged: list[str], changes: dict[str, dict[str, Any]], *, use
 
 
 def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, top: int = 3,
-                  user_facing: str = "(response|latency|throughput|_rps$|error)") -> str:
+                  user_facing: str = "(response|latency|throughput|_rps$|error)",
+                  directions: list[dict[str, str]] = ()) -> str:
     """The sentence a release manager came for: the verdict, the top changes in their units
-    (:func:`summary_order`), the probable cause (or unknown), and whether a new lab makes the
-    verdict uncertain."""
+    (:func:`summary_order`; inside the run, :func:`within_text`, when the run was judged against
+    itself alone), the probable cause (or unknown), and whether a new lab makes the verdict
+    uncertain."""
+    within_only = (doc.get("details") or {}).get("combined_detectors") == ["within_run"]
     if doc["verdict"] == "no_baseline":
         text = "Not judged: " + (doc.get("details", {}).get("no_baseline") or "no baseline")
         return text + "."
-    if doc["verdict"] == "pass":
+    if doc["verdict"] == "pass" and within_only:
+        text = ("No regression found within the run; it was not compared with other runs, whose detectors have "
+                "no normal runs measured in a lab like its own")
+    elif doc["verdict"] == "pass":
         text = "No regression found"
         small = list((doc.get("details", {}).get("set_aside_small") or {}).items())
         if small:
@@ -116,11 +135,16 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
         if pattern:
             text += (f", but the cause classifier sees the pattern of {pattern['label']} "
                      f"({100 * (pattern.get('probability') or 0):.0f} %): worth a look")
+    elif within_only:
+        inside = (doc["methods"].get("within_run") or {}).get("changes") or {}
+        moved = [within_text(c, inside[c], directions) for c in doc["flagged_counters"] if c in inside][:top]
+        text = "Regression within the run: " + ("; ".join(moved) if moved else "a part of the run differs from the rest")
     else:
         moved = [change_text(c, changes[c]) for c in summary_order(doc["flagged_counters"], changes,
                                                                    user_facing=user_facing)][:top]
         text = "Regression: " + ("; ".join(moved) if moved else "the detectors' combined evidence; no single "
                                  "counter stands out")
+    if doc["verdict"] == "fail":
         cause = doc["cause"]
         if cause.get("label") and cause.get("known"):
             text += f". Probable cause: {cause['label']} ({100 * (cause.get('probability') or 0):.0f} %)"

@@ -13,6 +13,7 @@ import pandas as pd
 
 from pipelines import config, parallel
 from pipelines.calibration import history, labs
+from pipelines.detectors import within_run
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
     Charter,
@@ -29,18 +30,28 @@ from pipelines.storage import archive, locks, memo, store
 log = logging.getLogger("regresslab.control_charts")
 
 
+def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+                    significance: dict[str, Any]) -> dict[str, Any]:
+    """The run against itself (``within_run``): its strongest windows against the rest of it, judged
+    by the normal runs' same contrasts; needs no baseline and no lab."""
+    contrasts = within_run.window_contrasts(frames[run_id], **within_run.contrast_params(significance))
+    return within_run.judge(contrasts, calibration["within_run"], false_alarm_rate=float(params["false_alarm_rate"]))
+
+
 def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: store.FrameStore,
               calibration: dict[str, Any], params: dict[str, Any], *, lab_runs: dict[str, str],
-              lab_kw: dict[str, Any]) -> dict[str, Any]:
-    """Control charts of one target against the most similar runs of its baseline; the result file.
+              lab_kw: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+    """Control charts of one target against the most similar runs of its baseline, and the run
+    against itself (:func:`within_evidence`); the result file.
 
     A target whose lab none of those runs shares is moved by its lab's level first
     (:func:`labs.lab_shift`, from ``lab_runs``: verified run -> verdict)."""
     env = index[run_id].get("environment") or {}
     base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
                           params["max_baseline_runs"])
+    within = within_evidence(run_id, frames, calibration, params, significance)
     if not base:
-        return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline"}
+        return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline", "within_run": within}
     charter = Charter(frames, params)
     lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=baseline)
     target = labs.shifted(frames[run_id], lab["shift"])
@@ -57,19 +68,30 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
                    for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
         "multimodal": modes,
         "charts": chart_series(ratios, limits, target, top=int(params["plot_top"])),
+        "within_run": within,
     })
     return out
 
 
+def within_calibration(passed: list[str], frames: store.FrameStore, significance: dict[str, Any]) -> dict[str, Any]:
+    """The within-run null (``within_run.calibrate``): every passed run against itself, on the
+    stage's processes."""
+    kw = within_run.contrast_params(significance)
+    progress = Progress(log, "within-run calibration", len(passed), what="normal runs")
+    changes = parallel.map_ordered(lambda r: within_run.changes_of(within_run.window_contrasts(frames[r], **kw)),
+                                   passed, progress=progress.each())
+    return within_run.calibrate(dict(zip(passed, changes)), min_effect=within_run.min_effect_of(significance))
+
+
 def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
-                     hist: dict[str, Any]) -> dict[str, Any]:
+                     hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     path = config.calibration_path(system)
     key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
-                         control_charts=params, history=hist, reference=frames.reference)
+                         control_charts=params, history=hist, reference=frames.reference, significance=significance)
     done = memo.reuse(path, key)
     if done is not None:
         log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
@@ -79,18 +101,21 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
                             {r: index[r].get("version") for r in passed}, params=params, charter=charter)
     calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
                                                      lab_runs=verdicts, lab_kw=labs.lab_params(hist))
+    calibration["within_run"] = within_calibration(passed, frames, significance)
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 
 @locks.holding("control_charts calibration")
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
-    return store.calibrate_every_system(calibrate_system, config.load_params("control_charts"),
-                                        config.load_params("history"))
+    significance = config.load_params("significance")
+    return store.calibrate_every_system(
+        lambda system, index, frames, params, hist: calibrate_system(system, index, frames, params, hist, significance),
+        config.load_params("control_charts"), config.load_params("history"))
 
 
 def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
-              hist: dict[str, Any]) -> dict[str, Any]:
+              hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's
     verified runs, the calibration, the params and the code) is kept."""
@@ -98,13 +123,13 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
     lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
     key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
-                         control_charts=params, history=hist, reference=frames.reference,
+                         control_charts=params, history=hist, reference=frames.reference, significance=significance,
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.chart_path(run_id), key)
     if done is not None:
         return done
     result = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=lab_runs,
-                       lab_kw=labs.lab_params(hist))
+                       lab_kw=labs.lab_params(hist), significance=significance)
     return memo.write(config.chart_path(run_id), result, key)
 
 
@@ -113,7 +138,8 @@ def run_one(run_id: str) -> dict[str, Any]:
     """Chart one target (the per-run task of the nightly DAG)."""
     index = archive.read_valid_index()
     return chart_one(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
-                     config.load_params("control_charts"), config.load_params("history"))
+                     config.load_params("control_charts"), config.load_params("history"),
+                     config.load_params("significance"))
 
 
 @locks.holding("control_charts")
@@ -121,6 +147,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
     params, hist = config.load_params("control_charts"), config.load_params("history")
+    significance = config.load_params("significance")
     index = archive.read_valid_index()
     todo = history.targets(index)
     archive.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))
@@ -128,8 +155,8 @@ def main() -> None:
     progress = Progress(log, "control_charts", len(todo))
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
-        calibrate_system(system, index, frames, params, hist)
-        parallel.map_ordered(lambda run_id: chart_one(run_id, index, frames, params, hist),
+        calibrate_system(system, index, frames, params, hist, significance)
+        parallel.map_ordered(lambda run_id: chart_one(run_id, index, frames, params, hist, significance),
                              [t for t in todo if index[t]["system"] == system],
                              progress=progress.each(lambda run_id, result: f"{run_id} -> {result['verdict']}, "
                                                                            f"score {result.get('violation_ratio')}"))

@@ -26,7 +26,7 @@ from pipelines.storage import archive, locks, store
 log = logging.getLogger("regresslab.evaluate")
 
 
-DETECTORS = ("headline", "control_charts", "clustered_regression", "cause_classifier") + COMBINERS + anchors.ANCHORS
+DETECTORS = ("headline", "control_charts", "clustered_regression", "cause_classifier", "within_run") + COMBINERS + anchors.ANCHORS
 
 
 def detector_table(metrics: dict[str, Any]) -> list[str]:
@@ -113,7 +113,7 @@ def main() -> None:
         verified = history.verified_runs(index, system, exclude=exclude)
         passed = history.passed_runs(index, system, exclude=exclude)
         charts = loo_charts(frames, index, verified, passed, params=cc_params,
-                            lab_kw=labs.lab_params(hist))
+                            lab_kw=labs.lab_params(hist), significance=significance)
         cc_rows += chart_rows(charts, index)
         clustered = cluster_models.loo(verified, passed, index, frames, cl_params, hist)
         rows += cluster_rows(clustered, index)

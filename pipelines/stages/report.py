@@ -81,7 +81,8 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule:
     changes, trends, frames = run_changes(run_id, by_start, shown, params["directions"])
     verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
                                                                     user_facing=params["user_facing"])}
-    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"])
+    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"],
+                                    directions=params["directions"])
     # counters validation left out of this run, with the reason (check, host, counter, examples)
     verdict.dropped_counters = [{k: d.get(k) for k in ("host", "counter", "reason")}
                                 for d in index[run_id].get("_dropped_counters") or []]

@@ -75,8 +75,9 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         m = metrics["loo"][combiner]
         assert 0.0 <= m["f"] <= 1.0 and m["runs"] == len([r for r in truth if "-r" in r])
     rows = pd.read_csv(config.METRICS / "detection_runs.csv")
-    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "clustered_regression", "cause_classifier",
-                                     "anchor_chart", "anchor_mannwhitney", "anchor_median"}
+    assert set(rows["combiner"]) == {"single", "bagging", "stacking", "headline", "control_charts", "clustered_regression",
+                                     "cause_classifier", "within_run", "anchor_chart", "anchor_mannwhitney",
+                                     "anchor_median"}
     for anchor in ("anchor_chart", "anchor_mannwhitney", "anchor_median"):      # the anchors beside the detectors
         assert metrics["loo"][anchor]["runs"] == len([r for r in truth if "-r" in r])
         assert metrics["targets"][anchor]["runs"] == len([r for r in truth if "-t" in r])

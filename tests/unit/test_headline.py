@@ -283,3 +283,52 @@ def test_an_unusual_run_fails_only_with_a_change_large_enough_to_matter():
     large = compose(detection(-0.45), charts, None, verdict_rule="calibrated", min_effect_pct=5.0)
     assert large["verdict"] == "fail" and large["flagged_counters"] == ["pod.node_memory_pct"]
     assert large["details"]["set_aside_small"] == {"pod.memory_mi": 1.2}
+
+
+def adjusted_run(null: str, within: dict | None):
+    """A run whose baseline is not of its lab (adjusted), its between-run detectors judged against
+    ``null``, and the control charts' result carrying ``within`` (the run against itself)."""
+    lab = {"status": "adjusted", "lab_runs": ["l1", "l2", "l3"], "reason": "moved by its lab's level",
+           "largest_shifts": {}}
+    det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.9, "b": 0.1},
+           "details": {"lab": lab, "effects": {"a": 0.5, "b": 0.2}},
+           "methods": {k: {"verdict": "fail", "flagged_counters": ["a"], "p_value": 0.001, "null": null}
+                       for k in headline.RULE_METHODS}}
+    charts = {"verdict": "fail", "violation_ratio": 0.4, "threshold": 0.1, "flagged_counters": ["a"], "p_value": 0.002,
+              "null": null, "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.8},
+              "lab": lab, "within_run": within}
+    return det, charts
+
+
+WITHIN = {"verdict": "pass", "score": 0.8, "p_value": 0.4, "normal_runs": 30, "false_alarm_rate": 0.05,
+          "flagged_counters": [], "counters_beyond_limit": [], "changes": {}, "counter_scores": {"b": 0.4}}
+
+
+def test_an_adjusted_run_with_only_same_lab_nulls_is_judged_by_the_run_against_itself():
+    kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05,
+              detectors=("stacking", "control_charts", "clustered_regression", "cause_classifier"))
+    # stacking 0.001 and the charts 0.002 compare it with runs judged inside their own lab: set aside
+    calm = compose(*adjusted_run("same_lab", WITHIN), None, **kw)
+    assert calm["verdict"] == "pass" and calm["p_value"] == pytest.approx(0.4)
+    assert calm["details"]["combined_detectors"] == ["within_run"]
+    assert sorted(calm["details"]["set_aside_detectors"]) == ["control_charts", "stacking"]
+    assert calm["score"] == pytest.approx(0.8 / 1.8, abs=1e-4)              # r / (1 + r) of its own score
+    inside = {**WITHIN, "verdict": "fail", "score": 6.0, "p_value": 0.01, "flagged_counters": ["b"],
+              "counters_beyond_limit": ["b"]}
+    loud = compose(*adjusted_run("same_lab", inside), None, **kw)
+    assert loud["verdict"] == "fail" and loud["p_value"] == pytest.approx(0.01) and loud["flagged_counters"] == ["b"]
+    # with a null measured across labs the between-run detectors judge, and the within-run one is not combined
+    across = compose(*adjusted_run("cross_lab", inside), None, **kw)
+    assert across["details"]["set_aside_detectors"] == {} and across["p_value"] == pytest.approx(0.002)
+    assert across["details"]["combined_detectors"] == ["control_charts", "stacking"]
+    assert across["flagged_counters"] == ["a"]
+    # named among the headline detectors it always joins: Simes over 0.001, 0.002, 0.01 -> min(3 x 0.001, ...)
+    named = compose(*adjusted_run("cross_lab", inside), None, **{**kw, "detectors": kw["detectors"] + ("within_run",)})
+    assert named["p_value"] == pytest.approx(0.003)
+
+
+def test_an_adjusted_run_nothing_can_judge_has_no_baseline():
+    doc = compose(*adjusted_run("same_lab", None), None, verdict_rule="calibrated", flag_rule="rules",
+                  false_alarm_rate=0.05)
+    assert doc["verdict"] == "no_baseline" and doc["score"] is None and doc["schema_version"] == 2
+    assert "another lab" in doc["details"]["no_baseline"]

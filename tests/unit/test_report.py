@@ -225,3 +225,28 @@ def test_a_run_compared_with_runs_verified_after_it_says_so():
                             raw_href="x", raw_name="x")
     assert 'id="later-baseline"' in html and "verified since, which started later" in html
     assert "Compared with runs verified after it" in summary.plain_summary({**doc, "verdict": "pass"}, {})
+
+
+def test_a_run_judged_against_itself_says_where_in_the_run_it_changed():
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    doc = _doc()
+    doc["flagged_counters"] = ["app.latency_ms"]
+    doc["methods"]["within_run"] = {
+        "verdict": "fail", "score": 4.0, "p_value": 0.002, "normal_runs": 30, "false_alarm_rate": 0.05,
+        "flagged_counters": ["app.latency_ms"],
+        "changes": {"app.latency_ms": {"change_pct": 150.0, "ratio": 4.0, "window": [2, 4], "window_median": 50.0,
+                                       "rest_median": 20.0}}}
+    doc["details"] = {**doc["details"], "combined_detectors": ["within_run"],
+                      "set_aside_detectors": {"stacking": "its p-value compares this adjusted run with normal runs "
+                                                          "judged inside their own lab"}}
+    text = summary.plain_summary(doc, {}, directions=[{"counter": "latency", "worse": "up"}])
+    # 20 -> 50 is +150 % of the rest of the run, in intervals 3-5 (counted from 1)
+    assert text.startswith("Regression within the run: app.latency_ms 20 ms → 50 ms in intervals 3–5 of the run "
+                           "(+150 %, worse)")
+    html = pages.render_run(doc, meta, None, baseline_envs={}, raw_href="x", raw_name="x")
+    row = re.search(r"<tr><td>within_run</td>.*?</tr>", html, re.S).group(0)
+    assert "p = 0.002" in row and "30 normal runs" in row and "4.00 ×" in row
+    assert 'id="within-run"' in html and 'id="set-aside-detectors"' in html
+    assert "The verdict rests on the run against itself" in html
+    calm = {**doc, "verdict": "pass", "flagged_counters": []}
+    assert summary.plain_summary(calm, {}).startswith("No regression found within the run; it was not compared")

@@ -1,0 +1,211 @@
+"""within_run: the run against itself — a change inside the run, whatever the lab.
+
+The other detectors compare a target with other runs, so everything that moves between runs for
+reasons that are not regressions (another lab, another day, pods placed on other nodes, memory
+that creeps over hours) shows in them as a change, and their p-values are only as good as the
+null they are judged against.  A fault that starts or ends inside the run (an injected
+fault, a leak that begins, a queue that builds) also shows *within* the run: part of the run
+differs from the rest of it.  That contrast is the same in any lab, so its null — the same
+contrast in the history's normal runs — holds for a run of a lab the history has never seen.
+
+Nguyen 2017 §3.2 (seed 004) charts a target against a baseline's limits and also looks at the
+strongest window (``charts.window_ratio``); here the baseline is the rest of the run itself:
+
+* **the contrast** of a counter (:func:`window_contrasts`): the median of its strongest window —
+  ``window_share`` of the run's intervals, at least ``min_window``, the consecutive intervals
+  whose median lies furthest from the run's median (:func:`window_starts`) — against the median of the rest of the run,
+  relative to that rest's level (or to ``floor_share`` of the rest's usual peak, the 95th
+  percentile of ``|x|``, for a counter idling near zero: ``effects.relative_change``);
+* **its limit**: the largest contrast of that counter among the history's normal runs — a
+  counter whose normal runs wander within the run (a periodic job, a garbage collector) needs
+  a larger contrast to count than a quiet one;
+* **the run score** (:func:`run_score`): the largest contrast over its limit, among the
+  counters whose contrast also matters (at least ``min_effect``, ``significance.min_effect_pct``:
+  practical significance, as every detector's flags); 0 when no counter moved that much;
+* **the p-value**: the score against the same score of each normal run, its limits learned from
+  the other normal runs (leave-one-out), by ``pvalues.calibrated_pvalue``.
+
+A run that is changed throughout (a whole-run regression, another lab) has no contrast: this
+detector cannot see it and says so with a high p-value; the detectors that compare runs do.
+Pure: frames and dicts in, dicts out.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines.calibration import effects, pvalues
+
+CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
+RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One counter's strongest window against the rest of its run: the signed relative change
+    (``change``; 0.10 = +10 %), the window (intervals ``start`` .. ``start + width - 1``) and both
+    medians."""
+    change: float
+    start: int
+    width: int
+    window_median: float
+    rest_median: float
+
+
+def window_contrasts(frame: pd.DataFrame, *, window_share: float, min_window: int,
+                     floor_share: float) -> dict[str, Contrast]:
+    """Every counter's :class:`Contrast` (see the module docstring).  A counter needs at least
+    ``min_window`` values outside its window; a run shorter than one window and ``min_window``
+    more intervals has no contrast at all (empty)."""
+    n = len(frame)
+    width = effects.window_length(n, window_share=window_share, min_window=min_window)
+    if n < width + min_window or frame.shape[1] == 0:
+        return {}
+    x = np.array(frame.to_numpy(dtype=float), copy=True)      # never a view of the caller's frame
+    x[~np.isfinite(x)] = np.nan
+    starts = window_starts(n, width)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)          # a counter with no value has no median
+        overall = median_of(x)
+        windows = np.stack([median_of(x[k:k + width]) for k in starts])
+        means = np.stack([np.nanmean(x[k:k + width], axis=0) for k in starts])
+    seen = np.stack([np.isfinite(x[k:k + width]).sum(axis=0) for k in starts])
+    windows[seen < math.ceil(width / 2)] = np.nan                 # a window needs half its intervals
+    distance = np.abs(windows - overall)
+    distance[~np.isfinite(distance)] = -1.0
+    # windows whose medians tie (a window half over the change) are told apart by their means
+    tied = distance >= distance.max(axis=0) - 1e-12 * (1.0 + np.abs(np.nan_to_num(overall)))
+    best = np.argmax(np.where(tied, np.nan_to_num(np.abs(means - overall), nan=0.0), -1.0), axis=0)
+    out: dict[str, Contrast] = {}
+    for i in np.unique(best):                 # the counters whose strongest window starts at starts[i], at once
+        k = starts[int(i)]
+        cols = np.flatnonzero((best == i) & (distance[i] >= 0) & np.isfinite(windows[i]))
+        rest = np.delete(x[:, cols], np.s_[k:k + width], axis=0)
+        counted = np.isfinite(rest).sum(axis=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            levels = median_of(rest)
+            peaks = np.nanquantile(np.abs(rest), 0.95, axis=0) if np.isnan(rest).any() else \
+                np.quantile(np.abs(rest), 0.95, axis=0)
+        for j, col in enumerate(cols):
+            if counted[j] < min_window:
+                continue
+            window, level = float(windows[i, col]), float(levels[j])
+            change = effects.relative_change(window, level, float(peaks[j]), floor_share=floor_share)
+            out[str(frame.columns[col])] = Contrast(change=float(np.clip(change, -CHANGE_CAP, CHANGE_CAP)), start=k,
+                                                    width=width, window_median=window, rest_median=level)
+    return {str(c): out[str(c)] for c in frame.columns if str(c) in out}      # in the frame's order
+
+
+def median_of(block: np.ndarray) -> np.ndarray:
+    """Each column's median, missing values left out (numpy's plain median when none is missing:
+    many times faster than its NaN-aware one on long blocks)."""
+    return np.nanmedian(block, axis=0) if np.isnan(block).any() else np.median(block, axis=0)
+
+
+def window_starts(n: int, width: int) -> list[int]:
+    """Where the windows of ``width`` intervals start: every interval for a short window, every
+    quarter of a window for a long one (an 8-hour run at 15 s has 1,920 intervals and windows of
+    384: 21 windows instead of 1,537, the strongest found within a quarter of its width), and
+    always the last one."""
+    step = max(1, width // 4)
+    starts = list(range(0, n - width + 1, step))
+    return starts if starts[-1] == n - width else [*starts, n - width]
+
+
+def contrast_params(significance: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`window_contrasts` from the ``significance`` params block (one
+    definition of a run's window for the effects and this detector)."""
+    return {"window_share": float(significance["window_share"]), "min_window": int(significance["min_window"]),
+            "floor_share": float(significance["floor_share"])}
+
+
+def min_effect_of(significance: dict[str, Any]) -> float:
+    """``significance.min_effect_pct`` as a share."""
+    return float(significance["min_effect_pct"]) / 100.0
+
+
+def changes_of(contrasts: dict[str, Contrast]) -> dict[str, float]:
+    """Counter -> signed change, what a calibration keeps of a run's contrasts."""
+    return {c: round(v.change, 6) for c, v in contrasts.items()}
+
+
+def counter_limits(changes: dict[str, dict[str, float]]) -> dict[str, list]:
+    """Per counter, over the normal runs ``changes`` (run -> counter -> change): the largest
+    ``|change|``, the run that holds it and the second largest — enough to give the limit
+    without any one run (:func:`limits_without`)."""
+    top: dict[str, list] = {}
+    for run in sorted(changes):
+        for counter, change in changes[run].items():
+            a = abs(change)
+            best = top.get(counter)
+            if best is None:
+                top[counter] = [a, run, 0.0]
+            elif a > best[0]:
+                top[counter] = [a, run, best[0]]
+            elif a > best[2]:
+                best[2] = a
+    return top
+
+
+def limits_without(limits: dict[str, list], run_id: str | None) -> dict[str, float]:
+    """Each counter's limit: its largest normal ``|change|``, without ``run_id``'s own."""
+    return {c: (second if holder == run_id else largest) for c, (largest, holder, second) in limits.items()}
+
+
+def counter_ratios(changes: dict[str, float], limits: dict[str, float], *, min_effect: float) -> dict[str, float]:
+    """Per counter whose change matters (``|change| >= min_effect``): ``|change|`` over its limit,
+    the limit never below ``min_effect`` (a counter the normal runs never moved, or a counter they
+    do not have, is measured against the smallest change that matters)."""
+    return {c: abs(v) / max(limits.get(c, 0.0), min_effect) for c, v in changes.items() if abs(v) >= min_effect}
+
+
+def run_score(changes: dict[str, float], limits: dict[str, float], *, min_effect: float) -> float:
+    """The largest :func:`counter_ratios` of the run; 0 when no counter's change matters."""
+    return max(counter_ratios(changes, limits, min_effect=min_effect).values(), default=0.0)
+
+
+def calibrate(changes: dict[str, dict[str, float]], *, min_effect: float) -> dict[str, Any]:
+    """The null of the normal runs ``changes`` (run -> counter -> change): each counter's limits
+    (:func:`counter_limits`) and each run's score against the limits of the others."""
+    limits = counter_limits(changes)
+    scores = {r: round(run_score(changes[r], limits_without(limits, r), min_effect=min_effect), 6)
+              for r in sorted(changes)}
+    return {"limits": limits, "normal_scores": scores, "min_effect": min_effect}
+
+
+def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_alarm_rate: float,
+          leave_out: str | None = None, top: int = 20) -> dict[str, Any]:
+    """A run's within-run evidence against ``calibration`` (:func:`calibrate`; ``leave_out``: the
+    run is one of its normal runs, judged by the others).  The verdict fails at ``p <=
+    false_alarm_rate``; the flagged counters are those beyond their limit (ratio > 1) whose change
+    matters, most extreme first, with their windows (``changes``, the ``top`` first);
+    ``counter_scores`` are ``r / (1 + r)`` of those ratios.  No verdict with fewer than 2 normal
+    runs to calibrate on, or a run too short to contrast."""
+    min_effect = float(calibration["min_effect"])
+    null = [v for r, v in calibration["normal_scores"].items() if r != leave_out]
+    out: dict[str, Any] = {"verdict": None, "score": None, "p_value": None, "normal_runs": len(null),
+                           "flagged_counters": [], "counter_scores": {}, "changes": {}}
+    if len(null) < 2:
+        return {**out, "reason": f"{len(null)} normal run(s) to calibrate on (2 needed)"}
+    if not contrasts:
+        return {**out, "reason": "the run is too short to compare a window of it with the rest"}
+    changes = {c: v.change for c, v in contrasts.items()}
+    ratios = counter_ratios(changes, limits_without(calibration["limits"], leave_out), min_effect=min_effect)
+    score = max(ratios.values(), default=0.0)
+    p = pvalues.calibrated_pvalue(score, null, resolution=RESOLUTION)
+    failed = bool(p <= false_alarm_rate)
+    beyond = sorted((c for c, r in ratios.items() if r > 1.0), key=lambda c: (-ratios[c], c))
+    shown = {c: {"change_pct": round(100.0 * contrasts[c].change, 2), "ratio": round(ratios[c], 4),
+                 "window": [contrasts[c].start, contrasts[c].start + contrasts[c].width - 1],
+                 "window_median": round(contrasts[c].window_median, 6), "rest_median": round(contrasts[c].rest_median, 6)}
+             for c in beyond[:top]}
+    return {**out, "verdict": "fail" if failed else "pass", "score": round(score, 4), "p_value": round(float(p), 6),
+            "false_alarm_rate": false_alarm_rate, "flagged_counters": beyond if failed else [],
+            "counters_beyond_limit": beyond, "changes": shown,
+            "counter_scores": {c: round(r / (1.0 + r), 4) for c, r in sorted(ratios.items())}}

@@ -1,0 +1,115 @@
+"""The run against itself: a window's change against the rest of the run, its limit, its p-value."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.calibration import pvalues
+from pipelines.detectors import within_run
+
+KW = {"window_share": 0.2, "min_window": 3, "floor_share": 0.5}
+
+
+def test_a_window_that_rose_is_measured_against_the_rest_of_the_run_by_hand():
+    # 10 intervals: the window is max(3, ceil(0.2 * 10)) = 3 intervals; intervals 4-6 (0-based 3..5) at 20
+    x = [10, 10, 11, 20, 20, 20, 10, 9, 10, 10]
+    c = within_run.window_contrasts(pd.DataFrame({"app.latency_ms": x}), **KW)["app.latency_ms"]
+    # rest: 10 10 11 10 9 10 10 -> median 10; window median 20; change (20 - 10) / max(10, 0.5 * p95(rest))
+    rest = np.array([10, 10, 11, 10, 9, 10, 10], dtype=float)
+    scale = max(10.0, 0.5 * float(np.quantile(rest, 0.95)))
+    assert (c.start, c.width, c.window_median, c.rest_median) == (3, 3, 20.0, 10.0)
+    assert c.change == pytest.approx((20 - 10) / scale) and c.change == pytest.approx(1.0)
+
+
+def test_a_shift_of_the_whole_run_is_no_change_within_it():
+    """Another lab moves every interval alike: the run against itself sees nothing."""
+    base = np.array([10, 10, 11, 10, 9, 10, 10, 11, 10, 10], dtype=float)
+    here = within_run.window_contrasts(pd.DataFrame({"c": base}), **KW)["c"].change
+    moved = within_run.window_contrasts(pd.DataFrame({"c": base * 3 + 50}), **KW)["c"].change
+    assert abs(here) <= 0.1 and abs(moved) <= abs(here)
+
+
+def test_a_counter_idling_at_zero_is_measured_against_half_its_usual_peak():
+    # rest: 0 0 0 0 4 0 0 (median 0, p95 of |rest| = 2.8 by linear interpolation); window median 2
+    x = [0, 0, 0, 2, 2, 2, 0, 4, 0, 0]
+    c = within_run.window_contrasts(pd.DataFrame({"q.queue_length": x}), **KW)["q.queue_length"]
+    p95 = float(np.quantile([0, 0, 0, 0, 4, 0, 0], 0.95))
+    assert p95 == pytest.approx(2.8)
+    assert c.change == pytest.approx(2 / (0.5 * p95))
+
+
+def test_a_counter_that_left_exactly_zero_is_capped_not_infinite():
+    x = [0, 0, 0, 5, 5, 5, 0, 0, 0, 0]
+    c = within_run.window_contrasts(pd.DataFrame({"e.errors_per_s": x}), **KW)["e.errors_per_s"]
+    assert c.change == within_run.CHANGE_CAP
+
+
+def test_too_short_a_run_or_too_few_values_has_no_contrast():
+    assert within_run.window_contrasts(pd.DataFrame({"c": [1.0, 2, 3, 4, 5]}), **KW) == {}      # 5 < 3 + 3
+    gaps = pd.DataFrame({"c": [1.0, np.nan, np.nan, 9, 9, 9, np.nan, np.nan, np.nan, np.nan]})
+    assert within_run.window_contrasts(gaps, **KW) == {}          # one value outside the window
+
+
+def test_limits_are_the_largest_normal_change_without_the_run_left_out():
+    changes = {"n1": {"a": 0.10, "b": -0.30}, "n2": {"a": -0.20}, "n3": {"a": 0.05, "b": 0.10}}
+    limits = within_run.counter_limits(changes)
+    assert limits == {"a": [0.20, "n2", 0.10], "b": [0.30, "n1", 0.10]}
+    assert within_run.limits_without(limits, "n2") == {"a": 0.10, "b": 0.30}
+    assert within_run.limits_without(limits, None) == {"a": 0.20, "b": 0.30}
+
+
+def test_the_run_score_is_the_largest_change_over_its_limit_among_changes_that_matter():
+    limits = {"a": 0.20, "b": 0.02}
+    # a: 0.50 / 0.20 = 2.5; b: 0.04 is under min_effect 0.05 (does not matter); c: no limit -> 0.06 / 0.05 = 1.2
+    assert within_run.counter_ratios({"a": 0.50, "b": 0.04, "c": -0.06}, limits, min_effect=0.05) == \
+        pytest.approx({"a": 2.5, "c": 1.2})
+    assert within_run.run_score({"a": 0.50, "b": 0.04, "c": -0.06}, limits, min_effect=0.05) == pytest.approx(2.5)
+    assert within_run.run_score({"b": 0.04}, limits, min_effect=0.05) == 0.0
+
+
+def test_calibration_scores_each_normal_run_against_the_others_and_judge_computes_the_p_value():
+    changes = {"n1": {"a": 0.10}, "n2": {"a": 0.20}, "n3": {"a": 0.08}}
+    cal = within_run.calibrate(changes, min_effect=0.05)
+    # n1: 0.10 / 0.20 = 0.5; n2 (the largest): 0.20 / 0.10 = 2.0; n3: 0.08 / 0.20 = 0.4
+    assert cal["normal_scores"] == pytest.approx({"n1": 0.5, "n2": 2.0, "n3": 0.4})
+    target = {"a": within_run.Contrast(change=1.0, start=3, width=3, window_median=20.0, rest_median=10.0)}
+    out = within_run.judge(target, cal, false_alarm_rate=0.05)
+    assert out["score"] == pytest.approx(5.0)                  # 1.0 / 0.20
+    assert out["p_value"] == pytest.approx(pvalues.calibrated_pvalue(5.0, [0.5, 2.0, 0.4],
+                                                                      resolution=within_run.RESOLUTION), abs=1e-6)
+    assert out["counters_beyond_limit"] == ["a"] and out["changes"]["a"]["window"] == [3, 5]
+    assert out["counter_scores"]["a"] == pytest.approx(5.0 / 6.0, abs=1e-4)
+    assert (out["verdict"] == "fail") == (out["p_value"] <= 0.05)
+    # judged as one of the normal runs, n2 is measured against n1 and n3 only
+    left_out = within_run.judge(target, cal, false_alarm_rate=0.05, leave_out="n2")
+    assert left_out["score"] == pytest.approx(10.0) and left_out["normal_runs"] == 2
+
+
+def test_judge_abstains_without_a_null_or_a_contrast():
+    one = within_run.calibrate({"n1": {"a": 0.1}}, min_effect=0.05)
+    assert within_run.judge({}, one, false_alarm_rate=0.05)["verdict"] is None
+    two = within_run.calibrate({"n1": {"a": 0.1}, "n2": {"a": 0.1}}, min_effect=0.05)
+    out = within_run.judge({}, two, false_alarm_rate=0.05)
+    assert out["verdict"] is None and "too short" in out["reason"]
+
+
+def test_a_fault_inside_the_run_stands_out_from_normal_runs_in_another_lab():
+    """24 normal runs of one lab (a new positive score among 24 zeros: p = 1/25); a normal run and a
+    faulty run of a lab at twice the level: only the
+    fault's window is beyond the normal runs' limits."""
+    rng = np.random.default_rng(3)
+    normal = {f"n{i}": within_run.changes_of(within_run.window_contrasts(
+        pd.DataFrame({"cpu_pct": 40 + rng.normal(0, 1, 20)}), **KW)) for i in range(24)}
+    cal = within_run.calibrate(normal, min_effect=0.05)
+    other_lab = 80 + rng.normal(0, 2, 20)
+    fault = other_lab.copy()
+    fault[8:12] += 60
+    quiet = within_run.judge(within_run.window_contrasts(pd.DataFrame({"cpu_pct": other_lab}), **KW), cal,
+                             false_alarm_rate=0.05)
+    loud = within_run.judge(within_run.window_contrasts(pd.DataFrame({"cpu_pct": fault}), **KW), cal,
+                            false_alarm_rate=0.05)
+    assert quiet["verdict"] == "pass" and loud["verdict"] == "fail"
+    assert loud["changes"]["cpu_pct"]["change_pct"] > 50 and math.isfinite(loud["p_value"])
