@@ -2,7 +2,7 @@
 
     python bench/robustness.py                                   # every set, every split
     python bench/robustness.py --sets example nezha --jobs 2 --tag after
-    python bench/robustness.py --compare build/robustness/before.json build/robustness/after.json
+    python bench/robustness.py --compare build/robustness/before.json build/robustness/after.json  # or more
     python bench/robustness.py --show build/robustness/after.json   # the tables of a stored run
 
 A method checked only on the split it was built on breaks on the next one.  This judges every
@@ -321,27 +321,32 @@ def report(results: list[dict]) -> None:
               f"{w['best_anchor']:.3f} |")
 
 
-def compare(before: Path, after: Path) -> None:
-    """Two runs of the protocol side by side: each split's headline, then each set's worst cases."""
-    runs = [json.loads(p.read_text())["results"] for p in (before, after)]
+def compare(paths: list[Path]) -> None:
+    """Runs of the protocol side by side, oldest first: each split's headline, then each set's
+    worst cases."""
+    runs = [json.loads(p.read_text())["results"] for p in paths]
+    names = [p.stem for p in paths]
     by_split = [{(r["set"], r["split"]): summarize(r) for r in results} for results in runs]
     cell = lambda s: (f"{s['methods']['headline']['accuracy']:.3f} ({s['methods']['headline']['normal_failed']}/"  # noqa: E731
                       f"{s['normal']} normal failed, {s['methods']['headline']['faults_caught']}/{s['faults']} caught)"
                       if s else "-")
-    print("| set | split | headline before | headline after | best anchor after |\n|---|---|---|---|---|")
-    for key in dict.fromkeys([*by_split[0], *by_split[1]]):
-        s0, s1 = by_split[0].get(key), by_split[1].get(key)
-        best = max((s1 or s0)["methods"][k]["accuracy"] or 0 for k in ANCHORS)
-        print(f"| {key[0]} | {key[1]} | {cell(s0)} | {cell(s1)} | {best:.3f} |")
-    for name, results in zip(("before", "after"), runs):
+    print("| set | split | " + " | ".join(f"headline {n}" for n in names) + f" | best anchor {names[-1]} |\n"
+          + "|---|---|" + "---|" * (len(names) + 1))
+    for key in dict.fromkeys(k for split in by_split for k in split):
+        cells = [split.get(key) for split in by_split]
+        last = next(s for s in reversed(cells) if s)
+        best = max(last["methods"][k]["accuracy"] or 0 for k in ANCHORS)
+        print(f"| {key[0]} | {key[1]} | " + " | ".join(cell(s) for s in cells) + f" | {best:.3f} |")
+    print()
+    for name, results in zip(names, runs):
         normal = sum(summarize(r)["normal"] for r in results)
         failed = sum(summarize(r)["methods"]["headline"]["normal_failed"] for r in results)
-        print(f"\n{name}: {failed}/{normal} normal targets failed ({100 * failed / max(normal, 1):.1f} %)")
-    a, b = (worst_cases(results) for results in runs)
-    print("\n| set | method | worst before | worst after |\n|---|---|---|---|")
-    for name in sorted(set(a) | set(b)):
+        print(f"{name}: {failed}/{normal} normal targets failed ({100 * failed / max(normal, 1):.1f} %)")
+    worst = [worst_cases(results) for results in runs]
+    print("\n| set | method | " + " | ".join(f"worst {n}" for n in names) + " |\n|---|---|" + "---|" * len(names))
+    for name in sorted(set().union(*worst)):
         for m in ("headline", *DETECTORS, "best_anchor"):
-            print(f"| {name} | {m} | {a.get(name, {}).get(m, float('nan')):.3f} | {b.get(name, {}).get(m, float('nan')):.3f} |")
+            print(f"| {name} | {m} | " + " | ".join(f"{w.get(name, {}).get(m, float('nan')):.3f}" for w in worst) + " |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -353,11 +358,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="*", help="split names (default: all)")
     parser.add_argument("--tag", default="latest", help="results go to <out>/<tag>.json")
     parser.add_argument("--resume", action="store_true", help="keep the splits a killed run finished (same code)")
-    parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
+    parser.add_argument("--compare", nargs="+", metavar="RESULTS", help="stored runs side by side, oldest first")
     parser.add_argument("--show", metavar="RESULTS", help="print the tables of a stored run (<out>/<tag>.json)")
     args = parser.parse_args(argv)
     if args.compare:
-        return compare(Path(args.compare[0]), Path(args.compare[1]))
+        return compare([Path(p) for p in args.compare])
     if args.show:
         return report(json.loads(Path(args.show).read_text())["results"])
     out = Path(args.out).resolve()        # the trees name their sources by absolute path

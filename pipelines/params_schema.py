@@ -39,6 +39,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "commit_changes.mono.quantile": ("normal", "student"),
     "report.verdict_rule": ("calibrated", "all", "any", "stacking", "control_charts"),
     "report.combination": ("simes", "bonferroni"),
+    "report.detector_weights": ("faults", "equal"),
     "report.flag_rule": ("rules", "union"),
 }
 # keys whose default is null (off, unset) and the type they take when set

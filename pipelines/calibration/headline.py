@@ -64,6 +64,7 @@ from pipelines.calibration import effects
 from pipelines.calibration import pvalues
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
+DETECTOR_WEIGHTS = ("equal", "faults")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
@@ -86,14 +87,17 @@ def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
 
 
 def calibrated_verdict(verdicts: dict[str, str | None], p_values: dict[str, float | None],
-                       false_alarm_rate: float, combination: str = "simes") -> tuple[str, float | None]:
+                       false_alarm_rate: float, combination: str = "simes",
+                       weights: dict[str, float] | None = None) -> tuple[str, float | None]:
     """``calibrated``: fail when the detectors' p-values combined by ``combination``
-    (``pvalues.combined_pvalue``: Simes or Bonferroni) are at most ``false_alarm_rate``;
-    (verdict, combined p).  ``all`` of ``verdicts`` when no p-value exists."""
-    finite = [float(p) for p in p_values.values() if p is not None and np.isfinite(p)]
+    (``pvalues.combined_pvalue``: Simes or Bonferroni, each detector's share of the rate by
+    ``weights`` when given, else equal) are at most ``false_alarm_rate``; (verdict, combined p).
+    ``all`` of ``verdicts`` when no p-value exists."""
+    finite = {k: float(p) for k, p in p_values.items() if p is not None and np.isfinite(p)}
     if not finite:
         return headline_verdict(verdicts, "all"), None
-    p = pvalues.combined_pvalue(finite, combination)
+    p = pvalues.combined_pvalue(list(finite.values()), combination,
+                                [weights[k] for k in finite] if weights else None)
     return ("fail" if p <= false_alarm_rate else "pass"), p
 
 
@@ -161,15 +165,28 @@ def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolu
         out["abstained"] = (f"the baseline is not of the run's lab ({status}): the classifier's normal class "
                             "was learned from other labs")
         return out
-    if score <= 0.5:                         # the classifier finds the run more probably normal than not
-        out.update({"p_value": 1.0, "verdict": "pass"})
-        return out
-    p = pvalues.calibrated_pvalue(score, null, resolution=resolution)
+    p = classifier_pvalue(score, null, resolution=resolution)
     if not np.isfinite(p):
         out["abstained"] = f"{len(null)} normal run(s) in the history: too few to calibrate"
         return out
     out.update({"p_value": round(p, 6), "verdict": "fail" if p <= false_alarm_rate else "pass"})
     return out
+
+
+def classifier_pvalue(score: float, null: list[float], *, resolution: float) -> float:
+    """The fault score's p-value against the normal runs' (:func:`classifier_evidence`): 1 when the
+    classifier finds the run more probably normal than not (score at most 1/2)."""
+    return 1.0 if score <= 0.5 else pvalues.calibrated_pvalue(score, null, resolution=resolution)
+
+
+def classifier_history_faults(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
+    """The classifier's p-value on each verified fault run of the history: its leave-one-out fault
+    score (``history_fault_scores``, from the model trained without it) against the normal runs'
+    (:func:`fault_weights`); None when the prediction carries none."""
+    if not predicted or predicted.get("history_fault_scores") is None or predicted.get("null_fault_scores") is None:
+        return None
+    null = [float(v) for v in predicted["null_fault_scores"]]
+    return {r: classifier_pvalue(float(v), null, resolution=resolution) for r, v in predicted["history_fault_scores"].items()}
 
 
 def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
@@ -206,10 +223,11 @@ class HeadlineRule:
     failing at ``false_alarm_rate``) or one of ``all``, ``any``, ``stacking``, ``control_charts``.
     ``flag_rule`` names the flagged counters of a failed run: ``rules`` (stacking's when it
     failed the run, else the charts') or ``union``.  ``detectors`` names the p-values the
-    calibrated decision combines (all four when None); ``classifier_resolution`` is the smallest
+    calibrated decision combines (every one when None); ``classifier_resolution`` is the smallest
     difference of the cause classifier's probabilities that counts.  ``min_effect_pct``: a counter
     counts as regressed only when its change is at least this % of its level (``effects``); a run
-    fails only with such a counter."""
+    fails only with such a counter.  ``detector_weights``: ``equal`` shares of the rate, or
+    ``faults``: shares learned from the history's verified faults (:func:`fault_weights`)."""
     verdict_rule: str = "calibrated"
     flag_rule: str = "rules"
     false_alarm_rate: float = 0.05
@@ -217,12 +235,16 @@ class HeadlineRule:
     classifier_resolution: float = 0.01
     combination: str = "simes"
     min_effect_pct: float = 0.0
+    detector_weights: str = "equal"
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
             raise ValueError(f"report.flag_rule must be union or rules, not {self.flag_rule!r}")
         if self.verdict_rule not in VERDICT_RULES:
             raise ValueError(f"report.verdict_rule must be one of {', '.join(VERDICT_RULES)}, not {self.verdict_rule!r}")
+        if self.detector_weights not in DETECTOR_WEIGHTS:
+            raise ValueError(f"report.detector_weights must be one of {', '.join(DETECTOR_WEIGHTS)}, "
+                             f"not {self.detector_weights!r}")
         if self.detectors is not None:
             object.__setattr__(self, "detectors", tuple(self.detectors))
 
@@ -232,7 +254,8 @@ class HeadlineRule:
         return cls(verdict_rule=params["verdict_rule"], flag_rule=params["flag_rule"],
                    false_alarm_rate=float(params["false_alarm_rate"]), detectors=params["headline_detectors"],
                    classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"],
-                   min_effect_pct=float((significance or {}).get("min_effect_pct") or 0.0))
+                   min_effect_pct=float((significance or {}).get("min_effect_pct") or 0.0),
+                   detector_weights=params["detector_weights"])
 
 
 @dataclass
@@ -282,6 +305,7 @@ class Evidence:
     cluster_flags: list[str] = field(default_factory=list)
     over_limit: list[str] = field(default_factory=list)
     within: dict[str, Any] | None = None
+    history_faults: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
@@ -298,6 +322,10 @@ def gather_evidence(detection: dict[str, Any], charts: dict[str, Any] | None,
     ev = Evidence(methods=methods, verdicts={"stacking": stacking["verdict"]},
                   p_values={"stacking": stacking.get("p_value")},
                   scores=[float(max(rule_scores.values(), default=0.0))], rule_scores=rule_scores)
+    found = {"stacking": stacking.pop("history_faults", None), "control_charts": (charts or {}).get("history_faults"),
+             "clustered_regression": (clustered or {}).get("history_faults"),
+             "within_run": ((charts or {}).get("within_run") or {}).get("history_faults")}
+    ev.history_faults = {k: v for k, v in found.items() if v is not None}
     if charts and charts.get("verdict"):
         chart = {k: charts[k] for k in CHART_FIELDS}
         chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
@@ -348,12 +376,40 @@ def combined_detectors(ev: Evidence, rule: HeadlineRule, set_aside: dict[str, st
     return used
 
 
-def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None]) -> tuple[str, float | None]:
+def fault_weights(history_faults: dict[str, dict[str, float | None]], used: list[str], *, alpha: float,
+                  run_id: str | None = None) -> dict[str, Any] | None:
+    """Each detector's share of the false-alarm rate, learned from the history's verified faults.
+
+    ``history_faults``: per detector, its p-value on each verified fault run of the history,
+    judged as a target is (by the detectors' calibrations).  Over the fault runs every detector
+    of ``used`` judged (``run_id`` left out: a leave-one-out run does not learn from itself), a
+    detector's weight is ``1 + `` the faults it caught (p at most ``alpha``), scaled to a mean of 1:
+    a detector that sees this system's faults gets more of the rate, one that sees none keeps a
+    little (a fault of a new kind).  The weights depend on the history alone, never on the run
+    judged, so the weighted combination keeps its level (``pvalues.combined_pvalue``).  None —
+    equal shares — when a detector has no such record or no fault run was judged by all.  The
+    faults were judged against baselines of their own lab, so the weights serve a run judged the
+    same way (``same_lab``); a run whose lab is adjusted for or unknown gets equal shares."""
+    if not used or any(d not in history_faults for d in used):
+        return None
+    common = set.intersection(*(set(history_faults[d]) for d in used)) - {run_id}
+    if not common:
+        return None
+    caught = {d: sum(1 for f in common if history_faults[d][f] is not None and history_faults[d][f] <= alpha)
+              for d in used}
+    total = sum(1 + k for k in caught.values())
+    return {"faults": len(common), "caught": caught,
+            "weights": {d: round((1 + caught[d]) * len(used) / total, 4) for d in used}}
+
+
+def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
+           weighting: dict[str, Any] | None = None) -> tuple[str, float | None]:
     """The run's verdict and, under ``calibrated``, the combined p-value of ``used``
-    (:func:`combined_detectors`)."""
+    (:func:`combined_detectors`), weighted by ``weighting`` (:func:`fault_weights`) when given."""
     if rule.verdict_rule != "calibrated":
         return headline_verdict(ev.verdicts, rule.verdict_rule), None
-    return calibrated_verdict(ev.verdicts, used, rule.false_alarm_rate, rule.combination)
+    return calibrated_verdict(ev.verdicts, used, rule.false_alarm_rate, rule.combination,
+                              (weighting or {}).get("weights"))
 
 
 def set_aside_small(ev: Evidence, charts: dict[str, Any] | None, changes: dict[str, float],
@@ -434,13 +490,20 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     if evidence is not None:
         ev.methods["cause_classifier"] = evidence
         ev.p_values["cause_classifier"] = evidence["p_value"]
+    classified = classifier_history_faults(predicted, resolution=rule.classifier_resolution)
+    if classified is not None:
+        ev.history_faults["cause_classifier"] = classified
     set_aside = uncalibrated(ev, lab["status"]) if rule.verdict_rule == "calibrated" else {}
     used = combined_detectors(ev, rule, set_aside)
+    weighting = fault_weights(ev.history_faults, [k for k, v in used.items() if v is not None],
+                              alpha=rule.false_alarm_rate, run_id=detection["run_id"]) \
+        if rule.detector_weights == "faults" and rule.verdict_rule == "calibrated" and lab["status"] == "same_lab" \
+        else None
     if unjudged is None and set_aside and not any(v is not None for v in used.values()):
         unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
                     "(nothing measures how far labs differ), and the run cannot be compared with itself: "
                     + (((charts or {}).get("within_run") or {}).get("reason") or "no within-run evidence"))
-    verdict, p_value = decide(ev, rule, used) if unjudged is None else ("no_baseline", None)
+    verdict, p_value = decide(ev, rule, used, weighting) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
     changes = (detection.get("details") or {}).get("effects") or {}
     small = set_aside_small(ev, charts, changes, rule.min_effect_pct)
@@ -460,6 +523,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     if rule.verdict_rule == "calibrated":
         details["combined_detectors"] = sorted(k for k, v in used.items() if v is not None)
         details["set_aside_detectors"] = set_aside
+        details["detector_weights"] = weighting
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
     return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,

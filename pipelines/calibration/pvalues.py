@@ -70,7 +70,7 @@ def calibrated_pvalue(score: float, null: list[float], *, resolution: float) -> 
 COMBINATIONS = ("simes", "bonferroni")
 
 
-def combined_pvalue(pvalues: list[float], method: str = "bonferroni") -> float:
+def combined_pvalue(pvalues: list[float], method: str = "bonferroni", weights: list[float] | None = None) -> float:
     """One p-value from several tests of the same run (NaN ones left out; NaN when none is left).
 
     ``bonferroni``: ``m · min p``, valid whatever the dependence between the tests.
@@ -81,7 +81,16 @@ def combined_pvalue(pvalues: list[float], method: str = "bonferroni") -> float:
     the case of detectors that all score how far the same run is from the same normal runs:
     a run that looks odd to one looks, if anything, odder to the others.  Under arbitrary
     (negative) dependence its level can exceed the nominal one; Bonferroni's cannot.
+
+    ``weights`` (one per p-value, positive) give the tests unequal shares of the rate: each p-value
+    is divided by its weight, the weights scaled to a mean of 1, before either rule (the weighted
+    Bonferroni and Simes procedures: Benjamini & Hochberg 1997, Genovese, Roeder & Wasserman
+    2006); the level holds as long as the weights do not depend on the p-values combined.
     """
+    if weights is not None:
+        pairs = [(p, w) for p, w in zip(pvalues, weights) if np.isfinite(p)]
+        mean = float(np.mean([w for _, w in pairs])) if pairs else 1.0
+        pvalues = [p * mean / w for p, w in pairs]
     finite = sorted(p for p in pvalues if np.isfinite(p))
     if not finite:
         return float("nan")

@@ -718,7 +718,9 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     (the null of :func:`stacking_pvalue`); written to ``config.stacking_calibration_path``.
     With passed runs in several labs, also ``cross_lab_scores``: each normal run judged by the
     other labs' models only (:func:`labs.cross_lab_null`), the null of a target whose baseline
-    does not share its lab (:func:`labs.matched_null`).
+    does not share its lab (:func:`labs.matched_null`).  ``fault_pvalues``: each verified fault run
+    whose baseline shares its lab, judged as a target is, and its p-value against that null (what
+    ``headline.fault_weights`` learns each detector's share of the rate from).
 
     The bin edges are the system's (learned with every passed run, the judged one included:
     a normal run looks slightly more normal than a new one would, so the null is a little
@@ -736,8 +738,9 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
         log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
-    progress = Progress(log, f"detect calibration {system}", len(passed) + 2 * len(labs.judged_across(passed, lab_of)),
-                        what="normal-run analyses")
+    faults = [r for r, v in verdicts.items() if v == "fail"]
+    progress = Progress(log, f"detect calibration {system}",
+                        len(passed) + 2 * len(labs.judged_across(passed, lab_of)) + len(faults), what="analyses")
 
     def judge(run_id: str, baseline: list[str], lab_runs: dict[str, str], across: bool = True) -> tuple[str, float]:
         result, doc = analyse(run_id, baseline, ctx, lab_runs=lab_runs, with_single=False,
@@ -753,5 +756,16 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     same = mapper(lambda r: judge(r, [b for b in passed if b != r], verdicts, across=False)[1], passed)
     scores = dict(zip(passed, same))
     cross = labs.cross_lab_null(passed, lab_of, verdicts, judge, mapper=mapper)
-    return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores,
-                             "cross_lab_scores": cross}, key)
+
+    def judge_fault(run_id: str) -> float | None:
+        """A verified fault run judged as a target of its lab is: its stacking p-value (None outside its lab)."""
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=exclude)
+        if not baseline:
+            return None
+        result, doc = analyse(run_id, baseline, ctx, lab_runs=verdicts, with_single=False)
+        if doc["details"]["lab"]["status"] != "same_lab":
+            return None
+        return round(stacking_pvalue(stacking_score(result), list(scores.values()), len(result["weights"])), 6)
+    fault_p = dict(zip(faults, mapper(judge_fault, faults)))
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores, "cross_lab_scores": cross,
+                             "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None}}, key)

@@ -11,11 +11,14 @@ contrast in the history's normal runs — holds for a run of a lab the history h
 Nguyen 2017 §3.2 (seed 004) charts a target against a baseline's limits and also looks at the
 strongest window (``charts.window_ratio``); here the baseline is the rest of the run itself:
 
-* **the contrast** of a counter (:func:`window_contrasts`): the median of its strongest window —
-  ``window_share`` of the run's intervals, at least ``min_window``, the consecutive intervals
-  whose median lies furthest from the run's median (:func:`window_starts`) — against the median of the rest of the run,
-  relative to that rest's level (or to ``floor_share`` of the rest's usual peak, the 95th
-  percentile of ``|x|``, for a counter idling near zero: ``effects.relative_change``);
+* **the contrast** of a counter (:func:`window_contrasts`, :func:`change_of`): the median of its
+  strongest window — ``window_share`` of the run's intervals, at least ``min_window``, the
+  consecutive intervals whose median lies furthest from the run's median (:func:`window_starts`)
+  — against the median of the rest of the run, relative to that rest's level, or, for a counter
+  idling near zero, to ``floor_share`` of its usual peak (the rest's 95th percentile of ``|x|``;
+  for a rest that never left 0, the largest the normal runs showed, so that a counter at 0 that
+  ticks to its smallest step in one window — as it does in some normal runs — is not an infinite
+  change: ``effects.relative_change``);
 * **its limit**: the largest contrast of that counter among the history's normal runs — a
   counter whose normal runs wander within the run (a periodic job, a garbage collector) needs
   a larger contrast to count than a quiet one;
@@ -47,18 +50,27 @@ RESOLUTION = 0.01         # run scores closer than this are not told apart (the 
 
 @dataclass(frozen=True)
 class Contrast:
-    """One counter's strongest window against the rest of its run: the signed relative change
-    (``change``; 0.10 = +10 %), the window (intervals ``start`` .. ``start + width - 1``) and both
-    medians."""
-    change: float
+    """One counter's strongest window against the rest of its run: the window (intervals ``start``
+    .. ``start + width - 1``), its median, the rest's median and the rest's 95th percentile of
+    ``|x|`` (``rest_peak``)."""
     start: int
     width: int
     window_median: float
     rest_median: float
+    rest_peak: float
 
 
-def window_contrasts(frame: pd.DataFrame, *, window_share: float, min_window: int,
-                     floor_share: float) -> dict[str, Contrast]:
+def change_of(contrast: Contrast, peak: float | None, *, floor_share: float) -> float:
+    """The signed relative change of a :class:`Contrast` (0.10 = +10 %): window against rest, over
+    the rest's level or ``floor_share`` of its usual peak (the rest's own; ``peak``, the normal
+    runs', when the rest never left 0), capped at ``CHANGE_CAP``."""
+    usual = contrast.rest_peak if contrast.rest_peak > 0 else \
+        (peak if peak is not None and np.isfinite(peak) else 0.0)
+    change = effects.relative_change(contrast.window_median, contrast.rest_median, usual, floor_share=floor_share)
+    return float(np.clip(change, -CHANGE_CAP, CHANGE_CAP))
+
+
+def window_contrasts(frame: pd.DataFrame, *, window_share: float, min_window: int) -> dict[str, Contrast]:
     """Every counter's :class:`Contrast` (see the module docstring).  A counter needs at least
     ``min_window`` values outside its window; a run shorter than one window and ``min_window``
     more intervals has no contrast at all (empty)."""
@@ -95,10 +107,8 @@ def window_contrasts(frame: pd.DataFrame, *, window_share: float, min_window: in
         for j, col in enumerate(cols):
             if counted[j] < min_window:
                 continue
-            window, level = float(windows[i, col]), float(levels[j])
-            change = effects.relative_change(window, level, float(peaks[j]), floor_share=floor_share)
-            out[str(frame.columns[col])] = Contrast(change=float(np.clip(change, -CHANGE_CAP, CHANGE_CAP)), start=k,
-                                                    width=width, window_median=window, rest_median=level)
+            out[str(frame.columns[col])] = Contrast(start=k, width=width, window_median=float(windows[i, col]),
+                                                    rest_median=float(levels[j]), rest_peak=float(peaks[j]))
     return {str(c): out[str(c)] for c in frame.columns if str(c) in out}      # in the frame's order
 
 
@@ -121,18 +131,30 @@ def window_starts(n: int, width: int) -> list[int]:
 def contrast_params(significance: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of :func:`window_contrasts` from the ``significance`` params block (one
     definition of a run's window for the effects and this detector)."""
-    return {"window_share": float(significance["window_share"]), "min_window": int(significance["min_window"]),
+    return {"window_share": float(significance["window_share"]), "min_window": int(significance["min_window"])}
+
+
+def null_params(significance: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`calibrate` from the ``significance`` params block:
+    ``min_effect_pct`` as a share, and ``floor_share``."""
+    return {"min_effect": float(significance["min_effect_pct"]) / 100.0,
             "floor_share": float(significance["floor_share"])}
 
 
-def min_effect_of(significance: dict[str, Any]) -> float:
-    """``significance.min_effect_pct`` as a share."""
-    return float(significance["min_effect_pct"]) / 100.0
+def changes_of(contrasts: dict[str, Contrast], peaks: dict[str, float], *, floor_share: float) -> dict[str, float]:
+    """Counter -> signed change (:func:`change_of`, ``peaks`` the normal runs' usual peaks)."""
+    return {c: change_of(v, peaks.get(c), floor_share=floor_share) for c, v in contrasts.items()}
 
 
-def changes_of(contrasts: dict[str, Contrast]) -> dict[str, float]:
-    """Counter -> signed change, what a calibration keeps of a run's contrasts."""
-    return {c: round(v.change, 6) for c, v in contrasts.items()}
+def usual_peaks(contrasts: dict[str, dict[str, Contrast]]) -> dict[str, float]:
+    """Per counter, the largest ``rest_peak`` of the normal runs ``contrasts``: how high the counter
+    goes in some normal run (a counter that idles at 0 and ticks to 0.025 % now and then has a
+    peak of 0.025; one that never left 0 has none)."""
+    peaks: dict[str, float] = {}
+    for run in contrasts.values():
+        for c, v in run.items():
+            peaks[c] = max(peaks.get(c, 0.0), v.rest_peak)
+    return {c: round(v, 9) for c, v in sorted(peaks.items())}
 
 
 def counter_limits(changes: dict[str, dict[str, float]]) -> dict[str, list]:
@@ -170,13 +192,17 @@ def run_score(changes: dict[str, float], limits: dict[str, float], *, min_effect
     return max(counter_ratios(changes, limits, min_effect=min_effect).values(), default=0.0)
 
 
-def calibrate(changes: dict[str, dict[str, float]], *, min_effect: float) -> dict[str, Any]:
-    """The null of the normal runs ``changes`` (run -> counter -> change): each counter's limits
-    (:func:`counter_limits`) and each run's score against the limits of the others."""
+def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, floor_share: float) -> dict[str, Any]:
+    """The null of the normal runs ``contrasts`` (run -> counter -> :class:`Contrast`): each
+    counter's usual peak (:func:`usual_peaks`), its limits (:func:`counter_limits`) and each run's
+    score against the limits of the others."""
+    peaks = usual_peaks(contrasts)
+    changes = {r: changes_of(v, peaks, floor_share=floor_share) for r, v in contrasts.items()}
     limits = counter_limits(changes)
     scores = {r: round(run_score(changes[r], limits_without(limits, r), min_effect=min_effect), 6)
               for r in sorted(changes)}
-    return {"limits": limits, "normal_scores": scores, "min_effect": min_effect}
+    return {"peaks": peaks, "limits": limits, "normal_scores": scores, "min_effect": min_effect,
+            "floor_share": floor_share}
 
 
 def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_alarm_rate: float,
@@ -195,13 +221,13 @@ def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_
         return {**out, "reason": f"{len(null)} normal run(s) to calibrate on (2 needed)"}
     if not contrasts:
         return {**out, "reason": "the run is too short to compare a window of it with the rest"}
-    changes = {c: v.change for c, v in contrasts.items()}
+    changes = changes_of(contrasts, calibration["peaks"], floor_share=float(calibration["floor_share"]))
     ratios = counter_ratios(changes, limits_without(calibration["limits"], leave_out), min_effect=min_effect)
     score = max(ratios.values(), default=0.0)
     p = pvalues.calibrated_pvalue(score, null, resolution=RESOLUTION)
     failed = bool(p <= false_alarm_rate)
     beyond = sorted((c for c, r in ratios.items() if r > 1.0), key=lambda c: (-ratios[c], c))
-    shown = {c: {"change_pct": round(100.0 * contrasts[c].change, 2), "ratio": round(ratios[c], 4),
+    shown = {c: {"change_pct": round(100.0 * changes[c], 2), "ratio": round(ratios[c], 4),
                  "window": [contrasts[c].start, contrasts[c].start + contrasts[c].width - 1],
                  "window_median": round(contrasts[c].window_median, 6), "rest_median": round(contrasts[c].rest_median, 6)}
              for c in beyond[:top]}

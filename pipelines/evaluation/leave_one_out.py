@@ -55,8 +55,7 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
                                              charter=charter)
     kw = within_run.contrast_params(significance)
     contrasts = {r: within_run.window_contrasts(frames[r], **kw) for r in runs}
-    within_null = within_run.calibrate({r: within_run.changes_of(contrasts[r]) for r in passed},
-                                       min_effect=within_run.min_effect_of(significance))
+    within_null = within_run.calibrate({r: contrasts[r] for r in passed}, **within_run.null_params(significance))
     cross: dict[str, Any] | None = None          # the cross-lab null, charted the first time a run needs it
     out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
@@ -151,6 +150,12 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                                          lab_kw=lab_kw, significance=significance)
     rows = []
     for run_id, (result, doc) in analysed.items():
+        matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
+        doc["methods"]["association_rules_stacking"].update(
+            rule_ensemble.stacking_evidence(result, list(matched.values())), null=kind)
+    faults = loo_history_faults([r for r in analysed if index[r]["verdict"] == "fail"], analysed, charts or {},
+                                clustered or {}, classified or {})
+    for run_id, (result, doc) in analysed.items():
         row = index[run_id]
         truth = (run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
         rows += score_rows(*truth, {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
@@ -161,15 +166,46 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
             if within.get("verdict"):
                 rows += score_rows(*truth, {"within_run": within["flagged_counters"]}, within["counter_scores"], "loo",
                                    failed=within["verdict"] == "fail")
-            matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
-            doc["methods"]["association_rules_stacking"].update(
-                rule_ensemble.stacking_evidence(result, list(matched.values())), null=kind)
-            head = headline.compose({**doc, "run_id": run_id}, {**charts[run_id], "baseline_runs": []},
-                                    (classified or {}).get(run_id), rule, clustered=(clustered or {}).get(run_id))
+            doc["methods"]["association_rules_stacking"]["history_faults"] = faults["stacking"]
+            chart = {**charts[run_id], "baseline_runs": [], "history_faults": faults["control_charts"],
+                     "within_run": {**(charts[run_id].get("within_run") or {}), "history_faults": faults["within_run"]}}
+            cluster = {**clustered[run_id], "history_faults": faults["clustered_regression"]} \
+                if clustered and run_id in clustered else None
+            predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"]} \
+                if classified and run_id in classified else None
+            head = headline.compose({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster)
             rows += score_rows(*truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
                                failed=head.verdict == "fail")
             rows += classifier_rows(*truth, head.to_json(), "loo")
     return rows
+
+
+def loo_history_faults(faults: list[str], analysed: dict[str, tuple[dict, dict]], charts: dict[str, dict],
+                       clustered: dict[str, dict], classified: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """What ``headline.fault_weights`` learns from in leave-one-out: each detector's p-value on each
+    verified fault run of ``faults`` whose baseline shares its lab, from the held-out judgements
+    themselves (the headline leaves the run judged out of them); the classifier's fault scores as
+    they are."""
+    def same_lab(result: dict | None) -> bool:
+        return ((result or {}).get("lab") or {}).get("status") == "same_lab"
+    out: dict[str, dict[str, float]] = {"stacking": {}, "control_charts": {}, "within_run": {},
+                                        "clustered_regression": {}, "cause_classifier": {}}
+    for r in faults:
+        doc = analysed[r][1]
+        if not same_lab(doc["details"]) or r not in charts:
+            continue
+        stacking = doc["methods"]["association_rules_stacking"].get("p_value")
+        if stacking is not None:
+            out["stacking"][r] = stacking
+        if same_lab(charts[r]) and charts[r].get("p_value") is not None:
+            out["control_charts"][r] = charts[r]["p_value"]
+        if (charts[r].get("within_run") or {}).get("p_value") is not None:
+            out["within_run"][r] = charts[r]["within_run"]["p_value"]
+        if same_lab(clustered.get(r)) and clustered[r].get("p_value") is not None:
+            out["clustered_regression"][r] = clustered[r]["p_value"]
+        if r in classified:
+            out["cause_classifier"][r] = classified[r]["fault_score"]
+    return out
 
 
 def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:

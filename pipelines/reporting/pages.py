@@ -8,6 +8,7 @@ so a page works offline and carries no script.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from pipelines import config
@@ -30,6 +31,19 @@ def page_environment():
 def style_sheet() -> str:
     """The CSS every page inlines (the pages' Content-Security-Policy allows inline styles only)."""
     return (config.TEMPLATES / "style.css").read_text(encoding="utf-8")
+
+
+def change_cell(change: dict[str, Any] | None, effect: float | None) -> str:
+    """A top counter's change as the page shows it: the medians' change in %, and, when the size
+    judged for practical significance (``details.effects``: the larger of the whole run's and its
+    strongest window's change against the reference level) differs from it by a point or more,
+    that size too, since it is what made the flag count."""
+    if not change or change.get("change_pct") is None:
+        return "—"
+    text = f"{change['change_pct']:+.1f} %"
+    if effect is not None and math.isfinite(effect) and abs(100.0 * effect - change["change_pct"]) >= 1.0:
+        text += f" ({100.0 * effect:+.1f} % at its strongest)"
+    return text
 
 
 def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
@@ -57,7 +71,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
                     "lower": r.get("lower", "—"), "upper": r.get("upper", "—"), "by": by.get(c, []),
                     "baseline": with_unit(c, ch["baseline"]) if ch else "—",
                     "now": with_unit(c, ch["target"]) if ch else "—",
-                    "change": "—" if not ch or ch["change_pct"] is None else f"{ch['change_pct']:+.1f} %",
+                    "change": change_cell(ch, (d.get("effects") or {}).get(c)),
                     "direction": ch["direction"] if ch else "", "trend": (trends or {}).get(c),
                     "history": counter_href(doc["system"], c) if history else None})
     flagged_rules = [c for c in doc["flagged_counters"] if c in d.get("violated_rules", {})] or \

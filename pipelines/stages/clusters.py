@@ -31,9 +31,26 @@ def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[st
         log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     null, _ = normal_scores(passed, index, frames, params, hist)
-    cross = cross_lab_scores(passed, index, frames, params, hist,
-                             history.verdicts(index, system, exclude=set(hist["exclude"])))
-    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross}, key)
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    cross = cross_lab_scores(passed, index, frames, params, hist, verdicts)
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
+                             "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts)}, key)
+
+
+def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
+                  null: dict[str, float], verdicts: dict[str, str]) -> dict[str, float]:
+    """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
+    against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
+    from them), on the stage's processes."""
+    faults = [r for r, v in verdicts.items() if v == "fail"]
+    progress = Progress(log, "clusters calibration faults", len(faults), what="fault runs")
+
+    def model_fault(run_id: str) -> float | None:
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        result = decide_matched(model_against(run_id, baseline, index, frames, params, hist), null, None, params, run_id)
+        return result.get("p_value") if (result.get("lab") or {}).get("status") == "same_lab" else None
+    judged = dict(zip(faults, parallel.map_ordered(model_fault, faults, progress=progress.each())))
+    return {r: p for r, p in judged.items() if p is not None}
 
 
 def verified_of(index: dict[str, Any], system: str, hist: dict[str, Any]) -> list[str]:
@@ -56,6 +73,7 @@ def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, An
         return done, True
     result = decide_matched(model_against(run_id, baseline, index, frames, params, hist),
                             calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
+    result["history_faults"] = calibration.get("fault_pvalues")
     return memo.write(config.cluster_path(run_id), result, key), False
 
 

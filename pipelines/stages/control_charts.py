@@ -62,7 +62,9 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
                 counter_flag_floor=float(params["counter_flag_floor"]),
                 false_alarm_rate=float(params["false_alarm_rate"]))
     out["null"] = null
+    within["history_faults"] = calibration["within_run"].get("fault_pvalues")
     out.update({
+        "history_faults": calibration.get("fault_pvalues"),
         "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
                    for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
@@ -78,9 +80,9 @@ def within_calibration(passed: list[str], frames: store.FrameStore, significance
     stage's processes."""
     kw = within_run.contrast_params(significance)
     progress = Progress(log, "within-run calibration", len(passed), what="normal runs")
-    changes = parallel.map_ordered(lambda r: within_run.changes_of(within_run.window_contrasts(frames[r], **kw)),
-                                   passed, progress=progress.each())
-    return within_run.calibrate(dict(zip(passed, changes)), min_effect=within_run.min_effect_of(significance))
+    contrasts = parallel.map_ordered(lambda r: within_run.window_contrasts(frames[r], **kw), passed,
+                                     progress=progress.each())
+    return within_run.calibrate(dict(zip(passed, contrasts)), **within_run.null_params(significance))
 
 
 def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
@@ -102,7 +104,30 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
     calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
                                                      lab_runs=verdicts, lab_kw=labs.lab_params(hist))
     calibration["within_run"] = within_calibration(passed, frames, significance)
+    calibration["fault_pvalues"], calibration["within_run"]["fault_pvalues"] = fault_pvalues(
+        index, frames, calibration, params, hist, significance, verdicts)
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
+
+
+def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+                  hist: dict[str, Any], significance: dict[str, Any], verdicts: dict[str, str]
+                  ) -> tuple[dict[str, float], dict[str, float]]:
+    """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
+    p-value and the within-run one (``headline.fault_weights`` learns each detector's share of the
+    rate from them), on the stage's processes."""
+    faults = [r for r, v in verdicts.items() if v == "fail"]
+    progress = Progress(log, "control_charts calibration faults", len(faults), what="fault runs")
+
+    def chart_fault(run_id: str) -> tuple[float | None, float | None]:
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        out = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=verdicts,
+                        lab_kw=labs.lab_params(hist), significance=significance)
+        if out.get("verdict") is None or (out.get("lab") or {}).get("status") != "same_lab":
+            return None, None
+        return out.get("p_value"), (out.get("within_run") or {}).get("p_value")
+    judged = dict(zip(faults, parallel.map_ordered(chart_fault, faults, progress=progress.each())))
+    return ({r: v[0] for r, v in judged.items() if v[0] is not None},
+            {r: v[1] for r, v in judged.items() if v[1] is not None})
 
 
 @locks.holding("control_charts calibration")

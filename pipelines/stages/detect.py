@@ -75,7 +75,7 @@ def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tup
     null, kind = labs.matched_null(doc["details"]["lab"]["status"], calibration.get("normal_scores") or {},
                                    calibration.get("cross_lab_scores"), run_id)
     doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, list(null.values())),
-                                                        null=kind)
+                                                        null=kind, history_faults=calibration.get("fault_pvalues"))
     doc["details"]["baseline_origin"] = origin
     return memo.write(config.detection_path(run_id), doc, key), False
 

@@ -19,6 +19,13 @@ from pipelines.storage import archive, locks, store
 log = logging.getLogger("regresslab.predict_causes")
 
 
+def history_fault_scores(meta: dict[str, Any]) -> dict[str, float]:
+    """The leave-one-out fault score of each verified fault run of the model's history (the model
+    trained without it): what ``headline.fault_weights`` counts the classifier's catches from."""
+    return {r: v["fault_score"] for r, v in sorted((meta.get("loo_predictions") or {}).items())
+            if v.get("truth") not in (None, "none") and v.get("fault_score") is not None}
+
+
 def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, charter: charts.Charter,
                 cc_params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
     """Predict the cause of one target run and write it."""
@@ -43,6 +50,7 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
             result["baseline_runs"] = pairs
             if meta.get("null_fault_scores") is not None:     # the classifier as a detector (headline)
                 result["null_fault_scores"] = sorted(meta["null_fault_scores"].values())
+                result["history_fault_scores"] = history_fault_scores(meta)
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id
     archive.write_json_atomic(config.cause_path(run_id), result)

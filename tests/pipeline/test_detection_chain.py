@@ -45,13 +45,17 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         assert {"association_rules_stacking", "association_rules_bagging", "association_rules_single"} <= set(
             doc["methods"])
         assert "control_charts" in doc["methods"]
-        # verdict_rule: calibrated -- Simes over the detectors' p-values (report.combination), fail at <= 5 %
-        ps = [doc["methods"][m].get("p_value") for m in ("association_rules_stacking", "control_charts",
-                                                           "clustered_regression", "cause_classifier")
-              if m in doc["methods"]]
-        ps = [p for p in ps if p is not None]
+        # verdict_rule: calibrated -- Simes over the detectors' p-values (report.combination), each divided by
+        # its weight (report.detector_weights: learned from the history's faults), fail at <= 5 %
+        method = {"stacking": "association_rules_stacking"}
+        combined = doc["details"]["combined_detectors"]
+        assert set(combined) <= {"stacking", "control_charts", "clustered_regression", "cause_classifier",
+                                 "within_run"} and "within_run" in combined
+        weights = (doc["details"]["detector_weights"] or {}).get("weights") or {d: 1.0 for d in combined}
+        assert sum(weights.values()) == pytest.approx(len(combined), abs=1e-3)
+        ps = [doc["methods"][method.get(d, d)]["p_value"] / weights[d] for d in combined]
         simes = min(1.0, min(len(ps) * p / i for i, p in enumerate(sorted(ps), 1)))
-        assert ps and doc["p_value"] == pytest.approx(simes, abs=2e-6)
+        assert ps and doc["p_value"] == pytest.approx(simes, abs=2e-5)
         assert doc["details"]["combination"] == "simes"
         assert doc["verdict"] == ("fail" if doc["p_value"] <= 0.05 else "pass")
         ruled = set(doc["methods"]["association_rules_stacking"]["flagged_counters"]) | set(

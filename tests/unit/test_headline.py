@@ -25,11 +25,14 @@ def test_headline_verdict(rule, stacking, charts, expected):
 def test_the_rule_is_built_once_from_params_and_checked():
     params = {"verdict_rule": "calibrated", "flag_rule": "union", "false_alarm_rate": "0.01",
               "headline_detectors": ["stacking", "control_charts"], "classifier_resolution": 0.02,
-              "combination": "bonferroni"}
+              "combination": "bonferroni", "detector_weights": "faults"}
     rule = headline.HeadlineRule.from_params(params)
-    assert rule == headline.HeadlineRule("calibrated", "union", 0.01, ("stacking", "control_charts"), 0.02, "bonferroni")
+    assert rule == headline.HeadlineRule("calibrated", "union", 0.01, ("stacking", "control_charts"), 0.02, "bonferroni",
+                                         detector_weights="faults")
     with pytest.raises(ValueError, match="flag_rule"):
         headline.HeadlineRule.from_params({**params, "flag_rule": "vote"})
+    with pytest.raises(ValueError, match="detector_weights"):
+        headline.HeadlineRule.from_params({**params, "detector_weights": "votes"})
 
 
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
@@ -332,3 +335,67 @@ def test_an_adjusted_run_nothing_can_judge_has_no_baseline():
                   false_alarm_rate=0.05)
     assert doc["verdict"] == "no_baseline" and doc["score"] is None and doc["schema_version"] == 2
     assert "another lab" in doc["details"]["no_baseline"]
+
+
+def test_weights_are_learned_from_the_faults_every_detector_judged_by_hand():
+    faults = {"stacking": {"f1": 0.01, "f2": 0.20, "f3": 0.04, "f4": 0.01},
+              "cause_classifier": {"f1": 0.01, "f2": 0.01, "f3": 0.01},
+              "within_run": {"f1": 0.50, "f2": 0.90, "f3": None}}
+    out = headline.fault_weights(faults, ["stacking", "cause_classifier", "within_run"], alpha=0.05)
+    # judged by all three: f1, f2, f3 (f4 only by stacking); caught: stacking 2, classifier 3, within 0
+    # weights (1 + caught) scaled to a mean of 1: 3, 4, 1 over 8, times 3
+    assert out["faults"] == 3 and out["caught"] == {"stacking": 2, "cause_classifier": 3, "within_run": 0}
+    assert out["weights"] == pytest.approx({"stacking": 9 / 8, "cause_classifier": 12 / 8, "within_run": 3 / 8})
+    # in leave-one-out the judged run does not teach its own weight: without f3, stacking 1, classifier 2
+    loo = headline.fault_weights(faults, ["stacking", "cause_classifier", "within_run"], alpha=0.05, run_id="f3")
+    assert loo["caught"] == {"stacking": 1, "cause_classifier": 2, "within_run": 0}
+    assert headline.fault_weights(faults, ["stacking", "control_charts"], alpha=0.05) is None   # no record: equal
+    assert headline.fault_weights({"stacking": {}}, ["stacking"], alpha=0.05) is None
+
+
+def test_a_weighted_combination_gives_the_detectors_that_see_this_systems_faults_more_of_the_rate():
+    # equal shares: Simes over 0.02, 0.30 -> min(2 x 0.02, 2 x 0.30 / 2) = 0.04
+    verdict, p = headline.calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05)
+    assert (verdict, p) == ("fail", pytest.approx(0.04))
+    # weights 1.5 and 0.5: 0.02 / 1.5 and 0.30 / 0.5 -> min(2 x 0.01333, 2 x 0.6 / 2) = 0.02667
+    verdict, p = headline.calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05, "simes",
+                                             {"cause_classifier": 1.5, "within_run": 0.5})
+    assert p == pytest.approx(2 * 0.02 / 1.5)
+    # the other way round the classifier's 0.02 counts for less: min(2 x 0.04, 2 x 0.2 / 2) = 0.08
+    verdict, p = headline.calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05, "simes",
+                                             {"cause_classifier": 0.5, "within_run": 1.5})
+    assert (verdict, p) == ("pass", pytest.approx(0.08))
+
+
+def test_compose_weights_the_detectors_by_the_history_faults_they_caught():
+    det, charts = adjusted_run("same_lab", None)
+    lab = {**det["details"]["lab"], "status": "same_lab"}
+    det = {**det, "details": {**det["details"], "lab": lab}}
+    det["methods"]["association_rules_stacking"] = {"verdict": "pass", "flagged_counters": [], "p_value": 0.03,
+                                                    "history_faults": {"f1": 0.01, "f2": 0.01, "f3": 0.01}}
+    charts = {**charts, "lab": lab, "p_value": 0.5, "verdict": "pass", "flagged_counters": [],
+              "history_faults": {"f1": 0.6, "f2": 0.7, "f3": 0.8}}
+    kw = dict(verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05,
+              detectors=("stacking", "control_charts"))
+    equal = compose(det, charts, None, **kw)
+    assert equal["verdict"] == "pass" and equal["p_value"] == pytest.approx(0.06)      # 2 x 0.03
+    weighted = compose(det, charts, None, **kw, detector_weights="faults")
+    # stacking caught 3 of 3, the charts none: weights 4/5 x 2 = 1.6 and 1/5 x 2 = 0.4 -> 2 x 0.03 / 1.6
+    assert weighted["details"]["detector_weights"]["weights"] == {"stacking": 1.6, "control_charts": 0.4}
+    assert weighted["p_value"] == pytest.approx(2 * 0.03 / 1.6) and weighted["verdict"] == "fail"
+    assert "history_faults" not in weighted["methods"]["association_rules_stacking"]        # kept out of the file
+
+
+def test_a_run_not_judged_in_its_own_lab_gets_equal_shares():
+    # the history's faults were judged against baselines of their own lab: their weights do not
+    # serve a run whose lab is adjusted for (here against the cross-lab null, so nothing is set aside)
+    det, charts = adjusted_run("cross_lab", None)
+    det["methods"]["association_rules_stacking"] = {"verdict": "pass", "flagged_counters": [], "p_value": 0.03,
+                                                    "null": "cross_lab",
+                                                    "history_faults": {"f1": 0.01, "f2": 0.01, "f3": 0.01}}
+    charts = {**charts, "p_value": 0.5, "verdict": "pass", "flagged_counters": [],
+              "history_faults": {"f1": 0.6, "f2": 0.7, "f3": 0.8}}
+    doc = compose(det, charts, None, verdict_rule="calibrated", flag_rule="rules", false_alarm_rate=0.05,
+                  detectors=("stacking", "control_charts"), detector_weights="faults")
+    assert doc["baseline_status"] == "adjusted" and doc["details"]["detector_weights"] is None
+    assert doc["verdict"] == "pass" and doc["p_value"] == pytest.approx(0.06)      # 2 x 0.03, as with equal shares

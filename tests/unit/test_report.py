@@ -250,3 +250,25 @@ def test_a_run_judged_against_itself_says_where_in_the_run_it_changed():
     assert "The verdict rests on the run against itself" in html
     calm = {**doc, "verdict": "pass", "flagged_counters": []}
     assert summary.plain_summary(calm, {}).startswith("No regression found within the run; it was not compared")
+
+
+def test_the_page_gives_each_detectors_share_of_the_rate_and_where_it_came_from():
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    doc = _doc()
+    doc["details"] = {**doc["details"], "detector_weights": {
+        "faults": 3, "caught": {"stacking": 3, "control_charts": 0}, "weights": {"stacking": 1.6, "control_charts": 0.4}}}
+    html = pages.render_run(doc, meta, None, baseline_envs={}, raw_href="x", raw_name="x")
+    shares = re.search(r'<p id="detector-weights".*?</p>', html, re.S).group(0)
+    assert "3 verified fault run(s)" in shares
+    assert "<code>stacking</code> 1.60 (3 caught)" in shares and "<code>control_charts</code> 0.40 (0 caught)" in shares
+    equal = pages.render_run(_doc(), meta, None, baseline_envs={}, raw_href="x", raw_name="x")
+    assert 'id="detector-weights"' not in equal
+
+
+def test_a_top_counter_shows_the_size_judged_when_it_differs_from_the_medians_change():
+    # the medians moved +1.0 % (660,300 -> 666,700) but the strongest window +5.4 %: that size made the flag count
+    assert pages.change_cell({"baseline": 660300.0, "target": 666700.0, "change_pct": 1.0}, 0.0537) == \
+        "+1.0 % (+5.4 % at its strongest)"
+    assert pages.change_cell({"baseline": 100.0, "target": 110.0, "change_pct": 10.0}, 0.104) == "+10.0 %"   # within a point
+    assert pages.change_cell({"baseline": 100.0, "target": 110.0, "change_pct": 10.0}, None) == "+10.0 %"
+    assert pages.change_cell(None, 0.2) == "—"

@@ -10,7 +10,12 @@ import pytest
 from pipelines.calibration import pvalues
 from pipelines.detectors import within_run
 
-KW = {"window_share": 0.2, "min_window": 3, "floor_share": 0.5}
+KW = {"window_share": 0.2, "min_window": 3}
+FLOOR = 0.5
+
+
+def change(contrast, peak=None):
+    return within_run.change_of(contrast, peak, floor_share=FLOOR)
 
 
 def test_a_window_that_rose_is_measured_against_the_rest_of_the_run_by_hand():
@@ -21,14 +26,14 @@ def test_a_window_that_rose_is_measured_against_the_rest_of_the_run_by_hand():
     rest = np.array([10, 10, 11, 10, 9, 10, 10], dtype=float)
     scale = max(10.0, 0.5 * float(np.quantile(rest, 0.95)))
     assert (c.start, c.width, c.window_median, c.rest_median) == (3, 3, 20.0, 10.0)
-    assert c.change == pytest.approx((20 - 10) / scale) and c.change == pytest.approx(1.0)
+    assert change(c) == pytest.approx((20 - 10) / scale) and change(c) == pytest.approx(1.0)
 
 
 def test_a_shift_of_the_whole_run_is_no_change_within_it():
     """Another lab moves every interval alike: the run against itself sees nothing."""
     base = np.array([10, 10, 11, 10, 9, 10, 10, 11, 10, 10], dtype=float)
-    here = within_run.window_contrasts(pd.DataFrame({"c": base}), **KW)["c"].change
-    moved = within_run.window_contrasts(pd.DataFrame({"c": base * 3 + 50}), **KW)["c"].change
+    here = change(within_run.window_contrasts(pd.DataFrame({"c": base}), **KW)["c"])
+    moved = change(within_run.window_contrasts(pd.DataFrame({"c": base * 3 + 50}), **KW)["c"])
     assert abs(here) <= 0.1 and abs(moved) <= abs(here)
 
 
@@ -37,14 +42,16 @@ def test_a_counter_idling_at_zero_is_measured_against_half_its_usual_peak():
     x = [0, 0, 0, 2, 2, 2, 0, 4, 0, 0]
     c = within_run.window_contrasts(pd.DataFrame({"q.queue_length": x}), **KW)["q.queue_length"]
     p95 = float(np.quantile([0, 0, 0, 0, 4, 0, 0], 0.95))
-    assert p95 == pytest.approx(2.8)
-    assert c.change == pytest.approx(2 / (0.5 * p95))
+    assert p95 == pytest.approx(2.8) and c.rest_peak == pytest.approx(p95)
+    assert change(c) == pytest.approx(2 / (0.5 * p95))
+    assert change(c, peak=10.0) == pytest.approx(2 / (0.5 * p95))      # its own peak: the normal runs' is not needed
 
 
-def test_a_counter_that_left_exactly_zero_is_capped_not_infinite():
+def test_a_counter_that_left_exactly_zero_is_measured_against_its_usual_peak_else_capped():
     x = [0, 0, 0, 5, 5, 5, 0, 0, 0, 0]
     c = within_run.window_contrasts(pd.DataFrame({"e.errors_per_s": x}), **KW)["e.errors_per_s"]
-    assert c.change == within_run.CHANGE_CAP
+    assert change(c) == within_run.CHANGE_CAP                # never seen away from 0: large, not infinite
+    assert change(c, peak=0.2) == pytest.approx(5 / (0.5 * 0.2))     # normal runs tick to 0.2 at their peak
 
 
 def test_too_short_a_run_or_too_few_values_has_no_contrast():
@@ -70,12 +77,19 @@ def test_the_run_score_is_the_largest_change_over_its_limit_among_changes_that_m
     assert within_run.run_score({"b": 0.04}, limits, min_effect=0.05) == 0.0
 
 
+def contrast(window, rest=10.0, peak=11.0):
+    return within_run.Contrast(start=3, width=3, window_median=window, rest_median=rest, rest_peak=peak)
+
+
 def test_calibration_scores_each_normal_run_against_the_others_and_judge_computes_the_p_value():
-    changes = {"n1": {"a": 0.10}, "n2": {"a": 0.20}, "n3": {"a": 0.08}}
-    cal = within_run.calibrate(changes, min_effect=0.05)
+    # rest 10, windows 11, 12, 10.8: changes +10 %, +20 %, +8 % (the level 10 is above half the peaks)
+    normal = {"n1": {"a": contrast(11.0)}, "n2": {"a": contrast(12.0, peak=13.0)}, "n3": {"a": contrast(10.8)}}
+    cal = within_run.calibrate(normal, min_effect=0.05, floor_share=FLOOR)
+    assert cal["peaks"] == {"a": 13.0}                                       # the largest of 11, 13, 11
+    assert cal["limits"]["a"] == [pytest.approx(0.20), "n2", pytest.approx(0.10)]
     # n1: 0.10 / 0.20 = 0.5; n2 (the largest): 0.20 / 0.10 = 2.0; n3: 0.08 / 0.20 = 0.4
     assert cal["normal_scores"] == pytest.approx({"n1": 0.5, "n2": 2.0, "n3": 0.4})
-    target = {"a": within_run.Contrast(change=1.0, start=3, width=3, window_median=20.0, rest_median=10.0)}
+    target = {"a": contrast(20.0)}                                           # +100 %
     out = within_run.judge(target, cal, false_alarm_rate=0.05)
     assert out["score"] == pytest.approx(5.0)                  # 1.0 / 0.20
     assert out["p_value"] == pytest.approx(pvalues.calibrated_pvalue(5.0, [0.5, 2.0, 0.4],
@@ -89,9 +103,10 @@ def test_calibration_scores_each_normal_run_against_the_others_and_judge_compute
 
 
 def test_judge_abstains_without_a_null_or_a_contrast():
-    one = within_run.calibrate({"n1": {"a": 0.1}}, min_effect=0.05)
+    one = within_run.calibrate({"n1": {"a": contrast(11.0)}}, min_effect=0.05, floor_share=FLOOR)
     assert within_run.judge({}, one, false_alarm_rate=0.05)["verdict"] is None
-    two = within_run.calibrate({"n1": {"a": 0.1}, "n2": {"a": 0.1}}, min_effect=0.05)
+    two = within_run.calibrate({"n1": {"a": contrast(11.0)}, "n2": {"a": contrast(11.0)}}, min_effect=0.05,
+                               floor_share=FLOOR)
     out = within_run.judge({}, two, false_alarm_rate=0.05)
     assert out["verdict"] is None and "too short" in out["reason"]
 
@@ -101,9 +116,9 @@ def test_a_fault_inside_the_run_stands_out_from_normal_runs_in_another_lab():
     faulty run of a lab at twice the level: only the
     fault's window is beyond the normal runs' limits."""
     rng = np.random.default_rng(3)
-    normal = {f"n{i}": within_run.changes_of(within_run.window_contrasts(
-        pd.DataFrame({"cpu_pct": 40 + rng.normal(0, 1, 20)}), **KW)) for i in range(24)}
-    cal = within_run.calibrate(normal, min_effect=0.05)
+    normal = {f"n{i}": within_run.window_contrasts(pd.DataFrame({"cpu_pct": 40 + rng.normal(0, 1, 20)}), **KW)
+              for i in range(24)}
+    cal = within_run.calibrate(normal, min_effect=0.05, floor_share=FLOOR)
     other_lab = 80 + rng.normal(0, 2, 20)
     fault = other_lab.copy()
     fault[8:12] += 60
