@@ -34,6 +34,7 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
     tree, truth = analysed
     targets = sorted(r for r in truth if "-t" in r)
     assert targets
+    shares_learned = 0
     for run_id in targets:
         doc = json.loads((config.RUN_REPORTS / f"{run_id}.json").read_text())
         assert CONTRACT_KEYS <= set(doc)
@@ -49,10 +50,16 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         # its weight (report.detector_weights: learned from the history's faults), fail at <= 5 %
         method = {"stacking": "association_rules_stacking"}
         combined = doc["details"]["combined_detectors"]
-        assert set(combined) <= {"stacking", "control_charts", "clustered_regression", "cause_classifier",
-                                 "within_run"} and "within_run" in combined
-        weights = (doc["details"]["detector_weights"] or {}).get("weights") or {d: 1.0 for d in combined}
-        assert sum(weights.values()) == pytest.approx(len(combined), abs=1e-3)
+        assert set(combined) <= {"stacking", "control_charts", "clustered_regression", "cause_classifier"} \
+            or combined == ["within_run"]
+        learned = doc["details"]["detector_weights"]
+        weights = {d: 1.0 for d in combined}
+        if learned:     # 1 + the history's faults each caught, scaled to a mean of 1
+            assert doc["baseline_status"] == "same_lab" and set(learned["caught"]) == set(combined)
+            total = sum(1 + k for k in learned["caught"].values())
+            weights = {d: (1 + learned["caught"][d]) * len(combined) / total for d in combined}
+            assert learned["weights"] == pytest.approx(weights, abs=1e-4)
+            shares_learned += 1
         ps = [doc["methods"][method.get(d, d)]["p_value"] / weights[d] for d in combined]
         simes = min(1.0, min(len(ps) * p / i for i, p in enumerate(sorted(ps), 1)))
         assert ps and doc["p_value"] == pytest.approx(simes, abs=2e-5)
@@ -73,6 +80,7 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         else:
             assert doc["flagged_counters"] == [] and doc["cause"]["label"] == "none"
         assert (config.RUN_REPORTS / f"{run_id}.html").read_text().count(run_id) >= 2
+    assert shares_learned          # the history holds verified faults: some target is judged with learned shares
     assert "runs regressed" in (config.REPORTS / "index.html").read_text()
     metrics = json.loads((config.METRICS / "detection.json").read_text())
     for combiner in ("single", "bagging", "stacking"):
