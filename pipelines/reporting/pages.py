@@ -34,10 +34,10 @@ def style_sheet() -> str:
 
 
 def change_cell(change: dict[str, Any] | None, effect: float | None) -> str:
-    """A top counter's change as the page shows it: the medians' change in %, and, when the size
-    judged for practical significance (``details.effects``: the larger of the whole run's and its
-    strongest window's change against the reference level) differs from it by a point or more,
-    that size too, since it is what made the flag count."""
+    """A top counter's change as the page shows it: the medians' change in %, and, for a flagged
+    counter (``effect`` given), the size judged for practical significance when it differs from
+    that by a point or more (``details.effects``: the larger of the whole run's and its strongest
+    window's change against the reference level), since it is what made the flag count."""
     if not change or change.get("change_pct") is None:
         return "—"
     text = f"{change['change_pct']:+.1f} %"
@@ -71,7 +71,7 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
                     "lower": r.get("lower", "—"), "upper": r.get("upper", "—"), "by": by.get(c, []),
                     "baseline": with_unit(c, ch["baseline"]) if ch else "—",
                     "now": with_unit(c, ch["target"]) if ch else "—",
-                    "change": change_cell(ch, (d.get("effects") or {}).get(c)),
+                    "change": change_cell(ch, (d.get("effects") or {}).get(c) if c in doc["flagged_counters"] else None),
                     "direction": ch["direction"] if ch else "", "trend": (trends or {}).get(c),
                     "history": counter_href(doc["system"], c) if history else None})
     flagged_rules = [c for c in doc["flagged_counters"] if c in d.get("violated_rules", {})] or \

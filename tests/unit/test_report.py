@@ -272,3 +272,19 @@ def test_a_top_counter_shows_the_size_judged_when_it_differs_from_the_medians_ch
     assert pages.change_cell({"baseline": 100.0, "target": 110.0, "change_pct": 10.0}, 0.104) == "+10.0 %"   # within a point
     assert pages.change_cell({"baseline": 100.0, "target": 110.0, "change_pct": 10.0}, None) == "+10.0 %"
     assert pages.change_cell(None, 0.2) == "—"
+
+
+def test_only_a_flagged_counter_shows_its_size_at_its_strongest():
+    doc = _doc()
+    flagged = doc["flagged_counters"][0]
+    doc["counter_scores"]["calm.cpu_pct"] = 0.1
+    doc["details"]["effects"] = {flagged: 0.2, "calm.cpu_pct": 0.2}
+    changes = {flagged: {"baseline": 100.0, "target": 101.0, "change_pct": 1.0, "direction": "worse"},
+               "calm.cpu_pct": {"baseline": 50.0, "target": 50.5, "change_pct": 1.0, "direction": "changed"}}
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None, baseline_envs={},
+                            raw_href="x", raw_name="x", changes=changes)
+    rows = re.findall(r"<tr(?: class=\"flagged\")?><td>.*?</tr>", html.split('id="top-counters"')[1].split("</table>")[0], re.S)
+    assert len(rows) == 2
+    assert "+1.0 % (+20.0 % at its strongest)" in next(r for r in rows if 'class="flagged"' in r)
+    calm = next(r for r in rows if "calm.cpu_pct" in r)
+    assert "+1.0 %" in calm and "at its strongest" not in calm
