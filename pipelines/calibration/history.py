@@ -33,6 +33,12 @@ def verdicts(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str]
     return {r: index[r]["verdict"] for r in verified_runs(index, system, exclude=exclude)}
 
 
+def fault_runs(verdicts: dict[str, str]) -> list[str]:
+    """The verified fault runs of :func:`verdicts`, in its order (what each calibration also judges
+    as a target, for ``headline.fault_weights``)."""
+    return [r for r, v in verdicts.items() if v == "fail"]
+
+
 def targets(index: dict[str, dict[str, Any]]) -> list[str]:
     """Runs nobody has analysed yet (``verdict`` null), oldest first."""
     return [rid for rid, row in sorted(index.items(), key=lambda kv: (kv[1]["started_at"], kv[0]))

@@ -738,7 +738,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
         log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
-    faults = [r for r, v in verdicts.items() if v == "fail"]
+    faults = history.fault_runs(verdicts)
     progress = Progress(log, f"detect calibration {system}",
                         len(passed) + 2 * len(labs.judged_across(passed, lab_of)) + len(faults), what="analyses")
 
@@ -765,7 +765,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
         result, doc = analyse(run_id, baseline, ctx, lab_runs=verdicts, with_single=False)
         if doc["details"]["lab"]["status"] != "same_lab":
             return None
-        return round(stacking_pvalue(stacking_score(result), list(scores.values()), len(result["weights"])), 6)
+        return stacking_evidence(result, list(scores.values()))["p_value"]
     fault_p = dict(zip(faults, mapper(judge_fault, faults)))
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores, "cross_lab_scores": cross,
                              "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None}}, key)

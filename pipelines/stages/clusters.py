@@ -42,7 +42,7 @@ def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: d
     """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
     against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
     from them), on the stage's processes."""
-    faults = [r for r, v in verdicts.items() if v == "fail"]
+    faults = history.fault_runs(verdicts)
     progress = Progress(log, "clusters calibration faults", len(faults), what="fault runs")
 
     def model_fault(run_id: str) -> float | None:

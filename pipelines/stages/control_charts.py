@@ -115,7 +115,7 @@ def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: 
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
     p-value and the within-run one (``headline.fault_weights`` learns each detector's share of the
     rate from them), on the stage's processes."""
-    faults = [r for r, v in verdicts.items() if v == "fail"]
+    faults = history.fault_runs(verdicts)
     progress = Progress(log, "control_charts calibration faults", len(faults), what="fault runs")
 
     def chart_fault(run_id: str) -> tuple[float | None, float | None]:
