@@ -22,7 +22,6 @@ stages do not do.  ``--source`` may be any archive folder, e.g. the one ``bench/
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -48,24 +47,56 @@ def airflow(args: list[str], env: dict, timeout: int = 300) -> str:
                           check=True).stdout
 
 
-def json_lines(out: str) -> list:
-    """The JSON list in a CLI output that may also hold log lines."""
-    for line in out.splitlines():
-        line = line.strip()
-        if line == "[]" or line.startswith("[{"):
-            return json.loads(line)
-    return []
+def db_rows(db: Path, sql: str, args: tuple) -> list[tuple]:
+    """Rows of the metadata DB (read-only, so the polling costs the night no CLI process: each
+    ``airflow`` command is a Python start-up and Airflow's imports, seconds of CPU)."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            return con.execute(sql, args).fetchall()
+        finally:
+            con.close()
+    except sqlite3.OperationalError:          # not created yet, or locked by a writer: ask again
+        return []
 
 
-def wait_for_run(dag_id: str, run_id: str, env: dict, timeout: float) -> str:
+def wait_for_run(dag_id: str, run_id: str, db: Path, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = json_lines(airflow(["dags", "list-runs", dag_id, "-o", "json"], env))
-        state = next((r["state"] for r in runs if r["run_id"] == run_id), None)
-        if state in ("success", "failed"):
-            return state
-        time.sleep(5)
+        rows = db_rows(db, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", (dag_id, run_id))
+        if rows and rows[0][0] in ("success", "failed"):
+            return rows[0][0]
+        time.sleep(2)
     return "timeout"
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core; /proc/stat)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(x) for x in fields]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")      # all but idle and iowait
+
+
+def session_cpu(sid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of the live processes of session ``sid`` (``airflow standalone``'s
+    scheduler, API server, DAG processor, triggerer and executor workers), by command."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        if int(rest[3]) != sid:             # field 6: the session id
+            continue
+        words = [w for w in cmd.split() if not w.startswith("-") and "/" not in w]
+        name = " ".join(words[:2]) or "?"
+        out[name] = out.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / tick       # utime + stime
+    return out
 
 
 def concurrency(db: Path, dag_id: str, run_id: str) -> tuple[int, float, list[tuple]]:
@@ -126,30 +157,37 @@ def task_spans(rows: list[tuple]) -> list[str]:
             for task, (first, last, n, total) in sorted(spans.items(), key=lambda kv: kv[1][0])]
 
 
-def first_run(dag_id: str, env: dict, timeout: float) -> str | None:
+def first_run(dag_id: str, db: Path, timeout: float) -> str | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = json_lines(airflow(["dags", "list-runs", dag_id, "-o", "json"], env))
-        if runs:
-            return runs[-1]["run_id"]
-        time.sleep(5)
+        rows = db_rows(db, "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id", (dag_id,))
+        if rows:
+            return rows[-1][0]
+        time.sleep(2)
     return None
 
 
-def night(dag_id: str, env: dict, timeout: float, db: Path, *, trigger: bool) -> float:
+def night(dag_id: str, env: dict, timeout: float, db: Path, *, trigger: bool, sid: int) -> float:
     """Wait for the run the scheduler starts (unpausing a cron DAG, or an asset event), or trigger one;
-    return the run's own duration."""
-    started = time.monotonic()
+    return the run's own duration.  Prints the CPU seconds the machine spent meanwhile and those of
+    Airflow's own long-lived processes (what the tasks did not use)."""
+    started, busy, own = time.monotonic(), busy_seconds(), session_cpu(sid)
     if trigger:
         run_id = f"bench_{dag_id}_{int(time.time())}"
         airflow(["dags", "trigger", dag_id, "--run-id", run_id], env)
     else:
-        run_id = first_run(dag_id, env, timeout)
+        run_id = first_run(dag_id, db, timeout)
         if run_id is None:
             print(f"{dag_id}: no run started", flush=True)
             return float("nan")
-    state = wait_for_run(dag_id, run_id, env, timeout)
-    return report_run(dag_id, run_id, state, time.monotonic() - started, db)
+    state = wait_for_run(dag_id, run_id, db, timeout)
+    duration = report_run(dag_id, run_id, state, time.monotonic() - started, db)
+    busy, after = busy_seconds() - busy, session_cpu(sid)
+    spent = {name: after[name] - own.get(name, 0.0) for name in after}
+    print(f"CPU meanwhile: {busy:.0f} s busy on {os.cpu_count()} cores; Airflow's own processes "
+          f"{sum(spent.values()):.0f} s (" + ", ".join(f"{k} {v:.0f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1])
+                                                   if v >= 0.5) + ")", flush=True)
+    return duration
 
 
 NIGHT_STAGES = stage_graph.select("pull", through="report", skip=("features", "train_causes"),
@@ -229,10 +267,10 @@ def main() -> None:
         if args.with_retrain:
             airflow(["dags", "unpause", "retrain_cause_models"], env)
         airflow(["dags", "unpause", "nightly_regression_analysis"], env)
-        first = night("nightly_regression_analysis", env, args.timeout, db, trigger=False)
+        first = night("nightly_regression_analysis", env, args.timeout, db, trigger=False, sid=proc.pid)
         if args.with_retrain:
-            night("retrain_cause_models", env, args.timeout, db, trigger=False)
-            night("nightly_regression_analysis", env, args.timeout, db, trigger=True)
+            night("retrain_cause_models", env, args.timeout, db, trigger=False, sid=proc.pid)
+            night("nightly_regression_analysis", env, args.timeout, db, trigger=True, sid=proc.pid)
         print(f"reports: {root / 'reports' / 'index.html'}; logs: {scratch}")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
