@@ -7,8 +7,9 @@ association-rule model of each prior passed run not mined yet (mapped over batch
 the control charts and stacking (each normal run of the history judged against the others), then
 **one mapped task group per batch of target runs**: association-rule detection, control charts,
 clustered regression models, probable cause, and each run's report (`reports/runs/<run_id>.json`
-+ `.html`).  A batch holds at most `orchestration.runs_per_task` runs (params.yaml): each task
-instance pays a process start, and one per run made a night 2.5x slower than `dvc repro`.  A run
++ `.html`).  A batch holds at most `orchestration.runs_per_task` runs (params.yaml), spread over `compute.jobs`
+processes: each task instance pays a process start and loads the history it reads, so few large
+batches are fastest on one machine (docs/operations/airflow.md).  A run
 that fails does not stop the others of its batch; the batch then fails naming it, and its retry
 runs the batch again (every per-run step is idempotent). Beside them, `commit_changes` looks for changes in the benchmark history per commit
 (Skia and Mono; a page saying so when no series is configured). The night ends with

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -79,8 +80,12 @@ def children_allowed() -> Iterator[None]:
 
 
 def _initialise() -> None:
+    """A worker process: nested calls run serially, and SIGTERM ends it.  The stage's handler is
+    not kept: an Airflow task's, inherited by the fork, would answer for the task, not end the
+    worker, and its parent, joining it at exit, would wait for ever."""
     global _IN_WORKER
     _IN_WORKER = True
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _call(i: int) -> Any:

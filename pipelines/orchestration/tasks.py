@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import math
 from datetime import timedelta
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from pipelines import config
 
@@ -48,22 +49,41 @@ def night_batches(runs: list[str]) -> list[list[str]]:
     return batches(runs, int(config.load_params("orchestration")["runs_per_task"]))
 
 
-def run_batch(run_one: Callable[[str], object], runs: list[str], *, stage: str) -> list[str]:
+def run_batch(run_one: Callable[[str], object], runs: list[str], *, stage: str, jobs: int | None = None) -> list[str]:
     """``run_one`` on every run of a batch, each on its own: a run that fails does not stop the
     others; the batch then fails with :class:`BatchFailed`, naming each failed run and its error,
     so the task's retry runs the batch again (every ``run_one`` is idempotent and writes its files
-    atomically, so the runs already done come out the same).  Returns the runs done."""
-    done, failed = [], {}
-    for run_name in runs:
+    atomically, so the runs already done come out the same).  The runs are spread over ``jobs``
+    processes (default ``compute.jobs``, as the stage spreads them: :func:`parallel.map_ordered`),
+    so a batch keeps the cores busy as ``dvc repro`` does.  Returns the runs done."""
+    from pipelines import parallel
+
+    def guarded(run_name: str) -> str | None:
         try:
             run_one(run_name)
-            done.append(run_name)
+            return None
         except Exception as exc:          # noqa: BLE001 - one run's failure is reported, the others go on
             log.exception("%s failed on %s", stage, run_name)
-            failed[run_name] = f"{type(exc).__name__}: {exc}"
+            return f"{type(exc).__name__}: {exc}"
+
+    errors = parallel.map_ordered(guarded, list(runs), jobs=jobs)
+    failed = {r: e for r, e in zip(runs, errors) if e is not None}
+    done = [r for r, e in zip(runs, errors) if e is None]
     if failed:
         raise BatchFailed(stage, failed, done)
     return done
+
+
+@contextmanager
+def per_run(module) -> Iterator[Callable[[str], object]]:
+    """The function a batch task calls on each of its runs: the stage's ``batch()`` (a context that
+    loads once what every run of the batch reads, the history's models and frames, and yields the
+    per-run function) when it has one, else its ``run_one``."""
+    if hasattr(module, "batch"):
+        with module.batch() as one:
+            yield one
+    else:
+        yield module.run_one
 
 
 def notify_failure(context) -> None:
@@ -127,7 +147,8 @@ def function_task(task_id: str, module: str, function: str, *, timeout: timedelt
 
 def batch_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_success"):
     """A TaskFlow task that runs ``pipelines.<name>.run_one`` on each run of a batch
-    (:func:`run_batch`; task id = stage name); ``.expand(run_names=...)`` maps it over the night's
+    (:func:`run_batch`, through the stage's ``batch()`` when it has one: :func:`per_run`; task id =
+    stage name); ``.expand(run_names=...)`` maps it over the night's
     batches (:func:`batches`, ``orchestration.runs_per_task``).  One task instance per batch rather
     than per run: each instance pays a process start and the imports (~200 instances
     made a night 2.5x slower than ``dvc repro``).  Returns the runs done."""
@@ -138,7 +159,8 @@ def batch_task(name: str, *, timeout: timedelta, trigger_rule: str = "all_succes
         import importlib
 
         params_or_fail()
-        return run_batch(importlib.import_module(f"pipelines.stages.{name}").run_one, list(run_names), stage=name)
+        with per_run(importlib.import_module(f"pipelines.stages.{name}")) as one:
+            return run_batch(one, list(run_names), stage=name)
 
     return run_stage_for_batch
 

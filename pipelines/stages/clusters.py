@@ -7,7 +7,8 @@ target's clusters to ``data/processed/clusters/``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.calibration import history
@@ -97,6 +98,26 @@ def run_one(run_id: str) -> dict[str, Any]:
     params, hist = config.load_params("clusters"), config.load_params("history")
     frames = store.FrameStore.of_system(system)
     return cluster_run(run_id, index, frames, params, hist, _calibration(system, index, frames, params, hist))[0]
+
+
+@contextmanager
+def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder, one
+    frame store and one calibration per system, read once for the batch."""
+    index = archive.read_valid_index()
+    params, hist = config.load_params("clusters"), config.load_params("history")
+    shared: dict[str, tuple[store.FrameStore, dict[str, Any]]] = {}
+
+    def one(run_id: str) -> dict[str, Any]:
+        system = index[run_id]["system"]
+        if system not in shared:
+            frames = store.FrameStore.of_system(system)
+            shared[system] = frames, _calibration(system, index, frames, params, hist)
+        frames, calibration = shared[system]
+        return cluster_run(run_id, index, frames, params, hist, calibration)[0]
+
+    with locks.data_lock("clusters batch", shared=True):
+        yield one
 
 
 @locks.holding("clusters")

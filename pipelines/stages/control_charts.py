@@ -7,7 +7,8 @@ writes the calibration and each target's charts to ``data/processed/control_char
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -165,6 +166,25 @@ def run_one(run_id: str) -> dict[str, Any]:
     return chart_one(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
                      config.load_params("control_charts"), config.load_params("history"),
                      config.load_params("significance"))
+
+
+@contextmanager
+def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder and
+    one frame store per system, so the history's frames are read once for the batch."""
+    index = archive.read_valid_index()
+    params, hist = config.load_params("control_charts"), config.load_params("history")
+    significance = config.load_params("significance")
+    frames: dict[str, store.FrameStore] = {}
+
+    def one(run_id: str) -> dict[str, Any]:
+        system = index[run_id]["system"]
+        if system not in frames:
+            frames[system] = store.FrameStore.of_system(system)
+        return chart_one(run_id, index, frames[system], params, hist, significance)
+
+    with locks.data_lock("control_charts batch", shared=True):
+        yield one
 
 
 @locks.holding("control_charts")

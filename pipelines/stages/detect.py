@@ -9,7 +9,8 @@ run's situation.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.calibration import history, labs
@@ -46,6 +47,16 @@ def run_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> dict[s
     verified runs, the bins, the calibration, the params and the code) is kept as it is.
     """
     return detect_one(run_id, caches)[0]
+
+
+@contextmanager
+def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder
+    and one :class:`DetectCache` per system (the history's rule models and binned runs, loaded
+    once for the batch, not once per run)."""
+    caches: dict[str, DetectCache] = {}
+    with locks.data_lock("detect batch", shared=True):
+        yield lambda run_id: detect_one(run_id, caches)[0]
 
 
 def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing.util
 import os
+from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -73,6 +75,8 @@ def process_worker(params: dict[str, Any]) -> budget.Worker:
     pid = os.getpid()
     if pid not in _WORKERS:
         _WORKERS[pid] = worker_for(params)
+        # a pool's process asks its child to leave when it ends, before multiprocessing joins it
+        multiprocessing.util.Finalize(None, close_workers, exitpriority=10)
     return _WORKERS[pid]
 
 
@@ -127,6 +131,18 @@ def run_one(run_id: str) -> dict[str, Any]:
     params = config.load_params("normalize")
     with worker_for(params) as worker:
         return normalize_within_budget(run_id, params, worker)
+
+
+@contextmanager
+def batch() -> Iterator[Callable[[str], dict[str, Any] | None]]:
+    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder and
+    one budgeted child per process for all its runs (a child per run costs a fork each)."""
+    params = config.load_params("normalize")
+    with locks.data_lock("normalize batch", shared=True):
+        try:
+            yield lambda run_id: normalize_within_budget(run_id, params, process_worker(params))
+        finally:
+            close_workers()
 
 
 @locks.holding("normalize")

@@ -7,7 +7,8 @@ the target's pair rows through the system's current cause model.  Writes
 from __future__ import annotations
 
 import logging
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.calibration import history, labs
@@ -64,6 +65,25 @@ def run_one(run_id: str) -> dict[str, Any]:
     cc_params = config.load_params("control_charts")
     charter = charts.Charter(store.FrameStore.of_system(index[run_id]["system"]), cc_params)
     return predict_one(run_id, index, store.CauseModels(), charter, cc_params, config.load_params("history"))
+
+
+@contextmanager
+def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder, the
+    cause models and one charter per system, loaded once for the batch."""
+    index = archive.read_valid_index()
+    cc_params, hist = config.load_params("control_charts"), config.load_params("history")
+    models = store.CauseModels()
+    charters: dict[str, charts.Charter] = {}
+
+    def one(run_id: str) -> dict[str, Any]:
+        system = index[run_id]["system"]
+        if system not in charters:
+            charters[system] = charts.Charter(store.FrameStore.of_system(system), cc_params)
+        return predict_one(run_id, index, models, charters[system], cc_params, hist)
+
+    with locks.data_lock("predict_causes batch", shared=True):
+        yield one
 
 
 @locks.holding("predict_causes")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import signal
 import threading
 import time
 import traceback
@@ -66,7 +67,10 @@ def _cap(memory_mb: int) -> None:
 def _serve(conn, fn: Callable[..., Any], memory_mb: int) -> None:
     """The worker's loop: each task's arguments in, its answer out, each task capped afresh.  It
     ends after a failure (its state is not to be trusted then) or when it has grown by a whole
-    budget over the tasks (what a library keeps between calls), and the parent forks a new one."""
+    budget over the tasks (what a library keeps between calls), and the parent forks a new one.
+    SIGTERM ends it: the parent's handler (an Airflow task's, inherited by the fork) would answer
+    for the task instead, and the parent, joining its children at exit, would wait for ever."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     start = _address_space()
     while True:
         try:

@@ -116,3 +116,26 @@ def test_a_killed_child_is_reported_and_replaced():
         with pytest.raises(budget.BudgetExceeded, match=r"died while dying .*exit code -9"):
             worker.run("dying", "die")
         assert worker.run("working", "ok") != os.getpid()
+
+
+def test_a_pool_under_a_parent_that_ignores_sigterm_still_ends_with_its_budgeted_children():
+    """An Airflow task installs its own SIGTERM handler, inherited by every fork.  A pool's process
+    that keeps a budgeted child (normalize's, one per process) ends at the pool's shutdown, and
+    multiprocessing then terminates that child with SIGTERM and joins it: the child must die of it,
+    not run the inherited handler and wait on its pipe for ever (the task would hang)."""
+    import subprocess
+    import sys
+    code = (
+        "import signal, os\n"
+        "signal.signal(signal.SIGTERM, lambda *a: None)        # as Airflow's task runner does\n"
+        "from pipelines import parallel\n"
+        "from pipelines.storage import budget\n"
+        "kept = {}\n"
+        "def one(n):\n"
+        "    w = kept.setdefault(os.getpid(), budget.Worker(budget.Budget(512, 30), abs))\n"
+        "    return w.run('a task', -n)\n"
+        "print(parallel.map_ordered(one, range(6), jobs=2))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[0, 1, 2, 3, 4, 5]"
