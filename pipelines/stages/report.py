@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import config
+from pipelines import config, parallel
 from pipelines.calibration import headline, history
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, compare, counter_history, links
@@ -204,11 +204,10 @@ def main() -> None:
     index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))
-    rows = {}
-    for i, run_id in enumerate(todo, 1):
-        rows[run_id] = index_row(report_run(run_id, index, params, rule))
-        progress.step(i, f"{run_id} -> {rows[run_id]['verdict']}")
-    summary = write_index(rows)
+    # each run's files are its own (its verdict file, page and compare pages): on every core
+    done = parallel.map_ordered(lambda run_id: index_row(report_run(run_id, index, params, rule)), todo,
+                                progress=progress.each(lambda run_id, row: f"{run_id} -> {row['verdict']}"))
+    summary = write_index(dict(zip(todo, done)))
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
     print(f"[report] alerts: {alerts.notify_night(summary)}")
 
