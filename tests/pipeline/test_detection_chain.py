@@ -293,26 +293,34 @@ def _killed(code: str, tree: Path) -> int:
 
 def test_a_report_killed_between_a_verdict_file_and_its_page_resumes_byte_identical(analysed):
     """A hard exit after a run's verdict JSON and before its HTML leaves a run
-    with half its outputs; the next report rewrites everything byte for byte, no temporary left."""
+    with half its outputs; the next report rewrites everything byte for byte, no temporary left.
+    On one process the stage itself dies; on two, a worker dies and the stage stops with an error
+    (its pool broken); either way the next report restores every file."""
     import shutil
     tree, truth = analysed
     report.main()
     before = _snapshot(config.RUN_REPORTS, skip=(".tmp",))
-    shutil.rmtree(config.RUN_REPORTS)
-    code = ("import os; from pipelines import config; from pipelines.stages import report\n"
-            "from pipelines.storage import archive\n"
-            "write = archive.write_text_atomic\n"
-            "def dying(path, text):\n"
-            "    if str(path).endswith('.html') and config.RUN_REPORTS in __import__('pathlib').Path(path).parents:\n"
-            "        os._exit(9)\n"
-            "    write(path, text)\n"
-            "archive.write_text_atomic = dying; report.main()")
-    assert _killed(code, tree) == 9
-    left = sorted(p.name for p in config.RUN_REPORTS.iterdir())
-    assert len(left) == 1 and left[0].endswith(".json")         # a verdict without its page
-    report.main()
-    assert _snapshot(config.RUN_REPORTS) == before
-    assert _temporaries() == []
+    for jobs in (1, 2):
+        shutil.rmtree(config.RUN_REPORTS)
+        code = ("import os; from pipelines import config, parallel; from pipelines.stages import report\n"
+                "from pipelines.storage import archive\n"
+                f"parallel.set_jobs({jobs})\n"
+                "write = archive.write_text_atomic\n"
+                "def dying(path, text):\n"
+                "    if str(path).endswith('.html') and config.RUN_REPORTS in __import__('pathlib').Path(path).parents:\n"
+                "        os._exit(9)\n"
+                "    write(path, text)\n"
+                "archive.write_text_atomic = dying; report.main()")
+        code_seen = _killed(code, tree)
+        left = sorted(p.name for p in config.RUN_REPORTS.iterdir())
+        assert left and all(name.endswith(".json") for name in left)       # verdicts without their pages
+        if jobs == 1:
+            assert code_seen == 9 and len(left) == 1
+        else:
+            assert code_seen not in (0, 9) and len(left) <= 2          # a worker died, the stage did not finish
+        report.main()
+        assert _snapshot(config.RUN_REPORTS) == before
+        assert _temporaries() == []
 
 
 def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left(analysed):
