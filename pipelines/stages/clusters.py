@@ -90,20 +90,16 @@ def calibrate_all() -> list[str]:
                                         config.load_params("history"))
 
 
-@locks.holding("clusters", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
-    """Model one target (the per-run task of the nightly DAG); write its result."""
-    index = archive.read_valid_index()
-    system = index[run_id]["system"]
-    params, hist = config.load_params("clusters"), config.load_params("history")
-    frames = store.FrameStore.of_system(system)
-    return cluster_run(run_id, index, frames, params, hist, _calibration(system, index, frames, params, hist))[0]
+    """Model one target and write its result: a batch of one (:func:`batch`)."""
+    with batch() as one:
+        return one(run_id)
 
 
 @contextmanager
 def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
-    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder, one
-    frame store and one calibration per system, read once for the batch."""
+    """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
+    the data folder, one frame store and one calibration per system, read once for the batch."""
     index = archive.read_valid_index()
     params, hist = config.load_params("clusters"), config.load_params("history")
     shared: dict[str, tuple[store.FrameStore, dict[str, Any]]] = {}

@@ -159,19 +159,16 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
     return memo.write(config.chart_path(run_id), result, key)
 
 
-@locks.holding("control_charts", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
-    """Chart one target (the per-run task of the nightly DAG)."""
-    index = archive.read_valid_index()
-    return chart_one(run_id, index, store.FrameStore.of_system(index[run_id]["system"]),
-                     config.load_params("control_charts"), config.load_params("history"),
-                     config.load_params("significance"))
+    """Chart one target: a batch of one (:func:`batch`)."""
+    with batch() as one:
+        return one(run_id)
 
 
 @contextmanager
 def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
-    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder and
-    one frame store per system, so the history's frames are read once for the batch."""
+    """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
+    the data folder and one frame store per system, so the history's frames are read once for the batch."""
     index = archive.read_valid_index()
     params, hist = config.load_params("control_charts"), config.load_params("history")
     significance = config.load_params("significance")

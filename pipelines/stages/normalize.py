@@ -125,18 +125,17 @@ def pending_runs() -> list[str]:
             if not is_current(r, expected_key(r, params))]
 
 
-@locks.holding("normalize", shared=True)
-def run_one(run_id: str) -> dict[str, Any]:
-    """Normalise one validated run (the per-run task of the nightly DAG); None when it could not be."""
-    params = config.load_params("normalize")
-    with worker_for(params) as worker:
-        return normalize_within_budget(run_id, params, worker)
+def run_one(run_id: str) -> dict[str, Any] | None:
+    """Normalise one validated run; None when it could not be.  A batch of one (:func:`batch`)."""
+    with batch() as one:
+        return one(run_id)
 
 
 @contextmanager
 def batch() -> Iterator[Callable[[str], dict[str, Any] | None]]:
-    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder and
-    one budgeted child per process for all its runs (a child per run costs a fork each)."""
+    """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
+    the data folder and one budgeted child per process for all its runs (a child per run costs a fork
+    each)."""
     params = config.load_params("normalize")
     with locks.data_lock("normalize batch", shared=True):
         try:

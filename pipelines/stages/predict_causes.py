@@ -58,19 +58,16 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
     return result
 
 
-@locks.holding("predict_causes", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
-    """Predict the cause of one target run (the per-run task of the nightly DAG)."""
-    index = archive.read_valid_index()
-    cc_params = config.load_params("control_charts")
-    charter = charts.Charter(store.FrameStore.of_system(index[run_id]["system"]), cc_params)
-    return predict_one(run_id, index, store.CauseModels(), charter, cc_params, config.load_params("history"))
+    """Predict the cause of one target run: a batch of one (:func:`batch`)."""
+    with batch() as one:
+        return one(run_id)
 
 
 @contextmanager
 def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
-    """:func:`run_one` for the runs of one nightly DAG task: one shared hold of the data folder, the
-    cause models and one charter per system, loaded once for the batch."""
+    """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
+    the data folder, the cause models and one charter per system, loaded once for the batch."""
     index = archive.read_valid_index()
     cc_params, hist = config.load_params("control_charts"), config.load_params("history")
     models = store.CauseModels()
