@@ -67,6 +67,7 @@ def worker_for(params: dict[str, Any]) -> budget.Worker:
 
 
 _WORKERS: dict[int, budget.Worker] = {}
+_CLOSED_AT_EXIT: set[int] = set()
 
 
 def process_worker(params: dict[str, Any]) -> budget.Worker:
@@ -75,8 +76,10 @@ def process_worker(params: dict[str, Any]) -> budget.Worker:
     pid = os.getpid()
     if pid not in _WORKERS:
         _WORKERS[pid] = worker_for(params)
-        # a pool's process asks its child to leave when it ends, before multiprocessing joins it
-        multiprocessing.util.Finalize(None, close_workers, exitpriority=10)
+        if pid not in _CLOSED_AT_EXIT:    # once per process, however many batches a long-lived worker runs
+            _CLOSED_AT_EXIT.add(pid)
+            # a pool's process asks its child to leave when it ends, before multiprocessing joins it
+            multiprocessing.util.Finalize(None, close_workers, exitpriority=10)
     return _WORKERS[pid]
 
 

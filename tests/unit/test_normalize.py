@@ -69,3 +69,18 @@ def test_load_scaling_keeps_a_regression_visible():
     s_base = intervals.scale_to_load(base, "app.load", intervals.fit_load(base, "app.load", min_correlation=0.6), ref)
     s_hot = intervals.scale_to_load(hot, "app.load", intervals.fit_load(hot, "app.load", min_correlation=0.6), ref)
     assert s_base["x.cpu"].median() == pytest.approx(110) and s_hot["x.cpu"].median() == pytest.approx(160)
+
+
+def test_a_process_registers_its_budgeted_childs_exit_once_however_many_batches_it_runs():
+    """A long-lived worker (Celery's) runs batch after batch: each batch's child is closed at its end
+    and the next one started, but the close at the process' exit is registered once, not per batch."""
+    import multiprocessing.util
+
+    from pipelines.stages import normalize
+    params = {"max_memory_mb": 256, "max_seconds": 30}
+    registered = len(multiprocessing.util._finalizer_registry)
+    for _ in range(3):
+        worker = normalize.process_worker(params)
+        assert normalize.process_worker(params) is worker          # one child per process while open
+        normalize.close_workers()
+    assert len(multiprocessing.util._finalizer_registry) - registered <= 1
