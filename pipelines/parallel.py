@@ -24,6 +24,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from threadpoolctl import threadpool_limits
+
 _WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 _IN_WORKER = False
 _JOBS: int | None = None
@@ -79,13 +81,26 @@ def children_allowed() -> Iterator[None]:
             me._config.pop("daemon", None)
 
 
-def _initialise() -> None:
-    """A worker process: nested calls run serially, and SIGTERM ends it.  The stage's handler is
-    not kept: an Airflow task's, inherited by the fork, would answer for the task, not end the
-    worker, and its parent, joining it at exit, would wait for ever."""
+def _initialise(threads: int) -> None:
+    """A worker process: nested calls run serially, its BLAS and OpenMP pools get ``threads``
+    threads (its share of the cores), and SIGTERM ends it.
+
+    Without the thread limit each of ``n`` workers starts a BLAS pool as large as the machine:
+    ``n × cores`` spinning threads on ``cores`` cores, and every matrix product of the clustered
+    models (correlations, inverses, least squares) waits for threads that are not running (the
+    clusters stage at 100 runs × 2,000 counters: 262 s with two workers of two BLAS threads each,
+    see docs/operations/performance.md).  The stage's SIGTERM handler is not kept: an Airflow
+    task's, inherited by the fork, would answer for the task, not end the worker, and its parent,
+    joining it at exit, would wait for ever."""
     global _IN_WORKER
     _IN_WORKER = True
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threadpool_limits(limits=threads)
+
+
+def worker_threads(workers: int) -> int:
+    """The BLAS/OpenMP threads of each of ``workers`` processes: the available cores shared out, at least one."""
+    return max(1, available_cores() // max(1, workers))
 
 
 def _call(i: int) -> Any:
@@ -116,7 +131,8 @@ def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | N
     results: list[Any] = [None] * len(items)
     try:
         with children_allowed(), ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
-                                                     initializer=_initialise) as pool:
+                                                     initializer=_initialise,
+                                                     initargs=(worker_threads(n),)) as pool:
             pending = {pool.submit(_call, i): i for i in range(len(items))}
             done = 0
             while pending:

@@ -59,6 +59,18 @@ def test_jobs_null_is_every_available_core():
     assert parallel.configured_jobs() == 1
 
 
+def test_each_worker_gets_its_share_of_the_cores_for_blas(monkeypatch):
+    """Two workers on four cores: two BLAS threads each, not four (eight spinning threads on four cores)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    np.ones((2, 2)) @ np.ones((2, 2))                       # numpy's BLAS loaded before the fork
+    monkeypatch.setattr(parallel, "available_cores", lambda: 4)
+    with threadpool_limits(limits=3):                        # what the forks would inherit
+        threads = parallel.map_ordered(lambda _: sorted({p["num_threads"] for p in threadpool_info()
+                                                         if p["user_api"] == "blas"}), [0, 1], jobs=2)
+    assert threads == [[2], [2]]
+    assert parallel.worker_threads(3) == 1 and parallel.worker_threads(1) == 4
+
+
 def _toy(rng):
     rows = []
     for cause, shift in (("none", (0.0, 0.0)), ("cpu", (0.9, 0.0)), ("db", (0.0, 0.9))):
