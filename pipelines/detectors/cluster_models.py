@@ -174,10 +174,35 @@ def cluster_counters(distance: pd.DataFrame, *, max_clusters: int) -> tuple[dict
     return {c: renumber[int(lab)] for c, lab in zip(names, labels)}, scores
 
 
+def ks_statistic(a: np.ndarray, b: np.ndarray) -> float:
+    """The two-sided two-sample Kolmogorov-Smirnov statistic, computed as ``scipy.stats.ks_2samp``
+    computes it (both ECDFs at every observation, ``searchsorted(..., side="right") / n``): the
+    same floats, before its exact method rounds them to its lattice."""
+    a, b = np.sort(a), np.sort(b)
+    both = np.concatenate([a, b])
+    diffs = np.searchsorted(a, both, side="right") / len(a) - np.searchsorted(b, both, side="right") / len(b)
+    return float(max(np.clip(-diffs.min(), 0, 1), diffs.max()))
+
+
 def select_target(old: pd.DataFrame, new: pd.DataFrame, counters: list[str]) -> tuple[str, float]:
-    """The cluster's dependent counter: smallest KS p-value between the runs (§4.3.1)."""
+    """The cluster's dependent counter: smallest KS p-value between the runs (§4.3.1); equal
+    p-values go to the larger statistic, then to the first name.
+
+    Every counter of a cluster has the same two sample sizes (the frames have no gaps), and for
+    fixed sizes the p-value is a non-increasing function of the statistic ``D``.  So the counter
+    is among those of the largest ``D``; only they get scipy's p-value (its exact one costs
+    ~2 ms per counter at 20,000 intervals, most of the stage's time when clusters hold
+    hundreds of counters).  ``D`` within ``1e-12`` of the largest counts as equal: scipy's exact
+    method rounds ``D`` to its lattice of ``1 / lcm(n1, n2)``, never finer than ``1e-8`` where
+    it is used, so counters that scipy sees as equal are all kept."""
+    values_old, values_new = old[counters].to_numpy(float), new[counters].to_numpy(float)
+    if np.isnan(values_old).any() or np.isnan(values_new).any():
+        candidates = list(counters)             # gaps: sizes differ by counter, no shortcut
+    else:
+        stats = np.array([ks_statistic(values_old[:, i], values_new[:, i]) for i in range(len(counters))])
+        candidates = [c for c, d in zip(counters, stats) if d >= stats.max() - 1e-12]
     tests = []
-    for c in counters:
+    for c in candidates:
         with warnings.catch_warnings():          # ties: scipy falls back to the asymptotic p-value
             warnings.simplefilter("ignore", RuntimeWarning)
             res = ks_2samp(old[c].to_numpy(float), new[c].to_numpy(float))

@@ -282,3 +282,41 @@ def test_uncorrelated_counters_are_one_apart_whatever_the_sign_of_the_noise(eps)
     assert 0 < abs(float(np.corrcoef(frame["x"], frame["y"])[0, 1])) < 1e-12
     dist = cluster_models.pearson_distance(frame)
     assert dist.loc["x", "y"] == 1.0 and dist.loc["y", "x"] == 1.0
+
+
+def _select_by_every_p_value(old: pd.DataFrame, new: pd.DataFrame, counters: list[str]) -> tuple[str, float]:
+    """§4.3.1 written out: scipy's p-value of every counter, the smallest (then the larger statistic, the first name)."""
+    tests = []
+    for c in counters:
+        res = ks_2samp(old[c].to_numpy(float), new[c].to_numpy(float))
+        tests.append((float(res.pvalue), -float(res.statistic), c))
+    p, _, counter = min(tests)
+    return counter, p
+
+
+def test_the_ks_statistic_is_scipys_before_its_exact_method_rounds_it():
+    rng = np.random.default_rng(3)
+    for n1, n2 in [(7, 5), (40, 40), (300, 120)]:
+        a = np.round(rng.normal(0, 1, n1), 1)           # rounded: ties within and across the samples
+        b = np.round(rng.normal(0.3, 1, n2), 1)
+        assert cluster_models.ks_statistic(a, b) == ks_2samp(a, b, method="asymp").statistic
+        assert cluster_models.ks_statistic(a, b) == pytest.approx(ks_2samp(a, b).statistic, abs=1.0 / (n1 * n2))
+
+
+def test_the_dependent_counter_is_the_one_every_p_value_picks_ties_included():
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        n1, n2 = int(rng.integers(5, 60)), int(rng.integers(5, 60))
+        decimals = int(rng.integers(0, 3))              # coarse values: many equal statistics and p-values
+        cols = [f"c{i}" for i in range(int(rng.integers(1, 12)))]
+        old = pd.DataFrame({c: np.round(rng.normal(0, 1, n1), decimals) for c in cols})
+        new = pd.DataFrame({c: np.round(rng.normal(rng.choice([0.0, 0.5, 2.0]), 1, n2), decimals) for c in cols})
+        new[cols[-1]] = new[cols[0]].to_numpy()[:n2] if len(cols) > 1 else new[cols[-1]]   # an exact tie of two counters
+        assert cluster_models.select_target(old, new, cols) == _select_by_every_p_value(old, new, cols), trial
+
+
+def test_with_gaps_every_counter_gets_its_p_value():
+    old = pd.DataFrame({"a": [1.0, 2.0, np.nan, 4.0, 5.0], "b": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    new = pd.DataFrame({"a": [9.0, 8.0, 7.0, 6.0, 5.0], "b": [1.5, 2.5, 3.5, 4.5, 5.5]})
+    got, want = cluster_models.select_target(old, new, ["a", "b"]), _select_by_every_p_value(old, new, ["a", "b"])
+    assert got[0] == want[0] and np.array_equal(got[1], want[1], equal_nan=True)
