@@ -57,3 +57,22 @@ def test_what_cannot_be_measured_is_not_set_aside():
     frame = pd.DataFrame({"a": [1.0, 1.0, 1.0], "b": [np.nan] * 3, "new": [5.0] * 3})
     out = effects.effect_sizes(frame, pd.Series({"a": 1.0, "b": 2.0}), pd.Series({"a": 1.0, "b": 2.0}), **KW)
     assert out == {"a": 0.0}
+
+
+def _every_window(values: np.ndarray, level: float, width: int) -> float:
+    """The strongest window written out: each window's median in turn, the furthest from ``level`` (the first of equals)."""
+    medians = [float(np.nanmedian(values[i:i + width])) for i in range(len(values) - width + 1)]
+    distances = [abs(m - level) for m in medians]
+    return medians[distances.index(max(distances))]
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 8, 25, 60])
+def test_the_strongest_window_is_the_window_by_window_median_to_the_last_bit(width):
+    rng = np.random.default_rng(width)
+    for decimals in (0, 2, 9):                          # coarse values: equal medians, ties for the furthest
+        values = np.round(rng.normal(100.0, 10.0, 60), decimals)
+        values[20:35] += 25.0
+        assert effects.strongest_window_median(values, 100.0, width) == _every_window(values, 100.0, width)
+    gaps = np.round(rng.normal(100.0, 10.0, 60), 1)
+    gaps[[3, 4, 40]] = np.nan                           # missing intervals: left out of their windows
+    assert effects.strongest_window_median(gaps, 100.0, width) == _every_window(gaps, 100.0, width)
