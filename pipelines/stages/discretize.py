@@ -1,7 +1,9 @@
 """discretize: the bin edges of every system, learned over its passed runs together.
 
 The bins (Foo et al. 2015 phase 2, seed 003) are :mod:`pipelines.preparation.bins`; this
-stage writes ``data/processed/edges/<system>.json``.
+stage writes ``data/processed/edges/<system>.json``.  A system whose passed runs, params and
+code are those its edges were learned from keeps them (``memo``): a night whose new archives
+are all targets reads no history run here.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import logging
 from pipelines import config
 from pipelines.calibration import history
 from pipelines.preparation.bins import edges_digest, edges_for
-from pipelines.storage import archive, locks, store
+from pipelines.storage import archive, locks, memo, store
 
 log = logging.getLogger("regresslab.discretize")
 
@@ -25,16 +27,22 @@ def main() -> None:
     archive.prune_outputs(config.EDGES, history.systems(index))
     for system in history.systems(index):
         training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
-        ref = store.reference_load(training)
-        edges = edges_for([store.load_scaled(r, ref) for r in training], params)
-        archive.write_json_atomic(config.edges_path(system), {
-            "system": system, "training_runs": training, "log_base": params["log_base"],
-            "open_edge_bins": bool(params["open_edge_bins"]), "log_span": params["log_span"],
-            "reference_load": ref, "digest": edges_digest(edges), "counters": edges})
+        key = memo.input_key("discretize", index, {"training": training}, discretize=params)
+        spec = memo.reuse(config.edges_path(system), key)
+        reused = spec is not None
+        if not reused:
+            ref = store.reference_load(training)
+            edges = edges_for([store.load_scaled(r, ref) for r in training], params)
+            spec = memo.write(config.edges_path(system), {
+                "system": system, "training_runs": training, "log_base": params["log_base"],
+                "open_edge_bins": bool(params["open_edge_bins"]), "log_span": params["log_span"],
+                "reference_load": ref, "digest": edges_digest(edges), "counters": edges}, key)
+        edges = spec["counters"]
         ks = [e["k"] for e in edges.values()]
         n_log = sum(1 for e in edges.values() if e.get("scale") == "log")
         print(f"[discretize] {system}: {len(edges)} counters ({n_log} log-scaled) from {len(training)} runs, "
-              f"bins per counter {min(ks, default=0)}..{max(ks, default=0)}")
+              f"bins per counter {min(ks, default=0)}..{max(ks, default=0)}"
+              + (" (unchanged, reused)" if reused else ""))
 
 
 if __name__ == "__main__":

@@ -89,3 +89,45 @@ def test_symmetric_counter_keeps_linear_edges_under_log_span():
     e = bins.learn_edges([x], log_base=10, log_span=10, open_edges=False)
     assert "scale" not in e["c.x"] and e["c.x"]["edges"] == [0.0, 5.0, 10.0]
     assert "scale" not in e["c.idle"]
+
+
+def _history(tree, runs: dict[str, str | None]) -> None:
+    """Normalised frames and a valid index for ``runs`` (run id -> verdict) of one system."""
+    from pipelines import config
+    from pipelines.storage import archive
+    rng = np.random.default_rng(0)
+    index = {}
+    for i, (run_id, verdict) in enumerate(runs.items()):
+        config.frame_path(run_id).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"cpu": rng.uniform(10, 20 + i, 30), "io": rng.exponential(5.0, 30)}).to_parquet(
+            config.frame_path(run_id))
+        config.info_path(run_id).parent.mkdir(parents=True, exist_ok=True)
+        archive.write_json_atomic(config.info_path(run_id), {"run_id": run_id, "key": f"frame-{run_id}",
+                                                             "interval_s": 10.0})
+        index[run_id] = {"system": "s", "verdict": verdict, "started_at": f"2026-01-0{i + 1}T00:00:00Z",
+                         "environment": {}, "version": str(i)}
+    config.VALID_INDEX.parent.mkdir(parents=True, exist_ok=True)
+    archive.write_json_atomic(config.VALID_INDEX, {"valid": index})
+
+
+def test_the_edges_of_an_unchanged_history_are_kept_and_a_new_passed_run_learns_them_again(tree, capsys):
+    from pipelines import config
+    from pipelines.stages import discretize
+    _history(tree, {"s-1": "pass", "s-2": "pass", "s-3": None})
+    discretize.main()
+    path = config.edges_path("s")
+    first = (path.stat().st_ino, path.read_bytes())
+    assert archive_of(path)["training_runs"] == ["s-1", "s-2"]
+    _history(tree, {"s-1": "pass", "s-2": "pass", "s-3": None, "s-4": None})      # a new target: nothing to learn
+    discretize.main()
+    assert (path.stat().st_ino, path.read_bytes()) == first                        # not even rewritten
+    assert "(unchanged, reused)" in capsys.readouterr().out
+    _history(tree, {"s-1": "pass", "s-2": "pass", "s-3": None, "s-4": "pass"})    # a new passed run
+    discretize.main()
+    assert archive_of(path)["training_runs"] == ["s-1", "s-2", "s-4"]
+    assert "(unchanged, reused)" not in capsys.readouterr().out
+
+
+def archive_of(path):
+    from pipelines.storage import archive
+    return archive.read_json(path)
