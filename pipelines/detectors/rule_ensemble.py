@@ -48,7 +48,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -275,9 +275,9 @@ def rank_counters(flagged: list[str], primary: pd.Series, severity: pd.Series) -
     return sorted(flagged, key=lambda c: (-float(primary.get(c, 0)), -float(severity.get(c, 0)), c))
 
 
-def prune_models(models: list[Model], references: dict[str, Encoded], *, delta_threshold: float,
-                 min_premise_intervals: int, memo: dict | None = None,
-                 memo_tag: str = "") -> tuple[list[Model], dict[str, int]]:
+def prune_models(models: list[Model], references: dict[str, Encoded] | list[str], *, delta_threshold: float,
+                 min_premise_intervals: int, memo: dict | None = None, memo_tag: str = "",
+                 encode: Callable[[str], Encoded] | None = None) -> tuple[list[Model], dict[str, int]]:
     """Drop from each model the rules that known-good reference runs break (never its own run).
 
     A counter whose every rule was dropped leaves the model's ``judges``: the model
@@ -285,17 +285,40 @@ def prune_models(models: list[Model], references: dict[str, Encoded], *, delta_t
     caches the mask of each (model, reference run) pair across targets — the reference sets
     of the targets (and of the stacking calibration, one per held-out run) overlap, so each
     pair is evaluated once; ``memo_tag`` must identify the bin edges.
+
+    ``references`` are the encoded runs, or their ids with ``encode`` to encode one.  The
+    references some pair still needs are evaluated one reference per piece of work on the
+    stage's processes (``parallel``: serially inside a worker, where a batch of targets already
+    fills the cores; on every core for the one new target of a second night, whose pruning,
+    40 references encoded and 40 models evaluated on each, is most of its time).  Only the
+    masks travel back; an OR of masks does not depend on the order they arrive in.
     """
-    pruned, dropped = [], {}
     memo = {} if memo is None else memo
+    if isinstance(references, dict):
+        encoded = references
+        refs, encode = sorted(encoded), encoded.__getitem__
+    else:
+        refs = sorted(references)
+    if encode is None:
+        raise ValueError("prune_models: reference ids need `encode`")
+
+    def missing(r: str) -> list[Model]:
+        return [m for m in models if m.run_id != r and (memo_tag, m.run_id, r) not in memo]
+
+    def masks_of(r: str) -> list[tuple[str, np.ndarray]]:
+        ref = encode(r)
+        return [(m.run_id, unstable_rules(m.rules, [ref], delta_threshold=delta_threshold,
+                                          min_premise_intervals=min_premise_intervals)) for m in missing(r)]
+    todo = [r for r in refs if missing(r)]
+    for r, masks in zip(todo, parallel.map_ordered(masks_of, todo)):
+        for run_id, mask in masks:
+            memo[(memo_tag, run_id, r)] = mask
+    pruned, dropped = [], {}
     for m in models:
         bad = np.zeros(len(m.rules), dtype=bool)
-        for r in sorted(r for r in references if r != m.run_id):
-            key = (memo_tag, m.run_id, r)
-            if key not in memo:
-                memo[key] = unstable_rules(m.rules, [references[r]], delta_threshold=delta_threshold,
-                                           min_premise_intervals=min_premise_intervals)
-            bad |= memo[key]
+        for r in refs:
+            if r != m.run_id:
+                bad |= memo[(memo_tag, m.run_id, r)]
         before = {rule_mining.counter_of(c) for c in m.rules["consequent"]}
         kept = m.rules[~bad].reset_index(drop=True)
         gone = before - {rule_mining.counter_of(c) for c in kept["consequent"]}
@@ -687,10 +710,10 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     models = without_counters(models, [*env_dependent, *lab["unstable"]])
     dropped: dict[str, int] = {}
     if params["prune_unstable_rules"] and models:
-        ref_frames = {r: cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag) for r in refs}
-        models, dropped = prune_models(models, ref_frames, delta_threshold=params["delta_threshold"],
+        models, dropped = prune_models(models, refs, delta_threshold=params["delta_threshold"],
                                        min_premise_intervals=params["min_premise_intervals"], memo=cache.unstable,
-                                       memo_tag=ctx.tag)
+                                       memo_tag=ctx.tag,
+                                       encode=lambda r: cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag))
     single = (single_model(baseline, ctx.edges, ctx.mine_params, ctx.single_dir, cache.frames, ctx.reference)
               if baseline and with_single else None)
     result = detect_run(bins.apply_edges(frame, ctx.edges), target_env, models, single,

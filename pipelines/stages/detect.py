@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
@@ -61,34 +62,61 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
 
 def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
     """:func:`run_one` without the lock: (the verdict document, whether it was reused)."""
-    params = config.load_params("detect")
-    mine_params = config.load_params("mine_rules")
-    hist = config.load_params("history")
-    significance = config.load_params("significance")
-    index = archive.read_valid_index()
-    system = index[run_id]["system"]
-    baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
-    calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
-    key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
-                         edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
-                         history=hist, significance=significance,
-                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
-    done = memo.reuse(config.detection_path(run_id), key)
-    if done is not None:
-        return done, True
-    spec = store.read_edges(system)
-    caches = {} if caches is None else caches
-    if system not in caches:
-        caches[system] = DetectCache(store.FrameStore(spec["reference_load"]))
-    ctx = DetectContext.of_system(system, index, spec, caches[system], params, mine_params, hist, significance)
-    result, doc = analyse(run_id, baseline, ctx, lab_runs=verdicts)
-    null, kind = labs.matched_null(doc["details"]["lab"]["status"], calibration.get("normal_scores") or {},
-                                   calibration.get("cross_lab_scores"), run_id)
-    doc["methods"]["association_rules_stacking"].update(stacking_evidence(result, list(null.values())),
-                                                        null=kind, history_faults=calibration.get("fault_pvalues"))
-    doc["details"]["baseline_origin"] = origin
-    return memo.write(config.detection_path(run_id), doc, key), False
+    job = DetectJob.of(run_id)
+    done = job.reused()
+    return (done, True) if done is not None else (job.compute(caches), False)
+
+
+@dataclass
+class DetectJob:
+    """One target's detection: what it reads (its baseline, the lab's verified runs, the
+    system's calibration, the params) and the input key they make (``memo``)."""
+
+    run_id: str
+    system: str
+    index: dict[str, Any]
+    baseline: list[str]
+    origin: str
+    verdicts: dict[str, str]
+    calibration: dict[str, Any]
+    params: dict[str, dict[str, Any]]
+    key: str
+
+    @classmethod
+    def of(cls, run_id: str, index: dict[str, Any] | None = None) -> "DetectJob":
+        params = {block: config.load_params(block) for block in ("detect", "mine_rules", "history", "significance")}
+        hist = params["history"]
+        index = archive.read_valid_index() if index is None else index
+        system = index[run_id]["system"]
+        baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+        calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
+        key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
+                             edges=memo.file_digest(config.edges_path(system)), detect=params["detect"],
+                             mine_rules=params["mine_rules"], history=hist, significance=params["significance"],
+                             calibration=calibration.get(memo.KEY_FIELD) or calibration)
+        return cls(run_id, system, index, baseline, origin, verdicts, calibration, params, key)
+
+    def reused(self) -> dict[str, Any] | None:
+        """The verdict document written under this key, if any."""
+        return memo.reuse(config.detection_path(self.run_id), self.key)
+
+    def compute(self, caches: dict[str, DetectCache] | None = None) -> dict[str, Any]:
+        """Analyse the target and write its verdict document; ``caches``: one :class:`DetectCache` per system."""
+        spec = store.read_edges(self.system)
+        caches = {} if caches is None else caches
+        if self.system not in caches:
+            caches[self.system] = DetectCache(store.FrameStore(spec["reference_load"]))
+        p = self.params
+        ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], p["detect"], p["mine_rules"],
+                                      p["history"], p["significance"])
+        result, doc = analyse(self.run_id, self.baseline, ctx, lab_runs=self.verdicts)
+        null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
+                                       self.calibration.get("cross_lab_scores"), self.run_id)
+        doc["methods"]["association_rules_stacking"].update(
+            stacking_evidence(result, list(null.values())), null=kind, history_faults=self.calibration.get("fault_pvalues"))
+        doc["details"]["baseline_origin"] = self.origin
+        return memo.write(config.detection_path(self.run_id), doc, self.key)
 
 
 @locks.holding("detect")
@@ -106,8 +134,18 @@ def main() -> None:
         doc, kept = out
         return (f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged"
                 + (" (unchanged, reused)" if kept else ""))
-    done = parallel.map_ordered(lambda run_id: detect_one(run_id, caches), todo, progress=progress.each(detected))
-    reused = sum(kept for _, kept in done)
+    jobs = {run_id: DetectJob.of(run_id, index) for run_id in todo}
+    kept = {run_id: job.reused() for run_id, job in jobs.items()}
+    tick = progress.each(detected)
+    for run_id in [r for r in todo if kept[r] is not None]:
+        tick(0, run_id, (kept[run_id], True))
+    fresh = [r for r in todo if kept[r] is None]
+    # targets on every core; fewer new targets than cores (a second night's one new archive): one
+    # at a time here, and each target's own work (pruning by reference run) on every core
+    one_by_one = len(fresh) < parallel.configured_jobs()
+    parallel.map_ordered(lambda run_id: (jobs[run_id].compute(caches), False), fresh, jobs=1 if one_by_one else None,
+                         progress=tick)
+    reused = len(todo) - len(fresh)
     print(f"[detect] {len(todo)} target runs analysed ({reused} unchanged since the last night, reused) "
           f"-> {config.DETECTIONS}")
 

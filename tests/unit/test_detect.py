@@ -111,6 +111,41 @@ def test_pruning_drops_rules_a_good_reference_run_breaks_and_the_model_abstains(
     assert np.isnan(flags["x.cpu"]) and flags["x.mem"] == 0.0
 
 
+def test_pruning_by_reference_ids_on_two_processes_equals_pruning_by_encoded_runs_and_fills_the_memo():
+    from pipelines import parallel
+    stationary = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0), ((), "x.io=1", 1.0, 1.0, 1.0))
+    models = [rule_ensemble.Model(m, stationary, {}, None) for m in ("m1", "m2", "m3")]
+    refs = {"m1": enc(**{"x.cpu": [1] * 12, "x.mem": [1] * 12, "x.io": [1] * 12}),      # breaks x.mem=0
+            "m2": enc(**{"x.cpu": [2] * 12, "x.mem": [0] * 12, "x.io": [1] * 12}),      # breaks x.cpu=1
+            "r9": enc(**{"x.cpu": [1] * 12, "x.mem": [0] * 12, "x.io": [0] * 12})}      # breaks x.io=1
+    kw = dict(delta_threshold=0.1, min_premise_intervals=10)
+    want, want_dropped = rule_ensemble.prune_models(models, refs, **kw)
+    # m1 is never pruned by its own run: m2 and r9 drop x.cpu and x.io; m2 by m1 and r9: x.mem and x.io
+    assert want_dropped == {"m1": 2, "m2": 2, "m3": 3}
+    assert want[0].rules["consequent"].tolist() == ["x.mem=0"] and want[1].rules["consequent"].tolist() == ["x.cpu=1"]
+    memo, encoded = {}, []
+    parallel.set_jobs(2)
+    try:
+        got, got_dropped = rule_ensemble.prune_models(models, list(refs), memo=memo, memo_tag="e", **kw,
+                                                      encode=lambda r: encoded.append(r) or refs[r])
+    finally:
+        parallel.set_jobs(None)
+    assert got_dropped == want_dropped
+    assert all(g.rules.equals(w.rules) and g.judges == w.judges for g, w in zip(got, want))
+    assert sorted(memo) == sorted(("e", m.run_id, r) for m in models for r in refs if r != m.run_id)
+    parallel.set_jobs(1)                                     # in this process: the encodings are seen here
+    try:
+        rule_ensemble.prune_models(models, list(refs), memo={}, memo_tag="e", **kw,
+                                   encode=lambda r: encoded.append(r) or refs[r])
+        assert encoded == ["m1", "m2", "r9"]                 # each reference once, for all the models
+        encoded.clear()
+        again, _ = rule_ensemble.prune_models(models, list(refs), memo=memo, memo_tag="e", **kw,
+                                              encode=lambda r: encoded.append(r) or refs[r])
+    finally:
+        parallel.set_jobs(None)
+    assert encoded == [] and all(a.rules.equals(w.rules) for a, w in zip(again, want))   # every pair known
+
+
 def test_reference_runs_are_the_most_similar_environments():
     envs = {"a": {"cpu": 1, "mem": 8}, "b": {"cpu": 1, "mem": 16}, "c": {"cpu": 2, "mem": 16}}
     assert history.most_similar(envs, {"cpu": 1, "mem": 16}) == ["b"]
