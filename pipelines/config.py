@@ -240,6 +240,11 @@ def stacking_calibration_path(system: str) -> Path:
     return STACKING_CALIBRATION / f"{identifier(system, 'system')}.json"
 
 
+def pruning_masks_path(system: str) -> Path:
+    """The rule masks of pruning between a system's passed runs (``rule_ensemble.save_pruning``)."""
+    return STACKING_CALIBRATION / f"{identifier(system, 'system')}.pruning.npz"
+
+
 def detection_path(run_id: str) -> Path:
     return DETECTIONS / f"{identifier(run_id, 'run_id')}.json"
 

@@ -47,6 +47,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -275,32 +276,17 @@ def rank_counters(flagged: list[str], primary: pd.Series, severity: pd.Series) -
     return sorted(flagged, key=lambda c: (-float(primary.get(c, 0)), -float(severity.get(c, 0)), c))
 
 
-def prune_models(models: list[Model], references: dict[str, Encoded] | list[str], *, delta_threshold: float,
-                 min_premise_intervals: int, memo: dict | None = None, memo_tag: str = "",
-                 encode: Callable[[str], Encoded] | None = None) -> tuple[list[Model], dict[str, int]]:
-    """Drop from each model the rules that known-good reference runs break (never its own run).
+def fill_unstable(models: list[Model], references: list[str], encode: Callable[[str], Encoded], memo: dict, *,
+                  memo_tag: str, delta_threshold: float, min_premise_intervals: int,
+                  progress: Callable[[int, Any, Any], None] | None = None) -> int:
+    """The mask of :func:`unstable_rules` of every (model, reference run) pair that ``memo`` lacks
+    (never a model and its own run), into ``memo`` under ``(memo_tag, model run, reference)``;
+    how many were computed.
 
-    A counter whose every rule was dropped leaves the model's ``judges``: the model
-    describes that counter only for its own environment and abstains on it.  ``memo``
-    caches the mask of each (model, reference run) pair across targets — the reference sets
-    of the targets (and of the stacking calibration, one per held-out run) overlap, so each
-    pair is evaluated once; ``memo_tag`` must identify the bin edges.
-
-    ``references`` are the encoded runs, or their ids with ``encode`` to encode one.  The
-    references some pair still needs are evaluated one reference per piece of work on the
-    stage's processes (``parallel``: serially inside a worker, where a batch of targets already
-    fills the cores; on every core for the one new target of a second night, whose pruning,
-    40 references encoded and 40 models evaluated on each, is most of its time).  Only the
-    masks travel back; an OR of masks does not depend on the order they arrive in.
-    """
-    memo = {} if memo is None else memo
-    if isinstance(references, dict):
-        encoded = references
-        refs, encode = sorted(encoded), encoded.__getitem__
-    else:
-        refs = sorted(references)
-    if encode is None:
-        raise ValueError("prune_models: reference ids need `encode`")
+    The work is split by reference, on the stage's processes (``parallel``; serially inside a
+    worker, where a batch of targets already fills the cores): a piece of work encodes its
+    reference once and evaluates every model on it, and only the masks travel back."""
+    refs = sorted(references)
 
     def missing(r: str) -> list[Model]:
         return [m for m in models if m.run_id != r and (memo_tag, m.run_id, r) not in memo]
@@ -310,9 +296,38 @@ def prune_models(models: list[Model], references: dict[str, Encoded] | list[str]
         return [(m.run_id, unstable_rules(m.rules, [ref], delta_threshold=delta_threshold,
                                           min_premise_intervals=min_premise_intervals)) for m in missing(r)]
     todo = [r for r in refs if missing(r)]
-    for r, masks in zip(todo, parallel.map_ordered(masks_of, todo)):
+    computed = 0
+    for r, masks in zip(todo, parallel.map_ordered(masks_of, todo, progress=progress)):
         for run_id, mask in masks:
             memo[(memo_tag, run_id, r)] = mask
+        computed += len(masks)
+    return computed
+
+
+def prune_models(models: list[Model], references: dict[str, Encoded] | list[str], *, delta_threshold: float,
+                 min_premise_intervals: int, memo: dict | None = None, memo_tag: str = "",
+                 encode: Callable[[str], Encoded] | None = None) -> tuple[list[Model], dict[str, int]]:
+    """Drop from each model the rules that known-good reference runs break (never its own run).
+
+    A counter whose every rule was dropped leaves the model's ``judges``: the model
+    describes that counter only for its own environment and abstains on it.  ``memo``
+    caches the mask of each (model, reference run) pair across targets — the reference sets
+    of the targets (and of the stacking calibration, one per held-out run) overlap, so each
+    pair is evaluated once; ``memo_tag`` must identify the bin edges.  ``references`` are the
+    encoded runs, or their ids with ``encode`` to encode one; the pairs ``memo`` lacks are
+    evaluated by :func:`fill_unstable` (on every core for the one new target of a second night,
+    whose pruning is most of its time).  An OR of masks does not depend on their order.
+    """
+    memo = {} if memo is None else memo
+    if isinstance(references, dict):
+        encoded = references
+        refs, encode = sorted(encoded), encoded.__getitem__
+    else:
+        refs = sorted(references)
+    if encode is None:
+        raise ValueError("prune_models: reference ids need `encode`")
+    fill_unstable(models, refs, encode, memo, memo_tag=memo_tag, delta_threshold=delta_threshold,
+                  min_premise_intervals=min_premise_intervals)
     pruned, dropped = [], {}
     for m in models:
         bad = np.zeros(len(m.rules), dtype=bool)
@@ -595,9 +610,10 @@ class DetectContext:
     lab_kw: dict[str, Any]
     significance: dict[str, Any]
 
-    @property
+    @cached_property
     def tag(self) -> str:
-        """Names the edges and reference load the cache's encodings and models were made under."""
+        """Names the edges and reference load the cache's encodings and models were made under
+        (computed once per context: a digest of every counter's edges, asked for per model and reference)."""
         return f"{bins.edges_digest(self.edges)}@{self.reference}"
 
     def environment(self, run_id: str) -> dict[str, Any]:
@@ -736,6 +752,47 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     return result, doc
 
 
+def pruning_key(system: str, ctx: DetectContext, passed: list[str]) -> str:
+    """The input key of the pruning masks between ``passed`` (``memo``): the runs (their frames'
+    keys: their models and encodings), the edges and reference load (``ctx.tag``), the params of
+    detection and mining, and the code."""
+    return memo.input_key("detect", ctx.index, {"passed": passed}, system=system, tag=ctx.tag, detect=ctx.params,
+                          mine_rules=ctx.mine_params)
+
+
+def save_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
+    """Write the masks ``ctx.cache.unstable`` holds between ``passed`` (under :func:`pruning_key`),
+    atomically, for the next night's targets, whose references and models are these runs; how many."""
+    inside = set(passed)
+    pairs = sorted((m, r) for (tag, m, r) in ctx.cache.unstable if tag == ctx.tag and m in inside and r in inside)
+    masks = [np.asarray(ctx.cache.unstable[(ctx.tag, m, r)], dtype=bool) for m, r in pairs]
+    with archive.atomic_path(config.pruning_masks_path(system)) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, key=np.array(pruning_key(system, ctx, passed)),
+                            pairs=np.array(pairs, dtype=str).reshape(-1, 2),
+                            offsets=np.cumsum([0, *(len(x) for x in masks)]),
+                            masks=np.concatenate(masks) if masks else np.zeros(0, dtype=bool))
+    return len(pairs)
+
+
+def load_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
+    """The masks :func:`save_pruning` wrote, into ``ctx.cache.unstable``, when written under the
+    key of these runs, edges, params and code; how many (0: none, or another key's).  Read with
+    ``allow_pickle=False``; a torn or foreign file is ignored (the masks are computed again)."""
+    path = config.pruning_masks_path(system)
+    if not path.exists():
+        return 0
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["key"]) != pruning_key(system, ctx, passed):
+                return 0
+            pairs, offsets, masks = z["pairs"], z["offsets"], z["masks"]
+    except Exception:           # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
+        return 0
+    for i, (m, r) in enumerate(pairs):
+        ctx.cache.unstable.setdefault((ctx.tag, str(m), str(r)), masks[offsets[i]:offsets[i + 1]].copy())
+    return len(pairs)
+
+
 def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> dict[str, Any]:
     """The stacking scores of the history's normal runs, each against the models of the others
     (the null of :func:`stacking_pvalue`); written to ``config.stacking_calibration_path``.
@@ -756,9 +813,11 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
                          history=hist, significance=ctx.significance)
+    loaded = load_pruning(system, ctx, passed)       # the masks of the night before, for this night's targets
     done = memo.reuse(path, key)
     if done is not None:        # the same normal runs, bins, params and code: the same scores
-        log.info("detect calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        log.info("detect calibration %s: %d normal runs unchanged, reused (%d pruning masks)", system, len(passed),
+                 loaded)
         return done
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
     faults = history.fault_runs(verdicts)
@@ -773,6 +832,16 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     for r in passed:            # loaded here once, before the processes fork: they share them, not load them again
         ctx.cache.model(r, ctx.edges, ctx.mine_params, ctx.models_dir, ctx.reference, ctx.tag)
         ctx.cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag)
+    # every pruning mask between the passed runs, each once, before the analyses fork (each process
+    # would otherwise evaluate the pairs its analyses meet, the same pair in several processes); kept
+    # for the next night's targets, whose models and references are these runs
+    if params["prune_unstable_rules"]:
+        masks = Progress(log, f"detect pruning {system}", len(passed), what="reference runs")
+        fill_unstable(prior_models(passed, ctx)[0], passed,
+                      lambda r: ctx.cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag), ctx.cache.unstable,
+                      memo_tag=ctx.tag, delta_threshold=params["delta_threshold"],
+                      min_premise_intervals=params["min_premise_intervals"], progress=masks.each())
+        save_pruning(system, ctx, passed)
 
     def mapper(fn, jobs: list) -> list:       # every analysis on the stage's processes, counted here
         return parallel.map_ordered(fn, jobs, progress=progress.each())

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.calibration import history, labs
-from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, analyse, calibrate_system, stacking_evidence
+from pipelines.detectors.rule_ensemble import (DetectCache, DetectContext, analyse, calibrate_system, load_pruning,
+                                                stacking_evidence)
 from pipelines.progress import Progress
 from pipelines.storage import archive, locks, memo, store
 
@@ -105,11 +106,16 @@ class DetectJob:
         """Analyse the target and write its verdict document; ``caches``: one :class:`DetectCache` per system."""
         spec = store.read_edges(self.system)
         caches = {} if caches is None else caches
-        if self.system not in caches:
+        new_cache = self.system not in caches
+        if new_cache:
             caches[self.system] = DetectCache(store.FrameStore(spec["reference_load"]))
         p = self.params
         ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], p["detect"], p["mine_rules"],
                                       p["history"], p["significance"])
+        if new_cache:           # a process of its own (a nightly DAG batch): the calibration's pruning masks
+            hist = p["history"]
+            load_pruning(self.system, ctx, history.passed_runs(self.index, self.system, exclude=set(hist["exclude"]),
+                                                               window=hist["window"]))
         result, doc = analyse(self.run_id, self.baseline, ctx, lab_runs=self.verdicts)
         null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
                                        self.calibration.get("cross_lab_scores"), self.run_id)

@@ -225,3 +225,40 @@ def test_stacking_pvalue_by_hand():
     evidence = rule_ensemble.stacking_evidence(result, [1.0, 2.0, 3.0])
     assert evidence == {"score": 3.5, "p_value": round(expected, 6), "normal_runs": 3}
     assert rule_ensemble.stacking_evidence(result, [])["p_value"] is None
+
+
+def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params_and_code(tree):
+    from pipelines import config
+    from pipelines.storage import archive, store
+    for r in ("s-1", "s-2", "s-3"):
+        config.info_path(r).parent.mkdir(parents=True, exist_ok=True)
+        archive.write_json_atomic(config.info_path(r), {"run_id": r, "key": f"frame-{r}"})
+    index = {r: {"system": "s", "verdict": "pass", "started_at": f"2026-01-0{i}T00:00:00Z"}
+             for i, r in enumerate(("s-1", "s-2", "s-3"), 1)}
+
+    def ctx(params):
+        return rule_ensemble.DetectContext(index=index, edges={"x.cpu": {"edges": [0.0, 1.0], "k": 1}}, reference=1.0,
+                                           params=params, mine_params={"min_support": 0.1}, models_dir=tree,
+                                           single_dir=tree, cache=rule_ensemble.DetectCache(store.FrameStore(1.0)),
+                                           lab_kw={}, significance={})
+    params = {"delta_threshold": 0.1, "min_premise_intervals": 10}
+    night = ctx(params)
+    masks = {("s-1", "s-2"): np.array([True, False, True]), ("s-2", "s-1"): np.array([False, False]),
+             ("s-3", "s-1"): np.array([], dtype=bool)}
+    for (m, r), mask in masks.items():
+        night.cache.unstable[(night.tag, m, r)] = mask
+    night.cache.unstable[(night.tag, "s-1", "s-9")] = np.array([True])          # a run outside the passed runs
+    night.cache.unstable[("other-edges", "s-1", "s-2")] = np.array([True])      # another night's edges
+    passed = ["s-1", "s-2", "s-3"]
+    assert rule_ensemble.save_pruning("s", night, passed) == 3
+    nxt = ctx(params)
+    assert rule_ensemble.load_pruning("s", nxt, passed) == 3
+    assert set(nxt.cache.unstable) == {(nxt.tag, m, r) for m, r in masks}
+    assert all(np.array_equal(nxt.cache.unstable[(nxt.tag, m, r)], mask) for (m, r), mask in masks.items())
+    # another threshold, another passed run, a renormalised frame: the masks are not those
+    assert rule_ensemble.load_pruning("s", ctx({**params, "delta_threshold": 0.2}), passed) == 0
+    assert rule_ensemble.load_pruning("s", ctx(params), ["s-1", "s-2"]) == 0
+    archive.write_json_atomic(config.info_path("s-2"), {"run_id": "s-2", "key": "frame-s-2-again"})
+    assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
+    config.pruning_masks_path("s").write_bytes(b"not an npz")                   # torn: computed again
+    assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
