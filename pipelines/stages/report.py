@@ -123,9 +123,12 @@ def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], dire
     frames = {b: store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()}
     if not frames:
         return {}, {}, {run_id: target_frame}
-    baseline = pd.concat(list(frames.values()), ignore_index=True).median()
-    changes = counter_changes(counters, target_frame.median(), baseline, directions)
-    medians = {b: f.median() for b, f in frames.items()}
+
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:     # the medians of the counters shown, not of all 2,000
+        return frame[[c for c in counters if c in frame.columns]]
+    baseline = pd.concat([shown(f) for f in frames.values()], ignore_index=True).median()
+    changes = counter_changes(counters, shown(target_frame).median(), baseline, directions)
+    medians = {b: shown(f).median() for b, f in frames.items()}
     trends = {c: sparkline([medians[b].get(c) for b in frames] + [target_frame[c].median()
                                                                    if c in target_frame else None])
               for c in counters}
