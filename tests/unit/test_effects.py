@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -61,7 +62,9 @@ def test_what_cannot_be_measured_is_not_set_aside():
 
 def _every_window(values: np.ndarray, level: float, width: int) -> float:
     """The strongest window written out: each window's median in turn, the furthest from ``level`` (the first of equals)."""
-    medians = [float(np.nanmedian(values[i:i + width])) for i in range(len(values) - width + 1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)          # an all-missing window's median is NaN
+        medians = [float(np.nanmedian(values[i:i + width])) for i in range(len(values) - width + 1)]
     distances = [abs(m - level) for m in medians]
     return medians[distances.index(max(distances))]
 
