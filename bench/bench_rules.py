@@ -87,7 +87,8 @@ def case_detect(n_counters: int, n_intervals: int, history: int) -> dict:
     target = synthetic_run(n_counters, n_intervals, seed=999, shift={3: 1.3, 7: 0.7})
     refs = {f"r{i}": rule_ensemble.Encoded.of(bins.apply_edges(runs[i], edges)) for i in range(0, history, 2)[:3]}
     t0 = time.perf_counter()
-    pruned, _ = rule_ensemble.prune_models(models, refs, delta_threshold=0.1, min_premise_intervals=10)
+    pruned, _ = rule_ensemble.prune_models(models, list(refs), refs.__getitem__, delta_threshold=0.1,
+                                           min_premise_intervals=10)
     result = rule_ensemble.detect_run(bins.apply_edges(target, edges), {"cpu": "a", "mem": 16}, pruned, None,
                                delta_threshold=0.1, min_premise_intervals=10, stacking_threshold=0.5)
     wall = time.perf_counter() - t0

@@ -278,10 +278,9 @@ def rank_counters(flagged: list[str], primary: pd.Series, severity: pd.Series) -
 
 def fill_unstable(models: list[Model], references: list[str], encode: Callable[[str], Encoded], memo: dict, *,
                   memo_tag: str, delta_threshold: float, min_premise_intervals: int,
-                  progress: Callable[[int, Any, Any], None] | None = None) -> int:
+                  progress: Callable[[int, Any, Any], None] | None = None) -> None:
     """The mask of :func:`unstable_rules` of every (model, reference run) pair that ``memo`` lacks
-    (never a model and its own run), into ``memo`` under ``(memo_tag, model run, reference)``;
-    how many were computed.
+    (never a model and its own run), into ``memo`` under ``(memo_tag, model run, reference)``.
 
     The work is split by reference, on the stage's processes (``parallel``; serially inside a
     worker, where a batch of targets already fills the cores): a piece of work encodes its
@@ -296,36 +295,27 @@ def fill_unstable(models: list[Model], references: list[str], encode: Callable[[
         return [(m.run_id, unstable_rules(m.rules, [ref], delta_threshold=delta_threshold,
                                           min_premise_intervals=min_premise_intervals)) for m in missing(r)]
     todo = [r for r in refs if missing(r)]
-    computed = 0
     for r, masks in zip(todo, parallel.map_ordered(masks_of, todo, progress=progress)):
         for run_id, mask in masks:
             memo[(memo_tag, run_id, r)] = mask
-        computed += len(masks)
-    return computed
 
 
-def prune_models(models: list[Model], references: dict[str, Encoded] | list[str], *, delta_threshold: float,
-                 min_premise_intervals: int, memo: dict | None = None, memo_tag: str = "",
-                 encode: Callable[[str], Encoded] | None = None) -> tuple[list[Model], dict[str, int]]:
+def prune_models(models: list[Model], references: list[str], encode: Callable[[str], Encoded], *,
+                 delta_threshold: float, min_premise_intervals: int, memo: dict | None = None,
+                 memo_tag: str = "") -> tuple[list[Model], dict[str, int]]:
     """Drop from each model the rules that known-good reference runs break (never its own run).
 
     A counter whose every rule was dropped leaves the model's ``judges``: the model
     describes that counter only for its own environment and abstains on it.  ``memo``
     caches the mask of each (model, reference run) pair across targets — the reference sets
     of the targets (and of the stacking calibration, one per held-out run) overlap, so each
-    pair is evaluated once; ``memo_tag`` must identify the bin edges.  ``references`` are the
-    encoded runs, or their ids with ``encode`` to encode one; the pairs ``memo`` lacks are
-    evaluated by :func:`fill_unstable` (on every core for the one new target of a second night,
-    whose pruning is most of its time).  An OR of masks does not depend on their order.
+    pair is evaluated once; ``memo_tag`` must identify the bin edges.  ``encode`` gives a
+    reference run encoded; the pairs ``memo`` lacks are evaluated by :func:`fill_unstable` (on
+    every core for the one new target of a second night, whose pruning is most of its time).
+    An OR of masks does not depend on their order.
     """
     memo = {} if memo is None else memo
-    if isinstance(references, dict):
-        encoded = references
-        refs, encode = sorted(encoded), encoded.__getitem__
-    else:
-        refs = sorted(references)
-    if encode is None:
-        raise ValueError("prune_models: reference ids need `encode`")
+    refs = sorted(references)
     fill_unstable(models, refs, encode, memo, memo_tag=memo_tag, delta_threshold=delta_threshold,
                   min_premise_intervals=min_premise_intervals)
     pruned, dropped = [], {}
@@ -619,6 +609,10 @@ class DetectContext:
     def environment(self, run_id: str) -> dict[str, Any]:
         return self.index[run_id].get("environment") or {}
 
+    def encoded(self, run_id: str) -> Encoded:
+        """A run binned under the context's edges, at its reference load (kept in the cache)."""
+        return self.cache.encoded_run(run_id, self.edges, self.reference, self.tag)
+
     @classmethod
     def of_system(cls, system: str, index: dict[str, Any], spec: dict[str, Any], cache: DetectCache,
                   params: dict[str, Any], mine_params: dict[str, Any], hist: dict[str, Any],
@@ -726,10 +720,9 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     models = without_counters(models, [*env_dependent, *lab["unstable"]])
     dropped: dict[str, int] = {}
     if params["prune_unstable_rules"] and models:
-        models, dropped = prune_models(models, refs, delta_threshold=params["delta_threshold"],
+        models, dropped = prune_models(models, refs, ctx.encoded, delta_threshold=params["delta_threshold"],
                                        min_premise_intervals=params["min_premise_intervals"], memo=cache.unstable,
-                                       memo_tag=ctx.tag,
-                                       encode=lambda r: cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag))
+                                       memo_tag=ctx.tag)
     single = (single_model(baseline, ctx.edges, ctx.mine_params, ctx.single_dir, cache.frames, ctx.reference)
               if baseline and with_single else None)
     result = detect_run(bins.apply_edges(frame, ctx.edges), target_env, models, single,
@@ -831,16 +824,15 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
 
     for r in passed:            # loaded here once, before the processes fork: they share them, not load them again
         ctx.cache.model(r, ctx.edges, ctx.mine_params, ctx.models_dir, ctx.reference, ctx.tag)
-        ctx.cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag)
+        ctx.encoded(r)
     # every pruning mask between the passed runs, each once, before the analyses fork (each process
     # would otherwise evaluate the pairs its analyses meet, the same pair in several processes); kept
     # for the next night's targets, whose models and references are these runs
     if params["prune_unstable_rules"]:
         masks = Progress(log, f"detect pruning {system}", len(passed), what="reference runs")
-        fill_unstable(prior_models(passed, ctx)[0], passed,
-                      lambda r: ctx.cache.encoded_run(r, ctx.edges, ctx.reference, ctx.tag), ctx.cache.unstable,
-                      memo_tag=ctx.tag, delta_threshold=params["delta_threshold"],
-                      min_premise_intervals=params["min_premise_intervals"], progress=masks.each())
+        fill_unstable(prior_models(passed, ctx)[0], passed, ctx.encoded, ctx.cache.unstable, memo_tag=ctx.tag,
+                      delta_threshold=params["delta_threshold"], min_premise_intervals=params["min_premise_intervals"],
+                      progress=masks.each())
         save_pruning(system, ctx, passed)
 
     def mapper(fn, jobs: list) -> list:       # every analysis on the stage's processes, counted here

@@ -127,11 +127,10 @@ def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], dire
     def shown(frame: pd.DataFrame) -> pd.DataFrame:     # the medians of the counters shown, not of all 2,000
         return frame[[c for c in counters if c in frame.columns]]
     baseline = pd.concat([shown(f) for f in frames.values()], ignore_index=True).median()
-    changes = counter_changes(counters, shown(target_frame).median(), baseline, directions)
+    target = shown(target_frame).median()
+    changes = counter_changes(counters, target, baseline, directions)
     medians = {b: shown(f).median() for b, f in frames.items()}
-    trends = {c: sparkline([medians[b].get(c) for b in frames] + [target_frame[c].median()
-                                                                   if c in target_frame else None])
-              for c in counters}
+    trends = {c: sparkline([medians[b].get(c) for b in frames] + [target.get(c)]) for c in counters}
     return changes, trends, {**frames, run_id: target_frame}
 
 

@@ -102,7 +102,8 @@ def test_pruning_drops_rules_a_good_reference_run_breaks_and_the_model_abstains(
     r = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0))
     model = rule_ensemble.Model("m1", r, {"cpu": "slow"}, frozenset({"x.cpu", "x.mem"}))
     good_ref = enc(**{"x.cpu": [2] * 12, "x.mem": [0] * 12})      # the target's environment: cpu in bin 2
-    pruned, dropped = rule_ensemble.prune_models([model], {"ref": good_ref}, delta_threshold=0.1, min_premise_intervals=10)
+    pruned, dropped = rule_ensemble.prune_models([model], ["ref"], {"ref": good_ref}.__getitem__, delta_threshold=0.1,
+                                                min_premise_intervals=10)
     assert dropped == {"m1": 1}
     assert pruned[0].rules["consequent"].tolist() == ["x.mem=0"]
     assert pruned[0].judges == frozenset({"x.mem"})
@@ -111,7 +112,7 @@ def test_pruning_drops_rules_a_good_reference_run_breaks_and_the_model_abstains(
     assert np.isnan(flags["x.cpu"]) and flags["x.mem"] == 0.0
 
 
-def test_pruning_by_reference_ids_on_two_processes_equals_pruning_by_encoded_runs_and_fills_the_memo():
+def test_pruning_on_two_processes_equals_pruning_in_this_one_and_fills_the_memo():
     from pipelines import parallel
     stationary = rules(((), "x.cpu=1", 1.0, 1.0, 1.0), ((), "x.mem=0", 1.0, 1.0, 1.0), ((), "x.io=1", 1.0, 1.0, 1.0))
     models = [rule_ensemble.Model(m, stationary, {}, None) for m in ("m1", "m2", "m3")]
@@ -119,15 +120,19 @@ def test_pruning_by_reference_ids_on_two_processes_equals_pruning_by_encoded_run
             "m2": enc(**{"x.cpu": [2] * 12, "x.mem": [0] * 12, "x.io": [1] * 12}),      # breaks x.cpu=1
             "r9": enc(**{"x.cpu": [1] * 12, "x.mem": [0] * 12, "x.io": [0] * 12})}      # breaks x.io=1
     kw = dict(delta_threshold=0.1, min_premise_intervals=10)
-    want, want_dropped = rule_ensemble.prune_models(models, refs, **kw)
+    parallel.set_jobs(1)
+    try:
+        want, want_dropped = rule_ensemble.prune_models(models, list(refs), refs.__getitem__, **kw)
+    finally:
+        parallel.set_jobs(None)
     # m1 is never pruned by its own run: m2 and r9 drop x.cpu and x.io; m2 by m1 and r9: x.mem and x.io
     assert want_dropped == {"m1": 2, "m2": 2, "m3": 3}
     assert want[0].rules["consequent"].tolist() == ["x.mem=0"] and want[1].rules["consequent"].tolist() == ["x.cpu=1"]
     memo, encoded = {}, []
     parallel.set_jobs(2)
     try:
-        got, got_dropped = rule_ensemble.prune_models(models, list(refs), memo=memo, memo_tag="e", **kw,
-                                                      encode=lambda r: encoded.append(r) or refs[r])
+        got, got_dropped = rule_ensemble.prune_models(models, list(refs), lambda r: encoded.append(r) or refs[r],
+                                                      memo=memo, memo_tag="e", **kw)
     finally:
         parallel.set_jobs(None)
     assert got_dropped == want_dropped
@@ -135,12 +140,12 @@ def test_pruning_by_reference_ids_on_two_processes_equals_pruning_by_encoded_run
     assert sorted(memo) == sorted(("e", m.run_id, r) for m in models for r in refs if r != m.run_id)
     parallel.set_jobs(1)                                     # in this process: the encodings are seen here
     try:
-        rule_ensemble.prune_models(models, list(refs), memo={}, memo_tag="e", **kw,
-                                   encode=lambda r: encoded.append(r) or refs[r])
+        rule_ensemble.prune_models(models, list(refs), lambda r: encoded.append(r) or refs[r], memo={}, memo_tag="e",
+                                   **kw)
         assert encoded == ["m1", "m2", "r9"]                 # each reference once, for all the models
         encoded.clear()
-        again, _ = rule_ensemble.prune_models(models, list(refs), memo=memo, memo_tag="e", **kw,
-                                              encode=lambda r: encoded.append(r) or refs[r])
+        again, _ = rule_ensemble.prune_models(models, list(refs), lambda r: encoded.append(r) or refs[r], memo=memo,
+                                              memo_tag="e", **kw)
     finally:
         parallel.set_jobs(None)
     assert encoded == [] and all(a.rules.equals(w.rules) for a, w in zip(again, want))   # every pair known
