@@ -43,22 +43,28 @@ def project_imports(source: str, known: set[str] | dict[str, Path]) -> set[str]:
     return {m for m in out if m in known}
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=None)
+def imports_of(module: str) -> frozenset[str]:
+    """The project modules ``module`` imports (itself left out); read once per process."""
+    files = module_files()
+    return frozenset(project_imports(files[module].read_text(encoding="utf-8"), files) - {module})
+
+
 def import_graph() -> dict[str, frozenset[str]]:
     """Every project module -> the project modules it imports (itself left out)."""
-    files = module_files()
-    return {m: frozenset(project_imports(f.read_text(encoding="utf-8"), files) - {m}) for m, f in files.items()}
+    return {m: imports_of(m) for m in module_files()}
 
 
 def closure(module: str, graph: dict[str, frozenset[str]] | None = None) -> set[str]:
-    """``module`` and every project module it imports, directly or through others."""
-    graph = import_graph() if graph is None else graph
+    """``module`` and every project module it imports, directly or through others (only those
+    modules are read: a stage's key does not parse the whole package)."""
+    files = module_files()
     seen, todo = set(), [module]
     while todo:
         name = todo.pop()
-        if name not in seen and name in graph:
+        if name not in seen and (name in graph if graph is not None else name in files):
             seen.add(name)
-            todo += graph[name]
+            todo += graph[name] if graph is not None else imports_of(name)
     return seen
 
 

@@ -58,15 +58,27 @@ def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], pa
                           rule=dataclasses.asdict(rule), inputs=inputs, raw=raw)
 
 
+def current_report(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+                   ) -> dict[str, Any] | None:
+    """The run's verdict document when its page was written under the current input key
+    (:func:`report_key`) and its verdict file is there; else None (the report is written again)."""
+    detection = archive.read_json(config.detection_path(run_id))
+    key = report_key(run_id, detection, index, params, rule, raw_archives(run_id))
+    if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
+        return archive.read_json(config.run_report_path(run_id))
+    return None
+
+
 def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
                ) -> dict[str, Any]:
     """Compose, write and render one run's report; return its verdict document.  A page written
     under the same input key (:func:`report_key`) is kept, with its verdict file."""
+    kept = current_report(run_id, index, params, rule)
+    if kept is not None:
+        return kept
     detection = archive.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
     key = report_key(run_id, detection, index, params, rule, raw)
-    if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
-        return archive.read_json(config.run_report_path(run_id))
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
@@ -102,15 +114,17 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule:
 def compare_baselines(run_id: str, doc: dict[str, Any], index: dict[str, Any], frames: dict[str, pd.DataFrame],
                       pages: int) -> dict[str, str]:
     """The compare pages of the run against its ``pages`` heaviest baseline runs (baseline = A, this
-    run = B), written to ``reports/compare``; baseline run -> the link from the run page."""
-    out = {}
-    for b in sorted(doc["baseline_runs"], key=lambda b: (-b["weight"], b["run_id"]))[:pages]:
-        if b["run_id"] not in frames:
-            continue
-        _, html = compare.compare_runs(b["run_id"], run_id, index, frames)
-        compare.write_page(b["run_id"], run_id, html)
-        out[b["run_id"]] = f"../compare/{compare.page_name(b['run_id'], run_id)}"
-    return out
+    run = B), written to ``reports/compare``; baseline run -> the link from the run page.  The
+    pages are written on every core when the run's report is written in the stage's own
+    process (one at a time inside a worker)."""
+    chosen = [b["run_id"] for b in sorted(doc["baseline_runs"], key=lambda b: (-b["weight"], b["run_id"]))[:pages]
+              if b["run_id"] in frames]
+
+    def page(baseline: str) -> str:
+        _, html = compare.compare_runs(baseline, run_id, index, frames)
+        compare.write_page(baseline, run_id, html)
+        return f"../compare/{compare.page_name(baseline, run_id)}"
+    return dict(zip(chosen, parallel.map_ordered(page, chosen)))
 
 
 def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
@@ -206,10 +220,23 @@ def main() -> None:
     index = archive.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))
-    # each run's files are its own (its verdict file, page and compare pages): on every core
-    done = parallel.map_ordered(lambda run_id: index_row(report_run(run_id, index, params, rule)), todo,
-                                progress=progress.each(lambda run_id, row: f"{run_id} -> {row['verdict']}"))
-    summary = write_index(dict(zip(todo, done)))
+    tick = progress.each(lambda run_id, out: f"{run_id} -> {out[0]['verdict']}" + (" (unchanged, reused)"
+                                                                                   if out[1] else ""))
+    rows: dict[str, dict[str, Any]] = {}
+    for run_id in todo:
+        kept = current_report(run_id, index, params, rule)
+        if kept is not None:
+            rows[run_id] = index_row(kept)
+            tick(0, run_id, (rows[run_id], True))
+    fresh = [r for r in todo if r not in rows]
+    # each run's files are its own (its verdict file, page and compare pages): runs on every core;
+    # fewer new runs than cores (a second night's one new archive): one at a time here, and each
+    # run's compare pages on every core
+    one_by_one = len(fresh) < parallel.configured_jobs()
+    written = parallel.map_ordered(lambda run_id: (index_row(report_run(run_id, index, params, rule)), False), fresh,
+                                   jobs=1 if one_by_one else None, progress=tick)
+    rows.update({r: row for r, (row, _) in zip(fresh, written)})
+    summary = write_index({r: rows[r] for r in todo})
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
     print(f"[report] alerts: {alerts.notify_night(summary)}")
 

@@ -135,7 +135,7 @@ class Judged(NamedTuple):
     index: dict[str, Any]                 # run_id -> its index row
     quarantined: dict[str, Any]           # run_id -> the reason
     validator: Validator | None           # when one was made (an archive was validated now)
-    judged_now: int
+    judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
 
 
 def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any], *, jobs: int | None = None) -> Judged:
@@ -192,7 +192,7 @@ def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any], *, jobs
     for entry in todo:
         status, row, _ = results[entry.run_id]
         (index if status == "valid" else quarantined)[entry.run_id] = row
-    return Judged(index, quarantined, validator, len(fresh))
+    return Judged(index, quarantined, validator, [entry.run_id for entry, _ in fresh])
 
 
 @locks.holding("validate")
@@ -209,14 +209,15 @@ def main() -> None:
         validator = new_validator(params)
     if validator is not None:               # nothing validated and the site exists: it is current
         t_docs = time.monotonic()
-        validator.build_docs()
-        log.info("Data Docs rebuilt in %.1fs", time.monotonic() - t_docs)
+        pages = validator.build_docs(run_names=done)
+        log.info("Data Docs: %s in %.1fs", "every page" if pages is None else f"{pages} page(s) rendered",
+                 time.monotonic() - t_docs)
     # the analysts' decisions win over the archives' verdicts (storage/triage_log.py): a triaged target joins the history
     decisions = triage_log.triage_state(triage_log.read_log())
     index = triage_log.apply_triage(index, decisions)
     # runs that left the manifest cannot exist (raw is append-only); stale dirs of other keys are replaced above
     archive.write_json_atomic(config.VALID_INDEX, {"valid": index, "quarantined": quarantined})
-    print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined ({done} validated this time; "
+    print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined ({len(done)} validated this time; "
           f"{sum(r in index for r in decisions)} triaged); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
 
 

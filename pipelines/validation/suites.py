@@ -20,7 +20,7 @@ import hashlib
 import html
 import logging
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import pandas as pd
 
@@ -299,10 +299,32 @@ class Validator:
                     idx["counter"] = names.get(idx["counter"], idx["counter"])
         return failed
 
-    def build_docs(self) -> None:
-        if self.docs:
-            self.context.build_data_docs(site_names=["regresslab"])
-            protect_docs(self.docs_dir)
+    def build_docs(self, run_names: Iterable[str] | None = None) -> int | None:
+        """Render the Data Docs site: every page, or, given ``run_names`` and a site that exists, the
+        results of those runs, each result whose page is missing, the suites' pages and the index (a
+        night renders the pages of its own archives, not the whole history's again).  How many
+        pages were asked for (None: every page)."""
+        if not self.docs:
+            return None
+        wanted = self.docs_pages(run_names)
+        self.context.build_data_docs(site_names=["regresslab"], resource_identifiers=wanted)
+        protect_docs(self.docs_dir)
+        return None if wanted is None else len(wanted)
+
+    def docs_pages(self, run_names: Iterable[str] | None) -> list | None:
+        """The resources :meth:`build_docs` renders (GX's resource identifiers); None for all."""
+        if run_names is None or not (Path(self.docs_dir) / "index.html").exists():
+            return None
+        from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+
+        names = set(run_names)
+        wanted: list = [ExpectationSuiteIdentifier(name=name) for name in self.checkpoints]   # never empty
+        for key in self.context.validation_results_store.list_keys():
+            *folders, name = key.to_tuple()
+            page = Path(self.docs_dir, "validations", *folders, f"{name}.html")
+            if key.run_id.run_name in names or not page.exists():
+                wanted.append(key)
+        return wanted
 
 
 class Checked(NamedTuple):

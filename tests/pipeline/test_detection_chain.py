@@ -323,6 +323,47 @@ def test_a_report_killed_between_a_verdict_file_and_its_page_resumes_byte_identi
         assert _temporaries() == []
 
 
+def test_a_lone_new_report_writes_its_compare_pages_on_two_processes_as_one_would(analysed, tmp_path, monkeypatch):
+    """One target's report gone (a second night's one new archive): the stage writes it in its own
+    process and its compare pages on the two processes of ``compute.jobs``; every file of the
+    run pages and compare pages comes back byte for byte as the night wrote it."""
+    import os
+
+    from pipelines import parallel
+    from pipelines.reporting import compare
+
+    tree, _ = analysed
+    report.main()
+    before = _snapshot(config.RUN_REPORTS, config.COMPARE_REPORTS)
+    run_id = sorted(p.stem for p in config.RUN_REPORTS.glob("*.json"))[0]
+    for path in [*config.RUN_REPORTS.glob(f"{run_id}.*"), *config.COMPARE_REPORTS.glob(f"*{run_id}*")]:
+        path.unlink()
+    from pipelines.calibration import headline
+
+    pids = tmp_path / "pids"
+
+    def spy(module, name: str) -> None:
+        original = getattr(module, name)
+
+        def spied(*args, **kw):
+            with open(pids, "a") as fh:
+                fh.write(f"{name} {os.getpid()}\n")
+            return original(*args, **kw)
+        monkeypatch.setattr(module, name, spied)
+    spy(compare, "compare_runs")
+    spy(headline, "compose")
+    parallel.set_jobs(2)
+    try:
+        report.main()
+    finally:
+        parallel.set_jobs(None)
+    assert _snapshot(config.RUN_REPORTS, config.COMPARE_REPORTS) == before
+    seen = [line.split() for line in pids.read_text().splitlines()]
+    assert [pid for name, pid in seen if name == "compose"] == [str(os.getpid())]     # the run, here
+    pages = [pid for name, pid in seen if name == "compare_runs"]
+    assert len(pages) >= 2 and str(os.getpid()) not in pages                          # its pages, in workers
+
+
 def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left(analysed):
     """A hard exit while the skops model is written (inside ``atomic_path``,
     before its rename) leaves ``.<version>.skops.<pid>.*.tmp`` and no model; the next run removes the

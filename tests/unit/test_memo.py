@@ -56,6 +56,18 @@ def test_the_code_digest_covers_the_stage_and_what_it_imports():
     assert len(codebase.code_digest("pipelines.config")) == 64
 
 
+def test_a_closure_read_module_by_module_is_the_closure_in_the_whole_graph():
+    """``closure`` reads only the modules it reaches; the set is the one the whole graph gives,
+    for every module, and the whole package is not read for one stage's key."""
+    codebase.imports_of.cache_clear()
+    codebase.closure("pipelines.stages.pull")
+    read = codebase.imports_of.cache_info().currsize
+    assert read == len(codebase.closure("pipelines.stages.pull")) < len(codebase.module_files())
+    graph = codebase.import_graph()
+    for module in graph:
+        assert codebase.closure(module) == codebase.closure(module, graph), module
+
+
 def test_a_result_is_reused_only_under_its_own_key(tree):
     path = tree / "out" / "r.json"
     assert memo.reuse(path, "k1") is None                                    # nothing written yet

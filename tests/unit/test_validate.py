@@ -322,3 +322,25 @@ def test_an_archive_over_its_cell_bound_is_quarantined_with_the_count(tmp_path, 
     failures = checked(tmp_path, validator, name="sys-run-2", params=over).failures
     assert [f["expectation"] for f in failures] == ["readable_safe_archive"]
     assert "396 samples x counters over all hosts (more than 395" in failures[0]["reason"]
+
+
+def test_a_night_renders_the_data_docs_of_its_own_runs_and_of_missing_pages_only(tmp_path):
+    """The site of two runs exists; a third is validated: its results' pages, the suites' pages and
+    the index are rendered, the first two runs' pages are left as they are, unless one is missing."""
+    v = suites.Validator(suites.suites_from_params(PARAMS), project_dir=tmp_path / "gx", docs_dir=tmp_path / "site")
+    for name in ("sys-run-1", "sys-run-2"):
+        checked(tmp_path, v, name=name)
+    assert v.build_docs(run_names=["sys-run-1", "sys-run-2"]) is None     # no site yet: every page
+    pages = {p: p.stat().st_mtime_ns for p in (tmp_path / "site" / "validations").rglob("*.html")}
+    assert len(pages) == 2 * len(v.checkpoints) and {p.parts[-3] for p in pages} == {"sys-run-1", "sys-run-2"}
+    lost = next(p for p in pages if p.parts[-3] == "sys-run-2")
+    lost.unlink()
+    checked(tmp_path, v, name="sys-run-3")
+    asked = v.build_docs(run_names=["sys-run-3"])
+    assert asked == len(v.checkpoints) + len(v.checkpoints) + 1     # the suites, run 3's results, the lost page
+    after = {p: p.stat().st_mtime_ns for p in (tmp_path / "site" / "validations").rglob("*.html")}
+    assert {p.parts[-3] for p in after} == {"sys-run-1", "sys-run-2", "sys-run-3"} and lost in after
+    assert all(after[p] == t for p, t in pages.items() if p != lost)      # the others untouched
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert all(f"sys-run-{i}" in index for i in (1, 2, 3)) and suites.CSP_META in index
+    assert all(suites.CSP_META in p.read_text() for p in after)
