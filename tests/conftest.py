@@ -1,7 +1,10 @@
 """Shared fixtures: a tiny simulated lab written as real archives, and a tree per test."""
 from __future__ import annotations
 
+import concurrent.futures
+import fcntl
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -41,12 +44,15 @@ def tiny_lab(tmp_path_factory) -> tuple[Path, dict]:
     return out, write_lab(out)
 
 
+CAUSE_LAB = dict(history_causes=["cpu_hot_path", "extra_db_query"], n_per_cause=2,
+                 target_causes=["extra_db_query", "cpu_contention"])
+
+
 @pytest.fixture(scope="session")
 def cause_lab(tmp_path_factory) -> tuple[Path, dict]:
     """A small lab with two causes of two runs each in the history: enough to train cause models."""
     out = tmp_path_factory.mktemp("cause_lab")
-    return out, write_lab(out, history_causes=["cpu_hot_path", "extra_db_query"], n_per_cause=2,
-                          target_causes=["extra_db_query", "cpu_contention"])
+    return out, write_lab(out, **CAUSE_LAB)
 
 
 @pytest.fixture()
@@ -58,3 +64,61 @@ def tree(tmp_path, monkeypatch):
     monkeypatch.setenv("REGRESSLAB_ROOT", str(tmp_path))
     yield tmp_path
     config.use_root(old)
+
+
+def night_tree(root: Path, lab: Path, **compute) -> Path:
+    """A tree whose params.yaml reads ``lab`` and names the night 2026-11-22, with no commit
+    series (the stage says so), two learning-curve repeats and ``compute`` overrides (``jobs``):
+    the settings of every whole night a test runs on ``cause_lab``."""
+    import yaml
+
+    root.mkdir(parents=True)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["pull"]["source"] = str(lab)
+    params["train_causes"]["learning_curve_repeats"] = 2
+    params["report"]["night"] = "2026-11-22"
+    params["commit_changes"]["source"] = None
+    params["compute"].update(compute)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    return root
+
+
+def stage_env(root: Path) -> dict[str, str]:
+    return {**os.environ, "REGRESSLAB_ROOT": str(root), "PYTHONPATH": str(REPO)}
+
+
+def _night_without_model(folder: Path) -> Path:
+    """``cause_lab`` written into ``folder`` and its night by the stages, each as ``dvc repro``
+    runs it (``python -m pipelines.stages.<stage>``), pull to report with no cause model yet
+    (no ``features``, no ``train_causes``): what a first Airflow night writes."""
+    from pipelines.orchestration import stage_graph
+    from tests.helpers import stages_in_processes
+
+    lab = folder / "lab"
+    write_lab(lab, **CAUSE_LAB)
+    tree = night_tree(folder / "tree", lab)
+    stages_in_processes(stage_env(tree), stage_graph.select("pull", through="report",
+                                                            skip=("features", "train_causes")))
+    return tree
+
+
+@pytest.fixture(scope="session")
+def night_without_model(tmp_path_factory, worker_id) -> concurrent.futures.Future:
+    """The tree of :func:`_night_without_model`, computed once for the whole test session: the
+    Airflow test and the Celery test each compare their night with it (``pytest -n 2`` runs
+    them on two workers at once; the first to take the lock computes it, the other waits for it).
+    A future, so that a test goes on with its own night while the stages run."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    folder, lock, done = shared / "night-without-model", shared / "night-without-model.lock", \
+        shared / "night-without-model.done"
+
+    def once() -> Path:
+        with open(lock, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)           # released when the file closes
+            if not done.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir()
+                _night_without_model(folder)
+                done.touch()
+        return folder / "tree"
+    return concurrent.futures.ThreadPoolExecutor(1).submit(once)

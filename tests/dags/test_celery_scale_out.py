@@ -14,7 +14,6 @@ creates.  What is not real: the two workers are two processes of one machine, no
 """
 from __future__ import annotations
 
-import concurrent.futures
 import glob
 import os
 import re
@@ -30,10 +29,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-import yaml
 
-from pipelines.orchestration import stage_graph
-from tests.helpers import stages_in_processes
+from tests.conftest import night_tree
 
 pytestmark = pytest.mark.slow
 
@@ -125,28 +122,13 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
-def prepare_tree(root: Path, lab: Path) -> None:
-    root.mkdir(parents=True)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["pull"]["source"] = str(lab)
-    params["report"]["night"] = "2026-11-22"
-    params["commit_changes"]["source"] = None
-    params["compute"]["jobs"] = 1          # two workers of two tasks each already share the cores
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-
-
-def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, cause_lab):
+def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, cause_lab, night_without_model):
+    """The Celery night against the stages' night of the same lab (``night_without_model``: pull to
+    report, no cause model yet, as the retraining DAG has not run), computed beside it."""
     lab, truth = cause_lab
-    by_celery, by_stages, home = tmp_path / "celery_tree", tmp_path / "stage_tree", tmp_path / "airflow_home"
-    prepare_tree(by_celery, lab)
-    prepare_tree(by_stages, lab)
+    # two workers of two tasks each already share the cores
+    by_celery, home = night_tree(tmp_path / "celery_tree", lab, jobs=1), tmp_path / "airflow_home"
     home.mkdir()
-    # the night's stages one after the other, as dvc repro runs them, in another tree (not features and
-    # train_causes: the retraining DAG runs them, and this first night has no cause model yet), in a
-    # thread beside the Celery night (the trees share nothing): compared at the end
-    stages_env = dict(os.environ, REGRESSLAB_ROOT=str(by_stages), PYTHONPATH=str(REPO))
-    night_stages = stage_graph.select("pull", through="report", skip=("features", "train_causes"))
-    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, stages_env, night_stages)
     with ExitStack() as stack:
         pg, broker, api = start_postgres(stack), start_redis(stack, tmp_path), free_port()
         env = dict(os.environ)
@@ -203,7 +185,7 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
            for w in ("worker1", "worker2")}
     assert len(celery_ids) >= 20 and set(celery_ids) == ran["worker1"] | ran["worker2"]
     assert ran["worker1"] and ran["worker2"] and not ran["worker1"] & ran["worker2"], ran
-    stage_runs.result(timeout=900)
+    by_stages = night_without_model.result(timeout=900)
     targets = sorted(r for r in truth if "-t" in r)
     assert targets
     for run_id in targets:

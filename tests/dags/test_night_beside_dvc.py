@@ -14,13 +14,13 @@ pytestmark = pytest.mark.slow     # stages end to end
 
 
 def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(tmp_path):
-    """The nightly DAG and ``dvc repro`` on one checkout at once.  A process
+    """The nightly DAG and ``dvc repro report`` (the night's stages) on one checkout at once.  A process
     holds the data folder, so both are certain to meet it: ``dvc repro`` waits in its first stage
     that locks it, the Airflow night in its first task that locks it (``pull`` or ``commit_changes``: ``dag.test()`` may take either first), and each says why (stage, holder).
     Once it is free they take turns, stage by stage; both succeed, every JSON file parses
     strictly, no temporary file is left, every target has its verdict, and no task of the night failed
     or was retried (every output a task may read is a DVC ``persist`` output, pruned by its stage
-    under the lock, since DVC deletes the others before a stage's command runs).  A last ``dvc repro``
+    under the lock, since DVC deletes the others before a stage's command runs).  A last ``dvc repro report``
     then finds what the Airflow night wrote as ``dvc.lock`` recorded it: it re-runs only ``pull``
     (always changed) and ``commit_changes``, whose known change clusters are state kept from night
     to night (a second night over the same series calls no cluster new), nothing else."""
@@ -46,7 +46,7 @@ def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(t
     holder, release = _hold(root, tmp_path)
     dvc_log, night_log = tmp_path / "dvc.log", tmp_path / "night.log"
     try:
-        repro = _repro(root, dvc_log)
+        repro = _repro(root, dvc_log, "report")
         _wait_for(dvc_log, ": waiting for the data folder", repro)
         night = subprocess.Popen([PY, "-c", (
             "from airflow.models.dagbag import DagBag\n"
@@ -69,8 +69,8 @@ def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(t
     valid = json.loads((root / "data" / "interim" / "valid_runs.json").read_text())["valid"]
     targets = {r for r, row in valid.items() if row["verdict"] is None}
     assert len(targets) >= 2 and {p.stem for p in (root / "reports" / "runs").glob("*.json")} == targets
-    last = subprocess.run([*_dvc(), "repro"], cwd=root, env=_dvc_env(root), capture_output=True, text=True,
-                          timeout=900)
+    last = subprocess.run([*_dvc(), "repro", "report"], cwd=root, env=_dvc_env(root), capture_output=True,
+                          text=True, timeout=900)
     assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
     ran = [line.split("'")[1] for line in last.stdout.splitlines() if line.startswith("Running stage")]
     assert set(ran) <= {"pull", "commit_changes"}, last.stdout

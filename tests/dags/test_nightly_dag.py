@@ -11,6 +11,7 @@ import pytest
 import concurrent.futures
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from pipelines.orchestration import stage_graph
+from tests.conftest import night_tree, stage_env
 from tests.helpers import stages_in_processes
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -84,16 +86,6 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
     assert set(retrain["tasks"]) == {"features", "train_causes", "compare_learners"} and retrain["catchup"] is False
 
 
-def prepare_tree(root: Path, lab: Path) -> None:
-    root.mkdir(parents=True)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["pull"]["source"] = str(lab)
-    params["train_causes"]["learning_curve_repeats"] = 2
-    params["report"]["night"] = "2026-11-22"
-    params["commit_changes"]["source"] = None         # no commit series in this tree: the stage says so
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-
-
 def params_of(root: Path) -> dict:
     return yaml.safe_load((root / "params.yaml").read_text())
 
@@ -106,34 +98,38 @@ def dag_test(dag_id: str, env: dict) -> None:
     assert "STATE success" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
 
 
-STAGES = stage_graph.select("pull", through="report")
+MODEL_STAGES = stage_graph.select("features", through="report")     # features, train_causes, predict_causes, report
 
 
-
-def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab):
+def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab, night_without_model):
+    """Night 1 (no cause model yet) writes the verdict files of the stages' night; the asset it
+    emits triggers the retraining DAG; night 2 uses its model and writes what the stages write
+    once ``features``, ``train_causes``, ``predict_causes`` and ``report`` have run on that night."""
     lab, truth = cause_lab
-    by_airflow, by_stages = tmp_path / "airflow_tree", tmp_path / "stage_tree"
-    prepare_tree(by_airflow, lab)
-    prepare_tree(by_stages, lab)
+    by_airflow = night_tree(tmp_path / "airflow_tree", lab)
     home = tmp_path / "airflow_home"
     home.mkdir()
     env = airflow_env(home, by_airflow)
-    # the same stages as `dvc repro` runs them (python -m pipelines.stages.<stage>), in another tree, one
-    # after the other in a thread beside the Airflow nights (the trees share nothing): compared at the end
-    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, airflow_env(home, by_stages),
-                                                                 STAGES)
     subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
                    timeout=600, check=True)
-    # night 1 has no cause model yet; the asset it emits triggers the retraining DAG; night 2 uses the model
     dag_test("nightly_regression_analysis", env)
-    first = json.loads((by_airflow / "reports" / "runs" / f"{sorted(r for r in truth if '-t' in r)[0]}.json").read_text())
-    assert first["cause"]["label"] in (None, "none")
+    targets = sorted(r for r in truth if "-t" in r)
+    first_night = night_without_model.result(timeout=900)
+    for run_id in targets:
+        a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
+        assert a == json.loads((first_night / "reports" / "runs" / f"{run_id}.json").read_text())
+        assert a["cause"]["label"] in (None, "none")
+    # the stages' night with a model: that night's tree, then the model's stages (the trees share nothing),
+    # in a thread beside the Airflow retraining and night 2
+    by_stages = tmp_path / "stage_tree"
+    shutil.copytree(first_night, by_stages, symlinks=True)
+    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, stage_env(by_stages),
+                                                                 MODEL_STAGES)
     dag_test("retrain_cause_models", env)
     compared = json.loads((by_airflow / "metrics" / "cause_learners.json").read_text())      # model selection
     assert len(compared["shop"]["learners"]) == len(params_of(by_airflow)["train_causes"]["learners"])
     dag_test("nightly_regression_analysis", env)
     stage_runs.result(timeout=900)
-    targets = sorted(r for r in truth if "-t" in r)
     for run_id in targets:
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
         b = json.loads((by_stages / "reports" / "runs" / f"{run_id}.json").read_text())
@@ -154,8 +150,7 @@ def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, ca
     run would wait out their delays past the subprocess' timeout), the night with it, and the
     task's failure says which key."""
     lab, _ = cause_lab
-    tree = tmp_path / "tree"
-    prepare_tree(tree, lab)
+    tree = night_tree(tmp_path / "tree", lab)
     with open(tree / "params.yaml", "a") as fh:
         fh.write("alerts:\n  enable: true\n")
     home = tmp_path / "airflow_home"

@@ -203,20 +203,20 @@ def leftovers(root) -> list[str]:
 
 
 def test_two_dvc_repro_at_once_the_second_says_why_and_nothing_is_corrupted(tmp_path):
-    """Two ``dvc repro`` on one checkout.  DVC releases its repository lock while a stage's
-    command runs but keeps a lock on the stage's outputs: the second ``dvc repro`` stops at the
-    first stage the other is running, naming its process.  Here a process holds the data folder,
-    so the first waits in its first stage that locks it (the overlap is certain) and says so; the
-    second gives up naming the first, and once the folder is free the first completes; a third
-    ``dvc repro`` then finds every output as ``dvc.lock`` recorded it (only ``pull``, always
-    changed, runs), every JSON parses strictly and no temporary file is left."""
+    """Two ``dvc repro report`` (the night, not the analysts' ``evaluate``) on one checkout.  DVC
+    releases its repository lock while a stage's command runs but keeps a lock on the stage's
+    outputs: the second stops at the first stage the other is running, naming its process.  Here
+    a process holds the data folder, so the first waits in its first stage that locks it (the
+    overlap is certain) and says so; the second gives up naming the first, and once the folder is
+    free the first completes; a third then finds every output as ``dvc.lock`` recorded it (only
+    ``pull``, always changed, runs), every JSON parses strictly and no temporary file is left."""
     root = dvc_checkout(tmp_path / "checkout")
     holder, release = _hold(root, tmp_path)
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     try:
-        first = _repro(root, first_log)
+        first = _repro(root, first_log, "report")
         _wait_for(first_log, ": waiting for the data folder", first)
-        second = _repro(root, second_log)
+        second = _repro(root, second_log, "report")
         assert second.wait(timeout=300) != 0
         said = second_log.read_text()
         assert "is busy, it is being blocked by" in said and f"(PID {first.pid})" in said, said
@@ -226,8 +226,8 @@ def test_two_dvc_repro_at_once_the_second_says_why_and_nothing_is_corrupted(tmp_
     assert first.wait(timeout=900) == 0, first_log.read_text()[-5000:]
     said = first_log.read_text()
     assert f"locked by pid {holder.pid}" in said and "holder-test" in said
-    third = subprocess.run([*_dvc(), "repro"], cwd=root, env=_dvc_env(root), capture_output=True, text=True,
-                           timeout=900)
+    third = subprocess.run([*_dvc(), "repro", "report"], cwd=root, env=_dvc_env(root), capture_output=True,
+                           text=True, timeout=900)
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     ran = [line.split("'")[1] for line in third.stdout.splitlines() if line.startswith("Running stage")]
     assert ran == ["pull"], third.stdout

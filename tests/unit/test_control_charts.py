@@ -344,3 +344,19 @@ def test_repeat_pairs_are_consecutive_runs_of_one_version_in_one_lab():
     versions = {"a": "1.0", "b": "1.0", "c": "1.0", "d": "1.1", "e": "1.0"}
     # c is another lab, d another version: a-b and b-e are the same test run again
     assert charts.repeat_pairs(list("abcde"), envs, versions) == [("a", "b"), ("b", "e")]
+
+
+def test_local_maxima_by_hand_and_as_scipy_finds_them():
+    """Peaks by hand: a value above both neighbours; a flat top gives its middle (rounded down);
+    a plateau at either end or a shoulder (flat then up) is no peak.  Then 5,000 random series
+    with many ties, against ``scipy.signal.find_peaks``."""
+    from scipy.signal import find_peaks
+
+    assert charts.local_maxima(np.array([0, 2, 1, 3, 3, 3, 0, 5, 5])).tolist() == [1, 4]
+    assert charts.local_maxima(np.array([1, 2, 2, 0])).tolist() == [1]          # (1 + 2) // 2
+    assert charts.local_maxima(np.array([3, 1, 2, 2, 4, 0])).tolist() == [4]    # the shoulder 2, 2 is none
+    assert charts.local_maxima(np.array([1, 2])).tolist() == [] and charts.local_maxima(np.array([])).tolist() == []
+    rng = np.random.default_rng(3)
+    for _ in range(5000):
+        x = np.round(rng.normal(size=int(rng.integers(0, 30))) * rng.choice([0.4, 2.0]))
+        assert charts.local_maxima(x).tolist() == find_peaks(x)[0].tolist(), x
