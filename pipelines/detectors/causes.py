@@ -58,21 +58,13 @@ from __future__ import annotations
 import inspect
 import logging
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import clone
-from sklearn.ensemble import RandomForestClassifier
-from sklearn.impute import SimpleImputer
-from sklearn.linear_model import LogisticRegression
-from sklearn.naive_bayes import GaussianNB
-from sklearn.neighbors import KNeighborsClassifier
-from sklearn.neural_network import MLPClassifier
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
-from sklearn.svm import SVC
-from sklearn.tree import DecisionTreeClassifier
+
+if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a night whose models are current skips it
+    from sklearn.pipeline import Pipeline
 
 from pipelines import parallel
 from pipelines.detectors import cause_features
@@ -86,6 +78,17 @@ CODE_VERSION = 7
 
 def learners(seed: int = 0) -> dict[str, Pipeline]:
     """The candidate learners, each imputing (with indicators) and scaling first."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.naive_bayes import GaussianNB
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+    from sklearn.tree import DecisionTreeClassifier
+
     warnings.filterwarnings("ignore", message="The `probability` parameter was deprecated", category=FutureWarning)
     def pipe(clf) -> Pipeline:
         return Pipeline([("impute", SimpleImputer(strategy="constant", fill_value=0.0, add_indicator=True,
@@ -136,6 +139,8 @@ def balanced_weights(frame: pd.DataFrame) -> np.ndarray:
 def fit_rows(template: Pipeline, frame: pd.DataFrame, columns: list[str], balance: bool = False) -> Pipeline:
     """A fresh copy of ``template`` fitted on ``frame`` (k-NN's k capped at the number of rows);
     with ``balance``, weighted by :func:`balanced_weights` when the classifier takes weights."""
+    from sklearn.base import clone
+
     model = clone(template)
     k = model.get_params().get("clf__n_neighbors")
     if k is not None and k > len(frame):

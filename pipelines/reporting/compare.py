@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import mannwhitneyu     # at import: the report's pool processes are forked after it
 
 from pipelines import config
 from pipelines.calibration import effects
@@ -65,8 +66,6 @@ def two_sample_p(a: np.ndarray, b: np.ndarray) -> float:
 def two_sample_pvalues(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """:func:`two_sample_p` of every column of ``a`` (intervals x counters) against the same column
     of ``b``: the columns without a missing value in one vectorised call, the others one by one."""
-    from scipy.stats import mannwhitneyu
-
     out = np.ones(a.shape[1])
     complete = np.isfinite(a).all(axis=0) & np.isfinite(b).all(axis=0)
     if len(a) >= 2 and len(b) >= 2 and complete.any():

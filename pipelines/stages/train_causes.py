@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import skops.io as sio
 
 from pipelines import config
 from pipelines.calibration import history
@@ -56,6 +55,8 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
             meta["verified_history"] = verified_history_digest(index, system)
             archive.write_json_atomic(meta_file, meta)
         return meta
+    import skops.io as sio          # only to save a model trained now
+
     prog = Progress(log, f"train_causes {system}", 1, what="learners")
     result = train_system(frame, params, progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
     model = result.pop("model")
