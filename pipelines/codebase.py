@@ -58,13 +58,13 @@ def import_graph() -> dict[str, frozenset[str]]:
 def closure(module: str, graph: dict[str, frozenset[str]] | None = None) -> set[str]:
     """``module`` and every project module it imports, directly or through others (only those
     modules are read: a stage's key does not parse the whole package)."""
-    files = module_files()
+    known, imports = (module_files(), imports_of) if graph is None else (graph, graph.__getitem__)
     seen, todo = set(), [module]
     while todo:
         name = todo.pop()
-        if name not in seen and (name in graph if graph is not None else name in files):
+        if name not in seen and name in known:
             seen.add(name)
-            todo += graph[name] if graph is not None else imports_of(name)
+            todo += imports(name)
     return seen
 
 

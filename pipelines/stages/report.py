@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -58,27 +58,42 @@ def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], pa
                           rule=dataclasses.asdict(rule), inputs=inputs, raw=raw)
 
 
-def current_report(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
-                   ) -> dict[str, Any] | None:
-    """The run's verdict document when its page was written under the current input key
-    (:func:`report_key`) and its verdict file is there; else None (the report is written again)."""
+class ReportInputs(NamedTuple):
+    """What a run's report is made from, read once: its detection result, its own archives in
+    ``data/raw`` and the input key they give (:func:`report_key`)."""
+    detection: dict[str, Any]
+    raw: list[str]
+    key: str
+
+
+def report_inputs(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+                  ) -> ReportInputs:
     detection = archive.read_json(config.detection_path(run_id))
-    key = report_key(run_id, detection, index, params, rule, raw_archives(run_id))
-    if memo.reuse_html(config.run_report_path(run_id, "html"), key) and config.run_report_path(run_id).exists():
+    raw = raw_archives(run_id)
+    return ReportInputs(detection, raw, report_key(run_id, detection, index, params, rule, raw))
+
+
+def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
+    """The run's verdict document when its page was written under the input key of ``inputs`` and
+    its verdict file is there; else None (the report is written again)."""
+    if memo.reuse_html(config.run_report_path(run_id, "html"), inputs.key) and config.run_report_path(run_id).exists():
         return archive.read_json(config.run_report_path(run_id))
     return None
 
 
 def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
                ) -> dict[str, Any]:
-    """Compose, write and render one run's report; return its verdict document.  A page written
-    under the same input key (:func:`report_key`) is kept, with its verdict file."""
-    kept = current_report(run_id, index, params, rule)
-    if kept is not None:
-        return kept
-    detection = archive.read_json(config.detection_path(run_id))
-    raw = raw_archives(run_id)
-    key = report_key(run_id, detection, index, params, rule, raw)
+    """One run's report: the one written under the same input key, with its verdict file, when
+    there is one (:func:`kept_report`), else :func:`write_report`; its verdict document."""
+    inputs = report_inputs(run_id, index, params, rule)
+    kept = kept_report(run_id, inputs)
+    return kept if kept is not None else write_report(run_id, inputs, index, params, rule)
+
+
+def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], params: dict[str, Any],
+                 rule: headline.HeadlineRule) -> dict[str, Any]:
+    """Compose, write and render one run's report; return its verdict document."""
+    detection, raw, key = inputs
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
@@ -222,9 +237,10 @@ def main() -> None:
     progress = Progress(log, "report", len(todo))
     tick = progress.each(lambda run_id, out: f"{run_id} -> {out[0]['verdict']}" + (" (unchanged, reused)"
                                                                                    if out[1] else ""))
+    inputs = {run_id: report_inputs(run_id, index, params, rule) for run_id in todo}
     rows: dict[str, dict[str, Any]] = {}
     for run_id in todo:
-        kept = current_report(run_id, index, params, rule)
+        kept = kept_report(run_id, inputs[run_id])
         if kept is not None:
             rows[run_id] = index_row(kept)
             tick(0, run_id, (rows[run_id], True))
@@ -233,8 +249,9 @@ def main() -> None:
     # fewer new runs than cores (a second night's one new archive): one at a time here, and each
     # run's compare pages on every core
     one_by_one = len(fresh) < parallel.configured_jobs()
-    written = parallel.map_ordered(lambda run_id: (index_row(report_run(run_id, index, params, rule)), False), fresh,
-                                   jobs=1 if one_by_one else None, progress=tick)
+    written = parallel.map_ordered(
+        lambda run_id: (index_row(write_report(run_id, inputs[run_id], index, params, rule)), False), fresh,
+        jobs=1 if one_by_one else None, progress=tick)
     rows.update({r: row for r, (row, _) in zip(fresh, written)})
     summary = write_index({r: rows[r] for r in todo})
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")

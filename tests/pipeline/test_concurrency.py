@@ -15,7 +15,7 @@ import pytest
 
 from pipelines import config
 from pipelines.storage import archive, locks
-from tests.conftest import REPO
+from tests.conftest import REPO, stage_env
 from tests.pipeline.test_pull_validate import set_source
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -32,7 +32,7 @@ with locks.data_lock("holder-test", shared={shared}):
 
 
 def _env(tree, **extra):
-    return {**os.environ, "REGRESSLAB_ROOT": str(tree), "PYTHONPATH": str(REPO), **extra}
+    return {**stage_env(tree), **extra}
 
 
 def _hold(tree, tmp_path, *, shared=False, name="h"):
