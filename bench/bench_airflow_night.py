@@ -14,7 +14,7 @@ With ``--compare``, the same night's stages then run one after the other as ``dv
 them (``python -m pipelines.stages.<stage>``, the stages the nightly DAG runs: not ``features`` and
 ``train_causes``, which the retraining DAG runs, nor the analysts' ``evaluate``) in another
 scratch tree, and the ratio of the night's own duration (its DAG run's start to end in the metadata
-DB) to their wall time is printed (within 1.3x).  The retraining DAG stays paused unless
+DB) to their wall time is printed (the goal: within 1.2x).  The retraining DAG stays paused unless
 ``--with-retrain``: otherwise it would train beside the night on the same cores, work the compared
 stages do not do.  ``--source`` may be any archive folder, e.g. the one ``bench/bench_night.py
 --keep DIR`` generates (``DIR/source``).

@@ -11,15 +11,21 @@ worker's own nested call runs serially (a worker has no children).
 ``jobs`` comes from the ``compute`` block of params.yaml (null: the cores this process may use).
 It changes no result, so no stage lists it as a DVC dependency: changing it re-runs nothing.
 
+Every call of ``fn`` runs on a fresh Python stack (:func:`on_fresh_stack`), in a worker or
+serially here, so its speed does not depend on how deep the caller's stack is.
+
 Randomness stays identical because every piece of work that draws seeds its own generator (the
 learners' ``random_state``); work that draws from one shared generator draws its plan first, in
 the parent, and hands the drawn plan out (``causes.learning_curve``).
 """
 from __future__ import annotations
 
+import _thread
+import contextvars
 import multiprocessing
 import os
 import signal
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -29,6 +35,9 @@ from threadpoolctl import threadpool_limits
 _WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 _IN_WORKER = False
 _JOBS: int | None = None
+_THREADS: int | None = None         # a worker's share of the cores (:func:`_initialise`)
+_FRESH = threading.local()          # .on: this thread runs on a fresh stack (nested calls stay on it)
+FIRST_FRAME_SLOTS = 1 << 16         # 512 KiB of evaluation stack in the first frame: a 1 MiB first chunk
 
 
 def available_cores() -> int:
@@ -81,6 +90,52 @@ def children_allowed() -> Iterator[None]:
             me._config.pop("daemon", None)
 
 
+def _first_frame(job: Callable[[], None]) -> None:
+    """The first Python frame of a :func:`on_fresh_stack` thread; its code's evaluation stack is
+    enlarged below, so that the thread's first stack chunk is large."""
+    job()
+
+
+_first_frame.__code__ = _first_frame.__code__.replace(co_stacksize=FIRST_FRAME_SLOTS)
+
+
+def on_fresh_stack(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a new thread whose Python stack starts with a 1 MiB chunk; its result, or its exception.
+
+    CPython 3.11, the version this project pins, keeps the frames of a thread in chunks of 16 KiB,
+    maps a chunk when a call crosses into it and unmaps it when that call returns: a loop that
+    calls across the boundary pays two system calls and fresh zeroed pages on every call
+    (CPython gh-142183; later releases keep a spare chunk).  Where the boundary falls depends on how deep the caller's stack
+    already is, so the same per-run work can be fast under ``dvc repro`` and far slower inside an
+    Airflow task, whose stack the stage's workers inherit when forked (a night's report: 817,000
+    page faults against 52,000, 22 CPU-seconds against 16; docs/operations/performance.md).
+    A thread's first chunk is sized by its first frame, and that chunk is never freed:
+    :func:`_first_frame` asks for 512 KiB, so the work starts at the same shallow depth in a
+    chunk of 1 MiB, whoever called it, and never crosses a boundary short of thousands of
+    frames.  The caller's context variables go with it (numpy's error state among them); a
+    call made on a fresh stack already runs in place."""
+    if getattr(_FRESH, "on", False):
+        return fn(*args)
+    context = contextvars.copy_context()
+    out: dict[str, Any] = {}
+    done = threading.Event()
+
+    def job() -> None:
+        _FRESH.on = True
+        try:
+            out["value"] = context.run(fn, *args)
+        except BaseException as exc:      # noqa: BLE001 -- raised again in the caller
+            out["error"] = exc
+        finally:
+            done.set()
+
+    _thread.start_new_thread(_first_frame, (job,))
+    done.wait()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def _initialise(threads: int) -> None:
     """A worker process: nested calls run serially, its BLAS and OpenMP pools get ``threads``
     threads (its share of the cores), and SIGTERM ends it.
@@ -92,8 +147,8 @@ def _initialise(threads: int) -> None:
     see docs/operations/performance.md).  The stage's SIGTERM handler is not kept: an Airflow
     task's, inherited by the fork, would answer for the task, not end the worker, and its parent,
     joining it at exit, would wait for ever."""
-    global _IN_WORKER
-    _IN_WORKER = True
+    global _IN_WORKER, _THREADS
+    _IN_WORKER, _THREADS = True, threads
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threadpool_limits(limits=threads)
 
@@ -103,9 +158,16 @@ def worker_threads(workers: int) -> int:
     return max(1, available_cores() // max(1, workers))
 
 
+def _in_share(fn: Callable[[Any], Any], item: Any) -> Any:
+    """``fn(item)`` with OpenMP held to the worker's share of the cores in this thread too: its
+    thread count is kept per thread (BLAS's, for the whole process, is set once by :func:`_initialise`)."""
+    threadpool_limits(limits=_THREADS, user_api="openmp")
+    return fn(item)
+
+
 def _call(i: int) -> Any:
     fn, items = _WORK
-    return fn(items[i])
+    return on_fresh_stack(_in_share, fn, items[i])
 
 
 def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | None = None,
@@ -121,7 +183,7 @@ def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | N
     if n <= 1:
         out = []
         for i, item in enumerate(items, 1):
-            out.append(fn(item))
+            out.append(on_fresh_stack(fn, item))
             if progress:
                 progress(i, item, out[-1])
         return out

@@ -71,6 +71,13 @@ def _serve(conn, fn: Callable[..., Any], memory_mb: int) -> None:
     SIGTERM ends it: the parent's handler (an Airflow task's, inherited by the fork) would answer
     for the task instead, and the parent, joining its children at exit, would wait for ever."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parallel.on_fresh_stack(_serve_tasks, conn, fn, memory_mb)
+
+
+def _serve_tasks(conn, fn: Callable[..., Any], memory_mb: int) -> None:
+    """:func:`_serve`'s loop, on a fresh stack (``parallel.on_fresh_stack``: the child inherits
+    its parent's stack, an Airflow task's among them), started before the first cap so that the
+    thread's own stacks and allocator arena are not counted against a task's budget."""
     start = _address_space()
     while True:
         try:

@@ -144,3 +144,17 @@ def test_a_pool_under_a_parent_that_ignores_sigterm_still_ends_with_its_budgeted
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[0, 1, 2, 3, 4, 5]"
+
+
+def test_the_child_works_on_a_fresh_stack_whatever_its_parents_depth():
+    """The child inherits the stack of the thread that forked it (an Airflow task's is deep); its
+    tasks run on a fresh one, where calls across the sweep's depths take no stack chunk each."""
+    from tests.unit.test_parallel import _stack_sweep
+
+    def deep(n: int) -> int:             # fork the child from 200 frames down, then from the top
+        if n:
+            return deep(n - 1)
+        with budget.Worker(budget.Budget(memory_mb=512, seconds=60), _stack_sweep) as worker:
+            return worker.run("a sweep of call depths")
+    assert deep(200) < 1_000
+    assert deep(0) < 1_000

@@ -59,16 +59,20 @@ def test_jobs_null_is_every_available_core():
     assert parallel.configured_jobs() == 1
 
 
-def test_each_worker_gets_its_share_of_the_cores_for_blas(monkeypatch):
-    """Two workers on four cores: two BLAS threads each, not four (eight spinning threads on four cores)."""
+def test_each_worker_gets_its_share_of_the_cores_for_blas_and_openmp(monkeypatch):
+    """Two workers: each gets half the cores for BLAS and for OpenMP, not all of them (twice as
+    many spinning threads as cores), in the thread the work runs on (OpenMP counts per thread)."""
     from threadpoolctl import threadpool_info, threadpool_limits
+    import sklearn.ensemble  # noqa: F401 -- scikit-learn's OpenMP runtime loaded before the fork
     np.ones((2, 2)) @ np.ones((2, 2))                       # numpy's BLAS loaded before the fork
-    monkeypatch.setattr(parallel, "available_cores", lambda: 4)
-    with threadpool_limits(limits=3):                        # what the forks would inherit
-        threads = parallel.map_ordered(lambda _: sorted({p["num_threads"] for p in threadpool_info()
-                                                         if p["user_api"] == "blas"}), [0, 1], jobs=2)
-    assert threads == [[2], [2]]
-    assert parallel.worker_threads(3) == 1 and parallel.worker_threads(1) == 4
+    share = (os.cpu_count() or 1) + 1                       # never a library's own default (the machine's cores)
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2 * share)
+    with threadpool_limits(limits=1):                        # what the forks would inherit
+        threads = parallel.map_ordered(lambda _: {api: sorted({p["num_threads"] for p in threadpool_info()
+                                                               if p["user_api"] == api}) for api in ("blas", "openmp")},
+                                       [0, 1], jobs=2)
+    assert threads == [{"blas": [share], "openmp": [share]}] * 2
+    assert parallel.worker_threads(2 * share + 1) == 1 and parallel.worker_threads(1) == 2 * share
 
 
 def _toy(rng):
@@ -116,3 +120,53 @@ def test_a_daemon_process_still_runs_the_pool_and_the_budgeted_child():
     got = out.get(timeout=60)
     daemon.join(timeout=30)
     assert got == ([2, 3, 4], 40, True)          # and the daemon mark is back afterwards
+
+
+def _down(n: int) -> int:
+    return 0 if n == 0 else _down(n - 1)
+
+
+def _stack_sweep(_: object = None) -> int:
+    """Calls of every depth from 0 to 300 frames, 300 each (one frame of ``_down`` is about 120
+    bytes: the depths span more than two of CPython's 16 KiB stack chunks, wherever the caller's
+    stack ends); the minor page faults this thread took meanwhile."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for depth in range(300):
+        for _ in range(300):
+            _down(depth)
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+
+def test_per_run_work_never_pays_a_stack_chunk_per_call_whatever_the_callers_depth():
+    """A call that crosses into a new stack chunk maps it, and its return unmaps it: on the
+    caller's own stack the sweep crosses a boundary at some depth and faults on every call there
+    (thousands of faults on the CPython this project pins); on a fresh stack, in this process or
+    in a pool's worker, it stays in one chunk."""
+    import sys
+    plain = _stack_sweep()
+    fresh = parallel.on_fresh_stack(_stack_sweep)
+    assert fresh < 1_000
+    if sys.version_info < (3, 13):                      # later CPythons keep a spare chunk
+        assert plain > 10_000 and plain > 10 * fresh
+    assert max(parallel.map_ordered(_stack_sweep, [0, 1], jobs=2)) < 1_000      # in forked workers
+    assert max(parallel.map_ordered(_stack_sweep, [0], jobs=1)) < 1_000         # and serially here
+
+
+def test_a_fresh_stack_gives_back_the_value_the_error_and_the_callers_context():
+    import contextvars
+    import threading
+    night = contextvars.ContextVar("night", default=None)
+    night.set("2026-11-22")
+    assert parallel.on_fresh_stack(lambda a, b: (a + b, night.get()), 2, 3) == (5, "2026-11-22")
+    assert parallel.on_fresh_stack(threading.get_ident) != threading.get_ident()   # another thread
+
+    def nested():                       # a fresh stack's own calls run in place, on its thread
+        return threading.get_ident(), parallel.on_fresh_stack(threading.get_ident)
+    outer, inner = parallel.on_fresh_stack(nested)
+    assert outer == inner
+
+    def broken():
+        raise KeyError("run_id")
+    with pytest.raises(KeyError, match="run_id"):
+        parallel.on_fresh_stack(broken)
