@@ -105,10 +105,10 @@ def on_fresh_stack(fn: Callable[..., Any], *args: Any) -> Any:
     CPython 3.11, the version this project pins, keeps the frames of a thread in chunks of 16 KiB,
     maps a chunk when a call crosses into it and unmaps it when that call returns: a loop that
     calls across the boundary pays two system calls and fresh zeroed pages on every call
-    (CPython gh-142183; later releases keep a spare chunk).  Where the boundary falls depends on how deep the caller's stack
-    already is, so the same per-run work can be fast under ``dvc repro`` and far slower inside an
-    Airflow task, whose stack the stage's workers inherit when forked (a night's report: 817,000
-    page faults against 52,000, 22 CPU-seconds against 16; docs/operations/performance.md).
+    (CPython gh-142183; later releases keep a spare chunk).  Where the boundary falls depends on
+    how deep the caller's stack already is, so the same per-run work can be fast under ``dvc
+    repro`` and far slower inside an Airflow task, whose stack the stage's workers inherit when
+    forked (docs/operations/performance.md, "Python's stack chunks inside an Airflow task").
     A thread's first chunk is sized by its first frame, and that chunk is never freed:
     :func:`_first_frame` asks for 512 KiB, so the work starts at the same shallow depth in a
     chunk of 1 MiB, whoever called it, and never crosses a boundary short of thousands of
