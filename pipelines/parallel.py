@@ -30,12 +30,12 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 _WORK: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 _IN_WORKER = False
 _JOBS: int | None = None
-_THREADS: int | None = None         # a worker's share of the cores (:func:`_initialise`)
+_OPENMP: tuple[Any, int] | None = None   # a worker's OpenMP libraries and its share of the cores (:func:`_initialise`)
 _FRESH = threading.local()          # .on: this thread runs on a fresh stack (nested calls stay on it)
 FIRST_FRAME_SLOTS = 1 << 16         # 512 KiB of evaluation stack in the first frame: a 1 MiB first chunk
 
@@ -147,10 +147,12 @@ def _initialise(threads: int) -> None:
     see docs/operations/performance.md).  The stage's SIGTERM handler is not kept: an Airflow
     task's, inherited by the fork, would answer for the task, not end the worker, and its parent,
     joining it at exit, would wait for ever."""
-    global _IN_WORKER, _THREADS
-    _IN_WORKER, _THREADS = True, threads
+    global _IN_WORKER, _OPENMP
+    _IN_WORKER = True
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    threadpool_limits(limits=threads)
+    libraries = ThreadpoolController()          # the libraries loaded now, found once (milliseconds)
+    libraries.limit(limits=threads)
+    _OPENMP = (libraries.select(user_api="openmp"), threads)
 
 
 def worker_threads(workers: int) -> int:
@@ -160,8 +162,10 @@ def worker_threads(workers: int) -> int:
 
 def _in_share(fn: Callable[[Any], Any], item: Any) -> Any:
     """``fn(item)`` with OpenMP held to the worker's share of the cores in this thread too: its
-    thread count is kept per thread (BLAS's, for the whole process, is set once by :func:`_initialise`)."""
-    threadpool_limits(limits=_THREADS, user_api="openmp")
+    thread count is kept per thread (BLAS's, for the whole process, is set once by :func:`_initialise`,
+    which also found the OpenMP libraries: setting their count here costs microseconds)."""
+    libraries, threads = _OPENMP
+    libraries.limit(limits=threads)
     return fn(item)
 
 
