@@ -60,8 +60,10 @@ services:
 	  $$SUDO apt-get install -y --no-install-recommends postgresql redis-server \
 	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends postgresql redis-server; }; }
 
+# One file per worker at a time, in the suite's order (tests/dags and tests/pipeline, the whole nights,
+# first): xdist's default order, most tests first, left the long single-test files for the end.
 test: setup browser services
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 bench: setup
 	$(BIN)/python bench/bench_rules.py

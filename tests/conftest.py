@@ -102,23 +102,44 @@ def _night_without_model(folder: Path) -> Path:
     return tree
 
 
+def once_per_session(tmp_path_factory, worker_id: str, name: str, build) -> Path:
+    """The folder ``name`` of the whole test session, filled by ``build(folder)`` once: under
+    ``pytest -n 2`` the first worker to take its lock builds it, the other waits for it."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    folder, lock, done = shared / name, shared / f"{name}.lock", shared / f"{name}.done"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)           # released when the file closes
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def night_without_model(tmp_path_factory, worker_id) -> concurrent.futures.Future:
     """The tree of :func:`_night_without_model`, computed once for the whole test session: the
     Airflow test and the Celery test each compare their night with it (``pytest -n 2`` runs
     them on two workers at once; the first to take the lock computes it, the other waits for it).
     A future, so that a test goes on with its own night while the stages run."""
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-    folder, lock, done = shared / "night-without-model", shared / "night-without-model.lock", \
-        shared / "night-without-model.done"
+    return concurrent.futures.ThreadPoolExecutor(1).submit(
+        lambda: once_per_session(tmp_path_factory, worker_id, "night-without-model", _night_without_model) / "tree")
 
-    def once() -> Path:
-        with open(lock, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)           # released when the file closes
-            if not done.exists():
-                shutil.rmtree(folder, ignore_errors=True)
-                folder.mkdir()
-                _night_without_model(folder)
-                done.touch()
-        return folder / "tree"
-    return concurrent.futures.ThreadPoolExecutor(1).submit(once)
+
+def _migrate_airflow_db(folder: Path) -> None:
+    """Airflow's SQLite metadata DB as ``airflow db migrate`` leaves it, in ``folder/airflow.db``."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AIRFLOW_HOME": str(folder), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{folder / 'airflow.db'}"}
+    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env, capture_output=True,
+                   text=True, timeout=600, check=True)
+
+
+@pytest.fixture(scope="session")
+def migrated_airflow_db(tmp_path_factory, worker_id) -> Path:
+    """A metadata DB migrated by ``airflow db migrate`` once for the session; each Airflow test
+    starts from a copy of it (the schema is the same whatever AIRFLOW_HOME migrates it)."""
+    return once_per_session(tmp_path_factory, worker_id, "airflow-db", _migrate_airflow_db) / "airflow.db"

@@ -6,14 +6,13 @@ import pytest
 
 import json
 import subprocess
-from pathlib import Path
 
-from tests.dags.test_nightly_dag import PY, REPO, airflow_env
+from tests.dags.test_nightly_dag import PY, REPO, migrated_home
 
 pytestmark = pytest.mark.slow     # stages end to end
 
 
-def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(tmp_path):
+def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(tmp_path, migrated_airflow_db):
     """The nightly DAG and ``dvc repro report`` (the night's stages) on one checkout at once.  A process
     holds the data folder, so both are certain to meet it: ``dvc repro`` waits in its first stage
     that locks it, the Airflow night in its first task that locks it (``pull`` or ``commit_changes``: ``dag.test()`` may take either first), and each says why (stage, holder).
@@ -38,11 +37,7 @@ def test_an_airflow_night_beside_dvc_repro_waits_says_why_and_corrupts_nothing(t
     root = dvc_checkout(tmp_path / "checkout")
     subprocess.run([*_dvc(), "repro", "labsim", "commitsim"], cwd=root, env=_dvc_env(root), check=True,
                    capture_output=True, timeout=600)               # the example Airflow's pull reads
-    home = tmp_path / "airflow_home"
-    home.mkdir()
-    env = airflow_env(home, root)
-    subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
-                   timeout=600, check=True)
+    env = migrated_home(tmp_path / "airflow_home", root, migrated_airflow_db)
     holder, release = _hold(root, tmp_path)
     dvc_log, night_log = tmp_path / "dvc.log", tmp_path / "night.log"
     try:

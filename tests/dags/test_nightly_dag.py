@@ -1,19 +1,24 @@
 """The nightly DAG: DagBag import, its settings, and a real end-to-end run with dag.test().
 
-Real Airflow: a SQLite metadata DB migrated with `airflow db migrate`, the DAG run with
-`dag.test()` in a subprocess (Airflow reads its configuration from the environment at
-import time, so each run gets its own process and AIRFLOW_HOME).
+Real Airflow: a SQLite metadata DB migrated with `airflow db migrate` (once a session, each test
+starting from a copy of it), the DAG runs with `dag.test()` in a subprocess (Airflow reads its
+configuration from the environment at import time, so each test gets its own process and
+AIRFLOW_HOME; that process runs the test's DAG runs one after the other).
 """
 from __future__ import annotations
 
 import pytest
 
+import collections
 import concurrent.futures
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -39,6 +44,14 @@ def airflow_env(home: Path, root: Path) -> dict[str, str]:
         "PYTHONPATH": str(REPO),
     })
     return env
+
+
+def migrated_home(home: Path, root: Path, migrated_db: Path) -> dict[str, str]:
+    """``home`` made an AIRFLOW_HOME whose metadata DB is a copy of ``migrated_db`` (what
+    ``airflow db migrate`` writes); the environment of a night in ``root`` there."""
+    home.mkdir()
+    shutil.copy(migrated_db, home / "airflow.db")
+    return airflow_env(home, root)
 
 
 def dagbag_info(home: Path) -> dict:
@@ -90,29 +103,78 @@ def params_of(root: Path) -> dict:
     return yaml.safe_load((root / "params.yaml").read_text())
 
 
-def dag_test(dag_id: str, env: dict) -> None:
-    run = subprocess.run([PY, "-c", (
-        "from airflow.models.dagbag import DagBag\n"
-        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).dags[{dag_id!r}]\n"
-        "print('STATE', dag.test().state)\n")], env=env, capture_output=True, text=True, timeout=900)
-    assert "STATE success" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+DRIVER = (
+    "import sys\n"
+    "from airflow.models.dagbag import DagBag\n"
+    f"bag = DagBag(dag_folder={str(REPO / 'dags')!r})\n"
+    "for line in sys.stdin:\n"
+    "    print('STATE', line.strip(), bag.dags[line.strip()].test().state, flush=True)\n")
+
+
+class DagTests:
+    """One Python process that runs ``dag.test()`` on each DAG it is sent, one after the other, as
+    a scheduler would run them against one metadata DB: Airflow's imports, the DAG files' parse
+    and ``dag.test()``'s in-process execution API are paid once, not once per DAG run."""
+
+    def __init__(self, env: dict):
+        self.proc = subprocess.Popen([PY, "-c", DRIVER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.tail: collections.deque[str] = collections.deque(maxlen=300)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def run(self, dag_id: str, expect: str = "success", timeout: float = 900) -> str:
+        """``dag.test()`` on ``dag_id``; its output, once the run ended in ``expect`` (else fails with it)."""
+        self.proc.stdin.write(dag_id + "\n")
+        self.proc.stdin.flush()
+        deadline, out = time.monotonic() + timeout, []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"{dag_id}: no end after {timeout:.0f} s\n" + "".join(self.tail)) from None
+            if line is None:
+                raise AssertionError(f"{dag_id}: the process ended\n" + "".join(self.tail))
+            self.tail.append(line)
+            out.append(line)
+            if line.startswith(f"STATE {dag_id} "):
+                assert line.split()[2] == expect, "".join(self.tail)
+                return "".join(out)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=120) == 0, "".join(self.tail)
+
+
+@pytest.fixture()
+def dag_tests():
+    """Starts a :class:`DagTests` process for an Airflow environment; kills what is left of it after the test."""
+    started: list[DagTests] = []
+    yield lambda env: started.append(DagTests(env)) or started[-1]
+    for dags in started:
+        if dags.proc.poll() is None:
+            dags.proc.kill()
+            dags.proc.wait()
 
 
 MODEL_STAGES = stage_graph.select("features", through="report")     # features, train_causes, predict_causes, report
 
 
-def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab, night_without_model):
+def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab, night_without_model,
+                                                                     dag_tests, migrated_airflow_db):
     """Night 1 (no cause model yet) writes the verdict files of the stages' night; the asset it
     emits triggers the retraining DAG; night 2 uses its model and writes what the stages write
     once ``features``, ``train_causes``, ``predict_causes`` and ``report`` have run on that night."""
     lab, truth = cause_lab
     by_airflow = night_tree(tmp_path / "airflow_tree", lab)
-    home = tmp_path / "airflow_home"
-    home.mkdir()
-    env = airflow_env(home, by_airflow)
-    subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
-                   timeout=600, check=True)
-    dag_test("nightly_regression_analysis", env)
+    env = migrated_home(tmp_path / "airflow_home", by_airflow, migrated_airflow_db)
+    dags = dag_tests(env)
+    dags.run("nightly_regression_analysis")
     targets = sorted(r for r in truth if "-t" in r)
     first_night = night_without_model.result(timeout=900)
     for run_id in targets:
@@ -125,10 +187,11 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
     shutil.copytree(first_night, by_stages, symlinks=True)
     stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, stage_env(by_stages),
                                                                  MODEL_STAGES)
-    dag_test("retrain_cause_models", env)
+    dags.run("retrain_cause_models")
     compared = json.loads((by_airflow / "metrics" / "cause_learners.json").read_text())      # model selection
     assert len(compared["shop"]["learners"]) == len(params_of(by_airflow)["train_causes"]["learners"])
-    dag_test("nightly_regression_analysis", env)
+    dags.run("nightly_regression_analysis")
+    dags.close()
     stage_runs.result(timeout=900)
     for run_id in targets:
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
@@ -145,7 +208,8 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
 
 
 
-def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, cause_lab):
+def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, cause_lab, dag_tests,
+                                                                    migrated_airflow_db):
     """A misspelt key: the first task fails without its retries (none is scheduled: with them, the
     run would wait out their delays past the subprocess' timeout), the night with it, and the
     task's failure says which key."""
@@ -153,16 +217,7 @@ def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, ca
     tree = night_tree(tmp_path / "tree", lab)
     with open(tree / "params.yaml", "a") as fh:
         fh.write("alerts:\n  enable: true\n")
-    home = tmp_path / "airflow_home"
-    home.mkdir()
-    env = airflow_env(home, tree)
-    subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True,
-                   timeout=600, check=True)
-    run = subprocess.run([PY, "-c", (
-        "from airflow.models.dagbag import DagBag\n"
-        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).dags['nightly_regression_analysis']\n"
-        "print('STATE', dag.test().state)\n")], env=env, capture_output=True, text=True, timeout=600)
-    out = run.stdout + run.stderr
-    assert "STATE failed" in run.stdout, out[-4000:]
+    env = migrated_home(tmp_path / "airflow_home", tree, migrated_airflow_db)
+    out = dag_tests(env).run("nightly_regression_analysis", expect="failed", timeout=600)
     assert "configuration error, not retried" in out and "up_for_retry" not in out.lower()
     assert "alerts.enable: unknown key, did you mean `enabled`?" in out
