@@ -53,6 +53,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+import scipy.stats  # noqa: F401 -- labs' and pvalues' tests, imported once before the analyses fork, not in each process
 
 from pipelines import config, parallel
 from pipelines.calibration import effects, history, labs, pvalues
