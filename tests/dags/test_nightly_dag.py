@@ -155,7 +155,11 @@ class DagTests:
 def dag_tests():
     """Starts a :class:`DagTests` process for an Airflow environment; kills what is left of it after the test."""
     started: list[DagTests] = []
-    yield lambda env: started.append(DagTests(env)) or started[-1]
+
+    def start(env: dict) -> DagTests:
+        started.append(DagTests(env))
+        return started[-1]
+    yield start
     for dags in started:
         if dags.proc.poll() is None:
             dags.proc.kill()
