@@ -125,21 +125,3 @@ def night_without_model(tmp_path_factory, worker_id) -> concurrent.futures.Futur
     A future, so that a test goes on with its own night while the stages run."""
     return concurrent.futures.ThreadPoolExecutor(1).submit(
         lambda: once_per_session(tmp_path_factory, worker_id, "night-without-model", _night_without_model) / "tree")
-
-
-def _migrate_airflow_db(folder: Path) -> None:
-    """Airflow's SQLite metadata DB as ``airflow db migrate`` leaves it, in ``folder/airflow.db``."""
-    import subprocess
-    import sys
-
-    env = {**os.environ, "AIRFLOW_HOME": str(folder), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{folder / 'airflow.db'}"}
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], env=env, capture_output=True,
-                   text=True, timeout=600, check=True)
-
-
-@pytest.fixture(scope="session")
-def migrated_airflow_db(tmp_path_factory, worker_id) -> Path:
-    """A metadata DB migrated by ``airflow db migrate`` once for the session; each Airflow test
-    starts from a copy of it (the schema is the same whatever AIRFLOW_HOME migrates it)."""
-    return once_per_session(tmp_path_factory, worker_id, "airflow-db", _migrate_airflow_db) / "airflow.db"
