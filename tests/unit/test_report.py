@@ -45,7 +45,7 @@ def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
     assert "&lt;script&gt;" in html
     assert "Unknown cause" in html                       # known: false is said plainly
     assert not re.search(r'(src|href)="https?://', html)  # nothing fetched from the network
-    assert 'id="timeline"' in html and "data:image/png;base64," in html
+    assert 'id="timeline"' in html and "data:image/svg+xml;base64," in html
     assert "tiny&lt;script&gt;" in html and "(1.4 %)" in html   # the small-change list, escaped, in percent
 
 
