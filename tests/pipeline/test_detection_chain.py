@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,7 @@ from pipelines import config
 from pipelines.detectors import cause_features, rule_ensemble
 from pipelines.stages import discretize, mine_rules, normalize, report, train_causes
 from pipelines.storage import store
-from tests.helpers import every_stage_on, run_stages
+from tests.helpers import run_stages
 
 pytestmark = pytest.mark.slow     # stages end to end
 
@@ -22,12 +23,37 @@ CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flag
 
 
 @pytest.fixture(scope="module")
-def analysed(cause_lab, tmp_path_factory):
+def analysed(cause_lab, night_without_model, tmp_path_factory, monkeypatch_module):
     """One tree analysed by every stage, shared by this module's tests (they only read it or
-    re-run stages that must change nothing)."""
+    re-run stages that must change nothing): a copy of the session's night of ``cause_lab``
+    without a cause model (pull to report, each stage as ``dvc repro`` runs it), then the cause
+    model's stages, the report again and ``evaluate`` here, in process, on two processes
+    (``compute.jobs: 2``), with the lab's labels for ``evaluate``."""
     lab, truth = cause_lab
-    with every_stage_on(tmp_path_factory.mktemp("chain"), lab, jobs=2, learning_curve_repeats=2) as tree:
+    night = night_without_model.result(timeout=900)
+    night_lab = night.parent / "lab"
+    assert sorted(p.read_bytes() for p in night_lab.glob("*.tar.gz")) == \
+        sorted(p.read_bytes() for p in lab.glob("*.tar.gz"))          # the same lab, written twice
+    tree = tmp_path_factory.mktemp("chain") / "tree"
+    shutil.copytree(night, tree)                                        # times kept: nothing looks new
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["evaluate"]["labels"] = [str(night_lab / "target_labels.json")]
+    params["compute"]["jobs"] = 2
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch_module.setenv("REGRESSLAB_ROOT", str(tree))
+    old = config.ROOT
+    config.use_root(tree)
+    try:
+        assert run_stages("features") == ["features", "train_causes", "predict_causes", "report", "evaluate"]
         yield tree, truth
+    finally:
+        config.use_root(old)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
 
 
 def test_chain_writes_contract_verdicts_and_metrics(analysed):
