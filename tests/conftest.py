@@ -96,9 +96,22 @@ def _night_without_model(folder: Path) -> Path:
 
     lab = folder / "lab"
     write_lab(lab, **CAUSE_LAB)
-    tree = night_tree(folder / "tree", lab)
+    tree = night_tree(folder / "tree", lab, jobs=2)
     stages_in_processes(stage_env(tree), stage_graph.select("pull", through="report",
                                                             skip=("features", "train_causes")))
+    return tree
+
+
+def _night_with_model(folder: Path, night: Path) -> Path:
+    """A copy of the night ``night`` (:func:`_night_without_model`) in ``folder`` with the cause
+    model's stages then run on it as ``dvc repro`` runs them (``features``, ``train_causes``,
+    ``predict_causes``, ``report``): what the next night writes once the retraining has made a model."""
+    from pipelines.orchestration import stage_graph
+    from tests.helpers import stages_in_processes
+
+    tree = folder / "tree"
+    shutil.copytree(night, tree, symlinks=True)         # file times kept: nothing of the night looks new
+    stages_in_processes(stage_env(tree), stage_graph.select("features", through="report"))
     return tree
 
 
@@ -125,3 +138,14 @@ def night_without_model(tmp_path_factory, worker_id) -> concurrent.futures.Futur
     A future, so that a test goes on with its own night while the stages run."""
     return concurrent.futures.ThreadPoolExecutor(1).submit(
         lambda: once_per_session(tmp_path_factory, worker_id, "night-without-model", _night_without_model) / "tree")
+
+
+@pytest.fixture(scope="session")
+def night_with_model(tmp_path_factory, worker_id, night_without_model) -> concurrent.futures.Future:
+    """The tree of :func:`_night_with_model` on the session's night without a model, computed once
+    for the whole test session (the Airflow test compares its second night with it, the detection
+    chain starts from it).  A future, as :func:`night_without_model`."""
+    def build(folder: Path) -> None:
+        _night_with_model(folder, night_without_model.result(timeout=900))
+    return concurrent.futures.ThreadPoolExecutor(1).submit(
+        lambda: once_per_session(tmp_path_factory, worker_id, "night-with-model", build) / "tree")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 import collections
-import concurrent.futures
 import json
 import os
 import queue
@@ -23,9 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.orchestration import stage_graph
-from tests.conftest import night_tree, stage_env
-from tests.helpers import stages_in_processes
+from tests.conftest import night_tree
 
 pytestmark = pytest.mark.slow     # stages end to end
 
@@ -166,14 +163,12 @@ def dag_tests():
             dags.proc.wait()
 
 
-MODEL_STAGES = stage_graph.select("features", through="report")     # features, train_causes, predict_causes, report
-
-
 def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab, night_without_model,
-                                                                     dag_tests, migrated_airflow_db):
+                                                                     night_with_model, dag_tests, migrated_airflow_db):
     """Night 1 (no cause model yet) writes the verdict files of the stages' night; the asset it
     emits triggers the retraining DAG; night 2 uses its model and writes what the stages write
-    once ``features``, ``train_causes``, ``predict_causes`` and ``report`` have run on that night."""
+    once ``features``, ``train_causes``, ``predict_causes`` and ``report`` have run on that night
+    (``night_with_model``, computed beside the Airflow nights)."""
     lab, truth = cause_lab
     by_airflow = night_tree(tmp_path / "airflow_tree", lab)
     env = migrated_home(tmp_path / "airflow_home", by_airflow, migrated_airflow_db)
@@ -185,18 +180,12 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
         assert a == json.loads((first_night / "reports" / "runs" / f"{run_id}.json").read_text())
         assert a["cause"]["label"] in (None, "none")
-    # the stages' night with a model: that night's tree, then the model's stages (the trees share nothing),
-    # in a thread beside the Airflow retraining and night 2
-    by_stages = tmp_path / "stage_tree"
-    shutil.copytree(first_night, by_stages, symlinks=True)
-    stage_runs = concurrent.futures.ThreadPoolExecutor(1).submit(stages_in_processes, stage_env(by_stages),
-                                                                 MODEL_STAGES)
     dags.run("retrain_cause_models")
     compared = json.loads((by_airflow / "metrics" / "cause_learners.json").read_text())      # model selection
     assert len(compared["shop"]["learners"]) == len(params_of(by_airflow)["train_causes"]["learners"])
     dags.run("nightly_regression_analysis")
     dags.close()
-    stage_runs.result(timeout=900)
+    by_stages = night_with_model.result(timeout=900)
     for run_id in targets:
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
         b = json.loads((by_stages / "reports" / "runs" / f"{run_id}.json").read_text())
