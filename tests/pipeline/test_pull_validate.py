@@ -204,40 +204,6 @@ def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):
     assert (config.RAW / f"{some}.tar.gz").read_bytes() == (lab / f"{some}.tar.gz").read_bytes()
 
 
-def test_identifiers_that_are_no_file_names_are_refused_or_quarantined(tree, tiny_lab, tmp_path):
-    """A system or run_id that would become a path outside data/ (or wipe it) never reaches a path:
-    refused by pull or quarantined by validate, and every later stage runs on the good runs."""
-    lab, truth = tiny_lab
-    src = tmp_path / "src"
-    shutil.copytree(lab, src)
-    for name, system in (("shop-up", "../../../../escaped"), ("shop-abs", str(tmp_path / "abs")),
-                         ("shop-nl", "shop\n"), ("shop-nul", "sh\x00op"), ("shop-emoji", "😀" * 100)):
-        write_tgz(src / f"{name}.tar.gz", members(good_meta(name, system=system), good_frames()))
-    for stem in (".", ".."):                               # "..tar.gz" and "...tar.gz"
-        write_tgz(src / f"{stem}.tar.gz", members(good_meta(stem), good_frames()))
-    set_source(tree, src, quick_training=True)
-    before = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
-                    and p != tree)
-    pull.main()
-    summary = json.loads(config.PULL_SUMMARY.read_text())
-    assert {r["run_id"] for r in summary["refused"]} == {".", ".."}
-    validate.main()
-    index = json.loads(config.VALID_INDEX.read_text())
-    assert set(index["valid"]) == set(truth)
-    assert set(index["quarantined"]) == {"shop-up", "shop-abs", "shop-nl", "shop-nul", "shop-emoji"}
-    for name in index["quarantined"]:
-        reason = json.loads((config.QUARANTINE / f"{name}.json").read_text())
-        assert any(f["kwargs"].get("column") == "system_is_identifier" for f in reason["failed_expectations"])
-    assert config.VALID.is_dir() and (config.VALID / sorted(truth)[0] / "meta.json").exists()
-    run_stages("normalize", through="report")      # the night goes on with the good runs
-    assert "runs regressed" in config.NIGHT_INDEX.read_text()
-    assert {p.stem for p in config.EDGES.glob("*.json")} == {"shop"}
-    after = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
-                   and p != tree)
-    assert after == before                                   # nothing written beside the tree
-    assert not (tmp_path / "abs").exists()
-
-
 def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp_path):
     """Archives that crash a careless reader (bad zip CRC,
     encrypted or unknown-method members, xz under a gzip name, run.json 200,000 levels deep), to
@@ -245,18 +211,23 @@ def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp
     the tree (a system naming a path) or to pass silently (a started_at of digits, +inf samples,
     duplicate keys or run.json members, NaN in JSON), beside good runs: every stage's ``main()``
     runs, each hostile archive is quarantined with the fault named, the good runs are analysed,
-    and nothing is written anywhere beside the tree (the whole tree of its parent is compared)."""
+    and nothing is written anywhere beside the tree (the whole tree of its parent is compared).
+    A run_id that is no file name (``..tar.gz``, ``...tar.gz``) is refused by pull; a system that
+    would become a path (``../../../../escaped``, an absolute path, a newline, NUL) is quarantined."""
     from tests.hostile_corpus import ESCAPED_ABSOLUTE, write_corpus
 
     lab, truth = tiny_lab
     src = tmp_path / "src"
     shutil.copytree(lab, src)
     expected = write_corpus(src)
+    for stem in (".", ".."):                               # "..tar.gz" and "...tar.gz"
+        write_tgz(src / f"{stem}.tar.gz", members(good_meta(stem), good_frames()))
     set_source(tree, src, quick_training=True)
     before = sorted(p.relative_to(tmp_path.parent) for p in tmp_path.parent.rglob("*") if tree not in p.parents
                     and p != tree)
     assert not Path(ESCAPED_ABSOLUTE).exists()
     pull.main()
+    assert {r["run_id"] for r in json.loads(config.PULL_SUMMARY.read_text())["refused"]} == {".", ".."}
     validate.main()
     index = json.loads(config.VALID_INDEX.read_text())
     assert set(index["valid"]) == set(truth)
@@ -267,6 +238,7 @@ def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp
         assert all(w in text for w in words), (run_id, words, reason["reason"][:300])
         assert (config.RAW / reason["archive"].split("/")[-1]).exists()        # raw kept
     run_stages("normalize", also=("commit_changes",))      # the night goes on with the good runs
+    assert {p.stem for p in config.EDGES.glob("*.json")} == {"shop"}        # no model of a hostile system
     targets = {r for r, row in json.loads(config.VALID_INDEX.read_text())["valid"].items() if row["verdict"] is None}
     assert targets and {p.stem for p in config.REPORTS.joinpath("runs").glob("*.json")} == targets
     page = config.NIGHT_INDEX.read_text()
