@@ -7,14 +7,18 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.9.9
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
+# Each module's bytecode is written the first time a process imports it, so the install compiles
+# nothing and the modules a night never imports are never compiled. A shell that sets
+# PYTHONDONTWRITEBYTECODE would make every process of a night compile all it imports again.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test setup browser services bench reset screenshots real-data
 
-# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), compiled, in a third of the time
+# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), in a third of the time
 $(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt -c constraints.txt
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .     # the `regresslab` command, on this checkout
 	touch $@
 
