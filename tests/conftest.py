@@ -115,10 +115,12 @@ def _night_with_model(folder: Path, night: Path) -> Path:
     return tree
 
 
-def once_per_session(tmp_path_factory, worker_id: str, name: str, build) -> Path:
+def once_per_session(tmp_path_factory, name: str, build) -> Path:
     """The folder ``name`` of the whole test session, filled by ``build(folder)`` once: under
-    ``pytest -n 2`` the first worker to take its lock builds it, the other waits for it."""
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    ``pytest -n 2`` the first worker to take its lock builds it, the other waits for it (a worker's
+    base temp is a folder of the session's; xdist names the worker in ``PYTEST_XDIST_WORKER``)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    shared = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
     folder, lock, done = shared / name, shared / f"{name}.lock", shared / f"{name}.done"
     with open(lock, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)           # released when the file closes
@@ -131,21 +133,21 @@ def once_per_session(tmp_path_factory, worker_id: str, name: str, build) -> Path
 
 
 @pytest.fixture(scope="session")
-def night_without_model(tmp_path_factory, worker_id) -> concurrent.futures.Future:
+def night_without_model(tmp_path_factory) -> concurrent.futures.Future:
     """The tree of :func:`_night_without_model`, computed once for the whole test session: the
     Airflow test and the Celery test each compare their night with it (``pytest -n 2`` runs
     them on two workers at once; the first to take the lock computes it, the other waits for it).
     A future, so that a test goes on with its own night while the stages run."""
     return concurrent.futures.ThreadPoolExecutor(1).submit(
-        lambda: once_per_session(tmp_path_factory, worker_id, "night-without-model", _night_without_model) / "tree")
+        lambda: once_per_session(tmp_path_factory, "night-without-model", _night_without_model) / "tree")
 
 
 @pytest.fixture(scope="session")
-def night_with_model(tmp_path_factory, worker_id, night_without_model) -> concurrent.futures.Future:
+def night_with_model(tmp_path_factory, night_without_model) -> concurrent.futures.Future:
     """The tree of :func:`_night_with_model` on the session's night without a model, computed once
     for the whole test session (the Airflow test compares its second night with it, the detection
     chain starts from it).  A future, as :func:`night_without_model`."""
     def build(folder: Path) -> None:
         _night_with_model(folder, night_without_model.result(timeout=900))
     return concurrent.futures.ThreadPoolExecutor(1).submit(
-        lambda: once_per_session(tmp_path_factory, worker_id, "night-with-model", build) / "tree")
+        lambda: once_per_session(tmp_path_factory, "night-with-model", build) / "tree")

@@ -17,7 +17,7 @@ def _migrate_airflow_db(folder: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def migrated_airflow_db(tmp_path_factory, worker_id) -> Path:
+def migrated_airflow_db(tmp_path_factory) -> Path:
     """A metadata DB migrated by ``airflow db migrate`` once for the session; each Airflow test
     starts from a copy of it (the schema is the same whatever AIRFLOW_HOME migrates it)."""
-    return once_per_session(tmp_path_factory, worker_id, "airflow-db", _migrate_airflow_db) / "airflow.db"
+    return once_per_session(tmp_path_factory, "airflow-db", _migrate_airflow_db) / "airflow.db"
