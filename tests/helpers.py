@@ -70,10 +70,7 @@ def every_stage_on(tree: Path, lab: Path, *, jobs: int | None = None, **train_ca
     analysis stage's main() run in DVC order with the pipeline rooted there; yields while the
     root is still set, and restores it afterwards.  ``train_causes`` overrides that params block,
     ``jobs`` sets ``compute.jobs``."""
-    import pytest
     import yaml
-
-    from pipelines import config
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
@@ -81,12 +78,24 @@ def every_stage_on(tree: Path, lab: Path, *, jobs: int | None = None, **train_ca
     params["train_causes"].update(train_causes)
     params["compute"]["jobs"] = jobs
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    with rooted_at(tree):
+        run_stages("pull")
+        yield tree
+
+
+@contextlib.contextmanager
+def rooted_at(tree: Path):
+    """The pipeline rooted at ``tree`` while the block runs (``config.use_root``, and
+    ``REGRESSLAB_ROOT`` for the processes it starts); the previous root restored afterwards."""
+    import pytest
+
+    from pipelines import config
+
     old = config.ROOT
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("REGRESSLAB_ROOT", str(tree))
         config.use_root(tree)
         try:
-            run_stages("pull")
             yield tree
         finally:
             config.use_root(old)

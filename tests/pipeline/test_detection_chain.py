@@ -13,7 +13,7 @@ from pipelines import config
 from pipelines.detectors import cause_features, rule_ensemble
 from pipelines.stages import discretize, mine_rules, normalize, report, train_causes
 from pipelines.storage import store
-from tests.helpers import run_stages
+from tests.helpers import rooted_at, run_stages
 
 pytestmark = pytest.mark.slow     # stages end to end
 
@@ -23,7 +23,7 @@ CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flag
 
 
 @pytest.fixture(scope="module")
-def analysed(cause_lab, night_with_model, tmp_path_factory, monkeypatch_module):
+def analysed(cause_lab, night_with_model, tmp_path_factory):
     """One tree analysed by every stage, shared by this module's tests (they only read it or
     re-run stages that must change nothing): a copy of the session's night of ``cause_lab`` with
     its cause model (every stage as ``dvc repro`` runs it, on two processes: ``compute.jobs: 2``),
@@ -38,20 +38,9 @@ def analysed(cause_lab, night_with_model, tmp_path_factory, monkeypatch_module):
     shutil.copytree(night, tree)                                        # times kept: nothing looks new
     params["evaluate"]["labels"] = [str(night_lab / "target_labels.json")]
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
-    monkeypatch_module.setenv("REGRESSLAB_ROOT", str(tree))
-    old = config.ROOT
-    config.use_root(tree)
-    try:
+    with rooted_at(tree):
         run_stages({"evaluate"})
         yield tree, truth
-    finally:
-        config.use_root(old)
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
 
 
 def test_chain_writes_contract_verdicts_and_metrics(analysed):
