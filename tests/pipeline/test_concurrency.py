@@ -4,12 +4,10 @@ started together leave one manifest line per archive and no refusal."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -128,111 +126,3 @@ def test_a_shared_hold_cannot_become_exclusive_in_the_same_process(tree):
         with pytest.raises(RuntimeError, match="exclusively inside a shared hold"):
             with locks.data_lock("report index"):
                 pass
-
-
-# ---- real `dvc repro`, on a checkout of its own ------------------------------------------------------------
-TINY_EXAMPLE = {"labsim": {"systems": ["shop"], "n_normal": 3, "n_per_cause": 1, "history_causes": ["cpu_hot_path"],
-                           "target_causes": ["extra_db_query"], "n_targets_normal": 1},
-                "commitsim": {"n_commits": 40, "n_groups": 1, "benchmarks_per_group": 2, "runs": 3,
-                              "measurements": 6, "min_gap": 8}}
-
-
-def dvc_checkout(root) -> "os.PathLike":
-    """A DVC project made of this repository's ``dvc.yaml``, ``pipelines/`` and ``params.yaml``
-    (``dvc init --no-scm``), with a smaller embedded example (labsim, commitsim) so that a whole
-    ``dvc repro`` takes a minute or two.  Its stages run ``python -m pipelines.stages.<stage>`` with the
-    checkout as the working directory, hence as the project root, as on a user's clone."""
-    import yaml
-
-    root.mkdir(parents=True)
-    shutil.copytree(REPO / "pipelines", root / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
-    (root / "data" / "triage").mkdir(parents=True)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    for block, values in TINY_EXAMPLE.items():
-        params[block].update(values)
-    params["train_causes"]["learning_curve_repeats"] = 1
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    subprocess.run([*_dvc(), "init", "--no-scm", "-q"], cwd=root, check=True, env=_dvc_env(root))
-    return root
-
-
-def _dvc() -> list[str]:
-    """DVC of the interpreter running the tests (not whatever ``dvc`` is on the PATH)."""
-    return [sys.executable, "-m", "dvc"]
-
-
-def _dvc_env(root, **extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"     # the stages' `python`
-    return {**env, "PYTHONWARNINGS": "ignore", **extra}
-
-
-def _repro(root, log, *args):
-    return subprocess.Popen([*_dvc(), "repro", *args], cwd=root, env=_dvc_env(root), stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT)
-
-
-def _wait_for(path, text, proc, timeout=600):
-    deadline = time.monotonic() + timeout
-    while text not in (path.read_text() if path.exists() else ""):
-        assert proc.poll() is None, f"ended before {text!r}: {path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"no {text!r} after {timeout} s: {path.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
-def strict_json_files(root) -> int:
-    """Parse every JSON file under ``root`` (not DVC's own) with a parser that refuses NaN and
-    Infinity; how many."""
-    def refuse(token):
-        raise ValueError(f"non-strict JSON constant {token}")
-    n = 0
-    for path in root.rglob("*.json"):
-        if ".dvc" not in path.relative_to(root).parts:
-            json.loads(path.read_text(), parse_constant=refuse)
-            n += 1
-    return n
-
-
-def leftovers(root) -> list[str]:
-    """Temporary files a stage left behind (``archive``'s atomic writes name them
-    ``.<name>.<pid>.<random>.tmp``, pull's incoming archives ``.incoming-*``)."""
-    return [str(p.relative_to(root)) for p in root.rglob(".*")
-            if (p.name.endswith(archive.TMP_SUFFIX) or p.name.startswith(".incoming"))
-            and ".dvc" not in p.relative_to(root).parts]
-
-
-def test_two_dvc_repro_at_once_the_second_says_why_and_nothing_is_corrupted(tmp_path):
-    """Two ``dvc repro report`` (the night, not the analysts' ``evaluate``) on one checkout.  DVC
-    releases its repository lock while a stage's command runs but keeps a lock on the stage's
-    outputs: the second stops at the first stage the other is running, naming its process.  Here
-    a process holds the data folder, so the first waits in its first stage that locks it (the
-    overlap is certain) and says so; the second gives up naming the first, and once the folder is
-    free the first completes; a third then finds every output as ``dvc.lock`` recorded it (only
-    ``pull``, always changed, runs), every JSON parses strictly and no temporary file is left."""
-    root = dvc_checkout(tmp_path / "checkout")
-    holder, release = _hold(root, tmp_path)
-    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-    try:
-        first = _repro(root, first_log, "report")
-        _wait_for(first_log, ": waiting for the data folder", first)
-        second = _repro(root, second_log, "report")
-        assert second.wait(timeout=300) != 0
-        said = second_log.read_text()
-        assert "is busy, it is being blocked by" in said and f"(PID {first.pid})" in said, said
-    finally:
-        release.touch()
-        holder.wait(timeout=60)
-    assert first.wait(timeout=900) == 0, first_log.read_text()[-5000:]
-    said = first_log.read_text()
-    assert f"locked by pid {holder.pid}" in said and "holder-test" in said
-    third = subprocess.run([*_dvc(), "repro", "report"], cwd=root, env=_dvc_env(root), capture_output=True,
-                           text=True, timeout=900)
-    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
-    ran = [line.split("'")[1] for line in third.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["pull"], third.stdout
-    assert strict_json_files(root) > 10
-    assert leftovers(root) == []
-    valid = json.loads((root / "data" / "interim" / "valid_runs.json").read_text())["valid"]
-    targets = {r for r, row in valid.items() if row["verdict"] is None}
-    assert len(targets) >= 2 and {p.stem for p in (root / "reports" / "runs").glob("*.json")} == targets
