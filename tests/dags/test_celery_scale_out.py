@@ -15,6 +15,7 @@ creates.  What is not real: the two workers are two processes of one machine, no
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import secrets
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -162,14 +164,12 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
             start(worker, "celery", "worker", "--concurrency", "2", "--celery-hostname", f"{worker}@%h",
                   AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()))
 
-        def airflow(*args: str) -> str:
-            return subprocess.run([AIRFLOW, *args], env=env, check=True, capture_output=True, text=True,
-                                  timeout=300).stdout
-        # the metadata DB is read directly: each `airflow dags ...` command costs seconds of CPU
+        # the metadata DB is read directly and the DAG unpaused through the REST API: each
+        # `airflow dags ...` command costs seconds of CPU for Airflow's imports
         metadata = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
         wait_until(lambda: _rows(metadata, "SELECT dag_id FROM dag WHERE dag_id = :dag"),
                    "the DAG processor to parse the DAGs", 300, 1)
-        airflow("dags", "unpause", DAG)         # the scheduler starts tonight's run (catchup off: one run)
+        unpause(api, home)                      # the scheduler starts tonight's run (catchup off: one run)
 
         def finished() -> str | None:
             runs = _rows(metadata, "SELECT state FROM dag_run WHERE dag_id = :dag")
@@ -192,6 +192,30 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
         a = (by_celery / "reports" / "runs" / f"{run_id}.json").read_bytes()
         b = (by_stages / "reports" / "runs" / f"{run_id}.json").read_bytes()
         assert a == b, run_id                   # byte for byte
+
+
+def _call(method: str, url: str, body: dict, token: str | None = None) -> dict:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method=method)
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def unpause(api: int, home: Path) -> None:
+    """Unpause the nightly DAG through Airflow's REST API (``PATCH /api/v2/dags/<dag>``), logged in
+    as the simple auth manager's ``admin`` with the password the API server generated."""
+    passwords = home / "simple_auth_manager_passwords.json.generated"
+    wait_until(passwords.exists, "the API server's generated password", 120, 0.5)
+    login = {"username": "admin", "password": json.loads(passwords.read_text())["admin"]}
+
+    def token() -> str | None:
+        try:
+            return _call("POST", f"http://127.0.0.1:{api}/auth/token", login)["access_token"]
+        except OSError:                                   # not listening yet
+            return None
+    dag = _call("PATCH", f"http://127.0.0.1:{api}/api/v2/dags/{DAG}", {"is_paused": False},
+                wait_until(token, "the API server", 120, 0.5))
+    assert dag["is_paused"] is False, dag
 
 
 def _rows(url: str, query: str) -> list[tuple]:
