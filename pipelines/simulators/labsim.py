@@ -840,37 +840,45 @@ def build_lab(*, seed: int, systems: list[str], history_causes: list[str], targe
     schedule = plan_lab(seed=seed, systems=systems, history_causes=history_causes,
                         target_causes=target_causes, n_normal=n_normal, n_per_cause=n_per_cause,
                         n_targets_normal=n_targets_normal, start=start)
-    total = len(schedule)
     for i, entry in enumerate(schedule):
-        prefix = "r" if entry["verified"] else "t"     # the id tells verified from target, never the cause
-        run_id = f"{entry['system']}-{entry['started_at']:%Y-%m-%d}-{prefix}{entry['day']:03d}"
-        rate_factor = float(_rng(entry["seed"], "rate").uniform(0.96, 1.04))
-        fault = None
-        if entry["cause"] != "none":
-            lo, hi = SEVERITY_RANGE[entry["cause"]]
-            sev = float(_rng(entry["seed"], "severity").uniform(lo, hi))
-            if entry["cause"] == "load_mismatch" and _rng(entry["seed"], "dir").random() < 0.5:
-                sev = 1.0 / sev
-            fault = Fault(entry["cause"], sev)
-        plan = RunPlan(run_id=run_id, system=entry["system"], version=entry["version"],
-                       environment=entry["environment"], started_at=entry["started_at"],
-                       seed=entry["seed"], fault=fault, rate_factor=rate_factor, process_cpu=process_cpu)
-        run = simulate_run(plan)
-        regressed: list[str] = []
-        if fault is not None:
-            clean = simulate_run(replace(plan, fault=None))
-            regressed = regressed_counters(run, clean, min_effect=min_effect,
-                                           min_rel_change=min_rel_change)
-        truth = {"verdict": "pass" if fault is None else "fail", "cause": entry["cause"],
-                 "regressed_counters": regressed,
-                 "severity": fault.severity if fault else None,
-                 "new_environment": entry["environment"] == SYSTEMS[entry["system"]].new_environment}
-        if entry["verified"]:
-            run.meta.update({"verdict": truth["verdict"], "cause": truth["cause"],
-                             "regressed_counters": regressed})
-        else:
-            run.meta.update({"verdict": None, "cause": None})
+        run_id, members, truth = simulate_entry(entry, min_effect=min_effect, min_rel_change=min_rel_change,
+                                                process_cpu=process_cpu)
         if progress:
-            print(f"[labsim] {i + 1}/{total} {run_id} cause={entry['cause']} "
-                  f"regressed={len(regressed)}", flush=True)
-        yield run_id, run_to_archive_members(run), truth
+            print(f"[labsim] {i + 1}/{len(schedule)} {run_id} cause={entry['cause']} "
+                  f"regressed={len(truth['regressed_counters'])}", flush=True)
+        yield run_id, members, truth
+
+
+def simulate_entry(entry: dict[str, Any], *, min_effect: float, min_rel_change: float,
+                   process_cpu: str = "share") -> tuple[str, dict[str, bytes], dict[str, Any]]:
+    """One run of :func:`plan_lab`'s schedule: ``(run_id, archive members, truth)``.  Each run draws
+    from its own streams (its ``seed``), so the runs can be simulated in any order or process."""
+    prefix = "r" if entry["verified"] else "t"     # the id tells verified from target, never the cause
+    run_id = f"{entry['system']}-{entry['started_at']:%Y-%m-%d}-{prefix}{entry['day']:03d}"
+    rate_factor = float(_rng(entry["seed"], "rate").uniform(0.96, 1.04))
+    fault = None
+    if entry["cause"] != "none":
+        lo, hi = SEVERITY_RANGE[entry["cause"]]
+        sev = float(_rng(entry["seed"], "severity").uniform(lo, hi))
+        if entry["cause"] == "load_mismatch" and _rng(entry["seed"], "dir").random() < 0.5:
+            sev = 1.0 / sev
+        fault = Fault(entry["cause"], sev)
+    plan = RunPlan(run_id=run_id, system=entry["system"], version=entry["version"],
+                   environment=entry["environment"], started_at=entry["started_at"],
+                   seed=entry["seed"], fault=fault, rate_factor=rate_factor, process_cpu=process_cpu)
+    run = simulate_run(plan)
+    regressed: list[str] = []
+    if fault is not None:
+        clean = simulate_run(replace(plan, fault=None))
+        regressed = regressed_counters(run, clean, min_effect=min_effect,
+                                       min_rel_change=min_rel_change)
+    truth = {"verdict": "pass" if fault is None else "fail", "cause": entry["cause"],
+             "regressed_counters": regressed,
+             "severity": fault.severity if fault else None,
+             "new_environment": entry["environment"] == SYSTEMS[entry["system"]].new_environment}
+    if entry["verified"]:
+        run.meta.update({"verdict": truth["verdict"], "cause": truth["cause"],
+                         "regressed_counters": regressed})
+    else:
+        run.meta.update({"verdict": None, "cause": None})
+    return run_id, run_to_archive_members(run), truth
