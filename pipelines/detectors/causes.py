@@ -157,9 +157,10 @@ def train_mask(frame: pd.DataFrame, held_out: set[str]) -> np.ndarray:
     return ~(frame["target"].isin(held_out) | frame["baseline"].isin(held_out)).to_numpy()
 
 
-def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str], balance: bool = False
-                      ) -> pd.DataFrame:
-    """Leave-one-run-out class probabilities, one row per run (Nguyen 2017 §8.4)."""
+def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str], balance: bool = False,
+                      progress=None) -> pd.DataFrame:
+    """Leave-one-run-out class probabilities, one row per run (Nguyen 2017 §8.4); ``progress``: a
+    :func:`parallel.map_ordered` callback, called as each run's fit ends."""
     classes = sorted(frame["cause"].unique())
 
     def held_out(run_id: str) -> pd.Series | None:
@@ -169,7 +170,7 @@ def loo_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str
         model = fit_rows(template, train, columns, balance)
         return run_probabilities(model, frame[frame["target"] == run_id], columns, classes)
     runs = sorted(frame["target"].unique())
-    out = {r: p for r, p in zip(runs, parallel.map_ordered(held_out, runs)) if p is not None}
+    out = {r: p for r, p in zip(runs, parallel.map_ordered(held_out, runs, progress=progress)) if p is not None}
     return pd.DataFrame(out).T
 
 
@@ -223,7 +224,7 @@ def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], 
 
 
 def held_out_cause_probabilities(template: Pipeline, frame: pd.DataFrame, columns: list[str],
-                                 causes: list[str], balance: bool = False) -> dict[str, pd.Series]:
+                                 causes: list[str], balance: bool = False, progress=None) -> dict[str, pd.Series]:
     """Per cause, the largest class probability of its runs when no run of it was trained on."""
     labels = run_labels(frame)
 
@@ -236,7 +237,7 @@ def held_out_cause_probabilities(template: Pipeline, frame: pd.DataFrame, column
         classes = sorted(train["cause"].unique())
         return pd.Series({r: float(run_probabilities(model, frame[frame["target"] == r], columns,
                                                       classes).max()) for r in sorted(runs)})
-    return {c: p for c, p in zip(causes, parallel.map_ordered(without, causes)) if p is not None}
+    return {c: p for c, p in zip(causes, parallel.map_ordered(without, causes, progress=progress)) if p is not None}
 
 
 def best_threshold(known: np.ndarray, unknown: np.ndarray) -> float:
@@ -306,13 +307,13 @@ def per_cause(predictions: dict[str, dict[str, Any]], *, few: int) -> dict[str, 
 
 
 def fault_only_model(template: Pipeline, frame: pd.DataFrame, columns: list[str], labels: pd.Series,
-                     balance: bool) -> tuple[Pipeline | None, str, float | None]:
+                     balance: bool, progress=None) -> tuple[Pipeline | None, str, float | None]:
     """A model of the fault runs alone (``P(cause | fault, x)``) and its leave-one-run-out
     nearest-fault accuracy on them; (None, "all_runs", None) with fewer than two fault causes."""
     faults = frame[frame["cause"] != "none"]
     if faults["cause"].nunique() < 2:
         return None, "all_runs", None
-    proba = loo_probabilities(template, faults, columns, balance)
+    proba = loo_probabilities(template, faults, columns, balance, progress)
     hits = [proba.loc[r].idxmax() == labels[r] for r in proba.index]
     accuracy = round(float(np.mean(hits)), 4) if hits else None
     return fit_rows(template, faults, columns, balance), "faults_only", accuracy
@@ -355,7 +356,7 @@ def loo_figures(proba: pd.DataFrame, labels: pd.Series) -> dict[str, float | Non
 
 
 def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipeline, balance: bool,
-                  probabilities: dict[str, pd.DataFrame] | None = None
+                  probabilities: dict[str, pd.DataFrame] | None = None, progress_for=None
                   ) -> tuple[list[str], dict[str, dict[str, float | None]]]:
     """Which of ``designs`` (``cause_features.design`` blocks) the classifiers see: the one whose
     leave-one-run-out accuracy with ``template`` is the highest, then its faults' nearest-cause
@@ -364,14 +365,17 @@ def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipel
     leave-one-run-out against 0.45 for the violation ratios (``kinds``), on HPC's node 0.82 against
     0.90 (docs/results/causes.md); each system's own history chooses.  One design is taken as it is.
     ``probabilities``, when given, receives each design's leave-one-out probabilities (by the
-    design's name, blocks joined by ``+``), so that the caller need not compute them again."""
+    design's name, blocks joined by ``+``), so that the caller need not compute them again.
+    ``progress_for(phase, runs)``, when given, returns the progress callback of each design's
+    leave-one-out."""
     if len(designs) == 1:
         return list(designs[0]), {}
     labels = run_labels(frame)
     scores = {}
     for blocks in designs:
         designed, columns = design_frame(frame, list(blocks))
-        proba = loo_probabilities(template, designed, columns, balance)
+        proba = loo_probabilities(template, designed, columns, balance,
+                                  progress_for(f"design {'+'.join(blocks)}", labels.size) if progress_for else None)
         scores["+".join(blocks)] = loo_figures(proba, labels)
         if probabilities is not None:
             probabilities["+".join(blocks)] = proba
@@ -399,18 +403,20 @@ def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, colum
     return table, loo
 
 
-def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> dict[str, Any]:
+def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, progress_for=None) -> dict[str, Any]:
     """What the night's classifier is, for one system: the feature design (:func:`choose_design`),
     the first of ``learners`` fitted on every row, its leave-one-run-out figures (the detector's
     null, the confusion matrix, per-cause recall), the unknown-cause tau and the fault model.
     Comparing the learners is retraining work, done after the night (:func:`compare_learners_of`,
-    the ``evaluate`` stage); ``progress(i, n, name, accuracy)`` is called once, for the learner."""
+    the ``evaluate`` stage); ``progress(i, n, name, accuracy)`` is called once, for the learner;
+    ``progress_for(phase, items)`` returns the progress callback of each leave-out loop (the
+    designs', the held-out causes', the fault model's)."""
     balance = bool(params["balance_classes"])
     seed = int(params["seed"])
     available = learners(seed)
     seen: dict[str, pd.DataFrame] = {}          # the design learner's LOO of each design, computed once
     blocks, design_scores = choose_design(frame, [list(d) for d in params["feature_designs"]],
-                                          available[params["design_learner"]], balance, seen)
+                                          available[params["design_learner"]], balance, seen, progress_for)
     frame, columns = design_frame(frame, blocks)
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
@@ -419,7 +425,8 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
                                   known={params["design_learner"]: seen.get("+".join(blocks))})
     template = available[best]
     fault_causes = sorted(c for c in labels.unique() if c != "none")
-    held = held_out_cause_probabilities(template, frame, columns, fault_causes, balance)
+    held = held_out_cause_probabilities(template, frame, columns, fault_causes, balance,
+                                        progress_for("causes held out", len(fault_causes)) if progress_for else None)
     known_max = loo[best].max(axis=1)
     unknown = unknown_cause_figures(known_max, labels, held)
     model = fit_rows(template, frame, columns, balance)
@@ -427,7 +434,9 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None) -> 
                          "probability": round(float(loo[best].loc[run].max()), 4),
                          "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
-    fault_model, fault_from, alone = fault_only_model(template, frame, columns, labels, balance)
+    fault_runs = int((labels != "none").sum())
+    fault_model, fault_from, alone = fault_only_model(template, frame, columns, labels, balance,
+                                                      progress_for("fault model", fault_runs) if progress_for else None)
     nearest = nearest_accuracy(loo[best], labels)
     all_runs_accuracy = None if nearest is None else round(nearest, 4)
     if fault_model is not None and all_runs_accuracy is not None and alone > all_runs_accuracy:

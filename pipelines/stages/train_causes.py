@@ -58,7 +58,11 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
     import skops.io as sio          # only to save a model trained now
 
     prog = Progress(log, f"train_causes {system}", 1, what="learners")
-    result = train_system(frame, params, progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"))
+
+    def phase(name: str, items: int):      # each leave-out loop's lines: a quarter at a time
+        return Progress(log, f"train_causes {system} {name}", items, what="left out", every=max(1, items // 4)).each()
+    result = train_system(frame, params, progress=lambda i, n, name, acc: prog.step(i, f"{name} LOO accuracy {acc:.3f}"),
+                          progress_for=phase)
     model = result.pop("model")
     fault_model = result.pop("fault_model")
     if fault_model is not None:        # before the meta file, which names it
