@@ -381,7 +381,7 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
     """A hard exit while the skops model is written (inside ``atomic_path``,
     before its rename) leaves ``.<version>.skops.<pid>.*.tmp`` and no model; the next run removes the
     temporary, trains the same model again (same bytes) and points ``latest`` at it.  One quick
-    learner keeps the three trainings short; the module's tree is restored afterwards."""
+    learner and one feature design keep the three trainings short; the module's tree is restored afterwards."""
     import shutil
     tree, truth = analysed
     params_text = (tree / "params.yaml").read_text()
@@ -390,7 +390,7 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
     try:
         params = yaml.safe_load(params_text)
         params["train_causes"].update(learners=["logistic_regression"], learning_curve_repeats=1,
-                                      learning_curve_learners=1)
+                                      learning_curve_learners=1, feature_designs=[["kinds"]])   # one design: no choosing
         (tree / "params.yaml").write_text(yaml.safe_dump(params))
         shutil.rmtree(config.CAUSE_MODELS)
         train_causes.main()                                  # the reference: one quick model
