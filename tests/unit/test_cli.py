@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def installed(tmp_path_factory) -> Path:
     """``pip install --no-deps --target T <wheel>``: the package as a user gets it (its data files
     included), beside the test environment's dependencies.  The wheel is built by ``uv build`` (the
-    install's uv, a PEP 517 front end like ``pip wheel``, at a third of its CPU)."""
+    install's uv, a PEP 517 front end like ``pip wheel``, at about 40 % of its CPU)."""
     base = tmp_path_factory.mktemp("wheel")
     subprocess.run([str(Path(sys.executable).parent / "uv"), "build", "--quiet", "--wheel", "-o", str(base / "dist"),
                     str(REPO)], check=True, capture_output=True)
