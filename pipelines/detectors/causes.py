@@ -414,6 +414,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
     balance = bool(params["balance_classes"])
     seed = int(params["seed"])
     available = learners(seed)
+    phase = progress_for or (lambda name, items: None)
     seen: dict[str, pd.DataFrame] = {}          # the design learner's LOO of each design, computed once
     blocks, design_scores = choose_design(frame, [list(d) for d in params["feature_designs"]],
                                           available[params["design_learner"]], balance, seen, progress_for)
@@ -426,7 +427,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
     template = available[best]
     fault_causes = sorted(c for c in labels.unique() if c != "none")
     held = held_out_cause_probabilities(template, frame, columns, fault_causes, balance,
-                                        progress_for("causes held out", len(fault_causes)) if progress_for else None)
+                                        phase("causes held out", len(fault_causes)))
     known_max = loo[best].max(axis=1)
     unknown = unknown_cause_figures(known_max, labels, held)
     model = fit_rows(template, frame, columns, balance)
@@ -434,9 +435,8 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
                          "probability": round(float(loo[best].loc[run].max()), 4),
                          "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
-    fault_runs = int((labels != "none").sum())
     fault_model, fault_from, alone = fault_only_model(template, frame, columns, labels, balance,
-                                                      progress_for("fault model", fault_runs) if progress_for else None)
+                                                      phase("fault model", int((labels != "none").sum())))
     nearest = nearest_accuracy(loo[best], labels)
     all_runs_accuracy = None if nearest is None else round(nearest, 4)
     if fault_model is not None and all_runs_accuracy is not None and alone > all_runs_accuracy:
