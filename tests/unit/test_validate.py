@@ -332,12 +332,12 @@ def test_a_night_renders_the_data_docs_of_its_own_runs_and_of_missing_pages_only
         checked(tmp_path, v, name=name)
     assert v.build_docs(run_names=["sys-run-1", "sys-run-2"]) is None     # no site yet: every page
     pages = {p: p.stat().st_mtime_ns for p in (tmp_path / "site" / "validations").rglob("*.html")}
-    assert len(pages) == 2 * len(v.checkpoints) and {p.parts[-3] for p in pages} == {"sys-run-1", "sys-run-2"}
+    assert len(pages) == 2 * len(v.definitions) and {p.parts[-3] for p in pages} == {"sys-run-1", "sys-run-2"}
     lost = next(p for p in pages if p.parts[-3] == "sys-run-2")
     lost.unlink()
     checked(tmp_path, v, name="sys-run-3")
     asked = v.build_docs(run_names=["sys-run-3"])
-    assert asked == len(v.checkpoints) + len(v.checkpoints) + 1     # the suites, run 3's results, the lost page
+    assert asked == len(v.definitions) + len(v.definitions) + 1     # the suites, run 3's results, the lost page
     after = {p: p.stat().st_mtime_ns for p in (tmp_path / "site" / "validations").rglob("*.html")}
     assert {p.parts[-3] for p in after} == {"sys-run-1", "sys-run-2", "sys-run-3"} and lost in after
     assert all(after[p] == t for p, t in pages.items() if p != lost)      # the others untouched
