@@ -231,17 +231,22 @@ def environment_dependent(levels: pd.DataFrame, env_keys: list[str], *, alpha: f
     """
     from scipy.stats import kruskal
 
-    keys = pd.Series(env_keys, index=levels.index)
-    if keys.nunique() < 2:
+    codes, uniques = pd.factorize(pd.Series(env_keys, index=levels.index), sort=True)
+    if len(uniques) < 2:
         return {}
+    # one mask per environment, in the keys' order; each counter's groups are its measured values
+    # (in the runs' order) under each mask: numpy on the columns, not a pandas groupby per counter
+    members = [codes == k for k in range(len(uniques))]
+    values = levels.to_numpy(dtype=float)
     out: dict[str, float] = {}
-    for counter in levels.columns:
-        col = levels[counter].dropna()
-        groups = [g.to_numpy() for _, g in col.groupby(keys.loc[col.index])]
-        if len(groups) < 2 or col.nunique() < 2:
+    for j, counter in enumerate(levels.columns):
+        x = values[:, j]
+        measured = ~np.isnan(x)
+        groups = [g for g in (x[m & measured] for m in members) if g.size]
+        if len(groups) < 2 or np.unique(x[measured]).size < 2:
             continue
         medians = [float(np.median(g)) for g in groups]
-        scale = abs(float(col.median()))
+        scale = abs(float(np.median(x[measured])))
         if scale <= 0 or (max(medians) - min(medians)) / scale < min_rel_change:
             continue
         p = float(kruskal(*groups).pvalue)

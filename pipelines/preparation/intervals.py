@@ -91,15 +91,18 @@ def fit_load(frame: pd.DataFrame, load_counter: str, *, min_correlation: float) 
     if load_counter not in frame.columns:
         return {}
     fits: dict[str, list[float]] = {}
+    load = frame[load_counter].to_numpy(dtype=float)
     for counter in frame.columns:
         if counter == load_counter:
             continue
-        both = frame[[load_counter, counter]].dropna()
-        if len(both) < 10 or both[counter].std() == 0 or both[load_counter].std() == 0:
+        values = frame[counter].to_numpy(dtype=float)
+        both = ~(np.isnan(load) | np.isnan(values))          # the intervals where both were measured
+        x, y = load[both], values[both]
+        if x.size < 10 or pd.Series(y).std() == 0 or pd.Series(x).std() == 0:
             continue
-        r = float(np.corrcoef(both[load_counter], both[counter])[0, 1])
+        r = float(np.corrcoef(x, y)[0, 1])
         if abs(r) >= min_correlation:
-            a, b = np.polyfit(both[load_counter], both[counter], 1)
+            a, b = np.polyfit(x, y, 1)
             fits[counter] = [float(a), float(b)]
     return fits
 
@@ -113,16 +116,19 @@ def scale_to_load(frame: pd.DataFrame, load_counter: str | None, fits: dict[str,
     """
     if not load_counter or load_counter not in frame.columns or reference_load is None or not fits:
         return frame
-    load = frame[load_counter]
-    out = frame.copy()
+    load = frame[load_counter].to_numpy(dtype=float)
+    scaled: dict[str, np.ndarray] = {}
     for counter, (a, b) in fits.items():
         if counter not in frame.columns:
             continue
         predicted = a * load + b
         at_ref = a * reference_load + b
-        if at_ref <= 0 or (predicted.dropna() <= 0).any():
+        if at_ref <= 0 or (predicted[~np.isnan(predicted)] <= 0).any():
             continue
-        out[counter] = frame[counter] * at_ref / predicted
+        scaled[counter] = frame[counter].to_numpy(dtype=float) * at_ref / predicted
+    out = frame.copy()
+    if scaled:              # one assignment of every scaled column, not a column at a time
+        out[list(scaled)] = np.column_stack(list(scaled.values()))
     return out
 
 
