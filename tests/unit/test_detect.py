@@ -209,6 +209,13 @@ def test_environment_dependent_counters_by_kruskal_wallis():
     assert set(dep) == {"c.lab"} and dep["c.lab"] == pytest.approx(0.02092, abs=1e-5)
     assert labs.environment_dependent(levels, env, alpha=0.01, min_rel_change=0.02) == {}
     assert labs.environment_dependent(levels, ["A"] * 8, alpha=0.05, min_rel_change=0.0) == {}   # one lab: untestable
+    # a third lab whose runs never measured c.lab leaves it two groups (the same H and p); a counter
+    # only lab A measured has one group: untestable
+    gaps = pd.concat([levels, pd.DataFrame({"c.lab": [np.nan] * 2, "c.same": [5.0, 5.1], "c.tiny": [100.0] * 2},
+                                           index=[8, 9])])
+    gaps["c.only_a"] = [1.0, 2.0, 3.0, 4.0] + [np.nan] * 6
+    dep = labs.environment_dependent(gaps, env + ["C", "C"], alpha=0.05, min_rel_change=0.02)
+    assert set(dep) == {"c.lab"} and dep["c.lab"] == pytest.approx(0.02092, abs=1e-5)
 
 
 def test_stacking_score_sums_s_over_the_counters_the_practical_filter_kept():
