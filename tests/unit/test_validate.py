@@ -344,3 +344,26 @@ def test_a_night_renders_the_data_docs_of_its_own_runs_and_of_missing_pages_only
     index = (tmp_path / "site" / "index.html").read_text()
     assert all(f"sys-run-{i}" in index for i in (1, 2, 3)) and suites.CSP_META in index
     assert all(suites.CSP_META in p.read_text() for p in after)
+
+
+def test_a_suite_that_fails_is_stored_once_in_its_full_format_and_a_passed_one_as_pass_or_fail(tmp_path):
+    """Each suite asks Great Expectations for pass or fail first; a suite that fails runs again in
+    its full format under the same run identifier, whose result replaces the first: one stored
+    result per suite and run, the failing one naming its hosts (``COMPLETE`` with the host index)."""
+    import json
+
+    v = suites.Validator(suites.suites_from_params(PARAMS), project_dir=tmp_path / "gx", docs_dir=None)
+    frames = good_frames()
+    frames["web01"] = frames["web01"].iloc[:5]                   # web01 covers too little of the run
+    failures = checked(tmp_path, v, frames=frames).failures
+    assert ("expect_column_values_to_be_between", "coverage") in failed(failures)
+    coverage = next(f for f in failures if f["kwargs"].get("column") == "coverage")
+    assert coverage["unexpected_index_list"] == [{"coverage": coverage["unexpected_index_list"][0]["coverage"],
+                                                  "host": "web01"}]
+    stored = sorted((tmp_path / "gx").rglob("validations/*/sys-run-1/*/*.json"))
+    by_suite = {p.parts[-4]: json.loads(p.read_text()) for p in stored}
+    assert len(stored) == len(by_suite) == len(v.definitions)                # one result per suite
+    assert by_suite["host_coverage"]["success"] is False
+    assert all(r["result"] for r in by_suite["host_coverage"]["results"])        # the full format, every row
+    assert by_suite["counter_values"]["success"] is True
+    assert all(r["result"] == {} for r in by_suite["counter_values"]["results"])  # pass or fail only
