@@ -9,6 +9,7 @@ triggers a second night; prints each run's wall time and how many task instances
 the same time (from the metadata DB).
 
     python bench/bench_airflow_night.py [--source data/example] [--parallelism 4] [--with-retrain]
+                                        [--idle-sleep 0.2]   # the scheduler's, as the docs set it
 
 With ``--compare``, the same night's stages then run one after the other as ``dvc repro`` runs
 them (``python -m pipelines.stages.<stage>``, the stages the nightly DAG runs: not ``features`` and
@@ -220,6 +221,9 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="then time the same stages run one after the other")
     ap.add_argument("--airflow-jobs", type=int, default=None,
                     help="compute.jobs of the Airflow tree only (default: params.yaml's, as the stages' tree)")
+    ap.add_argument("--idle-sleep", type=float, default=0.2,
+                    help="[scheduler] scheduler_idle_sleep_time: 0.2 s as docs/operations/airflow.md sets it "
+                         "(Airflow's default: 1)")
     ap.add_argument("--runs-per-task", type=int, default=None,
                     help="orchestration.runs_per_task of the Airflow tree (default: params.yaml's)")
     args = ap.parse_args()
@@ -246,6 +250,8 @@ def main() -> None:
                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
                AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5", AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5",
                AIRFLOW__API__PORT=str(port), AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://localhost:{port}/execution/")
+    # how soon a finished task's successor is scheduled (the night is a chain of short tasks)
+    env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] = str(args.idle_sleep)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     airflow(["db", "migrate"], env, timeout=600)
     log = open(scratch / "standalone.log", "w")
@@ -258,7 +264,7 @@ def main() -> None:
                 break
             time.sleep(5)
         print(f"Airflow {airflow(['version'], env).strip()}, LocalExecutor, parallelism {args.parallelism}, "
-              f"source {args.source}")
+              f"scheduler idle sleep {args.idle_sleep} s, source {args.source}")
         db = home / "airflow.db"
         # unpausing the cron DAG starts tonight's run (catchup=False: the latest interval only);
         # with --with-retrain its asset event then starts the retraining DAG, and a second night is
