@@ -242,11 +242,12 @@ def environment_dependent(levels: pd.DataFrame, env_keys: list[str], *, alpha: f
     for j, counter in enumerate(levels.columns):
         x = values[:, j]
         measured = ~np.isnan(x)
+        seen = x[measured]
         groups = [g for g in (x[m & measured] for m in members) if g.size]
-        if len(groups) < 2 or np.unique(x[measured]).size < 2:
+        if len(groups) < 2 or np.unique(seen).size < 2:
             continue
         medians = [float(np.median(g)) for g in groups]
-        scale = abs(float(np.median(x[measured])))
+        scale = abs(float(np.median(seen)))
         if scale <= 0 or (max(medians) - min(medians)) / scale < min_rel_change:
             continue
         p = float(kruskal(*groups).pvalue)

@@ -92,11 +92,12 @@ def fit_load(frame: pd.DataFrame, load_counter: str, *, min_correlation: float) 
         return {}
     fits: dict[str, list[float]] = {}
     load = frame[load_counter].to_numpy(dtype=float)
+    load_missing = np.isnan(load)
     for counter in frame.columns:
         if counter == load_counter:
             continue
         values = frame[counter].to_numpy(dtype=float)
-        both = ~(np.isnan(load) | np.isnan(values))          # the intervals where both were measured
+        both = ~(load_missing | np.isnan(values))          # the intervals where both were measured
         x, y = load[both], values[both]
         if x.size < 10 or pd.Series(y).std() == 0 or pd.Series(x).std() == 0:
             continue

@@ -289,10 +289,10 @@ class Validator:
         unescaped); the counters it names are mapped back to their own names."""
         view, names = gx_view(frame)
         definition, ident = self.definitions[suite_name], self.gx.RunIdentifier(run_name=f"{run_id}")
-        result = definition.run(batch_parameters={"dataframe": view}, result_format="BOOLEAN_ONLY", run_id=ident)
+        batch = {"dataframe": view}
+        result = definition.run(batch_parameters=batch, result_format="BOOLEAN_ONLY", run_id=ident)
         if not result.success:      # what failed, and where: the suite again in its full format, stored over it
-            result = definition.run(batch_parameters={"dataframe": view}, result_format=result_format(suite_name),
-                                    run_id=ident)
+            result = definition.run(batch_parameters=batch, result_format=result_format(suite_name), run_id=ident)
         failed = failed_expectations(suite_name, result)
         for f in failed:
             for idx in f["unexpected_index_list"]:
