@@ -21,7 +21,9 @@ result was looked at:
 * ``lab-<k>-<j>`` for k in 0, 1, 3: in a system whose runs span several labs (environments: the
   example's hardware, Nezha's days), the j-th lab that has both targets and verified runs keeps only
   its first k verified runs in the history; its targets are judged; the other labs keep all theirs
-  (every system of the set at once, each with its own j-th lab).  ``k`` = all is ``given``.
+  (every system of the set at once, each with its own j-th lab).  ``k`` = all is ``given``;
+* ``first-lab``: in such a system, the history keeps only the verified runs of its first lab (the
+  one whose first verified run started first: Nezha's first day), and every target is judged.
 
 A split is a tree of its own under ``--out``: the set's validated and normalised runs are shared
 (validated once, in ``<set>/base``), and the split's index hides the targets' truth and drops the
@@ -54,7 +56,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
-SETS = ("example", "smd", "nezha", "hpc")
+SETS = ("example", "smd", "nezha", "hpc", "trainticket")
+SET_DIRS = {"trainticket": "nezha_trainticket"}    # a set's folder under the shared data, when not its name
 CHRONO = (40, 50, 60, 70)
 LAB_RUNS = (0, 1, 3)
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "within_run": "within_run",
@@ -90,7 +93,8 @@ def prepare_base(name: str, shared: Path, out: Path) -> tuple[Path, Path]:
     if name == "example":
         source, labels = base / "example", base / "example" / "target_labels.json"
     else:
-        source, labels = shared / "data" / name / "archives", shared / "data" / name / "target_labels.json"
+        folder = shared / "data" / SET_DIRS.get(name, name)
+        source, labels = folder / "archives", folder / "target_labels.json"
     params["pull"]["source"] = str(source)
     (base / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     if name == "example" and not labels.exists():
@@ -111,7 +115,8 @@ def truths(base: Path, labels_file: Path) -> tuple[dict[str, dict], dict[str, di
         if known:
             truth[run_id] = {"verdict": known["verdict"], "cause": known.get("cause") or
                              ("none" if known["verdict"] == "pass" else None),
-                             "regressed_counters": known.get("regressed_counters") or []}
+                             "regressed_counters": known.get("regressed_counters") or [],
+                             "root_service": known.get("root_service")}
     return index, truth
 
 
@@ -148,6 +153,13 @@ def splits(index: dict[str, dict], truth: dict[str, dict]) -> dict[str, tuple[li
         labs[system] = [lab for lab in sorted({lab_of(index[r]) for r in mine})
                         if any(lab_of(index[r]) == lab for r in given_targets if r in mine)
                         and any(lab_of(index[r]) == lab for r in given_history if r in mine)]
+    if labs:        # the history of the first lab only (Nezha's first day): every target judged
+        first = {system: min({lab_of(index[r]) for r in given_history if index[r]["system"] == system},
+                             key=lambda lab: min(index[r]["started_at"] for r in given_history
+                                                 if index[r]["system"] == system and lab_of(index[r]) == lab))
+                 for system in labs}
+        out["first-lab"] = ([r for r in given_history if first.get(index[r]["system"], lab_of(index[r]))
+                             == lab_of(index[r])], list(given_targets))
     for j in range(max((len(v) for v in labs.values()), default=0)):
         reduced = {system: lab_list[j] for system, lab_list in labs.items() if j < len(lab_list)}
         for k in LAB_RUNS:
@@ -244,7 +256,10 @@ def score_split() -> dict:
         said = {"headline": doc.get("verdict", "missing")}
         for name, key in DETECTORS.items():
             said[name] = "fail" if p.get(key) is not None and p[key] <= alpha else "pass"
-        rows[run_id] = {"truth": truth["verdict"], "said": said}
+        shown = list(doc.get("flagged_counters") or []) or list(doc.get("counter_scores") or {})
+        rows[run_id] = {"truth": truth["verdict"], "said": said, "first_counters": shown[:5],
+                        "labelled": labelled_counters(truth, index[run_id].get("counters") or shown
+                                                      + list(doc.get("counter_scores") or {}))}
     for system in history.systems(index):
         mine = {r: t for r, t in labels.items() if index[r]["system"] == system}
         if not mine:
@@ -257,6 +272,18 @@ def score_split() -> dict:
         for name in ANCHORS:
             row["said"].setdefault(name, "pass")          # no baseline: an anchor cannot judge
     return {"targets": rows}
+
+
+def labelled_counters(truth: dict, counters: list[str]) -> list[str]:
+    """The counters a target's label names: its regressed counters, else those of its root service
+    (Nezha's ``root_service``: ``ts-travel-service`` is the component ``ts_travel_service``)."""
+    if truth.get("regressed_counters"):
+        return list(truth["regressed_counters"])
+    root = truth.get("root_service")
+    if not root:
+        return []
+    component = root.replace("-", "_") + "."
+    return sorted({c for c in counters if c.startswith(component)})
 
 
 # --------------------------------------------------------------------------- summaries
