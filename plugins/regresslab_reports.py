@@ -9,8 +9,16 @@ the run-id grammar come from ``pipelines.config``; the list page is the project'
 ``pipelines/reporting/templates/nights.html.j2`` with the reports' style sheet.
 
 Set ``REGRESSLAB_ROOT`` (and ``PYTHONPATH``) on the API server to the checkout the DAGs
-write to.  Like every FastAPI plugin, these endpoints are not behind Airflow's login:
-deploy the API server where the reports may be read, or add authentication.
+write to.
+
+**Every route is behind Airflow's own login.**  A plugin's app is mounted beside Airflow's core
+API, outside its router-level authentication, so each request here is checked as the core API
+checks its own (:func:`reader`): the caller's token (the Airflow UI's cookie, or
+``Authorization: Bearer`` from ``POST /auth/token``) becomes a user through Airflow's configured
+auth manager, which must then allow that user to read the runs of the nightly DAG
+(``is_authorized_dag``, GET, the DAG's runs) — the same users, roles and single sign-on as the
+Airflow UI, with no secret or user list of regresslab's own.  Anonymous: 401, or for a browser a
+redirect to the auth manager's login page; a user the auth manager denies: 403.
 """
 from __future__ import annotations
 
@@ -18,12 +26,39 @@ import json
 from pathlib import Path
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pipelines import config
 
-app = FastAPI(title="regresslab reports", docs_url=None, redoc_url=None, openapi_url=None)
+NIGHTLY_DAG = "nightly_regression_analysis"     # reading its runs is reading the reports it writes
+bearer = HTTPBearer(auto_error=False)
+
+
+async def reader(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    """The caller as Airflow's core API authenticates it (``get_user``: the bearer token, else the
+    UI's cookie), allowed by the configured auth manager to read the nightly DAG's runs; 401
+    (a browser: a redirect to the login page) or 403 otherwise."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+    from airflow.api_fastapi.core_api.security import get_user
+
+    try:
+        user = await get_user(request, None, credentials)
+    except HTTPException as exc:
+        if exc.status_code == 401 and "text/html" in request.headers.get("accept", ""):
+            login = get_auth_manager().get_url_login(next_url=str(request.url))
+            raise HTTPException(303, "log in to Airflow first", headers={"Location": login}) from None
+        raise
+    allowed = get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
+                                                   details=DagDetails(id=NIGHTLY_DAG), user=user)
+    if not allowed:
+        raise HTTPException(403, "Forbidden: Airflow's auth manager does not let this user read the nightly runs")
+
+
+app = FastAPI(title="regresslab reports", docs_url=None, redoc_url=None, openapi_url=None,
+              dependencies=[Depends(reader)])
 NIGHTS_PER_PAGE = 30            # the list page shows this many nights; older ones on the next pages
 MAX_PATH = 512                  # a longer request path is no report
 # every page, the Data Docs included: nothing runs, nothing is fetched (the Data Docs load their

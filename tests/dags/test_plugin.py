@@ -1,10 +1,15 @@
-"""The Airflow 3 plugin that serves the reports: registered by Airflow, lists nights, refuses traversal."""
+"""The Airflow 3 plugin that serves the reports: registered by Airflow, behind its login, lists nights,
+refuses traversal."""
 from __future__ import annotations
 
 import importlib.util
 import json
+import secrets
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,8 @@ from fastapi.testclient import TestClient
 
 from pipelines import config
 from pipelines.storage import archive
+from tests.dags.test_celery_scale_out import free_port, stop, wait_until
+from tests.dags.test_nightly_dag import migrated_home
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,6 +48,8 @@ def client(tree):
                     "cause_known": False},
         "shop-t2": {"run_id": "shop-t2", "system": "shop", "verdict": "pass", "score": 0.1, "cause": "none",
                     "cause_known": True}}})
+    # the routes' own behaviour, Airflow's login aside (test_every_route_is_behind_airflows_login)
+    module.app.dependency_overrides[module.reader] = lambda: None
     return TestClient(module.app)
 
 
@@ -112,3 +121,78 @@ def test_airflow_registers_the_plugin(tmp_path):
     mine = [p for p in plugins if p["name"] == "regresslab_reports"]
     assert mine, out.stdout[-2000:]
     assert "/regresslab" in json.dumps(mine[0])
+
+
+PAGES = ("/", "/runs/shop-t1.html", "/runs/shop-t1.json", "/index.html", "/systems/shop/counters/app.cpu_pct.html",
+         "/compare/shop-r1--shop-t1.html", "/validation/index.html")
+
+
+def _get(url: str, token: str | None = None, accept: str = "application/json") -> tuple[int, str, dict]:
+    """(status, body, headers) of a GET that follows no redirect."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+    headers = {"Accept": accept, **({"Authorization": f"Bearer {token}"} if token else {})}
+    try:
+        with urllib.request.build_opener(NoRedirect).open(urllib.request.Request(url, headers=headers),
+                                                          timeout=30) as answer:
+            return answer.status, answer.read().decode(), dict(answer.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(), dict(err.headers)
+
+
+def _token(api: int, user: str, password: str) -> str:
+    body = json.dumps({"username": user, "password": password}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{api}/auth/token", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())["access_token"]
+
+
+def test_every_route_is_behind_airflows_login(client, tree, tmp_path, migrated_airflow_db):
+    """A real ``airflow api-server`` with the plugin and the simple auth manager: anonymous callers
+    get nothing of the reports (401; a browser is sent to Airflow's login page), a viewer logged in
+    through Airflow's own token endpoint reads every page, a user whose role the auth manager does
+    not know is refused (403), and traversal is still refused behind the login."""
+    env = migrated_home(tmp_path / "home", tree, migrated_airflow_db)
+    api = free_port()
+    env.update({"AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"), "AIRFLOW__API__PORT": str(api),
+                "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "reader:viewer,stranger:",
+                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"})
+    base = f"http://127.0.0.1:{api}/regresslab"
+    with ExitStack() as stack:
+        log = open(tmp_path / "api-server.log", "w")
+        stack.callback(log.close)
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(api)],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        stack.callback(stop, proc)
+        passwords = tmp_path / "home" / "simple_auth_manager_passwords.json.generated"
+        wait_until(passwords.exists, "the API server's generated passwords", 180, 0.5)
+
+        def listening() -> bool:
+            try:
+                return _get(base + "/")[0] in (200, 401, 403)
+            except OSError:
+                return False
+        wait_until(listening, "the API server", 180, 0.5)
+        known = json.loads(passwords.read_text())
+        for path in PAGES:
+            status, body, _ = _get(base + path)
+            assert status == 401 and "shop" not in body and "docs" not in body, (path, status, body)
+        status, _, headers = _get(base + "/runs/shop-t1.html", accept="text/html,application/xhtml+xml")
+        assert status == 303 and "login" in headers["location"] and "regresslab" in headers["location"]
+        viewer = _token(api, "reader", known["reader"])
+        assert _get(base + "/", viewer)[0] == 200 and "2026-11-22: 1 of 2 runs regressed" in _get(base + "/", viewer)[1]
+        for path in PAGES[1:]:
+            status, body, _ = _get(base + path, viewer)
+            assert status == 200 and body, (path, status)
+        assert _get(base + "/runs/shop-t1.html", viewer)[1] == "<html>run page</html>"
+        assert _get(base + "/runs/shop-t1.html", "not-a-token")[0] in (401, 403)
+        stranger = _token(api, "stranger", known["stranger"])
+        for path in PAGES:
+            status, body, _ = _get(base + path, stranger)
+            assert status == 403 and "shop" not in body, (path, status)
+        for path in ("/runs/..%2F..%2Fsecret.txt", "/validation/..%2F..%2Fsecret.txt", "/systems/shop/medians.parquet"):
+            status, body, _ = _get(base + path, viewer)
+            assert status == 404 and "secret" not in body, path
