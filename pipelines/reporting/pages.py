@@ -8,6 +8,7 @@ so a page works offline and carries no script.
 from __future__ import annotations
 
 import logging
+import re
 import math
 from typing import Any
 
@@ -101,7 +102,8 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
                  systems: dict[str, str] | None = None,
                  reasons: dict[str, str] | None = None, valid_runs: int | None = None,
                  dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = (),
-                 trends: list[dict[str, Any]] = (), commits: dict[str, Any] | None = None) -> str:
+                 trends: list[dict[str, Any]] = (), commits: dict[str, Any] | None = None,
+                 missing_sources: list[dict[str, Any]] = ()) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
     the counters validation left out of valid runs, with theirs; and, when there is no target,
     a sentence that says why (nothing new, or everything quarantined)."""
@@ -110,7 +112,29 @@ def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quar
         rows=rows, failed=failed, unjudged=[r for r in rows if r["verdict"] == "no_baseline"], night=night, generated=generated, quarantined=quarantined,
         reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
         dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends),
-        commits=commits, systems=systems or {})
+        commits=commits, systems=systems or {}, missing_sources=list(missing_sources))
+
+
+FAILED_BANNER = re.compile(r'<div class="banner fail" id="night-failed">.*?</div>\n?', re.S)
+
+
+def mark_night_failed(html: str | None, *, night: str, stage: str, reason: str) -> str:
+    """The night index of a night that failed at ``stage``: its first line says so, and that the
+    runs below, if any, are of the last night analysed (``html``: the index as it stands, None when
+    no night was ever analysed)."""
+    from markupsafe import escape
+
+    banner = (f'<div class="banner fail" id="night-failed"><div class="v">Night {escape(night)} FAILED at '
+              f'{escape(stage)}</div><div class="s">{escape(" ".join(reason.split())[-600:])}. No run was analysed tonight'
+              + ('; what follows is the last night analysed, not tonight.' if html else '.') + '</div></div>\n')
+    if not html or "<main>" not in html:
+        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>regresslab — night '
+                f'{escape(night)} FAILED</title><style>{style_sheet()}</style></head><body><main>\n{banner}'
+                '</main></body></html>\n')
+    html = FAILED_BANNER.sub("", html)
+    html = re.sub(r"<title>.*?</title>", f"<title>regresslab — night {escape(night)} FAILED</title>", html, count=1,
+                  flags=re.S)
+    return html.replace("<main>", "<main>\n" + banner, 1)
 
 
 def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

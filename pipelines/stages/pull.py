@@ -2,7 +2,10 @@
 
 The machinery (sources, hashing, the manifest, refusals) is :mod:`pipelines.storage.sources`;
 this stage reads ``params.yaml: pull``, runs it under the data lock and writes
-``data/interim/pull_summary.json``.
+``data/interim/pull_summary.json``.  A night whose sources can none be listed (a missing folder,
+an unreachable server, refused credentials) **fails** here, naming each source and why: a dead
+mount must not pass for a night with nothing new.  One source of several missing: the night goes
+on, and the night index names it.
 """
 from __future__ import annotations
 
@@ -26,6 +29,11 @@ def source_locations(params: dict) -> list[str]:
     return [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
 
 
+def nothing_listed(summary: dict, params: dict) -> bool:
+    """Whether every configured source failed to be listed (a night that can read nothing)."""
+    return bool(summary["missing_sources"]) and len(summary["missing_sources"]) == len(source_locations(params))
+
+
 @locks.holding("pull")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -37,6 +45,10 @@ def main() -> None:
           f"{summary['bytes_read']:,} bytes read")
     for m in summary["missing_sources"]:
         print(f"[pull] source skipped: {m['source']}: {m['reason']}", file=sys.stderr)
+    if nothing_listed(summary, params):
+        missing = "; ".join(f"{m['source']}: {m['reason']}" for m in summary["missing_sources"])
+        print(f"[pull] FAILED: no pull source could be listed ({missing})", file=sys.stderr)
+        raise SystemExit(1)
     for r in summary["refused"]:
         print(f"[pull] refused {r['run_id']}: {r['reason']}", file=sys.stderr)
 

@@ -244,3 +244,48 @@ def test_the_stage_and_reason_read_from_dvc_output():
     assert stage == "detect" and reason.splitlines()[-2] == "ValueError: no baseline"
     assert failed_stage(["ERROR: unexpected error - dvc.yaml missing\n"]) == (
         "dvc repro", "ERROR: unexpected error - dvc.yaml missing")
+
+
+def test_a_night_whose_only_source_is_gone_fails_says_so_on_the_index_and_alerts(tmp_path, plain_server, monkeypatch):
+    """``pull.source`` at a folder that does not exist: the real pull stage under a real ``dvc
+    repro`` fails, ``regresslab run`` returns non-zero, the night index (which still shows an earlier
+    night) opens with the failure and the source, and the failed-night mail reaches the SMTP server."""
+    import subprocess
+
+    import yaml
+
+    from pipelines.cli import main as cli
+
+    inbox, port = plain_server
+    repo = Path(__file__).resolve().parents[2]
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["pull"]["source"] = str(tmp_path / "mount" / "gone")
+    params["report"]["night"] = "2026-11-26"
+    params["alerts"].update(plain_smtp(port, webhook_url_env="NO_SUCH_WEBHOOK_VARIABLE"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (tmp_path / "dvc.yaml").write_text(f"stages:\n  pull:\n    cmd: {sys.executable} -m pipelines.stages.pull\n")
+    (tmp_path / "reports").mkdir()
+    earlier = "<!DOCTYPE html><html><head><title>regresslab — night 2026-11-25</title></head><body><main>\n" \
+              "<h1>regresslab — night 2026-11-25</h1><p>3 of 9 runs regressed</p></main></body></html>"
+    (tmp_path / "reports" / "index.html").write_text(earlier)
+    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    monkeypatch.setenv("REGRESSLAB_ROOT", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(repo))
+    old = config.ROOT
+    config.use_root(tmp_path)
+    try:
+        code = cli.main(["run"])
+    finally:
+        config.use_root(old)
+    assert code != 0
+    page = (tmp_path / "reports" / "index.html").read_text()
+    first = page[page.index("<main>") + len("<main>"):].strip().splitlines()[0]
+    assert "Night 2026-11-26 FAILED at pull" in first and str(tmp_path / "mount" / "gone") in first
+    assert "no pull source could be listed" in first and "last night analysed" in first
+    assert "night 2026-11-25" in page and "<title>regresslab — night 2026-11-26 FAILED</title>" in page
+    assert len(inbox.messages) == 1
+    mail = email.message_from_bytes(inbox.messages[0][2])
+    assert "FAILED at pull" in mail["Subject"]
+    body = "".join(part.get_payload(decode=True).decode() for part in mail.walk() if part.get_content_maintype() == "text")
+    assert "gone" in body and "no pull source could be listed" in body
+    assert not (tmp_path / "dvc.lock").exists()         # the real dvc ran, and recorded no success

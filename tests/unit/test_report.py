@@ -288,3 +288,19 @@ def test_only_a_flagged_counter_shows_its_size_at_its_strongest():
     assert "+1.0 % (+20.0 % at its strongest)" in next(r for r in rows if 'class="flagged"' in r)
     calm = next(r for r in rows if "calm.cpu_pct" in r)
     assert "+1.0 %" in calm and "at its strongest" not in calm
+
+
+def test_a_failed_night_opens_the_index_once_escaped_and_says_what_the_rest_is():
+    from pipelines.reporting.pages import mark_night_failed
+
+    earlier = "<html><head><title>regresslab — night 2026-11-25</title></head><body><main>\n<h1>night 2026-11-25</h1>"
+    once = mark_night_failed(earlier, night="2026-11-26", stage="pull", reason="source <b>/mnt/x</b>:\n  gone")
+    body = once[once.index("<main>") + 6:].strip()
+    assert body.startswith('<div class="banner fail" id="night-failed"><div class="v">Night 2026-11-26 FAILED at pull')
+    assert "source &lt;b&gt;/mnt/x&lt;/b&gt;: gone" in body and "<b>/mnt" not in once
+    assert "last night analysed, not tonight" in body and "<h1>night 2026-11-25</h1>" in body
+    twice = mark_night_failed(once, night="2026-11-27", stage="validate", reason="disk full")
+    assert twice.count('id="night-failed"') == 1 and "2026-11-27 FAILED at validate" in twice
+    assert "<title>regresslab — night 2026-11-27 FAILED</title>" in twice
+    fresh = mark_night_failed(None, night="2026-11-26", stage="pull", reason="gone")
+    assert "FAILED at pull" in fresh and "No run was analysed tonight." in fresh and "last night" not in fresh
