@@ -87,8 +87,8 @@ def run(argv: list[str]) -> int:
 
         stage, reason = failed_stage(list(tail))
         if not alerts.is_skip(reason):
-            from pipelines.stages.report import mark_failed_night
-            print(f"[run] night FAILED at {stage}: the night index says so: {mark_failed_night(stage, reason)}",
+            from pipelines.reporting.pages import write_failed_night
+            print(f"[run] night FAILED at {stage}: the night index says so: {write_failed_night(stage, reason)}",
                   file=sys.stderr)
         print(f"[run] alerts: {alerts.notify_stopped(stage, reason, where='dvc repro')}", file=sys.stderr)
     return proc.returncode

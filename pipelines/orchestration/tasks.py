@@ -100,8 +100,8 @@ def notify_failure(context) -> None:
 
     where = f"DAG run {context.get('run_id')}"
     if not alerts.is_skip(reason):
-        from pipelines.stages.report import mark_failed_night
-        print(f"regresslab: the night index says the night failed: {mark_failed_night(stage, reason)}")
+        from pipelines.reporting.pages import write_failed_night
+        print(f"regresslab: the night index says the night failed: {write_failed_night(stage, reason)}")
     print(f"regresslab: {alerts.notify_stopped(stage, reason, where=where, context=context)}")
 
 

@@ -8,8 +8,9 @@ so a page works offline and carries no script.
 from __future__ import annotations
 
 import logging
-import re
 import math
+import re
+from pathlib import Path
 from typing import Any
 
 from pipelines import config
@@ -135,6 +136,20 @@ def mark_night_failed(html: str | None, *, night: str, stage: str, reason: str) 
     html = re.sub(r"<title>.*?</title>", f"<title>regresslab — night {escape(night)} FAILED</title>", html, count=1,
                   flags=re.S)
     return html.replace("<main>", "<main>\n" + banner, 1)
+
+
+def write_failed_night(stage: str, reason: str) -> Path:
+    """A night that stopped at ``stage``: the night index (``config.NIGHT_INDEX``) opens with it
+    (:func:`mark_night_failed`; the night's label is ``report.night``, else today's UTC date)."""
+    from datetime import datetime, timezone
+
+    from pipelines.storage import archive
+
+    night = str(config.load_params("report")["night"] or datetime.now(timezone.utc).date())
+    current = config.NIGHT_INDEX.read_text(encoding="utf-8") if config.NIGHT_INDEX.is_file() else None
+    config.ensure_dirs(config.NIGHT_INDEX.parent)
+    archive.write_text_atomic(config.NIGHT_INDEX, mark_night_failed(current, night=night, stage=stage, reason=reason))
+    return config.NIGHT_INDEX
 
 
 def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

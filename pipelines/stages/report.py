@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -18,7 +17,7 @@ from pipelines import config, parallel
 from pipelines.calibration import headline, history
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, compare, counter_history, links
-from pipelines.reporting.pages import dropped_counters, index_row, mark_night_failed, render_index, render_run
+from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, locks, memo, store, triage_log
@@ -227,17 +226,6 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined,
             "missing_sources": [m.get("source") for m in missing]}
-
-
-def mark_failed_night(stage: str, reason: str) -> Path:
-    """A night that stopped at ``stage``: the night index's first line says so and why (the runs
-    below it, if any, are the last night analysed, and it says that too)."""
-    params = config.load_params("report")
-    night = str(params["night"] or pd.Timestamp.now(tz="UTC").date())
-    current = config.NIGHT_INDEX.read_text(encoding="utf-8") if config.NIGHT_INDEX.is_file() else None
-    config.ensure_dirs(config.NIGHT_INDEX.parent)
-    archive.write_text_atomic(config.NIGHT_INDEX, mark_night_failed(current, night=night, stage=stage, reason=reason))
-    return config.NIGHT_INDEX
 
 
 @locks.holding("report")
