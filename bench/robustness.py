@@ -307,15 +307,18 @@ def summarize(result: dict) -> dict:
 
 def table(results: list[dict]) -> list[str]:
     lines = ["| set | split | history | targets (normal/faults) | headline | stacking | charts | clusters | "
-             "classifier | within run | best anchor | no_baseline |", "|" + "---|" * 12]
+             "classifier | within run | best detector alone | gap | best anchor | no_baseline |", "|" + "---|" * 14]
     for r in results:
         s = summarize(r)
         m = s["methods"]
         cell = lambda k: f"{m[k]['accuracy']:.3f} ({m[k]['normal_failed']}/{m[k]['faults_caught']})"  # noqa: E731
         best = max(ANCHORS, key=lambda k: m[k]["accuracy"] or 0)
+        alone = max(DETECTORS, key=lambda k: m[k]["accuracy"] or 0)
+        gap = (m["headline"]["accuracy"] or 0) - (m[alone]["accuracy"] or 0)
         lines.append(f"| {r['set']} | {r['split']} | {r['history']} | {s['targets']} ({s['normal']}/{s['faults']}) | "
                      f"{cell('headline')} | {cell('stacking')} | {cell('control_charts')} | "
-                     f"{cell('cluster_models')} | {cell('cause_classifier')} | {cell('within_run')} | {cell(best)} {best} | "
+                     f"{cell('cluster_models')} | {cell('cause_classifier')} | {cell('within_run')} | "
+                     f"{cell(alone)} {alone} | {gap:+.3f} | {cell(best)} {best} | "
                      f"{s['no_baseline']} |" + (f" night failed: {r['error'][:80]}" if r.get("error") else ""))
     return lines
 
@@ -330,6 +333,7 @@ def worst_cases(results: list[dict]) -> dict[str, dict[str, float]]:
                 out[r["set"]][m] = v["accuracy"] if cur is None else min(cur, v["accuracy"])
     for per_set in out.values():
         per_set["best_anchor"] = max(per_set[a] for a in ANCHORS if a in per_set)
+        per_set["best_detector"] = max(per_set[d] for d in DETECTORS if d in per_set)
     return out
 
 
@@ -340,12 +344,32 @@ def report(results: list[dict]) -> None:
     failed = sum(summarize(r)["methods"]["headline"]["normal_failed"] for r in results)
     print(f"\nheadline: {failed}/{normal} normal targets failed over every set and split "
           f"({100 * failed / max(normal, 1):.1f} %)")
-    print("\n| set | worst: headline | stacking | charts | clusters | classifier | within run | best anchor |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("\n| set | worst: headline | stacking | charts | clusters | classifier | within run | best detector alone | "
+          "gap | best anchor |\n|---|---|---|---|---|---|---|---|---|---|")
     for name, w in worst_cases(results).items():
         print(f"| {name} | {w['headline']:.3f} | {w['stacking']:.3f} | {w['control_charts']:.3f} | "
               f"{w['cluster_models']:.3f} | {w['cause_classifier']:.3f} | {w.get('within_run', float('nan')):.3f} | "
-              f"{w['best_anchor']:.3f} |")
+              f"{w['best_detector']:.3f} | {w['headline'] - w['best_detector']:+.3f} | {w['best_anchor']:.3f} |")
+    ranks = counter_ranks(results)
+    if ranks:
+        print("\n| set | failed faults with labelled counters | a labelled counter first (top 1) | among the first five |\n"
+              "|---|---|---|---|")
+        for name, (n, top1, top5) in ranks.items():
+            print(f"| {name} | {n} | {top1:.2f} | {top5:.2f} |")
+
+
+def counter_ranks(results: list[dict]) -> dict[str, tuple[int, float, float]]:
+    """Per set, over the fault targets the headline failed whose label names counters: the share
+    whose first counter shown is a labelled one, and whose first five hold one."""
+    out: dict[str, list[tuple[bool, bool]]] = {}
+    for r in results:
+        for row in r["targets"].values():
+            labelled = set(row.get("labelled") or [])
+            if row["truth"] == "fail" and labelled and row["said"].get("headline") == "fail":
+                first = row.get("first_counters") or []
+                out.setdefault(r["set"], []).append((bool(first[:1]) and first[0] in labelled,
+                                                     bool(labelled & set(first[:5]))))
+    return {k: (len(v), sum(a for a, _ in v) / len(v), sum(b for _, b in v) / len(v)) for k, v in out.items()}
 
 
 def compare(paths: list[Path]) -> None:

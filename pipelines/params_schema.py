@@ -40,6 +40,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "report.verdict_rule": ("calibrated", "all", "any", "stacking", "control_charts"),
     "report.combination": ("simes", "bonferroni"),
     "report.detector_weights": ("faults", "equal"),
+    "report.detector_trust": ("record", "none"),
     "report.flag_rule": ("rules", "union"),
 }
 # keys whose default is null (off, unset) and the type they take when set
@@ -64,7 +65,7 @@ UNIT_INTERVAL = ("false_alarm_rate", "_share", "alpha", "min_coverage", "min_sup
                  "value_mostly", "null_quantile", "subsample_share", "min_magnitude", "range_slack",
                  "floor_share", "min_rel_change", "delta_threshold", "stacking_threshold", "r2_threshold",
                  "error_trim", "error_floor", "load_independent_ratio", "min_load_correlation", "min_change",
-                 "max_change", "classifier_resolution", "median_change")
+                 "max_change", "classifier_resolution", "median_change", "trust_level")
 # numbers whose default is whole but that are quantities, not counts: a fraction is fine
 FRACTIONAL = ("_s", "seconds", "_mb", "_pct", "sigma", "penalty", "log_base", "log_span", "_sd", "ratio",
               "standard_errors")

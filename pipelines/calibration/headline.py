@@ -62,9 +62,11 @@ import numpy as np
 
 from pipelines.calibration import effects
 from pipelines.calibration import pvalues
+from pipelines.calibration import record
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
+DETECTOR_TRUST = ("record", "none")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
@@ -189,6 +191,15 @@ def classifier_history_faults(predicted: dict[str, Any] | None, *, resolution: f
     return {r: classifier_pvalue(float(v), null, resolution=resolution) for r, v in predicted["history_fault_scores"].items()}
 
 
+def classifier_history_normals(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
+    """The classifier's p-value on each verified normal run of the history: its leave-one-out fault
+    score against the other normal runs' (``record``); None when the prediction carries none."""
+    scores = (predicted or {}).get("history_normal_scores")
+    if not scores:
+        return None
+    return record.loo_pvalues(scores, lambda s, null: classifier_pvalue(s, null, resolution=resolution))
+
+
 def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
     """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
     rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
@@ -236,6 +247,9 @@ class HeadlineRule:
     combination: str = "simes"
     min_effect_pct: float = 0.0
     detector_weights: str = "equal"
+    trust: str = "none"
+    trust_level: float = 0.05
+    trust_min_runs: int = 3
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -245,6 +259,8 @@ class HeadlineRule:
         if self.detector_weights not in DETECTOR_WEIGHTS:
             raise ValueError(f"report.detector_weights must be one of {', '.join(DETECTOR_WEIGHTS)}, "
                              f"not {self.detector_weights!r}")
+        if self.trust not in DETECTOR_TRUST:
+            raise ValueError(f"report.detector_trust must be one of {', '.join(DETECTOR_TRUST)}, not {self.trust!r}")
         if self.detectors is not None:
             object.__setattr__(self, "detectors", tuple(self.detectors))
 
@@ -255,7 +271,8 @@ class HeadlineRule:
                    false_alarm_rate=float(params["false_alarm_rate"]), detectors=params["headline_detectors"],
                    classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"],
                    min_effect_pct=float((significance or {}).get("min_effect_pct") or 0.0),
-                   detector_weights=params["detector_weights"])
+                   detector_weights=params["detector_weights"], trust=params.get("detector_trust", "none"),
+                   trust_level=float(params.get("trust_level", 0.05)))
 
 
 @dataclass
@@ -306,6 +323,7 @@ class Evidence:
     over_limit: list[str] = field(default_factory=list)
     within: dict[str, Any] | None = None
     history_faults: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    history_normals: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
@@ -326,6 +344,11 @@ def gather_evidence(detection: dict[str, Any], charts: dict[str, Any] | None,
              "clustered_regression": (clustered or {}).get("history_faults"),
              "within_run": ((charts or {}).get("within_run") or {}).get("history_faults")}
     ev.history_faults = {k: v for k, v in found.items() if v is not None}
+    normals = {"stacking": stacking.pop("history_normals", None),
+               "control_charts": (charts or {}).get("history_normals"),
+               "clustered_regression": (clustered or {}).get("history_normals"),
+               "within_run": ((charts or {}).get("within_run") or {}).get("history_normals")}
+    ev.history_normals = {k: v for k, v in normals.items() if v is not None}
     if charts and charts.get("verdict"):
         chart = {k: charts[k] for k in CHART_FIELDS}
         chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
@@ -437,24 +460,29 @@ def set_aside_small(ev: Evidence, charts: dict[str, Any] | None, changes: dict[s
 
 
 def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: str,
-                    changes: dict[str, float], min_effect_pct: float, used: dict[str, float | None]) -> list[str]:
+                    changes: dict[str, float], min_effect_pct: float, used: dict[str, float | None],
+                    only_deciders: bool = False) -> list[str]:
     """The counters a failed run shows, every one of them a change that matters; none when no such
     counter is in sight (the run then passes).  A calibrated failure may come from evidence no
     single method turned into its own failure: then the counters over their limits and bagging's
     name what moved; when only the cluster models saw it, their counters; when only the cause
     classifier, the counters that moved most.  When the run against itself decided alone
     (``used``: the combined detectors), its counters: beyond their limit in a window of the run
-    (their change matters by construction)."""
+    (their change matters by construction).  ``only_deciders``: only the detectors of ``used`` (those
+    the record chose) name counters; the others' flags are not what failed the run."""
     beyond = list((ev.within or {}).get("counters_beyond_limit") or [])
     if set(used) == {"within_run"}:
         return beyond
+    speaks = (lambda name: name in used) if only_deciders else (lambda name: True)   # noqa: E731
     rules = set(ev.methods["association_rules_stacking"]["flagged_counters"]
-                or ev.methods["association_rules_bagging"]["flagged_counters"])
-    charted = set(ev.methods.get("control_charts", {}).get("flagged_counters") or ev.over_limit)
+                or ev.methods["association_rules_bagging"]["flagged_counters"]) if speaks("stacking") else set()
+    charted = set(ev.methods.get("control_charts", {}).get("flagged_counters") or ev.over_limit) \
+        if speaks("control_charts") else set()
     chosen = rules | charted if flag_rule == "union" else rules or charted
     moved = effects.split_by_effect([c for c, v in counter_scores.items() if v > 0], changes, min_effect_pct)[0]
     within = beyond if "within_run" in used else []
-    return [c for c in counter_scores if c in chosen] or ev.cluster_flags or within or moved[:FALLBACK_FLAGS]
+    clusters = ev.cluster_flags if speaks("clustered_regression") else []
+    return [c for c in counter_scores if c in chosen] or clusters or within or moved[:FALLBACK_FLAGS]
 
 
 def run_score(ev: Evidence, used: dict[str, float | None]) -> float:
@@ -474,14 +502,27 @@ def no_baseline_reason(detection: dict[str, Any]) -> str | None:
     return None
 
 
+def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, run_id: str,
+            lab_of: dict[str, str] | None) -> record.Choice:
+    """The detectors this system's own record shows right, among those that judged the run
+    (``used``): :func:`record.choose`, the record read in the run's lab (``lab_of``: run -> lab)."""
+    lab_of = lab_of or {}
+    history = record.History(ev.history_normals, {d: {r: p for r, p in v.items() if p is not None}
+                                                  for d, v in ev.history_faults.items()}, lab_of)
+    return record.choose(used, history, lab=lab_of.get(run_id), alpha=rule.false_alarm_rate, level=rule.trust_level,
+                         min_runs=rule.trust_min_runs, combination=rule.combination, leave_out=run_id)
+
+
 def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
-            rule: HeadlineRule, *, clustered: dict[str, Any] | None = None) -> Verdict:
+            rule: HeadlineRule, *, clustered: dict[str, Any] | None = None,
+            lab_of: dict[str, str] | None = None) -> Verdict:
     """The verdict of one run (contract §2) from the stages' results under ``rule``.
 
     ``clustered`` (the ``clusters`` stage's result) joins the calibrated decision with its
     p-value; ``predicted`` (the ``predict_causes`` result) gives the cause and, through
     :func:`classifier_evidence`, the cause classifier's p-value.  Every method's own verdict is
-    reported whatever the rule."""
+    reported whatever the rule.  ``lab_of`` (run -> ``labs.lab_key``, the run's and its history's)
+    reads the detectors' record in the run's lab (``report.detector_trust: record``, :func:`trusted`)."""
     ev = gather_evidence(detection, charts, clustered)
     lab = lab_status(detection, charts)
     unjudged = no_baseline_reason(detection)
@@ -493,6 +534,9 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     classified = classifier_history_faults(predicted, resolution=rule.classifier_resolution)
     if classified is not None:
         ev.history_faults["cause_classifier"] = classified
+    normal_p = classifier_history_normals(predicted, resolution=rule.classifier_resolution)
+    if normal_p is not None:
+        ev.history_normals["cause_classifier"] = normal_p
     set_aside = uncalibrated(ev, lab["status"]) if rule.verdict_rule == "calibrated" else {}
     used = combined_detectors(ev, rule, set_aside)
     weighting = fault_weights(ev.history_faults, [k for k, v in used.items() if v is not None],
@@ -503,13 +547,22 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
                     "(nothing measures how far labs differ), and the run cannot be compared with itself: "
                     + (((charts or {}).get("within_run") or {}).get("reason") or "no within-run evidence"))
-    verdict, p_value = decide(ev, rule, used, weighting) if unjudged is None else ("no_baseline", None)
+    choice = None
+    if unjudged is None and rule.verdict_rule == "calibrated" and rule.trust == "record":
+        choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=detection["run_id"],
+                         lab_of=lab_of)
+        used = {d: ev.p_values[d] for d in choice.detectors}
+        weighting = None                  # the shares are the record's: details["trust"]
+        verdict, p_value = (("fail" if choice.p_value <= rule.false_alarm_rate else "pass"), choice.p_value) \
+            if choice.p_value is not None else (headline_verdict(ev.verdicts, "all"), None)
+    else:
+        verdict, p_value = decide(ev, rule, used, weighting) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
     changes = (detection.get("details") or {}).get("effects") or {}
     small = set_aside_small(ev, charts, changes, rule.min_effect_pct)
     small.update((detection.get("details") or {}).get("below_min_effect") or {})
-    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, used) \
-        if verdict == "fail" else []
+    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, used,
+                              only_deciders=choice is not None) if verdict == "fail" else []
     if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
         verdict = "pass"
     details = {**detection.get("details", {}), "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
@@ -524,6 +577,8 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
         details["combined_detectors"] = sorted(k for k, v in used.items() if v is not None)
         details["set_aside_detectors"] = set_aside
         details["detector_weights"] = weighting
+        if choice is not None:
+            details["trust"] = choice.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
     return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,

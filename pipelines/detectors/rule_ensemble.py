@@ -56,7 +56,7 @@ import pandas as pd
 import scipy.stats  # noqa: F401 -- labs' and pvalues' tests, imported once before the analyses fork, not in each process
 
 from pipelines import config, parallel
-from pipelines.calibration import effects, history, labs, pvalues
+from pipelines.calibration import effects, history, labs, pvalues, record
 from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
 from pipelines.progress import Progress
@@ -794,7 +794,8 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     other labs' models only (:func:`labs.cross_lab_null`), the null of a target whose baseline
     does not share its lab (:func:`labs.matched_null`).  ``fault_pvalues``: each verified fault run
     whose baseline shares its lab, judged as a target is, and its p-value against that null (what
-    ``headline.fault_weights`` learns each detector's share of the rate from).
+    ``headline.fault_weights`` learns each detector's share of the rate from); ``normal_pvalues``:
+    each normal run's p-value against the others' scores (its record's false alarms, ``record``).
 
     The bin edges are the system's (learned with every passed run, the judged one included:
     a normal run looks slightly more normal than a new one would, so the null is a little
@@ -852,5 +853,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
             return None
         return stacking_evidence(result, list(scores.values()))["p_value"]
     fault_p = dict(zip(faults, mapper(judge_fault, faults)))
+    normal_p = record.loo_pvalues(scores, lambda s, null: stacking_pvalue(s, null, max(1, len(passed) - 1)))
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores, "cross_lab_scores": cross,
-                             "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None}}, key)
+                             "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None},
+                             "normal_pvalues": normal_p}, key)

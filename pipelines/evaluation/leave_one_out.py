@@ -155,6 +155,9 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
             rule_ensemble.stacking_evidence(result, list(matched.values())), null=kind)
     faults = loo_history_faults([r for r in analysed if index[r]["verdict"] == "fail"], analysed, charts or {},
                                 clustered or {}, classified or {})
+    normals = loo_history_faults([r for r in analysed if index[r]["verdict"] == "pass"], analysed, charts or {},
+                                 clustered or {}, {})
+    lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     for run_id, (result, doc) in analysed.items():
         row = index[run_id]
         truth = (run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
@@ -166,26 +169,38 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
             if within.get("verdict"):
                 rows += score_rows(*truth, {"within_run": within["flagged_counters"]}, within["counter_scores"], "loo",
                                    failed=within["verdict"] == "fail")
-            doc["methods"]["association_rules_stacking"]["history_faults"] = faults["stacking"]
+            doc["methods"]["association_rules_stacking"].update(history_faults=faults["stacking"],
+                                                                history_normals=normals["stacking"])
             chart = {**charts[run_id], "baseline_runs": [], "history_faults": faults["control_charts"],
-                     "within_run": {**(charts[run_id].get("within_run") or {}), "history_faults": faults["within_run"]}}
-            cluster = {**clustered[run_id], "history_faults": faults["clustered_regression"]} \
+                     "history_normals": normals["control_charts"],
+                     "within_run": {**(charts[run_id].get("within_run") or {}), "history_faults": faults["within_run"],
+                                    "history_normals": normals["within_run"]}}
+            cluster = {**clustered[run_id], "history_faults": faults["clustered_regression"],
+                       "history_normals": normals["clustered_regression"]} \
                 if clustered and run_id in clustered else None
-            predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"]} \
+            predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
+                         "history_normal_scores": loo_normal_scores(classified)} \
                 if classified and run_id in classified else None
-            head = headline.compose({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster)
+            head = headline.compose({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
+                                    lab_of=lab_of)
             rows += score_rows(*truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
                                failed=head.verdict == "fail")
             rows += classifier_rows(*truth, head.to_json(), "loo")
     return rows
 
 
+def loo_normal_scores(classified: dict[str, dict]) -> dict[str, float]:
+    """The classifier's leave-one-out fault score of each verified normal run (:func:`loo_classified`):
+    the record of its false alarms (``record``, p-values against the others')."""
+    return {r: float(v["fault_score"]) for r, v in classified.items() if v.get("truth") == "none"}
+
+
 def loo_history_faults(faults: list[str], analysed: dict[str, tuple[dict, dict]], charts: dict[str, dict],
                        clustered: dict[str, dict], classified: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """What ``headline.fault_weights`` learns from in leave-one-out: each detector's p-value on each
-    verified fault run of ``faults`` whose baseline shares its lab, from the held-out judgements
-    themselves (the headline leaves the run judged out of them); the classifier's fault scores as
-    they are."""
+    """What the headline learns each detector's record from in leave-one-out: each detector's p-value
+    on each verified run of ``faults`` (the fault runs, or the normal runs: the record's false alarms)
+    whose baseline shares its lab, from the held-out judgements themselves (the headline leaves the
+    run judged out of them); the classifier's fault scores as they are."""
     def same_lab(result: dict | None) -> bool:
         return ((result or {}).get("lab") or {}).get("status") == "same_lab"
     out: dict[str, dict[str, float]] = {"stacking": {}, "control_charts": {}, "within_run": {},
@@ -219,7 +234,7 @@ def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if not loo or any("fault_score" not in v for v in loo.values()):
         return {}
     normal = {r: v["fault_score"] for r, v in loo.items() if v["truth"] == "none"}
-    return {r: {"label": None, "fault_score": v["fault_score"],
+    return {r: {"label": None, "fault_score": v["fault_score"], "truth": v["truth"],
                 "null_fault_scores": sorted(s for n, s in normal.items() if n != r)} for r, v in loo.items()}
 
 

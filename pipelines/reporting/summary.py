@@ -118,7 +118,8 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
     (:func:`summary_order`; inside the run, :func:`within_text`, when the run was judged against
     itself alone), the probable cause (or unknown), and whether a new lab makes the verdict
     uncertain."""
-    within_only = (doc.get("details") or {}).get("combined_detectors") == ["within_run"]
+    details = doc.get("details") or {}
+    within_only = details.get("combined_detectors") == ["within_run"] and bool(details.get("set_aside_detectors"))
     if doc["verdict"] == "no_baseline":
         text = "Not judged: " + (doc.get("details", {}).get("no_baseline") or "no baseline")
         return text + "."

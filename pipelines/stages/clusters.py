@@ -11,8 +11,9 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
-from pipelines.calibration import history
-from pipelines.detectors.cluster_models import cross_lab_scores, decide_matched, model_against, normal_scores
+from pipelines.calibration import history, record
+from pipelines.calibration.pvalues import calibrated_pvalue
+from pipelines.detectors.cluster_models import RESOLUTION, cross_lab_scores, decide_matched, model_against, normal_scores
 from pipelines.progress import Progress
 from pipelines.storage import archive, locks, memo, store
 
@@ -34,8 +35,10 @@ def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[st
     null, _ = normal_scores(passed, index, frames, params, hist)
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     cross = cross_lab_scores(passed, index, frames, params, hist, verdicts)
+    normal_p = record.loo_pvalues(null, lambda s, others: calibrated_pvalue(s, others, resolution=RESOLUTION))
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
-                             "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts)}, key)
+                             "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts),
+                             "normal_pvalues": normal_p}, key)
 
 
 def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
@@ -75,6 +78,7 @@ def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, An
     result = decide_matched(model_against(run_id, baseline, index, frames, params, hist),
                             calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
     result["history_faults"] = calibration.get("fault_pvalues")
+    result["history_normals"] = calibration.get("normal_pvalues")
     return memo.write(config.cluster_path(run_id), result, key), False
 
 

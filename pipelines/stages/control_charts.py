@@ -10,10 +10,12 @@ import logging
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import history, labs
+from pipelines.calibration import history, labs, record
+from pipelines.calibration.pvalues import calibrated_pvalue, combined_pvalue
 from pipelines.detectors import within_run
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
@@ -64,8 +66,9 @@ def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: s
                 false_alarm_rate=float(params["false_alarm_rate"]))
     out["null"] = null
     within["history_faults"] = calibration["within_run"].get("fault_pvalues")
+    within["history_normals"] = calibration["within_run"].get("normal_pvalues")
     out.update({
-        "history_faults": calibration.get("fault_pvalues"),
+        "history_faults": calibration.get("fault_pvalues"), "history_normals": calibration.get("normal_pvalues"),
         "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
                    for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
@@ -107,7 +110,28 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
     calibration["within_run"] = within_calibration(passed, frames, significance)
     calibration["fault_pvalues"], calibration["within_run"]["fault_pvalues"] = fault_pvalues(
         index, frames, calibration, params, hist, significance, verdicts)
+    calibration["normal_pvalues"] = normal_pvalues(calibration, {r: len(frames[r]) for r in calibration["normal_scores"]})
+    calibration["within_run"]["normal_pvalues"] = record.loo_pvalues(
+        calibration["within_run"]["normal_scores"],
+        lambda s, null: calibrated_pvalue(s, null, resolution=within_run.RESOLUTION))
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
+
+
+def normal_pvalues(calibration: dict[str, Any], intervals: dict[str, int]) -> dict[str, float]:
+    """Each normal run's charts p-value against the others' run and window scores, as
+    ``charts.judge`` computes a target's (Bonferroni of the two; resolution one interval of the
+    run): the charts' record of false alarms (``record``)."""
+    runs, windows = calibration["normal_scores"], calibration["window_scores"]
+    out = {}
+    for r, score in runs.items():
+        resolution = 1.0 / max(1, intervals.get(r, 1))
+        p_run = calibrated_pvalue(score, [v for q, v in runs.items() if q != r], resolution=resolution)
+        p_window = calibrated_pvalue(windows.get(r, 0.0), [v for q, v in windows.items() if q != r],
+                                     resolution=resolution)
+        p = combined_pvalue([p_run, p_window])
+        if np.isfinite(p):
+            out[r] = round(float(p), 6)
+    return out
 
 
 def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],

@@ -120,7 +120,8 @@ class DetectJob:
         null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
                                        self.calibration.get("cross_lab_scores"), self.run_id)
         doc["methods"]["association_rules_stacking"].update(
-            stacking_evidence(result, list(null.values())), null=kind, history_faults=self.calibration.get("fault_pvalues"))
+            stacking_evidence(result, list(null.values())), null=kind, history_faults=self.calibration.get("fault_pvalues"),
+            history_normals=self.calibration.get("normal_pvalues"))
         doc["details"]["baseline_origin"] = self.origin
         return memo.write(config.detection_path(self.run_id), doc, self.key)
 

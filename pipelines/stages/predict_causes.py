@@ -52,6 +52,7 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
             if meta.get("null_fault_scores") is not None:     # the classifier as a detector (headline)
                 result["null_fault_scores"] = sorted(meta["null_fault_scores"].values())
                 result["history_fault_scores"] = history_fault_scores(meta)
+                result["history_normal_scores"] = dict(sorted(meta["null_fault_scores"].items()))
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id
     archive.write_json_atomic(config.cause_path(run_id), result)

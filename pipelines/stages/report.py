@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import headline, history
+from pipelines.calibration import headline, history, labs
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, compare, counter_history, links
 from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
@@ -97,7 +97,9 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
-    verdict = headline.compose(detection, charts, predicted, rule, clustered=clustered)
+    system = index[run_id]["system"]
+    lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
+    verdict = headline.compose(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of)
     verdict.details["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])

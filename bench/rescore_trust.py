@@ -1,0 +1,193 @@
+"""What the protocol scores when the verdict follows each detector's record, without re-running.
+
+    python bench/robustness.py --tag before            # once: every split's tree under build/robustness
+    python bench/rescore_trust.py build/robustness     # every stored split decided again
+    python bench/rescore_trust.py build/robustness --level 0.01 --min-runs 5   # another trust rule
+
+Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
+file), and each detector's calibration on the split's history (normal runs' scores, the verified
+faults' p-values; the cause model's leave-one-out fault scores).  This rebuilds every detector's
+record as the stages now do (``record.loo_pvalues`` with each detector's own p-value), composes
+every target's verdict file again with ``headline.compose`` from the stored stage results and that
+record (``report.detector_trust: record``), and prints, per set and split, the verdict so composed
+beside the stored headline and each detector alone, each set's worst case and its gap to the best
+detector alone, and where the first counters shown name a labelled one.  Nothing is re-run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from pipelines.calibration import headline, labs, pvalues, record  # noqa: E402 -- after the path is set
+from pipelines.detectors import cluster_models, rule_ensemble, within_run  # noqa: E402
+from pipelines.stages.control_charts import normal_pvalues  # noqa: E402
+
+DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
+             "cause_classifier": "cause_classifier", "within_run": "within_run"}
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def system_history(tree: Path, system: str, index: dict, resolution: float) -> record.History:
+    """Every detector's record on the split's history, from its stored calibrations."""
+    processed = tree / "data" / "processed"
+    stacking = read(processed / "stacking_calibration" / f"{system}.json")
+    charts = read(processed / "control_charts" / "calibration" / f"{system}.json")
+    clusters = read(processed / "clusters" / "calibration" / f"{system}.json")
+    pointer = read(processed / "cause_models" / system / "latest.json")
+    meta = read(processed / "cause_models" / system / pointer["meta"]) if pointer else {}
+    normals: dict[str, dict[str, float]] = {}
+    faults: dict[str, dict[str, float]] = {}
+    if stacking:
+        n = max(1, len(stacking.get("runs") or []) - 1)
+        normals["stacking"] = record.loo_pvalues(stacking["normal_scores"],
+                                                 lambda s, null: rule_ensemble.stacking_pvalue(s, null, n))
+        faults["stacking"] = stacking.get("fault_pvalues") or {}
+    if charts:
+        intervals = {r: read(tree / "data" / "interim" / "normalized" / f"{r}.json").get("n_intervals", 1)
+                     for r in charts["normal_scores"]}
+        normals["control_charts"] = normal_pvalues(charts, intervals)
+        faults["control_charts"] = charts.get("fault_pvalues") or {}
+        within = charts.get("within_run") or {}
+        normals["within_run"] = record.loo_pvalues(
+            within.get("normal_scores") or {},
+            lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=within_run.RESOLUTION))
+        faults["within_run"] = within.get("fault_pvalues") or {}
+    if clusters:
+        normals["clustered_regression"] = record.loo_pvalues(
+            clusters["normal_scores"],
+            lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=cluster_models.RESOLUTION))
+        faults["clustered_regression"] = clusters.get("fault_pvalues") or {}
+    if meta.get("null_fault_scores"):
+        predicted = {"history_normal_scores": meta["null_fault_scores"], "null_fault_scores":
+                     list(meta["null_fault_scores"].values()),
+                     "history_fault_scores": {r: v["fault_score"] for r, v in (meta.get("loo_predictions") or {}).items()
+                                              if v.get("truth") not in (None, "none") and v.get("fault_score") is not None}}
+        normals["cause_classifier"] = headline.classifier_history_normals(predicted, resolution=resolution) or {}
+        faults["cause_classifier"] = headline.classifier_history_faults(predicted, resolution=resolution) or {}
+    lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
+    return record.History(normals, faults, lab_of)
+
+
+def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | None,
+            rule: headline.HeadlineRule) -> dict:
+    """A target's verdict file as the report stage now composes it, from the split's stored stage
+    results with each detector's record added (what the stages now write beside them)."""
+    processed = tree / "data" / "processed"
+    detection = read(processed / "detections" / f"{run_id}.json")
+    if not detection:
+        return {"verdict": "missing", "flagged_counters": [], "details": {}}
+    detection["methods"]["association_rules_stacking"]["history_normals"] = hist.normals.get("stacking")
+    charts = read(processed / "control_charts" / "runs" / f"{run_id}.json") or None
+    if charts is not None:
+        charts["history_normals"] = hist.normals.get("control_charts")
+        if charts.get("within_run"):
+            charts["within_run"]["history_normals"] = hist.normals.get("within_run")
+    clustered = read(processed / "clusters" / f"{run_id}.json") or None
+    if clustered is not None:
+        clustered["history_normals"] = hist.normals.get("clustered_regression")
+    predicted = read(processed / "causes" / f"{run_id}.json") or None
+    if predicted is not None and meta_scores:
+        predicted["history_normal_scores"] = meta_scores
+    return headline.compose(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of)).to_json()
+
+
+def meta_normal_scores(tree: Path, system: str) -> dict | None:
+    processed = tree / "data" / "processed"
+    pointer = read(processed / "cause_models" / system / "latest.json")
+    return read(processed / "cause_models" / system / pointer["meta"]).get("null_fault_scores") if pointer else None
+
+
+def rescore(tree: Path, level: float, min_runs: int) -> dict:
+    params = yaml.safe_load((tree / "params.yaml").read_text())["report"]
+    params = {**params, "headline_detectors": list(DETECTORS)}
+    rule = headline.HeadlineRule.from_params(params)
+    rule = headline.HeadlineRule(**{**rule.__dict__, "trust": "record", "trust_level": level, "trust_min_runs": min_runs})
+    index = read(tree / "data" / "interim" / "valid_runs.json")["valid"]
+    labels = read(tree / "labels.json")
+    stored = read(tree / "result.json")["targets"]
+    histories: dict[str, record.History] = {}
+    scores: dict[str, dict | None] = {}
+    out = {}
+    for run_id, truth in labels.items():
+        system = index[run_id]["system"]
+        if system not in histories:
+            histories[system] = system_history(tree, system, index, rule.classifier_resolution)
+            scores[system] = meta_normal_scores(tree, system)
+        doc = compose(tree, run_id, histories[system], scores[system], rule)
+        labelled = stored[run_id].get("labelled") or []
+        out[run_id] = {"truth": truth["verdict"], "record": doc["verdict"],
+                       "by": (doc["details"].get("trust") or {}).get("decided_by") or [],
+                       "first_counters": (doc["flagged_counters"] or list(doc.get("counter_scores") or {}))[:5],
+                       "stored_first": stored[run_id].get("first_counters") or [], "labelled": labelled,
+                       **stored[run_id]["said"]}
+    return out
+
+
+def accuracy(rows: list[dict], method: str) -> tuple[float, int, int]:
+    right = sum((r[method] == "fail") == (r["truth"] == "fail") for r in rows)
+    return right / len(rows), sum(r[method] == "fail" for r in rows if r["truth"] == "pass"), \
+        sum(r[method] == "fail" for r in rows if r["truth"] == "fail")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--level", type=float, default=0.05)
+    parser.add_argument("--min-runs", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="write every target's rescoring here")
+    args = parser.parse_args(argv)
+    methods = ("record", "headline", *DETECTORS.values())
+    print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap |\n"
+          "|---|---|---|---|---|---|---|")
+    worst: dict[str, dict[str, float]] = {}
+    normal_failed = normal = 0
+    every = {}
+    for result in sorted(args.out.glob("*/*/result.json")):
+        tree = result.parent
+        rows = list(rescore(tree, args.level, args.min_runs).values())
+        every[f"{tree.parent.name}/{tree.name}"] = rows
+        acc = {m: accuracy(rows, m) for m in methods}
+        best = max(DETECTORS.values(), key=lambda m: acc[m][0])
+        cell = lambda m: f"{acc[m][0]:.3f} ({acc[m][1]}/{acc[m][2]})"   # noqa: E731
+        n_normal = sum(r["truth"] == "pass" for r in rows)
+        print(f"| {tree.parent.name} | {tree.name} | {len(rows)} ({n_normal}/{len(rows) - n_normal}) | {cell('record')} | "
+              f"{cell('headline')} | {cell(best)} {best} | {acc['record'][0] - acc[best][0]:+.3f} |")
+        normal += n_normal
+        normal_failed += acc["record"][1]
+        for m in methods:
+            cur = worst.setdefault(tree.parent.name, {}).get(m)
+            worst[tree.parent.name][m] = acc[m][0] if cur is None else min(cur, acc[m][0])
+    print(f"\nrecord: {normal_failed}/{normal} normal targets failed ({100 * normal_failed / max(1, normal):.1f} %)")
+    print("\n| set | worst: record | stored headline | " + " | ".join(DETECTORS.values())
+          + " | best detector | gap |\n|---|" + "---|" * (len(DETECTORS) + 4))
+    for name, w in worst.items():
+        best = max(w[m] for m in DETECTORS.values())
+        print(f"| {name} | {w['record']:.3f} | {w['headline']:.3f} | "
+              + " | ".join(f"{w[m]:.3f}" for m in DETECTORS.values()) + f" | {best:.3f} | {w['record'] - best:+.3f} |")
+    print("\n| set | failed faults with labelled counters | a labelled counter first (top 1) | among the first five |"
+          "\n|---|---|---|---|")
+    ranks: dict[str, list[tuple[bool, bool]]] = {}
+    for name, rows in every.items():
+        for r in rows:
+            labelled = set(r["labelled"])
+            if r["truth"] == "fail" and r["record"] == "fail" and labelled:
+                first = r["first_counters"]
+                ranks.setdefault(name.split("/")[0], []).append((bool(first) and first[0] in labelled,
+                                                                 bool(labelled & set(first))))
+    for name, v in ranks.items():
+        print(f"| {name} | {len(v)} | {sum(a for a, _ in v) / len(v):.2f} | {sum(b for _, b in v) / len(v):.2f} |")
+    if args.json:
+        args.json.write_text(json.dumps(every, indent=1, default=list))
+
+
+if __name__ == "__main__":
+    main()

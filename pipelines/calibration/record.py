@@ -1,0 +1,212 @@
+"""record: which detectors to trust on this system, learned from its own verified history.
+
+Each detector is right somewhere: the run against itself on a system whose labs move every
+counter, the cause classifier on one whose faults repeat, the association rules where runs are
+alike.  The run's verdict therefore follows the evidence that has worked *on the system at hand*:
+every detector's **record** is its verdicts on the history's verified runs, each judged as a
+target is (leave-one-out: a normal run against the others' null, a fault against a baseline of
+its lab), at the run's false-alarm rate ``alpha``:
+
+* the **normal runs it failed** are its false alarms.  A detector whose p-values are calibrated
+  fails about ``alpha`` of them; one that fails more than that rate explains (the binomial tail
+  ``P(X >= false alarms | n, alpha)`` at most ``level``) **loses its say**: its null is not the
+  situation of this system's runs (TrainTicket's second day judged against a null of the first);
+* the **faults it caught** give it its share of the rate among the trusted ones (``1 +`` its
+  catches, Benjamini & Hochberg's weighted procedure, as ``headline.fault_weights``).
+
+The record is read in the run's **situation**: the normal runs of the run's own lab when the
+history holds at least ``min_runs`` of them (a second-day target is judged by how the detector
+did on the second day's normal runs), else every normal run.
+
+Then the **meta-decision** (:func:`choose`): each trusted detector alone, and the trusted ones
+together (weighted Simes or Bonferroni), are replayed on the same record — every verified run of
+the situation, its own catches left out of the weights that judge it — and the one with the best
+record decides: the share of normal runs passed plus the share of faults caught (either term
+alone when the history has no faults, or no normal run of the situation).  Ties go to more
+detectors (one run's odd p-value then moves the verdict less), then to fewer false alarms.  The
+choice depends on the history alone, never on the run judged, so the chosen test keeps its level
+(``pvalues.combined_pvalue``).  Nothing trusted at all (every detector failed this situation's
+normal runs beyond the rate): the one with the fewest false alarms decides, and says so.
+
+Pure: p-values in, a :class:`Choice` out.  Cited: the calibration of every detector against the
+history's normal runs is Nguyen 2017 §7.5.3 (seed 004), the per-system weighting of models by
+their past accuracy Foo et al. 2015 §3.3 (seed 003), applied to the detectors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from pipelines.calibration import pvalues
+
+DETECTOR_NAMES = {"stacking": "association rules (stacking)", "control_charts": "control charts",
+                  "clustered_regression": "cluster models", "within_run": "the run against itself",
+                  "cause_classifier": "cause classifier"}
+
+
+def loo_pvalues(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
+    """Each normal run's p-value against the scores of the others (leave-one-out): the detector's
+    verdicts on the history's normal runs.  ``pvalue(score, null)`` is the detector's own; runs
+    whose p-value cannot be computed (too few others) are left out."""
+    out = {}
+    for run, score in scores.items():
+        p = pvalue(float(score), [float(v) for r, v in scores.items() if r != run])
+        if p is not None and np.isfinite(p):
+            out[run] = round(float(p), 6)
+    return out
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One detector's record in a run's situation."""
+    detector: str
+    normal_runs: int
+    normal_failed: int
+    faults: int
+    faults_caught: int
+    situation: str                   # "this lab" or "every lab"
+    trusted: bool
+    excess_p: float | None           # P(at least normal_failed false alarms | normal_runs, alpha)
+
+    def sentence(self) -> str:
+        """"within-run: 0 of 36 normal runs failed, 30 of 31 faults caught"."""
+        name = DETECTOR_NAMES.get(self.detector, self.detector)
+        parts = [f"{self.normal_failed} of {self.normal_runs} normal runs failed"
+                 + (" (of its lab)" if self.situation == "this lab" else "")]
+        if self.faults:
+            parts.append(f"{self.faults_caught} of {self.faults} faults caught")
+        return f"{name}: " + ", ".join(parts)
+
+    def to_json(self) -> dict:
+        return {"normal_runs": self.normal_runs, "normal_failed": self.normal_failed, "faults": self.faults,
+                "faults_caught": self.faults_caught, "situation": self.situation, "trusted": self.trusted,
+                "excess_p": None if self.excess_p is None else round(self.excess_p, 6),
+                "sentence": self.sentence()}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What decides the run: ``detectors`` (one, or several combined), their combined ``p_value``
+    and ``weights`` (shares of the rate, None for one detector), every detector's standing and
+    every candidate's record score; ``reason`` in words."""
+    detectors: tuple[str, ...]
+    p_value: float | None
+    weights: dict[str, float] | None
+    standings: dict[str, Standing]
+    candidates: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"decided_by": list(self.detectors), "p_value": None if self.p_value is None else round(self.p_value, 6),
+                "weights": self.weights, "reason": self.reason,
+                "candidates": {k: round(v, 4) for k, v in self.candidates.items()},
+                "record": {d: s.to_json() for d, s in self.standings.items()}}
+
+
+@dataclass(frozen=True)
+class History:
+    """Every detector's record on the history's verified runs: detector -> run -> p-value, for the
+    normal runs and the faults, and each run's lab (``labs.lab_key``)."""
+    normals: Mapping[str, Mapping[str, float]]
+    faults: Mapping[str, Mapping[str, float]]
+    lab_of: Mapping[str, str] = field(default_factory=dict)
+
+    def situation(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> tuple[set[str], str]:
+        """The normal runs a target of ``lab`` is judged by: those of its lab when at least
+        ``min_runs`` of them have a record, else every one; and which ("this lab", "every lab")."""
+        every = {r for runs in self.normals.values() for r in runs} - {leave_out}
+        own = {r for r in every if lab is not None and self.lab_of.get(r) == lab}
+        return (own, "this lab") if len(own) >= min_runs else (every, "every lab")
+
+    def fault_runs(self, leave_out: str | None = None) -> set[str]:
+        return {r for runs in self.faults.values() for r in runs} - {leave_out}
+
+
+def standing(detector: str, history: History, normal_runs: set[str], fault_runs: set[str], situation: str, *,
+             alpha: float, level: float) -> Standing:
+    """A detector's false alarms on ``normal_runs`` and catches on ``fault_runs`` (those it judged),
+    and whether it keeps its say: its false alarms are within what ``alpha`` explains at ``level``
+    (a detector with no normal run on record keeps it: nothing charges it)."""
+    from scipy.stats import binom
+
+    normal = [p for r, p in (history.normals.get(detector) or {}).items() if r in normal_runs]
+    faults = [p for r, p in (history.faults.get(detector) or {}).items() if r in fault_runs]
+    failed = sum(p <= alpha for p in normal)
+    excess = float(binom.sf(failed - 1, len(normal), alpha)) if normal else None
+    return Standing(detector, len(normal), int(failed), len(faults), int(sum(p <= alpha for p in faults)), situation,
+                    trusted=excess is None or excess > level, excess_p=excess)
+
+
+def shares(history: History, detectors: tuple[str, ...], faults: set[str], alpha: float) -> dict[str, float] | None:
+    """Each detector's share of the rate: ``1 +`` the faults of ``faults`` it caught, scaled to a
+    mean of 1; None (equal shares) for one detector or no fault."""
+    if len(detectors) < 2 or not faults:
+        return None
+    caught = {d: sum(1 for r, p in (history.faults.get(d) or {}).items() if r in faults and p <= alpha)
+              for d in detectors}
+    total = sum(1 + k for k in caught.values())
+    return {d: round((1 + caught[d]) * len(detectors) / total, 4) for d in detectors}
+
+
+def combined(p_values: Mapping[str, float], weights: dict[str, float] | None, combination: str) -> float | None:
+    """The p-value of ``p_values`` (those of one candidate's detectors that judged) combined."""
+    finite = {d: float(p) for d, p in p_values.items() if p is not None and np.isfinite(p)}
+    if not finite:
+        return None
+    if len(finite) == 1:
+        return next(iter(finite.values()))
+    return pvalues.combined_pvalue(list(finite.values()), combination,
+                                   [weights[d] for d in finite] if weights else None)
+
+
+def replay(candidate: tuple[str, ...], history: History, normal_runs: set[str], fault_runs: set[str], *,
+           alpha: float, combination: str) -> tuple[float, int]:
+    """A candidate's record score on the situation's verified runs: the share of normal runs it
+    passed plus the share of faults it caught (a term only where such runs exist); and its false
+    alarms.  Each run is judged by the candidate's detectors that judged it, their shares learned
+    without it; a run none of them judged counts as passed."""
+    def fails(run: str, source: Mapping[str, Mapping[str, float]]) -> bool:
+        ps = {d: source[d][run] for d in candidate if run in (source.get(d) or {})}
+        weights = shares(history, candidate, fault_runs - {run}, alpha)
+        p = combined(ps, weights, combination)
+        return p is not None and p <= alpha
+    false_alarms = sum(fails(r, history.normals) for r in normal_runs)
+    caught = sum(fails(r, history.faults) for r in fault_runs)
+    score = (1.0 - false_alarms / len(normal_runs) if normal_runs else 0.0) + \
+        (caught / len(fault_runs) if fault_runs else 0.0)
+    return score, false_alarms
+
+
+def choose(p_values: Mapping[str, float | None], history: History, *, lab: str | None, alpha: float, level: float,
+           min_runs: int, combination: str, leave_out: str | None = None) -> Choice:
+    """The meta-decision (module docstring) over the detectors that judged the run (``p_values``,
+    None = could not judge): which decide, and the p-value the verdict compares with ``alpha``.
+    ``leave_out``: the run itself when it is one of the history's (leave-one-out)."""
+    judged = tuple(d for d, p in p_values.items() if p is not None and np.isfinite(p))
+    normal_runs, situation = history.situation(lab, min_runs, leave_out)
+    fault_runs = history.fault_runs(leave_out)
+    standings = {d: standing(d, history, normal_runs, fault_runs, situation, alpha=alpha, level=level)
+                 for d in judged}
+    if not judged:
+        return Choice((), None, None, standings, reason="no detector could judge the run")
+    trusted = tuple(d for d in judged if standings[d].trusted)
+    if not trusted:
+        best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
+                                          -standings[d].faults_caught, d))
+        return Choice((best,), float(p_values[best]), None, standings,
+                      reason=("every detector failed more of this history's normal runs than the rate explains; "
+                              f"the one with the fewest false alarms decides: {standings[best].sentence()}"))
+    candidates = [(d,) for d in trusted] + ([trusted] if len(trusted) > 1 else [])
+    scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination)
+              for c in candidates}
+    best = max(candidates, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
+    weights = shares(history, best, fault_runs, alpha)
+    dropped = [d for d in judged if not standings[d].trusted]
+    reason = ("decided by " + " and ".join(DETECTOR_NAMES.get(d, d) for d in best)
+              + ": the best record on this history's verified runs"
+              + ("; left out for failing more normal runs than the rate explains: "
+                 + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
+    return Choice(best, combined({d: p_values[d] for d in best}, weights, combination), weights, standings,
+                  {"+".join(c): v[0] for c, v in scored.items()}, reason)
