@@ -1,11 +1,13 @@
 """regresslab: the command for what users do.
 
-    regresslab check                 # the config and the sources, without running anything
-    regresslab run [DVC ARGS]        # the night through DVC (dvc repro in the project)
+    regresslab init DIR --source S   # a lab's own project in DIR: params.yaml, dvc.yaml, git and DVC
+    regresslab check                 # the config, the project and the sources, without running anything
+    regresslab run [--fail-on-regression] [DVC ARGS]   # the night through DVC (dvc repro in the project)
     regresslab ingest RUN_DIR --out DIR
     regresslab triage RUN_ID --verdict pass|fail --by NAME   (or --list, --undo)
-    regresslab report [--open]       # the night index and the latest night's runs
+    regresslab report [--open] [--junit FILE]   # the night index and the latest night's runs (JUnit XML for CI)
     regresslab compare RUN_A RUN_B   # two runs side by side, every counter (and reports/compare/A--B.html)
+    regresslab stage NAME            # one stage of the night (what the project's dvc.yaml runs)
 
 The project is the directory holding ``dvc.yaml`` and ``params.yaml``: ``REGRESSLAB_ROOT`` when
 set, else the checkout this package lives in, else the current directory (``config``).
@@ -46,6 +48,11 @@ def check(argv: list[str]) -> int:
     if shutil.which("dvc") is None and not (Path(sys.executable).parent / "dvc").exists():
         problems += 1
         print("[check] dvc: not found on PATH (pip install regresslab installs it)", file=sys.stderr)
+    for needed, what in (("dvc.yaml", "the night's stages"), (".dvc", "a DVC repository")):
+        if not (config.ROOT / needed).exists():
+            problems += 1
+            print(f"[check] {config.ROOT}: no {needed} ({what}): `regresslab init {config.ROOT} --source ...` "
+                  "makes this folder a project", file=sys.stderr)
     return 1 if problems else 0
 
 
@@ -69,11 +76,17 @@ def stage_outputs() -> dict[str, str]:
 def run(argv: list[str]) -> int:
     """The night through DVC: ``dvc repro`` in the project, any further arguments passed on.  Its
     output is shown as it comes; when a stage fails, the night's alert says which and why
-    (``params.yaml: alerts``, off by default)."""
+    (``params.yaml: alerts``, off by default).  ``--fail-on-regression``: exit 3 when a run of the
+    night regressed (a CI job's pass or fail)."""
     import collections
     import os
 
+    fail_on_regression = "--fail-on-regression" in argv
+    argv = [a for a in argv if a != "--fail-on-regression"]
     config.load_params()                       # a bad params.yaml stops here, before any stage
+    from pipelines.cli import project
+    if (config.ROOT / project.VERSION_FILE).exists() and project.write_version(config.ROOT):
+        print(f"[run] regresslab {project.installed_version()}: a new version, the night's stages run again")
     dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
     tail: collections.deque[str] = collections.deque(maxlen=80)
     with subprocess.Popen([dvc, "repro", *argv], cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -91,7 +104,14 @@ def run(argv: list[str]) -> int:
             print(f"[run] night FAILED at {stage}: the night index says so: {write_failed_night(stage, reason)}",
                   file=sys.stderr)
         print(f"[run] alerts: {alerts.notify_stopped(stage, reason, where='dvc repro')}", file=sys.stderr)
-    return proc.returncode
+        return proc.returncode
+    if fail_on_regression:
+        failed = sorted(r for r, row in ((latest_night() or {}).get("runs") or {}).items() if row.get("verdict") == "fail")
+        if failed:
+            print(f"[run] {len(failed)} run(s) regressed: {', '.join(failed)} (--fail-on-regression: exit 3)",
+                  file=sys.stderr)
+            return 3
+    return 0
 
 
 def failed_stage(lines: list[str]) -> tuple[str, str]:
@@ -108,27 +128,68 @@ def failed_stage(lines: list[str]) -> tuple[str, str]:
     return "dvc repro", "\n".join(ln.rstrip() for ln in lines[-8:] if ln.strip())
 
 
+def latest_night() -> dict | None:
+    """The latest night's summary (``reports/nights/<night>.json``: its runs), None without one."""
+    nights = sorted(config.NIGHTS.glob("*.json")) if config.NIGHTS.exists() else []
+    for path in reversed(nights):
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def report(argv: list[str]) -> int:
     """Where the night index is, and the latest night's runs with their verdicts."""
     parser = argparse.ArgumentParser(prog="regresslab report", description=report.__doc__)
     parser.add_argument("--open", action="store_true", help="open the night index in a browser")
+    parser.add_argument("--junit", type=Path, metavar="FILE",
+                        help="also write the latest night as JUnit XML (one test case per target run)")
     args = parser.parse_args(argv)
     if not config.NIGHT_INDEX.exists():
         print(f"[report] no night yet: {config.NIGHT_INDEX} does not exist (regresslab run)", file=sys.stderr)
         return 1
     print(f"[report] night index: {config.NIGHT_INDEX}")
-    for path in sorted(config.RUN_REPORTS.glob("*.json")):
+    night = latest_night()
+    runs = sorted((night or {}).get("runs") or {}) if night else sorted(p.stem for p in config.RUN_REPORTS.glob("*.json"))
+    docs = {}
+    for run_id in runs:
+        path = config.run_report_path(run_id) if config.is_identifier(run_id) else None
         try:
-            doc = json.loads(path.read_text())
+            docs[run_id] = json.loads(path.read_text()) if path else None
         except (OSError, ValueError):
             continue
-        cause = (doc.get("cause") or {}).get("label")
-        print(f"  {doc.get('run_id', path.stem):40s} {doc.get('verdict', '?'):12s} "
-              f"{'' if cause in (None, 'none') else cause}")
+        if docs[run_id] is not None:
+            print("  " + report_line(docs[run_id], run_id))
+    if args.junit:
+        from pipelines.reporting import junit
+        from pipelines.storage import archive
+
+        archive.write_text_atomic(args.junit, junit.night_xml(str((night or {}).get("night") or "latest"),
+                                                              {k: v for k, v in docs.items() if v},
+                                                              index=config.NIGHT_INDEX))
+        print(f"[report] JUnit XML: {args.junit}")
     if args.open:
         import webbrowser
         webbrowser.open(config.NIGHT_INDEX.as_uri())
     return 0
+
+
+def report_line(doc: dict, stem: str) -> str:
+    """One run as the night index shows it: verdict, "insufficient baseline" when nothing in the
+    history teaches its lab, and its cause ("unknown (nearest X)" when the classifier is unsure)."""
+    verdict = str(doc.get("verdict", "?"))
+    if doc.get("baseline_status") == "insufficient" and verdict in ("pass", "fail"):
+        verdict += " (insufficient baseline)"
+    cause = doc.get("cause") or {}
+    label = cause.get("label")
+    if doc.get("verdict") != "fail":
+        said = ""
+    elif cause.get("known"):
+        said = str(label)
+    else:
+        said = "unknown" + (f" (nearest {label})" if label else "")
+    return f"{doc.get('run_id', stem):40s} {verdict:36s} {said}".rstrip()
 
 
 def ingest(argv: list[str]) -> int:
@@ -148,7 +209,18 @@ def triage(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"check": check, "run": run, "ingest": ingest, "triage": triage, "report": report, "compare": compare}
+def init(argv: list[str]) -> int:
+    from pipelines.cli import project
+    return project.init(argv)
+
+
+def stage(argv: list[str]) -> int:
+    from pipelines.cli import project
+    return project.stage(argv)
+
+
+COMMANDS = {"init": init, "check": check, "run": run, "stage": stage, "ingest": ingest, "triage": triage,
+            "report": report, "compare": compare}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -150,7 +150,7 @@ def test_run_page_loads_cleanly_with_its_key_elements(browser, pages):
     assert headers[:4] == ["counter", "baseline", "now", "change"] and "stacking s" not in headers
     assert "350 %" in table.text and "380 %" in table.text                 # per-process CPU, 100 per core
     assert browser.find_element(By.ID, "method-details").is_displayed()
-    assert "python -m pipelines.cli.triage" in browser.find_element(By.ID, "triage").text
+    assert "regresslab triage" in browser.find_element(By.ID, "triage").text
     sparks = browser.find_elements(By.CSS_SELECTOR, "#top-counters img.spark")
     assert len(sparks) == 3 and all(browser.execute_script(
         "return arguments[0].complete && arguments[0].naturalWidth", i) > 0 for i in sparks)

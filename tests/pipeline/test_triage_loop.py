@@ -52,7 +52,7 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
     assert train_causes.verified_runs_changed() == []                  # the models are current
     assert "cpu_contention" not in model_classes("shop")
     page = config.run_report_path(first, "html").read_text()
-    assert f"python -m pipelines.cli.triage {first} --verdict" in page and 'id="triage"' in page
+    assert f"regresslab triage {first} --verdict" in page and 'id="triage"' in page
 
     for run in (first, second):
         triage.main([run, "--verdict", "fail", "--cause", "cpu_contention", "--counters", "tomcat.cpu_pct",

@@ -3,6 +3,7 @@ works in a lab's directory (its params.yaml, partial, completed by the defaults 
 carries) and says what is wrong with a bad one; the subcommands are reachable."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,12 @@ def test_the_wheel_carries_its_defaults_and_templates(installed):
 def test_check_in_a_labs_directory(installed, tmp_path):
     lab = tmp_path / "lab"
     (lab / "archives").mkdir(parents=True)
+    (lab / "params.yaml").write_text("pull:\n  source: archives\n")
+    bare = _regresslab(installed, lab, "check")
+    assert bare.returncode == 1 and "no dvc.yaml" in bare.stderr and "regresslab init" in bare.stderr
+    (lab / "params.yaml").unlink()
+    made = _regresslab(installed, tmp_path, "init", "lab", "--source", "lab/archives")
+    assert made.returncode == 0, made.stderr
     (lab / "params.yaml").write_text("pull:\n  source: archives\nalerts:\n  enabled: true\n  to: [perf@example.com]\n")
     ok = _regresslab(installed, lab, "check")
     assert ok.returncode == 0, ok.stderr
@@ -82,3 +89,73 @@ def test_report_lists_the_runs_of_the_night(tmp_path, capsys):
         assert "shop-1" in out and "fail" in out and "cpu_hot_path" in out
     finally:
         config.use_root(old)
+
+
+def test_report_says_what_the_index_says(tmp_path, capsys):
+    old = config.ROOT
+    try:
+        config.use_root(tmp_path)
+        config.RUN_REPORTS.mkdir(parents=True)
+        config.NIGHT_INDEX.write_text("<html></html>")
+        docs = {"a-1": {"verdict": "pass", "baseline_status": "insufficient", "cause": {"label": "none", "known": True}},
+                "a-2": {"verdict": "fail", "baseline_status": "same_lab",
+                        "cause": {"label": "cpu_hot_path", "known": False}},
+                "a-3": {"verdict": "no_baseline", "baseline_status": "none", "cause": {"label": None, "known": False}},
+                "a-4": {"verdict": "fail", "baseline_status": "same_lab", "cause": {"label": "memory_bloat", "known": True}}}
+        for run_id, doc in docs.items():
+            (config.RUN_REPORTS / f"{run_id}.json").write_text(json.dumps({"run_id": run_id, **doc}))
+        assert cli.main(["report"]) == 0
+        lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+        assert "pass (insufficient baseline)" in lines["a-1"]
+        assert lines["a-2"].endswith("fail                                 unknown (nearest cpu_hot_path)")
+        assert "no_baseline" in lines["a-3"] and lines["a-4"].endswith("memory_bloat")
+        assert cli.main(["report", "--junit", str(tmp_path / "night.xml")]) == 0
+        xml = (tmp_path / "night.xml").read_text()
+        assert xml.count("<testcase ") == 4 and 'failures="2"' in xml and 'skipped="1"' in xml
+    finally:
+        config.use_root(old)
+
+
+def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_without_its_source(
+        installed, tmp_path, tiny_lab):
+    """``regresslab init`` on a folder of archives, with the package installed from the wheel (no
+    checkout on the path): its dvc.yaml runs ``regresslab stage`` and holds no simulated lab;
+    ``regresslab run`` writes a verdict for every target; a source gone fails the night."""
+    import yaml
+
+    lab, truth = tiny_lab
+    env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(installed), PATH=f"{installed / 'bin'}:{Path(sys.executable).parent}:{env['PATH']}")
+
+    def regresslab(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(installed / "bin" / "regresslab"), *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=900)
+    made = regresslab(tmp_path, "init", "perf-lab", "--source", str(lab), "--name", "shop lab")
+    assert made.returncode == 0, made.stderr
+    project = tmp_path / "perf-lab"
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    assert {"labsim", "commitsim", "commit_changes"}.isdisjoint(stages) and {"pull", "report", "evaluate"} <= set(stages)
+    assert all(s["cmd"] == f"regresslab stage {name}" for name, s in stages.items())
+    assert not any(str(d).startswith("pipelines/") for s in stages.values() for d in s["deps"])
+    assert yaml.safe_load((project / "params.yaml").read_text())["pull"]["source"] == str(lab)
+    assert (project / ".dvc").is_dir() and (project / ".regresslab" / "version").is_file()
+    assert len((project / "README.md").read_text().strip().splitlines()) <= 6
+    assert regresslab(tmp_path, "init", "perf-lab", "--source", str(lab)).returncode == 1     # not over a project
+    night = regresslab(project, "run", "--fail-on-regression")
+    regressed = [p.stem for p in (project / "reports" / "runs").glob("*.json")
+                 if json.loads(p.read_text())["verdict"] == "fail"]
+    assert night.returncode == (3 if regressed else 0), night.stdout[-3000:] + night.stderr[-3000:]
+    assert (f"{len(regressed)} run(s) regressed" in night.stderr) == bool(regressed)
+    targets = sorted(r for r in truth if "-t" in r)
+    written = sorted(p.stem for p in (project / "reports" / "runs").glob("*.json"))
+    assert targets and written == targets
+    assert not (project / "data" / "example").exists() and not (project / "reports" / "commits").exists()
+    assert "runs regressed" in (project / "reports" / "index.html").read_text()
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pull"]["source"] = str(tmp_path / "gone")
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    failed = regresslab(project, "run")
+    assert failed.returncode != 0
+    page = (project / "reports" / "index.html").read_text()
+    first = page[page.index("<main>") + len("<main>"):].strip().splitlines()[0]
+    assert "FAILED at pull" in first and str(tmp_path / "gone") in first

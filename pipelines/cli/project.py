@@ -1,0 +1,200 @@
+"""A lab's own regresslab project: ``regresslab init`` writes it, ``regresslab stage`` runs its stages.
+
+A project is a folder a user owns: ``params.yaml`` with only what differs from the defaults (the
+archive source), ``dvc.yaml`` whose stages run the installed package (``regresslab stage NAME``)
+and depend on its version (``.regresslab/version``: an upgrade re-runs the night), not on source
+files the user does not have, and nothing of the example lab (no simulated lab, no simulated
+commit series; the commit-series stage only with ``--commit-series``).  ``regresslab run`` there
+needs nothing of the repository.
+
+The stages are this checkout's ``dvc.yaml`` made into a project's (:func:`project_stages`), kept
+in the package as ``pipelines/project_dvc.yaml`` (``tests/unit/test_project.py`` fails when the
+two drift apart; ``python -m pipelines.cli.project --write-template`` writes it again).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "project_dvc.yaml"
+VERSION_FILE = ".regresslab/version"
+EXAMPLE_ONLY = ("labsim", "commitsim")            # the example's simulators: never in a lab's project
+COMMIT_SERIES = "commit_changes"
+STAGE_NAME = re.compile(r"[a-z_]+")
+HEADER = ("# The nightly analysis of this project, as DVC stages: each runs the installed regresslab\n"
+          "# (`regresslab stage NAME`) and depends on its version (.regresslab/version, written by\n"
+          "# `regresslab init` and `regresslab run`: upgrading regresslab re-runs the night) and on\n"
+          "# params.yaml (what differs from the package's defaults).\n"
+          "# Written by `regresslab init`; `regresslab init --force` writes it again.\n")
+
+
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("regresslab")
+    except PackageNotFoundError:                     # a checkout run without installing
+        return "0+checkout"
+
+
+def project_stages(stages: dict[str, Any]) -> dict[str, Any]:
+    """A checkout's ``dvc.yaml`` stages as a lab project's: the example's simulators dropped, each
+    command ``regresslab stage NAME``, the package's source files as deps replaced by its version
+    file, the example's data dropped from the deps.  A stage's params blocks become the file
+    ``params.yaml`` itself: the project's holds only what differs from the package's defaults (which
+    DVC cannot read as params), so any change to it re-runs the stages that read params."""
+    out = {}
+    for name, stage in stages.items():
+        if name in EXAMPLE_ONLY:
+            continue
+        stage = dict(stage)
+        stage["cmd"] = f"regresslab stage {name}"
+        deps = [d for d in stage.get("deps") or []
+                if not str(d).startswith(("pipelines/", "data/example"))]
+        stage["deps"] = [VERSION_FILE, *(["params.yaml"] if stage.pop("params", None) else []), *deps]
+        out[name] = stage
+    return out
+
+
+def template_text(repo_dvc_yaml: Path) -> str:
+    """``pipelines/project_dvc.yaml`` from a checkout's ``dvc.yaml``."""
+    stages = yaml.safe_load(repo_dvc_yaml.read_text(encoding="utf-8"))["stages"]
+    return HEADER + yaml.safe_dump({"stages": project_stages(stages)}, sort_keys=False, width=110)
+
+
+def params_text(source: str, lab: str, commit_series: str | None) -> str:
+    """The project's ``params.yaml``: only what differs from the defaults, with pointers to the rest."""
+    defaults = Path(__file__).resolve().parents[1] / "params_defaults.yaml"
+    return (f"# regresslab project of the lab {lab!r}: only what differs from the defaults.\n"
+            f"# Every key, its default and what it does: {defaults}\n"
+            "# (also docs/operations/configuration.md). `regresslab check` validates this file.\n"
+            "pull:\n"
+            f"  source: {json.dumps(source)}   # a folder, s3:// or https:// location of archives, or a list of them\n"
+            "commit_changes:\n"
+            f"  source: {json.dumps(commit_series)}   # a CSV of one value per commit (docs/methods/commit-series.md)\n"
+            "  labels: null\n"
+            "evaluate:\n"
+            "  labels: []          # files of known verdicts of targets, to score the detectors on them\n"
+            "alerts:\n"
+            "  enabled: false      # e-mail and chat alerts: docs/operations/alerts.md\n")
+
+
+README = """# {lab}: regression analysis of the nightly load tests
+
+- `regresslab check`: `params.yaml` and the archive source (`pull.source`: {source}).
+- `regresslab run`: the night (`dvc repro`); `reports/index.html` lists every run with its verdict.
+- `regresslab report`: the latest night's runs; `regresslab triage RUN_ID --verdict pass|fail --by NAME` confirms one.
+- Nightly with Airflow: regresslab's docs, operations/airflow (set `REGRESSLAB_ROOT` to this folder).
+"""
+
+TRIAGE_README = """Analysts' confirmed verdicts (`regresslab triage`), one JSON line each in log.jsonl: keep it in git;
+every night reads it.
+"""
+
+GITIGNORE = """/data/raw
+/data/interim
+/data/processed
+/data/quarantine
+/data/cache
+/data/.lock
+/data/.lock.holder
+/reports/
+/metrics/*.csv
+"""
+
+DVCIGNORE = """# a pull's staging copies and every atomic write's temporary file
+.incoming-*
+.*.tmp
+"""
+
+
+def init(argv: list[str]) -> int:
+    """Write a lab's project in DIR (params.yaml, dvc.yaml, .gitignore, a README; git and DVC
+    repositories), ready for ``regresslab run``."""
+    parser = argparse.ArgumentParser(prog="regresslab init", description=init.__doc__)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--source", required=True,
+                        help="where the lab's archives are: a folder, s3:// or https:// location")
+    parser.add_argument("--name", help="the lab's name (default: the directory's)")
+    parser.add_argument("--commit-series", metavar="CSV", help="a benchmark history, one value per commit")
+    parser.add_argument("--force", action="store_true", help="write over an existing project's files")
+    args = parser.parse_args(argv)
+    root = args.directory.resolve()
+    mine = [root / f for f in ("params.yaml", "dvc.yaml")]
+    if any(p.exists() for p in mine) and not args.force:
+        print(f"regresslab init: {root} already holds a project ({', '.join(p.name for p in mine if p.exists())}); "
+              "--force writes over it", file=sys.stderr)
+        return 1
+    source = args.source if "://" in args.source else str(Path(args.source).expanduser().resolve())
+    lab = args.name or root.name
+    root.mkdir(parents=True, exist_ok=True)
+    stages = yaml.safe_load(TEMPLATE.read_text(encoding="utf-8"))["stages"]
+    if not args.commit_series:
+        produced = {next(iter(o)) if isinstance(o, dict) else o for o in stages.pop(COMMIT_SERIES).get("outs") or []}
+        for other in stages.values():
+            other["deps"] = [d for d in other.get("deps") or [] if d not in produced]
+    (root / "dvc.yaml").write_text(HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=110))
+    (root / "params.yaml").write_text(params_text(source, lab, args.commit_series))
+    write_version(root)
+    (root / "data" / "triage").mkdir(parents=True, exist_ok=True)     # analysts' verdicts (regresslab triage)
+    (root / "data" / "triage" / "README.md").write_text(TRIAGE_README)
+    (root / ".gitignore").write_text(GITIGNORE)
+    (root / "README.md").write_text(README.format(lab=lab, source=source))
+    git = shutil.which("git")
+    dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+    if git and not (root / ".git").exists():
+        subprocess.run([git, "init", "-q"], cwd=root, check=True)
+    if not (root / ".dvc").exists():
+        subprocess.run([dvc, "init", "-q", *([] if git else ["--no-scm"])], cwd=root, check=True)
+    (root / ".dvcignore").write_text(DVCIGNORE)
+    print(f"[init] a regresslab project for {lab!r} in {root}: archives from {source}\n"
+          f"[init] next: cd {root} && regresslab check && regresslab run")
+    return 0
+
+
+def write_version(root: Path) -> bool:
+    """The installed package's version in the project's version file (what every stage depends
+    on); whether it changed."""
+    path = root / VERSION_FILE
+    now = installed_version() + "\n"
+    if path.is_file() and path.read_text() == now:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(now)
+    return True
+
+
+def known_stages() -> list[str]:
+    folder = Path(__file__).resolve().parents[1] / "stages"
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+
+
+def stage(argv: list[str]) -> int:
+    """Run one stage of the night in the current project (what its dvc.yaml calls)."""
+    parser = argparse.ArgumentParser(prog="regresslab stage", description=stage.__doc__)
+    parser.add_argument("name", choices=known_stages())
+    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    if not STAGE_NAME.fullmatch(args.name):
+        return 2
+    module = importlib.import_module(f"pipelines.stages.{args.name}")
+    if args.rest:
+        module.main(args.rest)
+    else:
+        module.main()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write-template"]:
+        TEMPLATE.write_text(template_text(Path(__file__).resolve().parents[2] / "dvc.yaml"))
+        print(f"wrote {TEMPLATE}")

@@ -1,0 +1,44 @@
+"""The night as JUnit XML: the handshake CI servers already read for load tests.
+
+Jenkins, GitLab and GitHub show a JUnit file's test cases where test results appear (as the
+Jenkins Performance plugin and Taurus' pass/fail criteria report a load test).  One test suite per
+night, one test case per target run (``classname`` its system): a regressed run is a failure whose
+message is the run's summary sentence and whose text names its page; a run not judged
+(``no_baseline``) is skipped with its reason.  Pure: verdict files in, XML text out.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+
+def night_xml(night: str, docs: dict[str, dict[str, Any]], *, index: Path | None = None) -> str:
+    """The JUnit XML of one night from its runs' verdict files (run id -> verdict document)."""
+    failed = [d for d in docs.values() if d.get("verdict") == "fail"]
+    skipped = [d for d in docs.values() if d.get("verdict") == "no_baseline"]
+    suite = ET.Element("testsuite", name=f"regresslab night {night}", tests=str(len(docs)),
+                       failures=str(len(failed)), errors="0", skipped=str(len(skipped)))
+    if index is not None:
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="night_index", value=str(index))
+    for run_id, doc in sorted(docs.items()):
+        case = ET.SubElement(suite, "testcase", classname=str(doc.get("system") or "regresslab"), name=run_id,
+                             time="0")
+        summary = str(doc.get("summary") or "")
+        page = f"reports/runs/{run_id}.html"
+        if doc.get("verdict") == "fail":
+            cause = doc.get("cause") or {}
+            label = cause.get("label") if cause.get("known") else ("unknown" + (f" (nearest {cause.get('label')})"
+                                                                                 if cause.get("label") else ""))
+            element = ET.SubElement(case, "failure", message=summary or "regressed", type="regression")
+            element.text = (f"{summary}\nprobable cause: {label}\nflagged: "
+                            f"{', '.join((doc.get('flagged_counters') or [])[:10])}\npage: {page}")
+        elif doc.get("verdict") == "no_baseline":
+            reason = ((doc.get("details") or {}).get("no_baseline") or "no baseline")
+            ET.SubElement(case, "skipped", message=f"not judged: {reason}")
+        elif summary:
+            out = ET.SubElement(case, "system-out")
+            out.text = f"{summary}\npage: {page}"
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
