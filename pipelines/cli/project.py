@@ -8,8 +8,11 @@ commit series; the commit-series stage only with ``--commit-series``).  ``regres
 needs nothing of the repository.
 
 The stages are this checkout's ``dvc.yaml`` made into a project's (:func:`project_stages`), kept
-in the package as ``pipelines/project_dvc.yaml`` (``tests/unit/test_project.py`` fails when the
-two drift apart; ``python -m pipelines.cli.project --write-template`` writes it again).
+in the package as ``pipelines/project_dvc.yaml``, and the DAG files are this checkout's ``dags/``,
+kept as ``pipelines/project_dags/`` (``tests/unit/test_project.py`` fails when either drifts from
+the checkout; ``python -m pipelines.cli.project --write-template`` writes both again).  ``init``
+writes the DAG files into the project's ``dags/``, each setting ``REGRESSLAB_ROOT`` to the project
+unless the workers set it.
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from typing import Any
 import yaml
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "project_dvc.yaml"
+DAGS = Path(__file__).resolve().parents[1] / "project_dags"      # the checkout's dags/, packaged (NAME.py.in)
+FUTURE = "from __future__ import annotations\n"
 VERSION_FILE = ".regresslab/version"
 EXAMPLE_ONLY = ("labsim", "commitsim")            # the example's simulators: never in a lab's project
 COMMIT_SERIES = "commit_changes"
@@ -69,6 +74,14 @@ def template_text(repo_dvc_yaml: Path) -> str:
     """``pipelines/project_dvc.yaml`` from a checkout's ``dvc.yaml``."""
     stages = yaml.safe_load(repo_dvc_yaml.read_text(encoding="utf-8"))["stages"]
     return HEADER + yaml.safe_dump({"stages": project_stages(stages)}, sort_keys=False, width=110)
+
+
+def project_dag(text: str, root: Path) -> str:
+    """A DAG file of the package, made this project's: its tasks read and write ``root`` (unless the
+    workers' ``REGRESSLAB_ROOT`` says otherwise), set before the package is imported."""
+    line = (f"import os  # noqa: E402 -- written by `regresslab init`: this project's folder\n"
+            f"os.environ.setdefault(\"REGRESSLAB_ROOT\", {json.dumps(str(root))})\n")
+    return text.replace(FUTURE, FUTURE + "\n" + line, 1) if FUTURE in text else line + text
 
 
 def params_text(source: str, lab: str, commit_series: str | None) -> str:
@@ -148,6 +161,9 @@ def init(argv: list[str]) -> int:
     (root / "data" / "triage").mkdir(parents=True, exist_ok=True)     # analysts' verdicts (regresslab triage)
     (root / "data" / "triage" / "README.md").write_text(TRIAGE_README)
     (root / ".gitignore").write_text(GITIGNORE)
+    (root / "dags").mkdir(exist_ok=True)
+    for dag in sorted(DAGS.glob("*.py.in")):
+        (root / "dags" / dag.name.removesuffix(".in")).write_text(project_dag(dag.read_text(encoding="utf-8"), root))
     (root / "README.md").write_text(README.format(lab=lab, source=source))
     git = shutil.which("git")
     dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
@@ -157,7 +173,8 @@ def init(argv: list[str]) -> int:
         subprocess.run([dvc, "init", "-q", *([] if git else ["--no-scm"])], cwd=root, check=True)
     (root / ".dvcignore").write_text(DVCIGNORE)
     print(f"[init] a regresslab project for {lab!r} in {root}: archives from {source}\n"
-          f"[init] next: cd {root} && regresslab check && regresslab run")
+          f"[init] next: cd {root} && regresslab check && regresslab run\n"
+          f"[init] nightly with Airflow: its DAG files are in {root / 'dags'} (AIRFLOW__CORE__DAGS_FOLDER)")
     return 0
 
 
@@ -196,5 +213,11 @@ def stage(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-template"]:
-        TEMPLATE.write_text(template_text(Path(__file__).resolve().parents[2] / "dvc.yaml"))
-        print(f"wrote {TEMPLATE}")
+        checkout = Path(__file__).resolve().parents[2]
+        TEMPLATE.write_text(template_text(checkout / "dvc.yaml"))
+        DAGS.mkdir(exist_ok=True)
+        for stale in DAGS.glob("*.py.in"):
+            stale.unlink()
+        for dag in sorted((checkout / "dags").glob("*.py")):
+            shutil.copyfile(dag, DAGS / f"{dag.name}.in")
+        print(f"wrote {TEMPLATE} and {DAGS}")

@@ -139,6 +139,9 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
     assert not any(str(d).startswith("pipelines/") for s in stages.values() for d in s["deps"])
     assert yaml.safe_load((project / "params.yaml").read_text())["pull"]["source"] == str(lab)
     assert (project / ".dvc").is_dir() and (project / ".regresslab" / "version").is_file()
+    dags = sorted(p.name for p in (project / "dags").glob("*.py"))
+    assert dags == ["nightly_regression_analysis.py", "retrain_cause_models.py"]
+    assert f'"REGRESSLAB_ROOT", "{project}"' in (project / "dags" / dags[0]).read_text()
     assert len((project / "README.md").read_text().strip().splitlines()) <= 6
     assert regresslab(tmp_path, "init", "perf-lab", "--source", str(lab)).returncode == 1     # not over a project
     night = regresslab(project, "run", "--fail-on-regression")

@@ -8,9 +8,21 @@ from pipelines.cli import project
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_packaged_stages_are_this_checkouts():
-    assert project.TEMPLATE.read_text() == project.template_text(REPO / "dvc.yaml"), \
-        "pipelines/project_dvc.yaml is stale: python -m pipelines.cli.project --write-template"
+def test_the_packaged_stages_and_dags_are_this_checkouts():
+    stale = "stale: python -m pipelines.cli.project --write-template"
+    assert project.TEMPLATE.read_text() == project.template_text(REPO / "dvc.yaml"), stale
+    ours = {p.name: p.read_text() for p in (REPO / "dags").glob("*.py")}
+    assert ours and {p.name.removesuffix(".in"): p.read_text() for p in project.DAGS.glob("*.py.in")} == ours, stale
+
+
+def test_a_projects_dag_sets_its_root_before_the_package_is_imported(tmp_path):
+    text = '"""doc"""\nfrom __future__ import annotations\n\nfrom pipelines.orchestration import tasks\n'
+    made = project.project_dag(text, tmp_path / "lab x")
+    lines = made.splitlines()
+    assert lines[:2] == ['"""doc"""', "from __future__ import annotations"]
+    assert lines.index(f'os.environ.setdefault("REGRESSLAB_ROOT", "{tmp_path / "lab x"}")') < \
+        lines.index("from pipelines.orchestration import tasks")
+    compile(made, "dag.py", "exec")
 
 
 def test_a_projects_stages_run_the_package_and_depend_on_its_version():
