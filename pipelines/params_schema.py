@@ -52,6 +52,7 @@ NULLABLE: dict[str, Any] = {
     "commit_changes.source": str,
     "commit_changes.labels": str,
     "report.night": str,
+    "report.junit": str,
     "compute.jobs": int,
     "ingest.timezone": str,
     "alerts.from_email": str,

@@ -16,7 +16,7 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.calibration import headline, history, labs
 from pipelines.progress import Progress
-from pipelines.reporting import alerts, compare, counter_history, links
+from pipelines.reporting import alerts, compare, counter_history, junit, links
 from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
@@ -259,6 +259,11 @@ def main() -> None:
     rows.update({r: row for r, (row, _) in zip(fresh, written)})
     summary = write_index({r: rows[r] for r in todo})
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
+    if params["junit"]:
+        target = config.ROOT / params["junit"]
+        docs = {r: archive.read_json(config.run_report_path(r)) for r in todo}
+        archive.write_text_atomic(target, junit.night_xml(summary["night"], docs, index=config.NIGHT_INDEX))
+        print(f"[report] JUnit XML of the night: {target}")
     print(f"[report] alerts: {alerts.notify_night(summary)}")
 
 

@@ -144,6 +144,8 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
     assert f'"REGRESSLAB_ROOT", "{project}"' in (project / "dags" / dags[0]).read_text()
     assert len((project / "README.md").read_text().strip().splitlines()) <= 6
     assert regresslab(tmp_path, "init", "perf-lab", "--source", str(lab)).returncode == 1     # not over a project
+    with open(project / "params.yaml", "a") as fh:
+        fh.write("report:\n  junit: reports/junit.xml\n")
     night = regresslab(project, "run", "--fail-on-regression")
     regressed = [p.stem for p in (project / "reports" / "runs").glob("*.json")
                  if json.loads(p.read_text())["verdict"] == "fail"]
@@ -154,6 +156,8 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
     assert targets and written == targets
     assert not (project / "data" / "example").exists() and not (project / "reports" / "commits").exists()
     assert "runs regressed" in (project / "reports" / "index.html").read_text()
+    cases = (project / "reports" / "junit.xml").read_text()
+    assert cases.count("<testcase ") == len(targets) and f'failures="{len(regressed)}"' in cases
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["pull"]["source"] = str(tmp_path / "gone")
     (project / "params.yaml").write_text(yaml.safe_dump(params))
