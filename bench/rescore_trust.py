@@ -144,7 +144,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--level", type=float, default=0.05)
     parser.add_argument("--min-runs", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write every target's rescoring here")
+    parser.add_argument("--allowed", type=float, default=None,
+                        help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
     args = parser.parse_args(argv)
+    if args.allowed is not None:             # a variant of record.choose, for the comparison
+        import functools
+        record.choose = functools.partial(record.choose, allowed=args.allowed)
     methods = ("record", "headline", *DETECTORS.values())
     print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap |\n"
           "|---|---|---|---|---|---|---|")

@@ -21,8 +21,10 @@ did on the second day's normal runs), else every normal run.
 Then the **meta-decision** (:func:`choose`): each trusted detector alone, and the trusted ones
 together (weighted Simes or Bonferroni), are replayed on the same record — every verified run of
 the situation, its own catches left out of the weights that judge it — and the one with the best
-record decides: the share of normal runs passed plus the share of faults caught (either term
-alone when the history has no faults, or no normal run of the situation).  Ties go to more
+record decides: the share of normal runs passed (false alarms up to the rate are not charged: the
+rate allows them, and one more normal run failed among forty says nothing of a detector) plus the
+share of faults caught (either term alone when the history has no faults, or no normal run of the
+situation).  Ties go to more
 detectors (one run's odd p-value then moves the verdict less), then to fewer false alarms.  The
 choice depends on the history alone, never on the run judged, so the chosen test keeps its level
 (``pvalues.combined_pvalue``).  Nothing trusted at all (every detector failed this situation's
@@ -162,11 +164,12 @@ def combined(p_values: Mapping[str, float], weights: dict[str, float] | None, co
 
 
 def replay(candidate: tuple[str, ...], history: History, normal_runs: set[str], fault_runs: set[str], *,
-           alpha: float, combination: str) -> tuple[float, int]:
+           alpha: float, combination: str, allowed: float = 0.0) -> tuple[float, int]:
     """A candidate's record score on the situation's verified runs: the share of normal runs it
-    passed plus the share of faults it caught (a term only where such runs exist); and its false
-    alarms.  Each run is judged by the candidate's detectors that judged it, their shares learned
-    without it; a run none of them judged counts as passed."""
+    passed (false alarms up to the ``allowed`` share not charged: the rate lets that many fail)
+    plus the share of faults it caught (a term only where such runs exist); and its false alarms.
+    Each run is judged by the candidate's detectors that judged it, their shares learned without
+    it; a run none of them judged counts as passed."""
     def fails(run: str, source: Mapping[str, Mapping[str, float]]) -> bool:
         ps = {d: source[d][run] for d in candidate if run in (source.get(d) or {})}
         weights = shares(history, candidate, fault_runs - {run}, alpha)
@@ -174,16 +177,18 @@ def replay(candidate: tuple[str, ...], history: History, normal_runs: set[str], 
         return p is not None and p <= alpha
     false_alarms = sum(fails(r, history.normals) for r in normal_runs)
     caught = sum(fails(r, history.faults) for r in fault_runs)
-    score = (1.0 - false_alarms / len(normal_runs) if normal_runs else 0.0) + \
+    score = (1.0 - max(0.0, false_alarms / len(normal_runs) - allowed) if normal_runs else 0.0) + \
         (caught / len(fault_runs) if fault_runs else 0.0)
     return score, false_alarms
 
 
 def choose(p_values: Mapping[str, float | None], history: History, *, lab: str | None, alpha: float, level: float,
-           min_runs: int, combination: str, leave_out: str | None = None) -> Choice:
+           min_runs: int, combination: str, leave_out: str | None = None, allowed: float | None = None) -> Choice:
     """The meta-decision (module docstring) over the detectors that judged the run (``p_values``,
     None = could not judge): which decide, and the p-value the verdict compares with ``alpha``.
-    ``leave_out``: the run itself when it is one of the history's (leave-one-out)."""
+    ``leave_out``: the run itself when it is one of the history's (leave-one-out).  ``allowed``: the
+    share of normal runs a candidate may fail uncharged (default ``alpha``, the rate's own)."""
+    allowed = alpha if allowed is None else allowed
     judged = tuple(d for d, p in p_values.items() if p is not None and np.isfinite(p))
     normal_runs, situation = history.situation(lab, min_runs, leave_out)
     fault_runs = history.fault_runs(leave_out)
@@ -197,15 +202,14 @@ def choose(p_values: Mapping[str, float | None], history: History, *, lab: str |
                                           -standings[d].faults_caught, d))
         return Choice((best,), float(p_values[best]), None, standings,
                       reason=("every detector failed more of this history's normal runs than the rate explains; "
-                              f"the one with the fewest false alarms decides: {standings[best].sentence()}"))
+                              "the one with the fewest false alarms decides"))
     candidates = [(d,) for d in trusted] + ([trusted] if len(trusted) > 1 else [])
-    scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination)
+    scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     best = max(candidates, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
     weights = shares(history, best, fault_runs, alpha)
     dropped = [d for d in judged if not standings[d].trusted]
-    reason = ("decided by " + " and ".join(DETECTOR_NAMES.get(d, d) for d in best)
-              + ": the best record on this history's verified runs"
+    reason = ("the best record on this history's verified runs"
               + ("; left out for failing more normal runs than the rate explains: "
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
     return Choice(best, combined({d: p_values[d] for d in best}, weights, combination), weights, standings,

@@ -239,8 +239,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The console script."""
-    raise SystemExit(main())
+    """The console script; its output piped into a reader that stops early (``| head``) ends it quietly."""
+    import os
+
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())     # no second error at exit
+        code = 0
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
