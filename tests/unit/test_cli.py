@@ -120,8 +120,14 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
         installed, tmp_path, tiny_lab):
     """``regresslab init`` on a folder of archives, with the package installed from the wheel (no
     checkout on the path): its dvc.yaml runs ``regresslab stage`` and holds no simulated lab;
-    ``regresslab run`` writes a verdict for every target; a source gone fails the night."""
+    ``regresslab run`` writes a verdict for every target; a source gone fails the night, and the
+    failed-night mail reaches a real SMTP server (aiosmtpd)."""
+    import email
+
     import yaml
+    from aiosmtpd.controller import Controller
+
+    from tests.dags.test_alerts import Inbox, free_port
 
     lab, truth = tiny_lab
     env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
@@ -160,9 +166,19 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
     assert cases.count("<testcase ") == len(targets) and f'failures="{len(regressed)}"' in cases
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["pull"]["source"] = str(tmp_path / "gone")
+    port, inbox = free_port(), Inbox()
+    params["alerts"] = {"enabled": True, "to": ["perf@lab.example"], "smtp_host": "127.0.0.1", "smtp_port": port,
+                        "from_email": "night@lab.example"}
     (project / "params.yaml").write_text(yaml.safe_dump(params))
-    failed = regresslab(project, "run")
+    server = Controller(inbox, hostname="127.0.0.1", port=port)
+    server.start()
+    try:
+        failed = regresslab(project, "run")
+    finally:
+        server.stop()
     assert failed.returncode != 0
+    (mail,) = [email.message_from_bytes(m[2]) for m in inbox.messages]
+    assert "FAILED at pull" in mail["Subject"] and mail["To"] == "perf@lab.example"
     page = (project / "reports" / "index.html").read_text()
     first = page[page.index("<main>") + len("<main>"):].strip().splitlines()[0]
     assert "FAILED at pull" in first and str(tmp_path / "gone") in first
