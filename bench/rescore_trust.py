@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap |\n"
           "|---|---|---|---|---|---|---|")
     worst: dict[str, dict[str, float]] = {}
-    normal_failed = normal = 0
+    normal_failed = normal = stored_failed = 0
     every = {}
     for result in sorted(args.out.glob("*/*/result.json")):
         tree = result.parent
@@ -168,10 +168,12 @@ def main(argv: list[str] | None = None) -> None:
               f"{cell('headline')} | {cell(best)} {best} | {acc['record'][0] - acc[best][0]:+.3f} |")
         normal += n_normal
         normal_failed += acc["record"][1]
+        stored_failed += acc["headline"][1]
         for m in methods:
             cur = worst.setdefault(tree.parent.name, {}).get(m)
             worst[tree.parent.name][m] = acc[m][0] if cur is None else min(cur, acc[m][0])
-    print(f"\nrecord: {normal_failed}/{normal} normal targets failed ({100 * normal_failed / max(1, normal):.1f} %)")
+    print(f"\nrecord: {normal_failed}/{normal} normal targets failed ({100 * normal_failed / max(1, normal):.1f} %); "
+          f"stored headline: {stored_failed}/{normal} ({100 * stored_failed / max(1, normal):.1f} %)")
     print("\n| set | worst: record | stored headline | " + " | ".join(DETECTORS.values())
           + " | best detector | gap |\n|---|" + "---|" * (len(DETECTORS) + 4))
     for name, w in worst.items():
@@ -184,12 +186,13 @@ def main(argv: list[str] | None = None) -> None:
     for name, rows in every.items():
         for r in rows:
             labelled = set(r["labelled"])
-            if r["truth"] == "fail" and r["record"] == "fail" and labelled:
-                first = r["first_counters"]
-                ranks.setdefault(name.split("/")[0], []).append((bool(first) and first[0] in labelled,
-                                                                 bool(labelled & set(first))))
-    for name, v in ranks.items():
-        print(f"| {name} | {len(v)} | {sum(a for a, _ in v) / len(v):.2f} | {sum(b for _, b in v) / len(v):.2f} |")
+            for key, said, first in (("record", r["record"], r["first_counters"]),
+                                     ("stored", r["headline"], r["stored_first"])):
+                if r["truth"] == "fail" and said == "fail" and labelled:
+                    ranks.setdefault((name.split("/")[0], key), []).append((bool(first) and first[0] in labelled,
+                                                                            bool(labelled & set(first[:5]))))
+    for (name, key), v in sorted(ranks.items()):
+        print(f"| {name} ({key}) | {len(v)} | {sum(a for a, _ in v) / len(v):.2f} | {sum(b for _, b in v) / len(v):.2f} |")
     if args.json:
         args.json.write_text(json.dumps(every, indent=1, default=list))
 
