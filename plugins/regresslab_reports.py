@@ -43,6 +43,7 @@ async def reader(request: Request, credentials: HTTPAuthorizationCredentials | N
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
     from airflow.api_fastapi.core_api.security import get_user
+    from airflow.configuration import conf
 
     try:
         user = await get_user(request, None, credentials)
@@ -51,8 +52,12 @@ async def reader(request: Request, credentials: HTTPAuthorizationCredentials | N
             login = get_auth_manager().get_url_login(next_url=str(request.url))
             raise HTTPException(303, "log in to Airflow first", headers={"Location": login}) from None
         raise
+    team = None
+    if conf.getboolean("core", "multi_team", fallback=False):      # the DAG's team, as the core API asks
+        from airflow.models.dag import DagModel
+        team = DagModel.get_team_name(NIGHTLY_DAG)
     allowed = get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
-                                                   details=DagDetails(id=NIGHTLY_DAG), user=user)
+                                                   details=DagDetails(id=NIGHTLY_DAG, team_name=team), user=user)
     if not allowed:
         raise HTTPException(403, "Forbidden: Airflow's auth manager does not let this user read the nightly runs")
 
