@@ -3,6 +3,9 @@
     python bench/robustness.py --tag before            # once: every split's tree under build/robustness
     python bench/rescore_trust.py build/robustness     # every stored split decided again
     python bench/rescore_trust.py build/robustness --level 0.01 --min-runs 5   # another trust rule
+    python bench/rescore_trust.py build/robustness --detectors stacking control_charts \
+        clustered_regression cause_classifier within_run                     # the run against itself named too
+    python bench/rescore_trust.py build/robustness --allowed 0               # every false alarm charged
 
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
@@ -106,9 +109,9 @@ def meta_normal_scores(tree: Path, system: str) -> dict | None:
     return read(processed / "cause_models" / system / pointer["meta"]).get("null_fault_scores") if pointer else None
 
 
-def rescore(tree: Path, level: float, min_runs: int) -> dict:
+def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None = None) -> dict:
     params = yaml.safe_load((tree / "params.yaml").read_text())["report"]
-    params = {**params, "headline_detectors": list(DETECTORS)}
+    params = {**params, "headline_detectors": detectors or params["headline_detectors"]}
     rule = headline.HeadlineRule.from_params(params)
     rule = headline.HeadlineRule(**{**rule.__dict__, "trust": "record", "trust_level": level, "trust_min_runs": min_runs})
     index = read(tree / "data" / "interim" / "valid_runs.json")["valid"]
@@ -144,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--level", type=float, default=0.05)
     parser.add_argument("--min-runs", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write every target's rescoring here")
+    parser.add_argument("--detectors", nargs="+", choices=list(DETECTORS),
+                        help="the detectors the verdict may follow (default: the tree's report.headline_detectors)")
     parser.add_argument("--allowed", type=float, default=None,
                         help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
     args = parser.parse_args(argv)
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     every = {}
     for result in sorted(args.out.glob("*/*/result.json")):
         tree = result.parent
-        rows = list(rescore(tree, args.level, args.min_runs).values())
+        rows = list(rescore(tree, args.level, args.min_runs, args.detectors).values())
         every[f"{tree.parent.name}/{tree.name}"] = rows
         acc = {m: accuracy(rows, m) for m in methods}
         best = max(DETECTORS.values(), key=lambda m: acc[m][0])

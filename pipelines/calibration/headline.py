@@ -24,6 +24,12 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
   normal runs) it falls back to ``all``.  ``all`` fails a run when every detector that could
   judge it fails it (the weakest decides); ``any``, ``stacking`` and ``control_charts`` are
   the other alternatives; each method's own verdict stays in ``methods``.
+* **which detectors decide** (``report.detector_trust: record``, the default): the detectors'
+  record on the history's own verified runs (their leave-one-out p-values on its normal runs and
+  faults, read in the run's lab) leaves out those that fail more normal runs than the rate
+  explains and lets the best of the trusted ones, alone or together, decide
+  (:mod:`pipelines.calibration.record`, :func:`trusted`); ``none`` combines every named detector
+  as below.
 * **the cause classifier as a detector** (``cause_classifier``): a run's fault score
   ``1 − P(none)`` (``causes.fault_score``) against the leave-one-out fault scores of the
   history's normal runs, by the same ``pvalues.calibrated_pvalue``.  The unsupervised detectors
@@ -468,8 +474,8 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     name what moved; when only the cluster models saw it, their counters; when only the cause
     classifier, the counters that moved most.  When the run against itself decided alone
     (``used``: the combined detectors), its counters: beyond their limit in a window of the run
-    (their change matters by construction).  ``only_deciders``: only the detectors of ``used`` (those
-    the record chose) name counters; the others' flags are not what failed the run."""
+    (their change matters by construction).  ``only_deciders``: the detectors of ``used`` (those the
+    record chose) name the counters; only when they name none do the others' flags."""
     beyond = list((ev.within or {}).get("counters_beyond_limit") or [])
     if set(used) == {"within_run"}:
         return beyond
@@ -482,7 +488,12 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     moved = effects.split_by_effect([c for c, v in counter_scores.items() if v > 0], changes, min_effect_pct)[0]
     within = beyond if "within_run" in used else []
     clusters = ev.cluster_flags if speaks("clustered_regression") else []
-    return [c for c in counter_scores if c in chosen] or clusters or within or moved[:FALLBACK_FLAGS]
+    named = [c for c in counter_scores if c in chosen] or clusters or within
+    if named:
+        return named
+    if only_deciders:       # the deciders name none (the classifier): what the other detectors flagged
+        return failed_counters(ev, counter_scores, flag_rule, changes, min_effect_pct, used)
+    return moved[:FALLBACK_FLAGS]
 
 
 def run_score(ev: Evidence, used: dict[str, float | None]) -> float:
