@@ -118,8 +118,8 @@ def test_report_says_what_the_index_says(tmp_path, capsys):
 
 def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_without_its_source(
         installed, tmp_path, tiny_lab):
-    """``regresslab init`` on a folder of archives, with the package installed from the wheel (no
-    checkout on the path): its dvc.yaml runs ``regresslab stage`` and holds no simulated lab;
+    """``regresslab init`` on a folder of archives, with the wheel installed into a venv of its own
+    (no checkout on the path): its dvc.yaml runs ``regresslab stage`` and holds no simulated lab;
     ``regresslab run`` writes a verdict for every target; a source gone fails the night, and the
     failed-night mail reaches a real SMTP server (aiosmtpd)."""
     import email
@@ -129,12 +129,27 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
 
     from tests.dags.test_alerts import Inbox, free_port
 
+    import sysconfig
+
     lab, truth = tiny_lab
+    # a venv of its own holding the wheel; the dependencies are the test environment's, on a .pth line
+    # (a directory added so does not run that environment's .pth files: this checkout's editable
+    # install stays out)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (wheel,) = (installed.parent / "dist").glob("regresslab-*.whl")
+    subprocess.run([str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--no-deps",
+                    "--python", str(venv / "bin" / "python"), str(wheel)], check=True, capture_output=True)
     env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
-    env.update(PYTHONPATH=str(installed), PATH=f"{installed / 'bin'}:{Path(sys.executable).parent}:{env['PATH']}")
+    env.update(PATH=f"{venv / 'bin'}:{Path(sys.executable).parent}:{env['PATH']}")
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import pipelines; print(pipelines.__file__)"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(site)), where              # the wheel's package, not this checkout
 
     def regresslab(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(installed / "bin" / "regresslab"), *args], cwd=cwd, env=env,
+        return subprocess.run([str(venv / "bin" / "regresslab"), *args], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=900)
     made = regresslab(tmp_path, "init", "perf-lab", "--source", str(lab), "--name", "shop lab")
     assert made.returncode == 0, made.stderr
