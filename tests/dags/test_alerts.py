@@ -210,26 +210,31 @@ def test_the_dag_failure_callback_alerts_with_the_task_and_its_exception(tree, h
     assert "KeyError: &#x27;shop-t9&#x27;" in text or "KeyError: 'shop-t9'" in text
 
 
+def regresslab_run_in(root: Path) -> int:
+    """``regresslab run`` (a real ``dvc repro``) in ``root``, made a DVC repository first; its exit code."""
+    import subprocess
+
+    from pipelines.cli import main as cli
+
+    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], cwd=root, check=True)
+    old = config.ROOT
+    config.use_root(root)
+    try:
+        return cli.main(["run"])
+    finally:
+        config.use_root(old)
+
+
 def test_regresslab_run_alerts_when_a_dvc_stage_fails(tmp_path, hook, monkeypatch):
     """A real ``dvc repro`` in a small project whose one stage fails: ``regresslab run`` passes
     its output through, returns its code and alerts with the stage and the stage's last words."""
     import shutil
-    import subprocess
-
-    from pipelines.cli import main as cli
 
     shutil.copy(Path(__file__).resolve().parents[2] / "params.yaml", tmp_path / "params.yaml")
     enable_alerts(tmp_path / "params.yaml")
     (tmp_path / "fail.py").write_text("raise SystemExit('disk full: 0 bytes left on /data')\n")
     (tmp_path / "dvc.yaml").write_text("stages:\n  validate:\n    cmd: python fail.py\n")
-    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
-    old = config.ROOT
-    config.use_root(tmp_path)
-    try:
-        code = cli.main(["run"])
-    finally:
-        config.use_root(old)
-    assert code != 0
+    assert regresslab_run_in(tmp_path) != 0
     text = hook.posts[-1][2]["text"]
     assert "FAILED at validate* (dvc repro)" in text and "disk full: 0 bytes left on /data" in text
 
@@ -250,11 +255,7 @@ def test_a_night_whose_only_source_is_gone_fails_says_so_on_the_index_and_alerts
     """``pull.source`` at a folder that does not exist: the real pull stage under a real ``dvc
     repro`` fails, ``regresslab run`` returns non-zero, the night index (which still shows an earlier
     night) opens with the failure and the source, and the failed-night mail reaches the SMTP server."""
-    import subprocess
-
     import yaml
-
-    from pipelines.cli import main as cli
 
     inbox, port = plain_server
     repo = Path(__file__).resolve().parents[2]
@@ -268,16 +269,9 @@ def test_a_night_whose_only_source_is_gone_fails_says_so_on_the_index_and_alerts
     earlier = "<!DOCTYPE html><html><head><title>regresslab — night 2026-11-25</title></head><body><main>\n" \
               "<h1>regresslab — night 2026-11-25</h1><p>3 of 9 runs regressed</p></main></body></html>"
     (tmp_path / "reports" / "index.html").write_text(earlier)
-    subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     monkeypatch.setenv("REGRESSLAB_ROOT", str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(repo))
-    old = config.ROOT
-    config.use_root(tmp_path)
-    try:
-        code = cli.main(["run"])
-    finally:
-        config.use_root(old)
-    assert code != 0
+    assert regresslab_run_in(tmp_path) != 0
     page = (tmp_path / "reports" / "index.html").read_text()
     first = page[page.index("<main>") + len("<main>"):].strip().splitlines()[0]
     assert "Night 2026-11-26 FAILED at pull" in first and str(tmp_path / "mount" / "gone") in first
