@@ -27,9 +27,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipelines.calibration import headline, labs, pvalues, record  # noqa: E402 -- after the path is set
-from pipelines.detectors import cluster_models, rule_ensemble, within_run  # noqa: E402
-from pipelines.stages.control_charts import normal_pvalues  # noqa: E402
+from pipelines.calibration import headline, labs, record  # noqa: E402 -- after the path is set
+from pipelines.detectors import charts as control_charts, cluster_models, rule_ensemble, within_run  # noqa: E402
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
              "cause_classifier": "cause_classifier", "within_run": "within_run"}
@@ -50,24 +49,18 @@ def system_history(tree: Path, system: str, index: dict, resolution: float) -> r
     normals: dict[str, dict[str, float]] = {}
     faults: dict[str, dict[str, float]] = {}
     if stacking:
-        n = max(1, len(stacking.get("runs") or []) - 1)
-        normals["stacking"] = record.loo_pvalues(stacking["normal_scores"],
-                                                 lambda s, null: rule_ensemble.stacking_pvalue(s, null, n))
+        normals["stacking"] = rule_ensemble.normal_pvalues(stacking["normal_scores"])
         faults["stacking"] = stacking.get("fault_pvalues") or {}
     if charts:
         intervals = {r: read(tree / "data" / "interim" / "normalized" / f"{r}.json").get("n_intervals", 1)
                      for r in charts["normal_scores"]}
-        normals["control_charts"] = normal_pvalues(charts, intervals)
+        normals["control_charts"] = control_charts.normal_pvalues(charts, intervals)
         faults["control_charts"] = charts.get("fault_pvalues") or {}
         within = charts.get("within_run") or {}
-        normals["within_run"] = record.loo_pvalues(
-            within.get("normal_scores") or {},
-            lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=within_run.RESOLUTION))
+        normals["within_run"] = within_run.normal_pvalues(within.get("normal_scores") or {})
         faults["within_run"] = within.get("fault_pvalues") or {}
     if clusters:
-        normals["clustered_regression"] = record.loo_pvalues(
-            clusters["normal_scores"],
-            lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=cluster_models.RESOLUTION))
+        normals["clustered_regression"] = cluster_models.normal_pvalues(clusters["normal_scores"])
         faults["clustered_regression"] = clusters.get("fault_pvalues") or {}
     if meta.get("null_fault_scores"):
         predicted = {"history_normal_scores": meta["null_fault_scores"], "null_fault_scores":

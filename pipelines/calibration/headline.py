@@ -426,9 +426,7 @@ def fault_weights(history_faults: dict[str, dict[str, float | None]], used: list
         return None
     caught = {d: sum(1 for f in common if history_faults[d][f] is not None and history_faults[d][f] <= alpha)
               for d in used}
-    total = sum(1 + k for k in caught.values())
-    return {"faults": len(common), "caught": caught,
-            "weights": {d: round((1 + caught[d]) * len(used) / total, 4) for d in used}}
+    return {"faults": len(common), "caught": caught, "weights": record.rate_shares(caught)}
 
 
 def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
@@ -553,7 +551,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     weighting = fault_weights(ev.history_faults, [k for k, v in used.items() if v is not None],
                               alpha=rule.false_alarm_rate, run_id=detection["run_id"]) \
         if rule.detector_weights == "faults" and rule.verdict_rule == "calibrated" and lab["status"] == "same_lab" \
-        else None
+        and rule.trust != "record" else None
     if unjudged is None and set_aside and not any(v is not None for v in used.values()):
         unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
                     "(nothing measures how far labs differ), and the run cannot be compared with itself: "
@@ -562,8 +560,7 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     if unjudged is None and rule.verdict_rule == "calibrated" and rule.trust == "record":
         choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=detection["run_id"],
                          lab_of=lab_of)
-        used = {d: ev.p_values[d] for d in choice.detectors}
-        weighting = None                  # the shares are the record's: details["trust"]
+        used = {d: ev.p_values[d] for d in choice.detectors}         # its shares: details["trust"]
         verdict, p_value = (("fail" if choice.p_value <= rule.false_alarm_rate else "pass"), choice.p_value) \
             if choice.p_value is not None else (headline_verdict(ev.verdicts, "all"), None)
     else:

@@ -141,15 +141,24 @@ def standing(detector: str, history: History, normal_runs: set[str], fault_runs:
                     trusted=excess is None or excess > level, excess_p=excess)
 
 
-def shares(history: History, detectors: tuple[str, ...], faults: set[str], alpha: float) -> dict[str, float] | None:
-    """Each detector's share of the rate: ``1 +`` the faults of ``faults`` it caught, scaled to a
-    mean of 1; None (equal shares) for one detector or no fault."""
-    if len(detectors) < 2 or not faults:
-        return None
-    caught = {d: sum(1 for r, p in (history.faults.get(d) or {}).items() if r in faults and p <= alpha)
-              for d in detectors}
+def rate_shares(caught: Mapping[str, int]) -> dict[str, float]:
+    """Each detector's share of the rate from the faults it caught: ``1 +`` its catches, scaled to
+    a mean of 1 (a detector that caught nothing keeps a little, for a fault of a new kind)."""
     total = sum(1 + k for k in caught.values())
-    return {d: round((1 + caught[d]) * len(detectors) / total, 4) for d in detectors}
+    return {d: round((1 + k) * len(caught) / total, 4) for d, k in caught.items()}
+
+
+def catches(history: History, detectors: tuple[str, ...], faults: set[str], alpha: float) -> dict[str, set[str]]:
+    """The faults of ``faults`` each detector caught (p at most ``alpha``)."""
+    return {d: {r for r, p in (history.faults.get(d) or {}).items() if r in faults and p <= alpha} for d in detectors}
+
+
+def shares(caught: Mapping[str, set[str]], faults: set[str], leave_out: str | None = None) -> dict[str, float] | None:
+    """The shares of the rate (:func:`rate_shares`) learned from ``faults`` without ``leave_out``;
+    None (equal shares) for one detector or no fault."""
+    if len(caught) < 2 or not faults - {leave_out}:
+        return None
+    return rate_shares({d: len(runs - {leave_out}) for d, runs in caught.items()})
 
 
 def combined(p_values: Mapping[str, float], weights: dict[str, float] | None, combination: str) -> float | None:
@@ -170,10 +179,11 @@ def replay(candidate: tuple[str, ...], history: History, normal_runs: set[str], 
     plus the share of faults it caught (a term only where such runs exist); and its false alarms.
     Each run is judged by the candidate's detectors that judged it, their shares learned without
     it; a run none of them judged counts as passed."""
+    caught_by = catches(history, candidate, fault_runs, alpha)
+
     def fails(run: str, source: Mapping[str, Mapping[str, float]]) -> bool:
         ps = {d: source[d][run] for d in candidate if run in (source.get(d) or {})}
-        weights = shares(history, candidate, fault_runs - {run}, alpha)
-        p = combined(ps, weights, combination)
+        p = combined(ps, shares(caught_by, fault_runs, leave_out=run), combination)
         return p is not None and p <= alpha
     false_alarms = sum(fails(r, history.normals) for r in normal_runs)
     caught = sum(fails(r, history.faults) for r in fault_runs)
@@ -207,7 +217,7 @@ def choose(p_values: Mapping[str, float | None], history: History, *, lab: str |
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     best = max(candidates, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
-    weights = shares(history, best, fault_runs, alpha)
+    weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
     dropped = [d for d in judged if not standings[d].trusted]
     reason = ("the best record on this history's verified runs"
               + ("; left out for failing more normal runs than the rate explains: "

@@ -527,6 +527,23 @@ def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], 
                             params=params)
 
 
+def normal_pvalues(calibration: dict[str, Any], intervals: dict[str, int]) -> dict[str, float]:
+    """Each normal run's charts p-value against the others' run and window scores, as
+    :func:`judge` computes a target's (Bonferroni of the two; resolution one interval of the run):
+    the charts' record of false alarms (``calibration.record``)."""
+    runs, windows = calibration["normal_scores"], calibration["window_scores"]
+    out = {}
+    for r, score in runs.items():
+        resolution = 1.0 / max(1, intervals.get(r, 1))
+        p_run = pvalues.calibrated_pvalue(score, [v for q, v in runs.items() if q != r], resolution=resolution)
+        p_window = pvalues.calibrated_pvalue(windows.get(r, 0.0), [v for q, v in windows.items() if q != r],
+                                             resolution=resolution)
+        p = pvalues.combined_pvalue([p_run, p_window])
+        if np.isfinite(p):
+            out[r] = round(float(p), 6)
+    return out
+
+
 def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
           counter_flag_floor: float, false_alarm_rate: float) -> dict[str, Any]:
     """Run verdict, score, p-value and flagged counters of one target from its violation ratios.

@@ -51,7 +51,7 @@ from scipy.spatial.distance import squareform
 from scipy.stats import ks_2samp
 
 from pipelines import parallel
-from pipelines.calibration import history, labs, pvalues
+from pipelines.calibration import history, labs, pvalues, record
 from pipelines.progress import Progress
 
 log = logging.getLogger("regresslab.clusters")
@@ -307,6 +307,12 @@ def complete_columns(frame: pd.DataFrame, *, min_share: float) -> pd.DataFrame:
     if not keep.isna().to_numpy().any():
         return keep
     return keep.fillna(keep.median())
+
+
+def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
+    """Each normal run's p-value against the others' largest excess errors, as :func:`judge`
+    computes a run's (the cluster models' record of false alarms, ``record``)."""
+    return record.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
 
 
 def judge(max_error: float, null: list[float], *, false_alarm_rate: float,

@@ -503,6 +503,14 @@ def stacking_pvalue(score: float, null: list[float], n_models: int) -> float:
     return pvalues.calibrated_pvalue(score, null, resolution=1.0 / max(1, n_models))
 
 
+def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
+    """Each normal run's stacking p-value against the others' scores (each judged by the models of
+    all the others but itself: one model fewer than the runs), the record's false alarms
+    (``record``)."""
+    models = max(1, len(normal_scores) - 1)
+    return record.loo_pvalues(normal_scores, lambda s, null: stacking_pvalue(s, null, models))
+
+
 def stacking_evidence(result: dict[str, Any], null: list[float] | None) -> dict[str, Any]:
     """What the verdict file's ``association_rules_stacking`` gains from the calibration."""
     score = stacking_score(result)
@@ -853,7 +861,6 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
             return None
         return stacking_evidence(result, list(scores.values()))["p_value"]
     fault_p = dict(zip(faults, mapper(judge_fault, faults)))
-    normal_p = record.loo_pvalues(scores, lambda s, null: stacking_pvalue(s, null, max(1, len(passed) - 1)))
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores, "cross_lab_scores": cross,
                              "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None},
-                             "normal_pvalues": normal_p}, key)
+                             "normal_pvalues": normal_pvalues(scores)}, key)

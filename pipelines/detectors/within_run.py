@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.calibration import effects, pvalues
+from pipelines.calibration import effects, pvalues, record
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
 RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)
@@ -203,6 +203,12 @@ def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, f
               for r in sorted(changes)}
     return {"peaks": peaks, "limits": limits, "normal_scores": scores, "min_effect": min_effect,
             "floor_share": floor_share}
+
+
+def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
+    """Each normal run's p-value against the others' scores, as :func:`judge` computes a run's (its
+    record's false alarms, ``record``)."""
+    return record.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
 
 
 def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_alarm_rate: float,

@@ -158,6 +158,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
     normals = loo_history_faults([r for r in analysed if index[r]["verdict"] == "pass"], analysed, charts or {},
                                  clustered or {}, {})
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
+    classifier_normals = loo_normal_scores(classified or {})
     for run_id, (result, doc) in analysed.items():
         row = index[run_id]
         truth = (run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
@@ -179,7 +180,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
                        "history_normals": normals["clustered_regression"]} \
                 if clustered and run_id in clustered else None
             predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
-                         "history_normal_scores": loo_normal_scores(classified)} \
+                         "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
             head = headline.compose({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
                                     lab_of=lab_of)

@@ -11,9 +11,14 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
-from pipelines.calibration import history, record
-from pipelines.calibration.pvalues import calibrated_pvalue
-from pipelines.detectors.cluster_models import RESOLUTION, cross_lab_scores, decide_matched, model_against, normal_scores
+from pipelines.calibration import history
+from pipelines.detectors.cluster_models import (
+    cross_lab_scores,
+    decide_matched,
+    model_against,
+    normal_pvalues,
+    normal_scores,
+)
 from pipelines.progress import Progress
 from pipelines.storage import archive, locks, memo, store
 
@@ -35,10 +40,9 @@ def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[st
     null, _ = normal_scores(passed, index, frames, params, hist)
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     cross = cross_lab_scores(passed, index, frames, params, hist, verdicts)
-    normal_p = record.loo_pvalues(null, lambda s, others: calibrated_pvalue(s, others, resolution=RESOLUTION))
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
                              "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts),
-                             "normal_pvalues": normal_p}, key)
+                             "normal_pvalues": normal_pvalues(null)}, key)
 
 
 def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],

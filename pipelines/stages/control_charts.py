@@ -10,12 +10,10 @@ import logging
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import history, labs, record
-from pipelines.calibration.pvalues import calibrated_pvalue, combined_pvalue
+from pipelines.calibration import history, labs
 from pipelines.detectors import within_run
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
@@ -26,6 +24,7 @@ from pipelines.detectors.charts import (
     cross_lab_calibration,
     judge,
     matched_calibration,
+    normal_pvalues,
 )
 from pipelines.progress import Progress
 from pipelines.storage import archive, locks, memo, store
@@ -111,27 +110,8 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
     calibration["fault_pvalues"], calibration["within_run"]["fault_pvalues"] = fault_pvalues(
         index, frames, calibration, params, hist, significance, verdicts)
     calibration["normal_pvalues"] = normal_pvalues(calibration, {r: len(frames[r]) for r in calibration["normal_scores"]})
-    calibration["within_run"]["normal_pvalues"] = record.loo_pvalues(
-        calibration["within_run"]["normal_scores"],
-        lambda s, null: calibrated_pvalue(s, null, resolution=within_run.RESOLUTION))
+    calibration["within_run"]["normal_pvalues"] = within_run.normal_pvalues(calibration["within_run"]["normal_scores"])
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
-
-
-def normal_pvalues(calibration: dict[str, Any], intervals: dict[str, int]) -> dict[str, float]:
-    """Each normal run's charts p-value against the others' run and window scores, as
-    ``charts.judge`` computes a target's (Bonferroni of the two; resolution one interval of the
-    run): the charts' record of false alarms (``record``)."""
-    runs, windows = calibration["normal_scores"], calibration["window_scores"]
-    out = {}
-    for r, score in runs.items():
-        resolution = 1.0 / max(1, intervals.get(r, 1))
-        p_run = calibrated_pvalue(score, [v for q, v in runs.items() if q != r], resolution=resolution)
-        p_window = calibrated_pvalue(windows.get(r, 0.0), [v for q, v in windows.items() if q != r],
-                                     resolution=resolution)
-        p = combined_pvalue([p_run, p_window])
-        if np.isfinite(p):
-            out[r] = round(float(p), 6)
-    return out
 
 
 def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
