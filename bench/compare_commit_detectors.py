@@ -90,7 +90,7 @@ def run_peer(name: str, traces: dict[str, list[float]], root: Path) -> tuple[dic
     return {k: list(v) for k, v in result["changes"].items()}, float(result["seconds"])
 
 
-OURS = ("skia", "mono", "pelt", "mono+pelt")
+OURS = ("skia", "mono", "pelt", "mono+pelt", "level_shift")
 
 
 def add_peers(found: dict, seconds: dict, frame: pd.DataFrame, commits: list[str], root: Path, *,
@@ -121,7 +121,7 @@ def ours(frame: pd.DataFrame, params: dict, groupings: list[str] | None = None
         result = commit_series.detect_all(frame, {**p, "method": name.split(" ")[0]})
         seconds[name] = time.perf_counter() - t0
         by_series: dict[str, list[int]] = {}
-        for ch in result["skia"] + result["mono"] + result["pelt"]:
+        for ch in commit_series.all_changes(result):
             by_series.setdefault(ch["series"], []).append(pos[ch["commit"]])
         found[name] = by_series
     return found, seconds, commits
@@ -155,6 +155,49 @@ def realistic_table(seeds: list[int], params: dict, margin: int, root: Path, n_c
               f" | {sum(per.values()) / len(per):.3f} | {seconds[name]:.1f} | {', '.join(worse) or '-'} |")
 
 
+def simulated(seed: int, sim: dict, labels: bool = False):
+    """The example's commit history (``commitsim`` params) for one seed; with ``labels``, its truth too."""
+    frame, truth = commitsim.simulate(
+        seed=seed, n_commits=int(sim["n_commits"]), n_groups=int(sim["n_groups"]),
+        benchmarks_per_group=int(sim["benchmarks_per_group"]), runs=int(sim["runs"]),
+        measurements=int(sim["measurements"]), warmup=int(sim["warmup"]),
+        changes_per_group=tuple(sim["changes_per_group"]), min_change=float(sim["min_change"]),
+        max_change=float(sim["max_change"]), static_share=float(sim["static_share"]), min_gap=int(sim["min_gap"]))
+    return (frame, truth) if labels else frame
+
+
+def ruptures_pelt_table(frames: list[tuple[str, pd.DataFrame]], params: dict) -> None:
+    """PELT's search hand-written (``change_points.segment``) and ``ruptures.Pelt(model="normal")``
+    on the same cleaned series: the change points each finds and the time."""
+    import numpy as np
+    import ruptures
+
+    from pipelines.detectors import change_points
+
+    def search(z, *, penalty, min_segment, var_floor=1e-2):
+        size = max(2, min_segment)
+        if z.size < 2 * size:
+            return []
+        algo = ruptures.Pelt(model="normal", min_size=size, jump=1).fit(z.reshape(-1, 1))
+        return [int(b) for b in algo.predict(pen=penalty * np.log(z.size)) if b < z.size]
+
+    pp = change_points.pelt_params(params["pelt"])
+    tables = []
+    for _, frame in frames:
+        frame = commit_series.check_frame(frame)
+        tables.append(commit_series.trace_matrix(frame, commit_series.commit_order(frame)))
+    hand = change_points.segment
+    print("\n| search | change points (" + "; ".join(n for n, _ in frames) + ") | seconds |\n|---|---|---|")
+    for name, fn in (("hand-written", hand), (f"ruptures {ruptures.__version__} Pelt(model=normal)", search)):
+        change_points.segment = fn
+        try:
+            t0 = time.perf_counter()
+            counts = [len(change_points.pelt_changes(t, **pp)) for t in tables]
+            print(f"| {name} | {', '.join(map(str, counts))} | {time.perf_counter() - t0:.1f} |", flush=True)
+        finally:
+            change_points.segment = hand
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13])
@@ -167,18 +210,21 @@ def main() -> None:
     parser.add_argument("--realistic-seeds", type=int, nargs="*", default=[1, 2, 3],
                         help="seeds of commitsim.realistic, one value per commit (none: skip)")
     parser.add_argument("--realistic-commits", type=int, default=400)
+    parser.add_argument("--ruptures-pelt", action="store_true",
+                        help="only: PELT's hand-written search against ruptures' on the example histories and Django")
     args = parser.parse_args()
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     sim, cparams = params["commitsim"], params["commit_changes"]
     root = Path(args.venvs)
+    if args.ruptures_pelt:
+        frames = [(f"seed {seed}", simulated(seed, sim)) for seed in args.seeds]
+        if Path(args.django).exists():
+            frames.append(("Django", pd.read_csv(args.django, dtype={"commit": str})))
+        ruptures_pelt_table(frames, cparams)
+        return
     totals: dict[str, dict] = {}
     for seed in args.seeds:
-        frame, truth = commitsim.simulate(
-            seed=seed, n_commits=int(sim["n_commits"]), n_groups=int(sim["n_groups"]),
-            benchmarks_per_group=int(sim["benchmarks_per_group"]), runs=int(sim["runs"]),
-            measurements=int(sim["measurements"]), warmup=int(sim["warmup"]),
-            changes_per_group=tuple(sim["changes_per_group"]), min_change=float(sim["min_change"]),
-            max_change=float(sim["max_change"]), static_share=float(sim["static_share"]), min_gap=int(sim["min_gap"]))
+        frame, truth = simulated(seed, sim, labels=True)
         found, seconds, commits = ours(frame, cparams, args.skia_groupings)
         pos = {c: i for i, c in enumerate(commits)}
         labels = {s: [pos[c] for c in v["change_commits"]] for s, v in truth["series"].items()}

@@ -49,14 +49,15 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
     return pd.Series(values).rolling(window, center=True, min_periods=1).median().to_numpy(float)
 
 
-def despike(values: np.ndarray, *, outlier_sd: float) -> np.ndarray:
-    """The series with each value more than ``outlier_sd`` robust sd from its running median (5
-    commits) replaced by that median: an isolated slow commit (or two in a row) is not a level."""
+def despike(values: np.ndarray, *, outlier_sd: float, window: int = 5) -> np.ndarray:
+    """The series with each value more than ``outlier_sd`` robust sd from its running median
+    (``window`` commits) replaced by that median: an isolated slow commit (or up to ``window``
+    // 2 in a row) is not a level."""
     y = np.asarray(values, dtype=float).copy()
     sd = robust_sd(y)
     if sd <= 0:
         return y
-    near = running_median(y, 5)
+    near = running_median(y, window)
     far = np.abs(y - near) > outlier_sd * sd
     y[far] = near[far]
     return y

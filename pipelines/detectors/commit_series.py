@@ -5,12 +5,14 @@ The history's input checks and traces, the detectors ``method`` names on every s
 :mod:`pipelines.detectors.change_points`), the contract's output rows and the scores against
 labelled change points.  ``method``: ``skia+mono`` (both seeds' detectors, each row its own),
 ``mono+pelt`` (Mono's changes of level and PELT's changes of spread that Mono cannot see), one
-of ``skia``, ``mono``, ``pelt`` alone, or ``auto``: ``pelt`` on the commits' medians when they
-have repeated runs, ``mono+pelt`` for one value per commit (the comparison in
+of ``skia``, ``mono``, ``pelt``, ``level_shift`` (steps beyond the series' own course:
+:mod:`pipelines.detectors.level_shifts`) alone, or ``auto``: ``pelt`` on the commits' medians when
+they have repeated runs, ``level_shift`` for one value per commit (the comparison in
 docs/results/commit-series.md: with repeated runs PELT finds every simulated change and raises
 0.5 changes per 100 commits on Django's history, where Mono raises 3.4; with one value per commit
-PELT alone calls drifts and cycles changes, and Skia's shuffled-commit null calls autocorrelated
-noise one).
+a trend, a cycle or a random walk is a string of steps to PELT and to Mono, whose noise is the
+series' own around its running median, and Skia's shuffled-commit null calls autocorrelated
+noise one; the local test of ``level_shift`` holds them as the series' course).
 Lower values are better unless a benchmark matches ``higher_is_better``; ``direction`` is
 ``regression`` or ``improvement``.  Output: ``reports/commits/changes.json`` (a list of
 ``{benchmark, config, commit, direction, magnitude_pct, method, evidence}``, regressions first,
@@ -27,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.detectors.change_points import despike, pelt_changes, pelt_params
+from pipelines.detectors.level_shifts import LevelShiftParams, level_shift_changes
 from pipelines.detectors.mono import commit_effect, mono_changes, mono_series, mono_summary
 from pipelines.detectors.skia import skia_changes, skia_params
 
@@ -150,17 +153,29 @@ def mono_all(frame: pd.DataFrame, commits: list[str], mo: dict[str, Any], *, pro
     return changes, intervals, summaries
 
 
-METHODS = ("auto", "skia+mono", "mono+pelt", "skia", "mono", "pelt")
+METHODS = ("auto", "level_shift", "skia+mono", "mono+pelt", "skia", "mono", "pelt")
+DETECTORS = ("skia", "mono", "pelt", "level_shift")      # each one's changes under its name in detect_all's result
+
+
+def ran(method: str) -> list[str]:
+    """The detectors a resolved ``method`` runs."""
+    return [d for d in DETECTORS if d in method.split("+")]
+
+
+def all_changes(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every change of every detector that ran, in :data:`DETECTORS` order."""
+    return [ch for d in DETECTORS for ch in result[d]]
 
 
 def resolve_method(method: str, frame: pd.DataFrame) -> str:
-    """``auto``: ``pelt`` when most commits have repeated runs or measurements, else ``mono+pelt``."""
+    """``auto``: ``pelt`` when most commits have repeated runs or measurements, else
+    ``level_shift`` (the per-class table in docs/results/commit-series.md)."""
     if method not in METHODS:
         raise ValueError(f"commit_changes.method must be one of {', '.join(METHODS)}, not {method!r}")
     if method != "auto":
         return method
     per_commit = frame.groupby(["benchmark", "config", "commit"]).size()
-    return "pelt" if float(per_commit.median()) > 1 else "mono+pelt"
+    return "pelt" if float(per_commit.median()) > 1 else "level_shift"
 
 
 def spread_changes(pelt: list[dict[str, Any]], level: list[dict[str, Any]], commits: list[str], *,
@@ -188,6 +203,9 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     table = trace_matrix(frame, commits)
     method = resolve_method(str(params.get("method", "skia+mono")), frame)
     skia, clusters, mono, intervals, summaries, pelt = [], [], [], {}, {}, []
+    shifts, irregular = [], {}
+    if "level_shift" in ran(method):
+        shifts, irregular = level_shift_changes(table, LevelShiftParams.from_params(params["level_shift"]))
     if "skia" in method:
         skia, clusters = skia_changes(table, **skia_params(params["skia"]))
     if "mono" in method:
@@ -198,8 +216,9 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
         if "mono" in method:
             pelt = spread_changes(pelt, mono, commits, margin=int(params["pelt"]["min_segment"]),
                                   variance_ratio=pp["variance_ratio"])
-    return {"commits": commits, "table": table, "skia": skia, "mono": mono, "pelt": pelt, "clusters": clusters,
-            "intervals": intervals, "summaries": summaries, "method": method}
+    return {"commits": commits, "table": table, "skia": skia, "mono": mono, "pelt": pelt, "level_shift": shifts,
+            "clusters": clusters, "intervals": intervals, "summaries": summaries, "irregular": irregular,
+            "method": method}
 
 
 # --------------------------------------------------------------------------- I/O shell

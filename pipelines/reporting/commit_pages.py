@@ -64,7 +64,7 @@ def render_page(rows: list[dict[str, Any]], result: dict[str, Any] | None, *, so
     return env.get_template("commits.html.j2").render(
         rows=rows, series=series, source=source, new_clusters=new_clusters, metrics=metrics, problem=problem,
         regressions=sum(r["direction"] == "regression" for r in rows),
-        method=(result or {}).get("method", "skia+mono"),
+        method=(result or {}).get("method", "skia+mono"), irregular=(result or {}).get("irregular", {}),
         commits=len(result["commits"]) if result else 0,
         benchmarks=len(result["table"]) if result else 0)
 

@@ -105,7 +105,9 @@ def _measurements(rng, level: np.ndarray, shape: str, noise: float, *, runs: int
 
 # --------------------------------------------------------------------------- one value per commit
 
-CLASSES = ("quiet", "autocorrelated", "drift", "outliers", "heavy_tails", "seasonal", "steps", "variance")
+CLASSES = ("quiet", "autocorrelated", "drift", "outliers", "heavy_tails", "seasonal", "steps", "variance",
+           "trend", "curved_trend", "random_walk", "level_noise",
+           "trend_steps", "seasonal_steps", "random_walk_steps", "heavy_tail_steps")
 UNCHANGED = ("quiet", "autocorrelated", "drift", "outliers", "heavy_tails", "seasonal")
 
 
@@ -119,8 +121,14 @@ def realistic(*, seed: int, n_commits: int = 400, series_per_class: int = 6,
     of them), ``heavy_tails`` (Student's t noise, 2.5 degrees of freedom), ``seasonal`` (a weekly
     or monthly cycle of 1-3 noise sd).  Two change: ``steps`` (1-3 level shifts of 3-15 noise sd
     over AR(1) noise, φ up to 0.5), ``variance`` (the noise sd grows 3-5x at one commit, the level
-    kept).  The noise sd is 1-3 % of the level.  Same output as :func:`simulate`, with each
-    series' ``class``."""
+    kept).  What real histories do that no code change explains, as whole-history shapes:
+    ``trend`` (the level grows or shrinks linearly by 5-2,000 noise sd over the history),
+    ``curved_trend`` (the same amount along a saturating or accelerating curve), ``random_walk``
+    (the level is the sum of its own increments: no level to return to), ``level_noise`` (a
+    trending level whose noise grows with it, multiplicative noise); and four with 1-2 real steps
+    of 4-15 noise sd on such a background: ``trend_steps``, ``seasonal_steps``,
+    ``random_walk_steps`` (the step 6-15 increment sd), ``heavy_tail_steps``.  The noise sd is
+    1-3 % of the level.  Same output as :func:`simulate`, with each series' ``class``."""
     rng = np.random.default_rng(seed)
     commits = [commit_id(i, 10_000 + seed) for i in range(n_commits)]
     times = commit_times(n_commits)
@@ -190,6 +198,47 @@ def _realistic_series(rng, cls: str, n: int, base: float, sd: float) -> tuple[np
         points = _change_points(rng, n, 1)
         scale = np.where(np.arange(n) >= points[0], float(rng.uniform(3.0, 5.0)), 1.0)
         noise = rng.normal(0.0, sd, n) * scale
+    elif cls in ("trend", "curved_trend", "level_noise", "trend_steps"):
+        level = base + _trend(rng, n, sd, curved=cls == "curved_trend" or (cls != "trend" and rng.random() < 0.5))
+        noise = rng.normal(0.0, sd, n)
+        if cls == "level_noise":
+            noise = noise * level / base
+        if cls == "trend_steps":
+            points = _add_steps(rng, level, sd, 4.0, 15.0)
+    elif cls == "seasonal_steps":
+        period = float(rng.choice([7 * 4, 30 * 4]))
+        noise = rng.normal(0.0, sd, n) + float(rng.uniform(1.0, 3.0)) * sd * np.sin(2 * np.pi * np.arange(n) / period)
+        points = _add_steps(rng, level, sd, 4.0, 15.0)
+    elif cls in ("random_walk", "random_walk_steps"):
+        step_sd = sd * float(rng.uniform(0.2, 0.6))             # the walk's increments
+        level = base + np.cumsum(rng.normal(0.0, step_sd, n))
+        noise = rng.normal(0.0, sd * 0.5, n)
+        if cls == "random_walk_steps":
+            points = _add_steps(rng, level, step_sd + sd * 0.5, 6.0, 15.0)
+    elif cls == "heavy_tail_steps":
+        noise = sd * rng.standard_t(2.5, n) / np.sqrt(2.5 / 0.5)
+        points = _add_steps(rng, level, sd, 4.0, 15.0)
     else:
         raise ValueError(f"unknown class {cls!r} (one of {', '.join(CLASSES)})")
     return level + noise, points
+
+
+def _trend(rng, n: int, sd: float, *, curved: bool) -> np.ndarray:
+    """A change of level of 5-2,000 noise sd over the history (log-uniform: from a slow drift to a
+    smooth curve the noise is invisible on), up or down: a straight line, or a saturating
+    (1 - e^-x) or accelerating (x^2) curve."""
+    total = float(np.exp(rng.uniform(np.log(5.0), np.log(2000.0)))) * sd * float(rng.choice([-1, 1]))
+    x = np.arange(n) / max(n - 1, 1)
+    if curved:
+        shape = (1 - np.exp(-4 * x)) / (1 - np.exp(-4.0)) if rng.random() < 0.5 else x * x
+    else:
+        shape = x
+    return total * shape
+
+
+def _add_steps(rng, level: np.ndarray, sd: float, low: float, high: float) -> list[int]:
+    """1-2 steps of ``low``-``high`` x ``sd`` either way added to ``level`` in place: their indices."""
+    points = _change_points(rng, level.size, int(rng.integers(1, 3)))
+    for p in points:
+        level[p:] += float(rng.uniform(low, high)) * sd * float(rng.choice([-1, 1]))
+    return points

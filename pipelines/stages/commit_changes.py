@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines import config
-from pipelines.detectors.commit_series import check_frame, contract_rows, detect_all, f1_scores
+from pipelines.detectors.commit_series import all_changes, check_frame, contract_rows, detect_all, f1_scores, ran
 from pipelines.detectors.skia import TRIAGE_STATUSES, coalesce, triage_cluster
 from pipelines.progress import Progress
 from pipelines.reporting.commit_pages import render_page
@@ -38,20 +38,19 @@ def score_against(result: dict[str, Any], labels: dict[str, Any], margin: int) -
     pos = {c: i for i, c in enumerate(result["commits"])}
     truth = {s: [pos[c] for c in v["change_commits"] if c in pos] for s, v in labels["series"].items()}
     out = {}
-    ran = [m for m in ("skia", "mono", "pelt") if m in result["method"]]      # a method that did not run is not scored
-    for method in ran:
+    detectors = ran(result["method"])                     # a method that did not run is not scored
+    for method in detectors:
         det: dict[str, list[int]] = {}
         for ch in result[method]:
             det.setdefault(ch["series"], []).append(pos[ch["commit"]])
         out[method] = f1_scores(det, truth, margin=margin)
     out["no_change"] = f1_scores({}, truth, margin=margin)
     n = max(len(result["commits"]), 1)
-    reported = [ch for m in ("skia", "mono", "pelt") for ch in result[m]]
     det = {}
-    for ch in reported:
+    for ch in all_changes(result):
         det.setdefault(ch["series"], []).append(pos[ch["commit"]])
     out["reported"] = f1_scores(det, truth, margin=margin) | {"method": result["method"]}
-    for method in ran:
+    for method in detectors:
         out[method]["changes_per_100_commits"] = round(100 * len(result[method]) / n / max(len(truth), 1), 3)
     return out
 
@@ -88,7 +87,7 @@ def main() -> None:
     n_series = int(frame[["benchmark", "config"]].drop_duplicates().shape[0])
     prog = Progress(log, "commit_changes mono", n_series, what="series", every=max(1, n_series // 20))
     result = detect_all(frame, params, progress=lambda i, n, s: prog.step(i, s))
-    rows = contract_rows(result["skia"] + result["mono"] + result["pelt"], list(params["higher_is_better"]))
+    rows = contract_rows(all_changes(result), list(params["higher_is_better"]))
     known = archive.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
     registry, new_ids = coalesce(known, result["clusters"])
     archive.write_json_atomic(config.COMMIT_CLUSTERS, registry)
@@ -106,7 +105,9 @@ def main() -> None:
     archive.write_json_atomic(metrics_path, metrics or {})
     print(f"[commit_changes] {len(result['table'])} series x {len(result['commits'])} commits: "
           f"skia {len(result['skia'])} change(s) in {len(result['clusters'])} interesting cluster(s) "
-          f"({len(new_ids)} new), mono {len(result['mono'])}, pelt {len(result['pelt'])} (method {result['method']}); "
+          f"({len(new_ids)} new), mono {len(result['mono'])}, pelt {len(result['pelt'])}, "
+          f"level_shift {len(result['level_shift'])} ({len(result['irregular'])} series too irregular to call) "
+          f"(method {result['method']}); "
           f"{sum(r['direction'] == 'regression' for r in rows)} "
           f"regression(s) -> {config.COMMIT_REPORTS / 'index.html'}")
     if metrics:

@@ -23,10 +23,11 @@ def _setup(tree, frame, truth, method="skia+mono"):
     series.mkdir()
     with gzip.open(series / "bench.csv.gz", "wt") as fh:
         frame.to_csv(fh, index=False)
-    archive.write_json_atomic(series / "labels.json", truth)
+    if truth is not None:
+        archive.write_json_atomic(series / "labels.json", truth)
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["commit_changes"]["source"] = str(series / "bench.csv.gz")
-    params["commit_changes"]["labels"] = str(series / "labels.json")
+    params["commit_changes"]["labels"] = str(series / "labels.json") if truth is not None else None
     params["commit_changes"]["method"] = method
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
 
@@ -90,17 +91,39 @@ def test_an_unset_or_unreadable_series_does_not_stop_the_night(tree):
     assert "missing column(s) commit_time, benchmark, config, run" in (config.COMMIT_REPORTS / "index.html").read_text()
 
 
-def test_one_value_per_commit_is_judged_by_mono_and_pelt(tree, capsys):
-    """A nightly history (one value per commit): ``auto`` runs Mono on the series' own noise and
-    PELT for changes of spread; Skia does not run; the page says where Mono's noise came from."""
-    frame, truth = commitsim.realistic(seed=4, n_commits=200, series_per_class=2, classes=("quiet", "steps", "variance"))
+def test_one_value_per_commit_is_judged_by_level_shifts(tree, capsys):
+    """A nightly history (one value per commit): ``auto`` runs the level-shift test (steps beyond
+    the series' own course); Skia, Mono and PELT do not run; no step on a quiet series."""
+    frame, truth = commitsim.realistic(seed=4, n_commits=200, series_per_class=2, classes=("quiet", "steps", "trend"))
     _setup(tree, frame, truth, method="auto")
     commit_changes.main()
     metrics = json.loads((config.METRICS / "commit_changes.json").read_text())
-    assert metrics["reported"]["method"] == "mono+pelt" and set(metrics) == {"mono", "pelt", "no_change", "reported"}
+    assert metrics["reported"]["method"] == "level_shift" and set(metrics) == {"level_shift", "no_change", "reported"}
     assert metrics["reported"]["f1_tcpd"] > metrics["no_change"]["f1_tcpd"]
     rows = json.loads((config.COMMIT_REPORTS / "changes.json").read_text())
-    assert {r["method"] for r in rows} <= {"mono", "pelt"} and not any(r["benchmark"].startswith("quiet") for r in rows)
+    assert {r["method"] for r in rows} == {"level_shift"}
+    assert not any(r["benchmark"].startswith(("quiet", "trend")) for r in rows)
     page = (config.COMMIT_REPORTS / "index.html").read_text()
-    assert "one value per commit" in page and "<code>commit_changes.method</code>: mono+pelt" in page
-    assert "Skia (" not in page and "impact factor" not in page       # only what ran is named
+    assert "level shifts (steps beyond" in page and "<code>commit_changes.method</code>: level_shift" in page
+    assert "Skia (" not in page and "Mono (" not in page and "impact factor" not in page   # only what ran is named
+
+
+def test_a_series_too_irregular_to_call_is_named_on_the_page(tree):
+    """A strong slow cycle (8 noise sd, 200 commits) is too irregular to call: no change on it,
+    and the page lists it with how far its step tests spread beyond chance."""
+    import numpy as np
+    import pandas as pd
+
+    n = 600
+    rng = np.random.default_rng(0)
+    commits = [f"{i:040x}" for i in range(n)]
+    times = pd.date_range("2026-01-01", periods=n, freq="6h").strftime("%Y-%m-%dT%H:%M:%S")
+    cyc = 100 + 8 * np.sin(2 * np.pi * np.arange(n) / 200) + rng.normal(0, 1, n)
+    flat = 50 + rng.normal(0, 0.5, n)
+    frame = pd.concat([pd.DataFrame({"commit": commits, "commit_time": times, "benchmark": name, "config": "d",
+                                     "run": 0, "value": v}) for name, v in (("cyclic", cyc), ("flat", flat))])
+    _setup(tree, frame, None, method="auto")
+    commit_changes.main()
+    assert json.loads((config.COMMIT_REPORTS / "changes.json").read_text()) == []
+    page = (config.COMMIT_REPORTS / "index.html").read_text()
+    assert 'id="irregular-series"' in page and "<code>cyclic|d</code>" in page and "flat|d" not in page

@@ -99,7 +99,7 @@ def test_auto_chooses_by_the_runs_per_commit():
     import pandas as pd
     one = pd.DataFrame({"benchmark": "b", "config": "d", "commit": ["c1", "c2", "c3"], "run": 0, "value": 1.0})
     many = pd.concat([one, one.assign(run=1)])
-    assert commit_series.resolve_method("auto", one) == "mono+pelt"
+    assert commit_series.resolve_method("auto", one) == "level_shift"
     assert commit_series.resolve_method("auto", many) == "pelt"
     assert commit_series.resolve_method("pelt", many) == "pelt"
     with pytest.raises(ValueError, match="must be one of"):
