@@ -136,11 +136,25 @@ NIGHTS: Path
 NIGHT_INDEX: Path
 METRICS: Path
 PARAMS: Path
+def project_around(start: Path) -> Path | None:
+    """The nearest directory from ``start`` up that ``regresslab init`` made (it holds
+    ``.regresslab/version``), or ``None``."""
+    for folder in (start, *start.parents):
+        if (folder / ".regresslab" / "version").is_file():
+            return folder
+    return None
+
+
 def default_root() -> Path:
-    """The project: ``REGRESSLAB_ROOT`` when set; else the checkout this package lives in (it holds
-    ``dvc.yaml``); else, for an installed package, the current directory."""
+    """The project: ``REGRESSLAB_ROOT`` when set; else the lab's project the current directory is
+    in (made by ``regresslab init``: a checkout installed in editable mode must not run its own
+    example night there); else the checkout this package lives in (it holds ``dvc.yaml``); else,
+    for an installed package, the current directory."""
     if os.environ.get("REGRESSLAB_ROOT"):
         return Path(os.environ["REGRESSLAB_ROOT"])
+    project = project_around(Path.cwd())
+    if project is not None:
+        return project
     checkout = Path(__file__).resolve().parent.parent
     return checkout if (checkout / "dvc.yaml").is_file() else Path.cwd()
 

@@ -1,0 +1,42 @@
+"""Which project a command works on (pipelines/config.py: default_root)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pipelines import config
+
+CHECKOUT = Path(config.__file__).resolve().parents[1]
+
+
+def _root_seen_from(cwd: Path, env_root: str | None = None) -> str:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(CHECKOUT)}
+    if env_root:
+        env["REGRESSLAB_ROOT"] = env_root
+    out = subprocess.run([sys.executable, "-c", "from pipelines import config; print(config.ROOT)"],
+                         cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_a_lab_project_is_found_from_its_folders_even_with_the_checkout_importable(tmp_path):
+    """A checkout installed in editable mode: inside a project made by ``regresslab init`` (it
+    holds ``.regresslab/version``), and in any folder below it, the project is the root, not the
+    checkout; elsewhere the checkout stays the root; ``REGRESSLAB_ROOT`` wins over both."""
+    project = tmp_path / "lab"
+    (project / ".regresslab").mkdir(parents=True)
+    (project / ".regresslab" / "version").write_text("0.9.0\n")
+    (project / "data" / "triage").mkdir(parents=True)
+    assert _root_seen_from(project) == str(project)
+    assert _root_seen_from(project / "data" / "triage") == str(project)
+    assert _root_seen_from(tmp_path) == str(CHECKOUT)
+    assert _root_seen_from(project, env_root=str(tmp_path / "other")) == str(tmp_path / "other")
+
+
+def test_a_folder_without_the_version_file_is_no_project(tmp_path):
+    (tmp_path / ".regresslab").mkdir()
+    assert config.project_around(tmp_path) is None
+    (tmp_path / ".regresslab" / "version").write_text("x")
+    assert config.project_around(tmp_path) == tmp_path
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert config.project_around(tmp_path / "a" / "b") == tmp_path
