@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,89 +54,106 @@ VERIFIED_RUNS_ASSET = "regresslab://history/verified-runs"
 TEMPLATES = Path(__file__).resolve().parent / "reporting" / "templates"
 
 
+@dataclass(frozen=True)
+class Paths:
+    """Every fixed path of a project, from its root (:meth:`at`).  The module's upper-case names
+    (``config.VALID``, ...) read the current project's (:func:`use_root`, :func:`paths`)."""
+
+    root: Path
+    data: Path
+    example: Path  # simulated lab archives (labsim stage)
+    commit_example: Path  # simulated benchmark history per commit (commitsim)
+    raw: Path  # immutable copies of pulled archives
+    manifest: Path  # run_id, sha256, size, first seen
+    interim: Path
+    pull_summary: Path
+    valid: Path  # validated runs, one parquet per host
+    valid_index: Path
+    gx: Path  # the Great Expectations project (results store)
+    quarantine: Path  # rejected runs with their reason
+    triage: Path  # analysts' decisions (an input, like data/raw)
+    triage_log: Path  # append-only, one decision or undo per line
+    normalized: Path
+    normalized_index: Path
+    processed: Path
+    edges: Path  # bin edges per system
+    models: Path  # rule models per system and run
+    detections: Path  # association-rule results per target run
+    single_models: Path  # pooled rule models of the targets' baselines
+    stacking_calibration: Path  # normal runs' stacking scores per system
+    control_charts: Path  # calibrations per system, charts per target
+    clusters: Path  # clustered regression models per target (seed 000)
+    features: Path  # violation-ratio features per system
+    cause_models: Path  # every cause-model version, per system
+    causes: Path  # predicted cause per target run
+    loo_cache: Path  # rule models of the leave-one-out evaluation
+    commit_clusters: Path  # Skia's interesting clusters, kept between nights
+    reports: Path
+    validation_docs: Path
+    run_reports: Path
+    nights: Path
+    night_index: Path
+    commit_reports: Path  # changes.json (contract §3) and index.html
+    system_reports: Path  # each system's counters over time
+    compare_reports: Path  # two runs side by side
+    metrics: Path
+    params: Path
+
+    @classmethod
+    def at(cls, root: str | Path) -> "Paths":
+        root = Path(root)
+        data = root / "data"
+        raw = data / "raw"
+        interim = data / "interim"
+        triage = data / "triage"
+        processed = data / "processed"
+        reports = root / "reports"
+        return cls(
+            root=root, data=data, example=data / "example", commit_example=data / "example_commits", raw=raw,
+            manifest=raw / "manifest.jsonl", interim=interim, pull_summary=interim / "pull_summary.json",
+            valid=interim / "valid", valid_index=interim / "valid_runs.json", gx=interim / "gx",
+            quarantine=data / "quarantine", triage=triage, triage_log=triage / "log.jsonl",
+            normalized=interim / "normalized", normalized_index=interim / "normalized_runs.json",
+            processed=processed, edges=processed / "edges", models=processed / "models",
+            detections=processed / "detections", single_models=processed / "single_models",
+            stacking_calibration=processed / "stacking_calibration",
+            control_charts=processed / "control_charts", clusters=processed / "clusters",
+            features=processed / "features", cause_models=processed / "cause_models",
+            causes=processed / "causes", loo_cache=data / "cache" / "loo",
+            commit_clusters=processed / "commit_clusters.json", reports=reports,
+            validation_docs=reports / "validation", run_reports=reports / "runs", nights=reports / "nights",
+            night_index=reports / "index.html", commit_reports=reports / "commits",
+            system_reports=reports / "systems", compare_reports=reports / "compare",
+            metrics=root / "metrics", params=root / "params.yaml")
+
+
+_PATHS: Paths | None = None
+
+
 def use_root(root: str | Path) -> None:
     """Point every path of the pipeline at another tree (tests, Airflow workers, a second lab)."""
-    g = globals()
-    g["ROOT"] = root = Path(root)
-    g["DATA"] = data = root / "data"
-    g["EXAMPLE"] = data / "example"                # simulated lab archives (labsim stage)
-    g["COMMIT_EXAMPLE"] = data / "example_commits"  # simulated benchmark history per commit (commitsim)
-    g["RAW"] = raw = data / "raw"                  # immutable copies of pulled archives
-    g["MANIFEST"] = raw / "manifest.jsonl"         # run_id, sha256, size, first seen
-    g["INTERIM"] = interim = data / "interim"
-    g["PULL_SUMMARY"] = interim / "pull_summary.json"
-    g["VALID"] = interim / "valid"                 # validated runs, one parquet per host
-    g["VALID_INDEX"] = interim / "valid_runs.json"
-    g["GX"] = interim / "gx"                       # the Great Expectations project (results store)
-    g["QUARANTINE"] = data / "quarantine"          # rejected runs with their reason
-    g["TRIAGE"] = triage = data / "triage"          # analysts' decisions (an input, like data/raw)
-    g["TRIAGE_LOG"] = triage / "log.jsonl"         # append-only, one decision or undo per line
-    g["NORMALIZED"] = interim / "normalized"
-    g["NORMALIZED_INDEX"] = interim / "normalized_runs.json"
-    g["PROCESSED"] = processed = data / "processed"
-    g["EDGES"] = processed / "edges"               # bin edges per system
-    g["MODELS"] = processed / "models"             # rule models per system and run
-    g["DETECTIONS"] = processed / "detections"    # association-rule results per target run
-    g["SINGLE_MODELS"] = processed / "single_models"  # pooled rule models of the targets' baselines
-    g["STACKING_CALIBRATION"] = processed / "stacking_calibration"  # normal runs' stacking scores per system
-    g["CONTROL_CHARTS"] = processed / "control_charts"   # calibrations per system, charts per target
-    g["CLUSTERS"] = processed / "clusters"         # clustered regression models per target (seed 000)
-    g["FEATURES"] = processed / "features"         # violation-ratio features per system
-    g["CAUSE_MODELS"] = processed / "cause_models"  # every cause-model version, per system
-    g["CAUSES"] = processed / "causes"             # predicted cause per target run
-    g["LOO_CACHE"] = data / "cache" / "loo"        # rule models of the leave-one-out evaluation
-    g["COMMIT_CLUSTERS"] = processed / "commit_clusters.json"  # Skia's interesting clusters, kept between nights
-    g["REPORTS"] = reports = root / "reports"
-    g["VALIDATION_DOCS"] = reports / "validation"
-    g["RUN_REPORTS"] = reports / "runs"
-    g["NIGHTS"] = reports / "nights"
-    g["NIGHT_INDEX"] = reports / "index.html"
-    g["COMMIT_REPORTS"] = reports / "commits"      # changes.json (contract §3) and index.html
-    g["SYSTEM_REPORTS"] = reports / "systems"      # each system's counters over time
-    g["COMPARE_REPORTS"] = reports / "compare"     # two runs side by side
-    g["METRICS"] = root / "metrics"
-    g["PARAMS"] = root / "params.yaml"
+    global _PATHS
+    _PATHS = Paths.at(root)
 
 
-ROOT: Path
-DATA: Path
-EXAMPLE: Path
-COMMIT_EXAMPLE: Path
-COMMIT_CLUSTERS: Path
-COMMIT_REPORTS: Path
-SYSTEM_REPORTS: Path
-COMPARE_REPORTS: Path
-RAW: Path
-MANIFEST: Path
-INTERIM: Path
-PULL_SUMMARY: Path
-VALID: Path
-VALID_INDEX: Path
-GX: Path
-QUARANTINE: Path
-TRIAGE: Path
-TRIAGE_LOG: Path
-NORMALIZED: Path
-NORMALIZED_INDEX: Path
-PROCESSED: Path
-EDGES: Path
-MODELS: Path
-DETECTIONS: Path
-SINGLE_MODELS: Path
-STACKING_CALIBRATION: Path
-CONTROL_CHARTS: Path
-CLUSTERS: Path
-FEATURES: Path
-CAUSE_MODELS: Path
-CAUSES: Path
-LOO_CACHE: Path
-REPORTS: Path
-VALIDATION_DOCS: Path
-RUN_REPORTS: Path
-NIGHTS: Path
-NIGHT_INDEX: Path
-METRICS: Path
-PARAMS: Path
+def paths() -> Paths:
+    """The current project's paths: :func:`use_root`'s, else :func:`default_root`'s (found on first use)."""
+    global _PATHS
+    if _PATHS is None:
+        _PATHS = Paths.at(default_root())
+    return _PATHS
+
+
+_NAMES = {f.upper() for f in Paths.__dataclass_fields__}
+
+
+def __getattr__(name: str) -> Path:
+    """``config.VALID`` and the other upper-case names: the current project's path (PEP 562)."""
+    if name in _NAMES:
+        return getattr(paths(), name.lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def project_around(start: Path) -> Path | None:
     """The nearest directory from ``start`` up that ``regresslab init`` made (it holds
     ``.regresslab/version``), or ``None``."""
@@ -159,21 +177,25 @@ def default_root() -> Path:
     return checkout if (checkout / "dvc.yaml").is_file() else Path.cwd()
 
 
-use_root(default_root())
-
 
 _PARSED: dict[bytes, dict[str, Any]] = {}
 
 
-def _config_error_hook(kind, value, tb, _previous=sys.excepthook):
-    """A command that stops on a bad ``params.yaml`` says what is wrong, not a traceback."""
-    if issubclass(kind, params_schema.ConfigError):
-        print(f"regresslab: configuration error\n{value}", file=sys.stderr)
+def install_error_hook() -> None:
+    """For a command's entry point (a stage run as ``python -m``): when it stops on a bad
+    ``params.yaml`` it says what is wrong, not a traceback.  Importing this module changes nothing."""
+    previous = sys.excepthook
+    if getattr(previous, "regresslab", False):
         return
-    _previous(kind, value, tb)
 
+    def hook(kind, value, tb):
+        if issubclass(kind, params_schema.ConfigError):
+            print(f"regresslab: configuration error\n{value}", file=sys.stderr)
+            return
+        previous(kind, value, tb)
 
-sys.excepthook = _config_error_hook
+    hook.regresslab = True
+    sys.excepthook = hook
 
 
 def load_params(stage: str | None = None, path: Path | None = None) -> dict[str, Any]:
@@ -186,7 +208,7 @@ def load_params(stage: str | None = None, path: Path | None = None) -> dict[str,
     Each version of the file (by its bytes' hash) is parsed once: a stage reads several blocks,
     and parsing the whole file took 0.15 s each time.  Each call returns its own copy, so a
     caller may change what it gets."""
-    source = Path(path or PARAMS)
+    source = Path(path or paths().params)
     try:
         data = source.read_bytes()
     except FileNotFoundError:
@@ -208,26 +230,26 @@ def load_params(stage: str | None = None, path: Path | None = None) -> dict[str,
 
 def valid_dir(run_id: str) -> Path:
     """A validated run: one parquet per host and ``meta.json``."""
-    return VALID / identifier(run_id, "run_id")
+    return paths().valid / identifier(run_id, "run_id")
 
 
 def quarantine_path(run_id: str) -> Path:
-    return QUARANTINE / f"{identifier(run_id, 'run_id')}.json"
+    return paths().quarantine / f"{identifier(run_id, 'run_id')}.json"
 
 
 def normalize_failed_path(run_id: str) -> Path:
     """Why a valid run could not be normalised (within its budget): the run is then not analysed."""
-    return NORMALIZED / f"{identifier(run_id, 'run_id')}.failed.json"
+    return paths().normalized / f"{identifier(run_id, 'run_id')}.failed.json"
 
 
 def frame_path(run_id: str) -> Path:
     """The interval frame of a normalised run."""
-    return NORMALIZED / f"{identifier(run_id, 'run_id')}.parquet"
+    return paths().normalized / f"{identifier(run_id, 'run_id')}.parquet"
 
 
 def info_path(run_id: str) -> Path:
     """What normalisation decided for a run (interval, counters, load fits, key)."""
-    return NORMALIZED / f"{identifier(run_id, 'run_id')}.json"
+    return paths().normalized / f"{identifier(run_id, 'run_id')}.json"
 
 
 def ensure_dirs(*dirs: Path) -> None:
@@ -238,53 +260,53 @@ def ensure_dirs(*dirs: Path) -> None:
 
 
 def edges_path(system: str) -> Path:
-    return EDGES / f"{identifier(system, 'system')}.json"
+    return paths().edges / f"{identifier(system, 'system')}.json"
 
 
 def models_dir(system: str) -> Path:
-    return MODELS / identifier(system, "system")
+    return paths().models / identifier(system, "system")
 
 
 def single_models_dir(system: str) -> Path:
     """``detect``'s own cache of pooled models (not in ``models_dir``: that is ``mine_rules``' output)."""
-    return SINGLE_MODELS / identifier(system, "system")
+    return paths().single_models / identifier(system, "system")
 
 
 def stacking_calibration_path(system: str) -> Path:
-    return STACKING_CALIBRATION / f"{identifier(system, 'system')}.json"
+    return paths().stacking_calibration / f"{identifier(system, 'system')}.json"
 
 
 def pruning_masks_path(system: str) -> Path:
     """The rule masks of pruning between a system's passed runs (``rule_ensemble.save_pruning``)."""
-    return STACKING_CALIBRATION / f"{identifier(system, 'system')}.pruning.npz"
+    return paths().stacking_calibration / f"{identifier(system, 'system')}.pruning.npz"
 
 
 def detection_path(run_id: str) -> Path:
-    return DETECTIONS / f"{identifier(run_id, 'run_id')}.json"
+    return paths().detections / f"{identifier(run_id, 'run_id')}.json"
 
 
 def calibration_path(system: str) -> Path:
-    return CONTROL_CHARTS / "calibration" / f"{identifier(system, 'system')}.json"
+    return paths().control_charts / "calibration" / f"{identifier(system, 'system')}.json"
 
 
 def chart_path(run_id: str) -> Path:
-    return CONTROL_CHARTS / "runs" / f"{identifier(run_id, 'run_id')}.json"
+    return paths().control_charts / "runs" / f"{identifier(run_id, 'run_id')}.json"
 
 
 def cluster_path(run_id: str) -> Path:
-    return CLUSTERS / f"{identifier(run_id, 'run_id')}.json"
+    return paths().clusters / f"{identifier(run_id, 'run_id')}.json"
 
 
 def cluster_calibration_path(system: str) -> Path:
-    return CLUSTERS / "calibration" / f"{identifier(system, 'system')}.json"
+    return paths().clusters / "calibration" / f"{identifier(system, 'system')}.json"
 
 
 def features_path(system: str) -> Path:
-    return FEATURES / f"{identifier(system, 'system')}.parquet"
+    return paths().features / f"{identifier(system, 'system')}.parquet"
 
 
 def cause_models_dir(system: str) -> Path:
-    return CAUSE_MODELS / identifier(system, "system")
+    return paths().cause_models / identifier(system, "system")
 
 
 def latest_cause_model(system: str) -> Path:
@@ -293,15 +315,15 @@ def latest_cause_model(system: str) -> Path:
 
 
 def cause_path(run_id: str) -> Path:
-    return CAUSES / f"{identifier(run_id, 'run_id')}.json"
+    return paths().causes / f"{identifier(run_id, 'run_id')}.json"
 
 
 def run_report_path(run_id: str, ext: str = "json") -> Path:
     """The verdict file (``json``) or the page (``html``) of an analysed run."""
     if ext not in ("json", "html"):
         raise ValueError(f"a run report is .json or .html, not .{ext!r:.20}")
-    return RUN_REPORTS / f"{identifier(run_id, 'run_id')}.{ext}"
+    return paths().run_reports / f"{identifier(run_id, 'run_id')}.{ext}"
 
 
 def loo_cache_dir(system: str) -> Path:
-    return LOO_CACHE / identifier(system, "system")
+    return paths().loo_cache / identifier(system, "system")

@@ -81,5 +81,6 @@ def decide(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

@@ -137,6 +137,7 @@ def triage_main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     import sys
 
     if sys.argv[1:2] == ["triage"]:

@@ -39,5 +39,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

@@ -144,5 +144,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

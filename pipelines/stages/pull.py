@@ -54,5 +54,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

@@ -125,5 +125,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

@@ -237,5 +237,6 @@ def _index_row(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

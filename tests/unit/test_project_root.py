@@ -40,3 +40,24 @@ def test_a_folder_without_the_version_file_is_no_project(tmp_path):
     assert config.project_around(tmp_path) == tmp_path
     (tmp_path / "a" / "b").mkdir(parents=True)
     assert config.project_around(tmp_path / "a" / "b") == tmp_path
+
+
+def test_importing_config_changes_nothing_in_the_process():
+    """No excepthook replaced and no path looked up on import; the names follow use_root."""
+    code = ("import sys; hook = sys.excepthook; from pipelines import config; "
+            "print(sys.excepthook is hook, config._PATHS is None); "
+            "config.use_root('/x'); print(config.VALID, config.valid_dir('r1'))")
+    out = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(CHECKOUT)},
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "True True"
+    assert out[1] == "/x/data/interim/valid /x/data/interim/valid/r1"
+
+
+def test_a_stage_stopped_by_a_bad_params_file_says_what_is_wrong(tmp_path):
+    """A stage run as DVC runs it (python -m) with a misspelt key: the message, not a traceback."""
+    (tmp_path / "params.yaml").write_text("pull:\n  sourse: data/example\n")
+    run = subprocess.run([sys.executable, "-m", "pipelines.stages.pull"], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(CHECKOUT), "REGRESSLAB_ROOT": str(tmp_path)})
+    assert run.returncode == 1
+    assert run.stderr.startswith("regresslab: configuration error") and "sourse" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -195,8 +195,10 @@ def test_a_cause_named_by_the_model_of_the_faults_alone_says_its_probability_is_
 
 def test_a_runs_raw_archive_link_names_its_own_archive_only(tmp_path, monkeypatch):
     # run "a" must not link to "a.b.tar.gz" (a glob on "a.*" would)
+    import dataclasses
+
     from pipelines import config
-    monkeypatch.setattr(config, "RAW", tmp_path)
+    monkeypatch.setattr(config, "_PATHS", dataclasses.replace(config.paths(), raw=tmp_path))
     for name in ("a.b.tar.gz", "a.zip", "ab.tar.gz", "a.b"):
         (tmp_path / name).write_bytes(b"x")
     assert report.raw_archives("a") == ["a.zip"]
