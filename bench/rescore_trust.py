@@ -11,7 +11,7 @@ Each split's tree keeps what the record needs: each target's p-values per detect
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
 faults' p-values; the cause model's leave-one-out fault scores).  This rebuilds every detector's
 record as the stages now do (``record.loo_pvalues`` with each detector's own p-value), composes
-every target's verdict file again with ``headline.compose`` from the stored stage results and that
+every target's verdict file again with ``headline.verdict_of`` from the stored stage results and that
 record (``report.detector_trust: record``), and prints, per set and split, the verdict so composed
 beside the stored headline and each detector alone, each set's worst case and its gap to the best
 detector alone, and where the first counters shown name a labelled one.  Nothing is re-run.
@@ -93,7 +93,7 @@ def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | N
     predicted = read(processed / "causes" / f"{run_id}.json") or None
     if predicted is not None and meta_scores:
         predicted["history_normal_scores"] = meta_scores
-    return headline.compose(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of)).to_json()
+    return headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of)).to_json()
 
 
 def meta_normal_scores(tree: Path, system: str) -> dict | None:

@@ -69,15 +69,17 @@ import numpy as np
 from pipelines.calibration import effects
 from pipelines.calibration import pvalues
 from pipelines.calibration import record
+from pipelines.calibration.stage_results import (  # noqa: F401  (the stages' edge, used from here by name)
+    RULE_METHODS, RunJudged, classifier_evidence, classifier_history_faults, classifier_history_normals,
+    classifier_pvalue, clustered_summary, from_stages, lab_status)
+from pipelines.detectors.protocol import DetectorResult
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
 DETECTOR_TRUST = ("record", "none")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
-RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
                 "clustered_regression": "clustered_regression"}      # detector -> its method: runs against runs
-WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes")
 
 
 def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
@@ -150,85 +152,6 @@ def top_counters(counter_scores: dict[str, float]) -> list[str]:
     """What a failed run shows when no counter-level method flagged a counter: its top-scored
     counters (``counter_scores`` is most suspicious first), at most ``FALLBACK_FLAGS``, none at 0."""
     return [c for c, v in counter_scores.items() if v > 0][:FALLBACK_FLAGS]
-
-
-def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolution: float,
-                        false_alarm_rate: float) -> dict[str, Any] | None:
-    """The cause classifier's evidence that a run is a fault: its fault score ``1 − P(none)``, the
-    p-value of that score against the leave-one-out fault scores of the history's normal runs
-    (``pvalues.calibrated_pvalue``; ``resolution``: probabilities closer than this are not told
-    apart), and a verdict at ``false_alarm_rate``.  A run the classifier itself finds more probably
-    normal than faulty (score at most 1/2) gives no evidence: p = 1 (a conservative p-value).  The
-    normal runs' scores of a confident classifier lie within a few thousandths of 0, and the fitted
-    tail would call a normal run whose fault probability is 2 % extreme (the example lab's ledger:
-    0.0216 against at most 0.0073, p = 0.0005), though the classifier itself says 98 % normal.
-    Abstains (verdict and p None, with the reason)
-    when the run's lab ``status`` is not ``same_lab`` or the null is too small; None when the
-    prediction carries no fault score or no null (no model, or a model trained without them)."""
-    if not predicted or predicted.get("fault_score") is None or predicted.get("null_fault_scores") is None:
-        return None
-    score, null = float(predicted["fault_score"]), [float(v) for v in predicted["null_fault_scores"]]
-    out = {"score": round(score, 4), "null_runs": len(null), "verdict": None, "p_value": None, "abstained": None}
-    if status != "same_lab":
-        out["abstained"] = (f"the baseline is not of the run's lab ({status}): the classifier's normal class "
-                            "was learned from other labs")
-        return out
-    p = classifier_pvalue(score, null, resolution=resolution)
-    if not np.isfinite(p):
-        out["abstained"] = f"{len(null)} normal run(s) in the history: too few to calibrate"
-        return out
-    out.update({"p_value": round(p, 6), "verdict": "fail" if p <= false_alarm_rate else "pass"})
-    return out
-
-
-def classifier_pvalue(score: float, null: list[float], *, resolution: float) -> float:
-    """The fault score's p-value against the normal runs' (:func:`classifier_evidence`): 1 when the
-    classifier finds the run more probably normal than not (score at most 1/2)."""
-    return 1.0 if score <= 0.5 else pvalues.calibrated_pvalue(score, null, resolution=resolution)
-
-
-def classifier_history_faults(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
-    """The classifier's p-value on each verified fault run of the history: its leave-one-out fault
-    score (``history_fault_scores``, from the model trained without it) against the normal runs'
-    (:func:`fault_weights`); None when the prediction carries none."""
-    if not predicted or predicted.get("history_fault_scores") is None or predicted.get("null_fault_scores") is None:
-        return None
-    null = [float(v) for v in predicted["null_fault_scores"]]
-    return {r: classifier_pvalue(float(v), null, resolution=resolution) for r, v in predicted["history_fault_scores"].items()}
-
-
-def classifier_history_normals(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
-    """The classifier's p-value on each verified normal run of the history: its leave-one-out fault
-    score against the other normal runs' (``record``); None when the prediction carries none."""
-    scores = (predicted or {}).get("history_normal_scores")
-    if not scores:
-        return None
-    return record.loo_pvalues(scores, lambda s, null: classifier_pvalue(s, null, resolution=resolution))
-
-
-def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
-    """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
-    rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
-    found = [x for x in ((charts or {}).get("lab"), detection.get("details", {}).get("lab")) if x]
-    for status in ("insufficient", "adjusted"):
-        for x in found:
-            if x["status"] == status:
-                return x
-    return found[0] if found else {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
-
-
-def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
-    """What the verdict file keeps of a ``clusters`` result (contract §2: verdict and
-    ``max_prediction_error``): the worst ``top`` clusters with their counters and errors."""
-    keys = ("counters", "target_counter", "ks_p_value", "error", "baseline_error", "excess_error", "regression")
-    return {"verdict": result["verdict"], "max_prediction_error": result["max_prediction_error"],
-            "max_excess_error": result.get("max_excess_error"), "p_value": result.get("p_value"),
-            "error_threshold": result.get("error_threshold"), "null": result.get("null"),
-            "flagged_counters": result.get("flagged_counters") or [],
-            "n_clusters": len(result.get("clusters") or []),
-            "clusters": [{k: c.get(k) for k in keys} for c in (result.get("clusters") or [])[:top]],
-            "redundant_counters": sorted(result.get("redundant_counters") or {}),
-            "constant_counters": list(result.get("constant_counters") or [])}
 
 
 @dataclass(frozen=True)
@@ -332,49 +255,28 @@ class Evidence:
     history_normals: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
-CHART_OPTIONAL = ("p_value", "window_ratio", "false_alarm_rate", "load_independent_skipped", "null")
-
-
-def gather_evidence(detection: dict[str, Any], charts: dict[str, Any] | None,
-                    clustered: dict[str, Any] | None) -> Evidence:
-    """Each method's verdict, p-value and run score: the rules' (``detect``), the control charts'
-    and the cluster models'."""
-    methods = {k: dict(detection["methods"][k]) for k in RULE_METHODS}      # copies: the flags are filtered
-    rule_scores = detection.get("counter_scores", {})
-    stacking = methods["association_rules_stacking"]
-    ev = Evidence(methods=methods, verdicts={"stacking": stacking["verdict"]},
-                  p_values={"stacking": stacking.get("p_value")},
-                  scores=[float(max(rule_scores.values(), default=0.0))], rule_scores=rule_scores)
-    found = {"stacking": stacking.pop("history_faults", None), "control_charts": (charts or {}).get("history_faults"),
-             "clustered_regression": (clustered or {}).get("history_faults"),
-             "within_run": ((charts or {}).get("within_run") or {}).get("history_faults")}
-    ev.history_faults = {k: v for k, v in found.items() if v is not None}
-    normals = {"stacking": stacking.pop("history_normals", None),
-               "control_charts": (charts or {}).get("history_normals"),
-               "clustered_regression": (clustered or {}).get("history_normals"),
-               "within_run": ((charts or {}).get("within_run") or {}).get("history_normals")}
-    ev.history_normals = {k: v for k, v in normals.items() if v is not None}
-    if charts and charts.get("verdict"):
-        chart = {k: charts[k] for k in CHART_FIELDS}
-        chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
-        chart["baseline_runs"] = charts["baseline_runs"]
-        if charts.get("lab"):
-            chart["lab"] = charts["lab"]
-        methods["control_charts"] = chart
-        ev.verdicts["control_charts"] = charts["verdict"]
-        ev.p_values["control_charts"] = charts.get("p_value")
-        ev.scores.append(min(1.0, 2.0 * float(charts["violation_ratio"])))
-        ev.chart_scores = charts["counter_scores"]
-    if clustered and clustered.get("verdict"):
-        methods["clustered_regression"] = clustered_summary(clustered)
-        ev.p_values["clustered_regression"] = clustered.get("p_value")
-        ev.cluster_flags = list(clustered.get("flagged_counters") or [])
-    within = (charts or {}).get("within_run")
-    if within and within.get("verdict"):
-        ev.within = within
-        methods["within_run"] = {k: within.get(k) for k in WITHIN_FIELDS}
-        ev.p_values["within_run"] = within.get("p_value")
+def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
+    """What the decision reads of the detectors' results: each one's page entries, the verdicts
+    that vote, the p-values of those that judged the run, the run scores, and their records."""
+    ev = Evidence(methods={}, verdicts={}, p_values={}, scores=[], rule_scores={})
+    for name, result in results.items():
+        if result.judged:
+            ev.methods.update(result.page)
+            ev.p_values[name] = result.p_value
+            if result.votes:
+                ev.verdicts[name] = result.verdict
+            if result.run_score is not None:
+                ev.scores.append(result.run_score)
+    ev.history_faults = {k: r.history_faults for k, r in results.items() if r.history_faults is not None}
+    ev.history_normals = {k: r.history_normals for k, r in results.items() if r.history_normals is not None}
+    ev.rule_scores = results["stacking"].counter_scores
+    charts, clusters, within = (results.get(k) for k in ("control_charts", "clustered_regression", "within_run"))
+    if charts is not None and charts.judged:
+        ev.chart_scores = charts.counter_scores
+    if clusters is not None and clusters.judged:
+        ev.cluster_flags = list(clusters.flagged_counters)
+    if within is not None and within.judged:
+        ev.within = {"score": within.extra.get("score"), "counters_beyond_limit": within.flagged_counters}
     return ev
 
 
@@ -439,7 +341,7 @@ def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
                               (weighting or {}).get("weights"))
 
 
-def set_aside_small(ev: Evidence, charts: dict[str, Any] | None, changes: dict[str, float],
+def set_aside_small(ev: Evidence, charts: DetectorResult | None, changes: dict[str, float],
                     min_effect_pct: float) -> dict[str, float]:
     """Every method's flags without the changes too small to matter (in place: the rules' are
     already, by ``detect``); those counters with their change in %."""
@@ -453,7 +355,7 @@ def set_aside_small(ev: Evidence, charts: dict[str, Any] | None, changes: dict[s
     chart = ev.methods.get("control_charts")
     if chart is not None:
         chart["flagged_counters"], small_chart = effects.split_by_effect(chart["flagged_counters"], changes, min_effect_pct)
-        over = (charts or {}).get("counters_over_limit") or []
+        over = (charts.extra if charts is not None else {}).get("counters_over_limit") or []
         ev.over_limit, small_over = effects.split_by_effect(over, changes, min_effect_pct)
         small.update(small_chart | small_over)
     if ev.cluster_flags:
@@ -503,10 +405,10 @@ def run_score(ev: Evidence, used: dict[str, float | None]) -> float:
     return round(float(np.mean(ev.scores)), 4)
 
 
-def no_baseline_reason(detection: dict[str, Any]) -> str | None:
+def no_baseline_reason(baseline_runs: list[dict[str, Any]]) -> str | None:
     """Why the history holds nothing the run can honestly be judged against, or None: no passed run
     of its system at all (``history.baseline_choice``: none before it, none verified after it)."""
-    if not detection["baseline_runs"]:
+    if not baseline_runs:
         return "no verified passed run of this system, before or after this run, to compare it with"
     return None
 
@@ -522,43 +424,41 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
                          min_runs=rule.trust_min_runs, combination=rule.combination, leave_out=run_id)
 
 
-def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
-            rule: HeadlineRule, *, clustered: dict[str, Any] | None = None,
-            lab_of: dict[str, str] | None = None) -> Verdict:
-    """The verdict of one run (contract §2) from the stages' results under ``rule``.
+def verdict_of(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
+               rule: HeadlineRule, *, clustered: dict[str, Any] | None = None,
+               lab_of: dict[str, str] | None = None) -> Verdict:
+    """The verdict of one run from the stages' result files (the edge: :func:`stage_results.from_stages`,
+    then :func:`compose`)."""
+    run, results = from_stages(detection, charts, predicted, clustered=clustered,
+                               resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate)
+    return compose(run, results, rule, lab_of=lab_of)
 
-    ``clustered`` (the ``clusters`` stage's result) joins the calibrated decision with its
-    p-value; ``predicted`` (the ``predict_causes`` result) gives the cause and, through
-    :func:`classifier_evidence`, the cause classifier's p-value.  Every method's own verdict is
-    reported whatever the rule.  ``lab_of`` (run -> ``labs.lab_key``, the run's and its history's)
-    reads the detectors' record in the run's lab (``report.detector_trust: record``, :func:`trusted`)."""
-    ev = gather_evidence(detection, charts, clustered)
-    lab = lab_status(detection, charts)
-    unjudged = no_baseline_reason(detection)
-    evidence = classifier_evidence(predicted, lab["status"], resolution=rule.classifier_resolution,
-                                   false_alarm_rate=rule.false_alarm_rate)
-    if evidence is not None:
-        ev.methods["cause_classifier"] = evidence
-        ev.p_values["cause_classifier"] = evidence["p_value"]
-    classified = classifier_history_faults(predicted, resolution=rule.classifier_resolution)
-    if classified is not None:
-        ev.history_faults["cause_classifier"] = classified
-    normal_p = classifier_history_normals(predicted, resolution=rule.classifier_resolution)
-    if normal_p is not None:
-        ev.history_normals["cause_classifier"] = normal_p
+
+def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
+            lab_of: dict[str, str] | None = None) -> Verdict:
+    """The verdict of one run (contract §2) from its detectors' results under ``rule``.
+
+    Every detector's own verdict is reported whatever the rule; the run's cause comes from its
+    cause prediction (``run.cause_prediction``).  ``lab_of`` (run -> ``labs.lab_key``, the run's and
+    its history's) reads the detectors' record in the run's lab (``report.detector_trust: record``,
+    :func:`trusted`)."""
+    ev = gather_evidence(results)
+    lab, predicted = run.lab, run.cause_prediction
+    unjudged = no_baseline_reason(run.baseline_runs)
     set_aside = uncalibrated(ev, lab["status"]) if rule.verdict_rule == "calibrated" else {}
     used = combined_detectors(ev, rule, set_aside)
     weighting = fault_weights(ev.history_faults, [k for k, v in used.items() if v is not None],
-                              alpha=rule.false_alarm_rate, run_id=detection["run_id"]) \
+                              alpha=rule.false_alarm_rate, run_id=run.run_id) \
         if rule.detector_weights == "faults" and rule.verdict_rule == "calibrated" and lab["status"] == "same_lab" \
         and rule.trust != "record" else None
     if unjudged is None and set_aside and not any(v is not None for v in used.values()):
+        within = results.get("within_run")
         unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
                     "(nothing measures how far labs differ), and the run cannot be compared with itself: "
-                    + (((charts or {}).get("within_run") or {}).get("reason") or "no within-run evidence"))
+                    + ((within.reason if within is not None else None) or "no within-run evidence"))
     choice = None
     if unjudged is None and rule.verdict_rule == "calibrated" and rule.trust == "record":
-        choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=detection["run_id"],
+        choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=run.run_id,
                          lab_of=lab_of)
         used = {d: ev.p_values[d] for d in choice.detectors}         # its shares: details["trust"]
         verdict, p_value = (("fail" if choice.p_value <= rule.false_alarm_rate else "pass"), choice.p_value) \
@@ -566,18 +466,18 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
     else:
         verdict, p_value = decide(ev, rule, used, weighting) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
-    changes = (detection.get("details") or {}).get("effects") or {}
+    changes = (run.details or {}).get("effects") or {}
+    charts = results.get("control_charts")
     small = set_aside_small(ev, charts, changes, rule.min_effect_pct)
-    small.update((detection.get("details") or {}).get("below_min_effect") or {})
+    small.update((run.details or {}).get("below_min_effect") or {})
     flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, used,
                               only_deciders=choice is not None) if verdict == "fail" else []
     if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
         verdict = "pass"
-    details = {**detection.get("details", {}), "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
+    details = {**run.details, "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
                "combination": rule.combination if rule.verdict_rule == "calibrated" else None,
-               "control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
-               if charts and charts.get("verdict") else None,
+               "control_charts": charts.extra if charts is not None and charts.judged else None,
                "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
     if unjudged is not None:
         details["no_baseline"] = unjudged
@@ -589,11 +489,11 @@ def compose(detection: dict[str, Any], charts: dict[str, Any] | None, predicted:
             details["trust"] = choice.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
-    return Verdict(run_id=detection["run_id"], system=detection["system"], verdict=verdict,
+    return Verdict(run_id=run.run_id, system=run.system, verdict=verdict,
                    score=None if unjudged is not None else run_score(ev, used),
                    flagged_counters=flagged,
                    counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
-                   cause=cause_of(verdict, predicted), baseline_runs=detection["baseline_runs"],
-                   baseline_status="none" if not detection["baseline_runs"] else lab["status"],
+                   cause=cause_of(verdict, predicted), baseline_runs=run.baseline_runs,
+                   baseline_status="none" if not run.baseline_runs else lab["status"],
                    p_value=None if p_value is None else round(p_value, 6),
                    methods=ev.methods, details=details, schema_version=2 if unjudged is not None else 1)

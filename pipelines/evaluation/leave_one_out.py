@@ -182,7 +182,7 @@ def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_
             predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
-            head = headline.compose({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
+            head = headline.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
                                     lab_of=lab_of)
             rows += score_rows(*truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
                                failed=head.verdict == "fail")
@@ -226,7 +226,7 @@ def loo_history_faults(faults: list[str], analysed: dict[str, tuple[dict, dict]]
 
 def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The cause classifier's leave-one-out evidence per verified run, shaped as a prediction for
-    ``headline.compose``: the run's fault score from the model trained without it
+    ``headline.verdict_of``: the run's fault score from the model trained without it
     (``train_causes``), against the same scores of the other normal runs.  Those came from models
     that saw the held-out run; retraining every learner once per held-out run and per other run
     would cost the square of ``train_causes``' leave-one-out, for a null that moves by one run in

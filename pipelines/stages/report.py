@@ -1,6 +1,6 @@
 """report: the verdict file and the one-page HTML report of every target run, and the night's index.
 
-The headline decision is :func:`pipelines.calibration.headline.compose`, the pages are
+The headline decision is :func:`pipelines.calibration.headline.verdict_of`, the pages are
 :mod:`pipelines.reporting.pages`.  This stage composes each target's verdict file
 (``reports/runs/<run_id>.json``, contract §2) and page, and the night index with the
 quarantined archives and the triage decisions.
@@ -99,7 +99,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
-    verdict = headline.compose(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of)
+    verdict = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of)
     verdict.details["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
@@ -268,5 +268,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    config.install_error_hook()
     main()
 

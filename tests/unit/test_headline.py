@@ -9,8 +9,8 @@ BASELINE = [{"run_id": "b", "weight": 1.0}]
 
 
 def compose(detection, charts, predicted, *, clustered=None, **rule):
-    """The verdict file (JSON) of ``headline.compose`` under the rule of ``rule``'s keywords."""
-    return headline.compose(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered).to_json()
+    """The verdict file (JSON) of ``headline.verdict_of`` under the rule of ``rule``'s keywords."""
+    return headline.verdict_of(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered).to_json()
 
 
 @pytest.mark.parametrize("rule,stacking,charts,expected", [
@@ -38,7 +38,7 @@ def test_the_rule_is_built_once_from_params_and_checked():
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
            "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
-    verdict = headline.compose(det, None, None, headline.HeadlineRule(verdict_rule="all"))
+    verdict = headline.verdict_of(det, None, None, headline.HeadlineRule(verdict_rule="all"))
     assert list(verdict.to_json()) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
                                        "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
                                        "methods", "details"]

@@ -1,0 +1,203 @@
+"""The stages' result files of one run as :class:`~pipelines.detectors.protocol.DetectorResult`
+records: the one place the verdict reads JSON.
+
+``detect`` (the association rules: ``stacking``, with bagging's and the single model's entries on
+its page), ``control_charts`` (the charts, and ``within_run``: the run against itself, computed
+there), ``clusters`` (``clustered_regression``) and ``predict_causes`` (``cause_classifier``: its
+fault score against the history's normal runs', :func:`classifier_evidence`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pipelines.calibration import pvalues, record
+from pipelines.detectors.protocol import DetectorResult
+
+RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
+CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
+CHART_OPTIONAL = ("p_value", "window_ratio", "false_alarm_rate", "load_independent_skipped", "null")
+WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes")
+
+
+def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolution: float,
+                        false_alarm_rate: float) -> dict[str, Any] | None:
+    """The cause classifier's evidence that a run is a fault: its fault score ``1 − P(none)``, the
+    p-value of that score against the leave-one-out fault scores of the history's normal runs
+    (``pvalues.calibrated_pvalue``; ``resolution``: probabilities closer than this are not told
+    apart), and a verdict at ``false_alarm_rate``.  A run the classifier itself finds more probably
+    normal than faulty (score at most 1/2) gives no evidence: p = 1 (a conservative p-value).  The
+    normal runs' scores of a confident classifier lie within a few thousandths of 0, and the fitted
+    tail would call a normal run whose fault probability is 2 % extreme (the example lab's ledger:
+    0.0216 against at most 0.0073, p = 0.0005), though the classifier itself says 98 % normal.
+    Abstains (verdict and p None, with the reason)
+    when the run's lab ``status`` is not ``same_lab`` or the null is too small; None when the
+    prediction carries no fault score or no null (no model, or a model trained without them)."""
+    if not predicted or predicted.get("fault_score") is None or predicted.get("null_fault_scores") is None:
+        return None
+    score, null = float(predicted["fault_score"]), [float(v) for v in predicted["null_fault_scores"]]
+    out = {"score": round(score, 4), "null_runs": len(null), "verdict": None, "p_value": None, "abstained": None}
+    if status != "same_lab":
+        out["abstained"] = (f"the baseline is not of the run's lab ({status}): the classifier's normal class "
+                            "was learned from other labs")
+        return out
+    p = classifier_pvalue(score, null, resolution=resolution)
+    if not np.isfinite(p):
+        out["abstained"] = f"{len(null)} normal run(s) in the history: too few to calibrate"
+        return out
+    out.update({"p_value": round(p, 6), "verdict": "fail" if p <= false_alarm_rate else "pass"})
+    return out
+
+
+def classifier_pvalue(score: float, null: list[float], *, resolution: float) -> float:
+    """The fault score's p-value against the normal runs' (:func:`classifier_evidence`): 1 when the
+    classifier finds the run more probably normal than not (score at most 1/2)."""
+    return 1.0 if score <= 0.5 else pvalues.calibrated_pvalue(score, null, resolution=resolution)
+
+
+def classifier_history_faults(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
+    """The classifier's p-value on each verified fault run of the history: its leave-one-out fault
+    score (``history_fault_scores``, from the model trained without it) against the normal runs'
+    (``headline.fault_weights``); None when the prediction carries none."""
+    if not predicted or predicted.get("history_fault_scores") is None or predicted.get("null_fault_scores") is None:
+        return None
+    null = [float(v) for v in predicted["null_fault_scores"]]
+    return {r: classifier_pvalue(float(v), null, resolution=resolution) for r, v in predicted["history_fault_scores"].items()}
+
+
+def classifier_history_normals(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
+    """The classifier's p-value on each verified normal run of the history: its leave-one-out fault
+    score against the other normal runs' (``record``); None when the prediction carries none."""
+    scores = (predicted or {}).get("history_normal_scores")
+    if not scores:
+        return None
+    return record.loo_pvalues(scores, lambda s, null: classifier_pvalue(s, null, resolution=resolution))
+
+
+def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
+    """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
+    rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
+    found = [x for x in ((charts or {}).get("lab"), detection.get("details", {}).get("lab")) if x]
+    for status in ("insufficient", "adjusted"):
+        for x in found:
+            if x["status"] == status:
+                return x
+    return found[0] if found else {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
+
+
+def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
+    """What the verdict file keeps of a ``clusters`` result (contract §2: verdict and
+    ``max_prediction_error``): the worst ``top`` clusters with their counters and errors."""
+    keys = ("counters", "target_counter", "ks_p_value", "error", "baseline_error", "excess_error", "regression")
+    return {"verdict": result["verdict"], "max_prediction_error": result["max_prediction_error"],
+            "max_excess_error": result.get("max_excess_error"), "p_value": result.get("p_value"),
+            "error_threshold": result.get("error_threshold"), "null": result.get("null"),
+            "flagged_counters": result.get("flagged_counters") or [],
+            "n_clusters": len(result.get("clusters") or []),
+            "clusters": [{k: c.get(k) for k in keys} for c in (result.get("clusters") or [])[:top]],
+            "redundant_counters": sorted(result.get("redundant_counters") or {}),
+            "constant_counters": list(result.get("constant_counters") or [])}
+
+
+@dataclass(frozen=True)
+class RunJudged:
+    """The run a verdict is about: its identity, baseline, the rules' details (effects, lab), how its
+    baseline relates to its lab (:func:`lab_status`) and the cause prediction, if any."""
+
+    run_id: str
+    system: str
+    baseline_runs: list[dict[str, Any]]
+    details: dict[str, Any]
+    lab: dict[str, Any]
+    cause_prediction: dict[str, Any] | None = None
+
+
+def rules_result(detection: dict[str, Any]) -> DetectorResult:
+    """``detect``'s result: stacking decides; bagging and the single model are on its page."""
+    page = {k: dict(detection["methods"][k]) for k in RULE_METHODS}        # copies: the flags are filtered
+    stacking = page["association_rules_stacking"]
+    scores = detection.get("counter_scores", {})
+    return DetectorResult(judged=True, verdict=stacking["verdict"], p_value=stacking.get("p_value"), votes=True,
+                          run_score=float(max(scores.values(), default=0.0)), counter_scores=scores,
+                          flagged_counters=list(stacking.get("flagged_counters") or []),
+                          history_faults=stacking.pop("history_faults", None),
+                          history_normals=stacking.pop("history_normals", None), page=page)
+
+
+def charts_result(charts: dict[str, Any] | None) -> DetectorResult | None:
+    """``control_charts``' result (None when the stage wrote none for the run)."""
+    if charts is None:
+        return None
+    out = DetectorResult(judged=bool(charts.get("verdict")), history_faults=charts.get("history_faults"),
+                         history_normals=charts.get("history_normals"))
+    if out.judged:
+        chart = {k: charts[k] for k in CHART_FIELDS}
+        chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
+        chart["baseline_runs"] = charts["baseline_runs"]
+        if charts.get("lab"):
+            chart["lab"] = charts["lab"]
+        out.verdict, out.p_value, out.votes = charts["verdict"], charts.get("p_value"), True
+        out.run_score = min(1.0, 2.0 * float(charts["violation_ratio"]))
+        out.counter_scores, out.flagged_counters = charts["counter_scores"], list(charts["flagged_counters"])
+        out.page = {"control_charts": chart}
+        out.extra = {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
+    return out
+
+
+def clusters_result(clustered: dict[str, Any] | None) -> DetectorResult | None:
+    """``clusters``' result: the cluster models' largest excess error against the normal runs'."""
+    if clustered is None:
+        return None
+    out = DetectorResult(judged=bool(clustered.get("verdict")), history_faults=clustered.get("history_faults"),
+                         history_normals=clustered.get("history_normals"))
+    if out.judged:
+        out.verdict, out.p_value = clustered["verdict"], clustered.get("p_value")
+        out.flagged_counters = list(clustered.get("flagged_counters") or [])
+        out.page = {"clustered_regression": clustered_summary(clustered)}
+    return out
+
+
+def within_result(charts: dict[str, Any] | None) -> DetectorResult | None:
+    """The run against itself (computed by ``control_charts``)."""
+    within = (charts or {}).get("within_run")
+    if not within:
+        return None
+    out = DetectorResult(judged=bool(within.get("verdict")), history_faults=within.get("history_faults"),
+                         history_normals=within.get("history_normals"), reason=within.get("reason"))
+    if out.judged:
+        out.verdict, out.p_value = within.get("verdict"), within.get("p_value")
+        out.flagged_counters = list(within.get("counters_beyond_limit") or [])
+        out.page = {"within_run": {k: within.get(k) for k in WITHIN_FIELDS}}
+        out.extra = {"score": within.get("score")}
+    return out
+
+
+def classifier_result(predicted: dict[str, Any] | None, status: str, *, resolution: float,
+                      false_alarm_rate: float) -> DetectorResult | None:
+    """The cause classifier as a detector (:func:`classifier_evidence`; its record from the
+    leave-one-out fault scores of the history's runs)."""
+    evidence = classifier_evidence(predicted, status, resolution=resolution, false_alarm_rate=false_alarm_rate)
+    faults = classifier_history_faults(predicted, resolution=resolution)
+    normals = classifier_history_normals(predicted, resolution=resolution)
+    if evidence is None and faults is None and normals is None:
+        return None
+    out = DetectorResult(judged=evidence is not None, history_faults=faults, history_normals=normals)
+    if evidence is not None:
+        out.verdict, out.p_value, out.page = evidence["verdict"], evidence["p_value"], {"cause_classifier": evidence}
+    return out
+
+
+def from_stages(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None, *,
+                clustered: dict[str, Any] | None, resolution: float, false_alarm_rate: float
+                ) -> tuple[RunJudged, dict[str, DetectorResult]]:
+    """The run and every detector's result, from the stages' files of one run."""
+    lab = lab_status(detection, charts)
+    run = RunJudged(run_id=detection["run_id"], system=detection["system"], baseline_runs=detection["baseline_runs"],
+                    details=detection.get("details", {}), lab=lab, cause_prediction=predicted)
+    found = {"stacking": rules_result(detection), "control_charts": charts_result(charts),
+             "clustered_regression": clusters_result(clustered), "within_run": within_result(charts),
+             "cause_classifier": classifier_result(predicted, lab["status"], resolution=resolution,
+                                                   false_alarm_rate=false_alarm_rate)}
+    return run, {k: v for k, v in found.items() if v is not None}

@@ -1,0 +1,61 @@
+"""The verdict from detector records built by hand (pipelines/detectors/protocol.py, calibration/stage_results.py)."""
+from __future__ import annotations
+
+import pytest
+
+from pipelines.calibration import headline
+from pipelines.calibration.stage_results import RULE_METHODS, RunJudged, from_stages
+from pipelines.detectors.protocol import DetectorResult
+
+NORMALS = [f"n{i}" for i in range(10)]
+FAULTS = [f"f{i}" for i in range(6)]
+LAB = {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
+
+
+def _rules(verdict: str, p: float, normals: dict, faults: dict) -> DetectorResult:
+    page = {k: {"verdict": verdict, "flagged_counters": ["a"], "p_value": p, "null": "same_lab"} for k in RULE_METHODS}
+    return DetectorResult(judged=True, verdict=verdict, p_value=p, votes=True, run_score=0.9,
+                          counter_scores={"a": 0.9}, flagged_counters=["a"], history_faults=faults,
+                          history_normals=normals, page=page)
+
+
+def test_a_new_detector_is_a_record_and_the_record_decides():
+    """No stage file at all: stacking fails the run (p 0.001) but failed all 10 normal runs of the
+    history (p 0.01 each at a rate of 0.05); a detector of another kind, ``spectral``, passed all
+    10 and caught 5 of 6 faults, and says fail here (p 0.004): the run fails on ``spectral`` alone,
+    p 0.004, and stacking's record is on the page."""
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                    details={"lab": LAB, "effects": {"a": 0.5, "b": 0.4}}, lab=LAB)
+    spectral = DetectorResult(judged=True, verdict="fail", p_value=0.004, flagged_counters=["b"],
+                              history_normals={r: 0.5 for r in NORMALS},
+                              history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
+                              page={"spectral": {"verdict": "fail", "p_value": 0.004}})
+    results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
+               "spectral": spectral}
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record")
+    doc = headline.compose(run, results, rule).to_json()
+    assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
+    assert doc["details"]["trust"]["decided_by"] == ["spectral"]
+    assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 10
+    assert doc["methods"]["spectral"] == {"verdict": "fail", "p_value": 0.004}
+    assert doc["details"]["p_values"] == {"stacking": 0.001, "spectral": 0.004}
+
+
+def test_the_stage_files_become_the_same_records():
+    """The edge: a detection and a control-chart file as the stages write them, read as records."""
+    det = {"run_id": "r", "system": "s", "baseline_runs": [], "counter_scores": {"a": 0.2, "b": 0.6},
+           "details": {"lab": LAB},
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.3,
+                           **({"history_faults": {"f0": 0.01}} if k == RULE_METHODS[0] else {})} for k in RULE_METHODS}}
+    charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b"],
+              "load_independent_counters": [], "p_value": 0.02, "baseline_runs": [], "counter_scores": {"b": 0.7},
+              "ratios": {"b": 0.3}, "multimodal": [], "counters_over_limit": ["b"],
+              "within_run": {"verdict": None, "reason": "too short", "history_normals": {"n0": 0.4}}}
+    run, results = from_stages(det, charts, None, clustered=None, resolution=0.01, false_alarm_rate=0.05)
+    assert run.run_id == "r" and run.lab == LAB and list(results) == ["stacking", "control_charts", "within_run"]
+    stacking, chart, within = results["stacking"], results["control_charts"], results["within_run"]
+    assert stacking.run_score == 0.6 and stacking.history_faults == {"f0": 0.01}
+    assert "history_faults" not in stacking.page[RULE_METHODS[0]]                  # the record is not on the page
+    assert chart.judged and chart.run_score == pytest.approx(0.6) and chart.votes   # 2 x the violation ratio
+    assert chart.extra == {"ratios": {"b": 0.3}, "multimodal": [], "counters_over_limit": ["b"]}
+    assert not within.judged and within.reason == "too short" and within.history_normals == {"n0": 0.4}
