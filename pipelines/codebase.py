@@ -4,7 +4,8 @@ A stage's results depend on its module and on every project module it imports, d
 through others.  Two places need that set: ``dvc.yaml`` lists it as each stage's ``deps``
 (``tests/unit/test_dvc_graph.py`` checks it against this module), and ``storage.memo`` hashes
 it into the input key of every stored result, so that an edit to the code a result came from
-computes the result again, and nothing else does.  Imports are read with ``ast``, at module level
+computes the result again, and nothing else does (an edit to a comment, a docstring or the layout
+is no edit to the code: :func:`code_form`).  Imports are read with ``ast``, at module level
 and inside functions alike.  A package's ``__init__.py`` holds no code and is left out.
 """
 from __future__ import annotations
@@ -73,11 +74,25 @@ def stage_module(stage: str) -> str:
     return f"pipelines.stages.{stage}"
 
 
+def code_form(source: str) -> str:
+    """What of a module's source can change what it computes: its syntax tree without comments,
+    docstrings, line numbers or layout (``ast.dump`` of the tree with every docstring removed)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 @functools.lru_cache(maxsize=None)
 def code_digest(module: str) -> str:
-    """A hash of the source of ``module`` and of every project module it imports."""
+    """A hash of the code of ``module`` and of every project module it imports (:func:`code_form`:
+    an edit to a comment or a docstring computes nothing again)."""
     files = module_files()
     digest = hashlib.sha256()
     for name in sorted(closure(module)):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name].read_bytes()).digest())
+        form = code_form(files[name].read_text(encoding="utf-8"))
+        digest.update(name.encode() + b"\0" + hashlib.sha256(form.encode()).digest())
     return digest.hexdigest()

@@ -95,3 +95,17 @@ def test_a_page_carries_its_key_in_its_head(tree):
     assert memo.reuse_html(page, key) and not memo.reuse_html(page, "cd" * 32)
     with pytest.raises(ValueError, match="<head>"):
         memo.stamp_html("<p>no head</p>", key)
+
+
+def test_a_comment_or_a_docstring_is_no_change_of_the_code():
+    """The code's part of a stored result's key (codebase.code_form): the same for a source with
+    other comments, docstrings and layout; another for a changed constant, name or statement."""
+    base = 'def f(x):\n    return x + 1\n'
+    same = ('"""A module doc."""\n# a comment\n\n\ndef f(x):   # trailing\n    """What f does."""\n'
+            '    return (x +\n            1)\n')
+    assert codebase.code_form(base) == codebase.code_form(same)
+    for changed in ('def f(x):\n    return x + 2\n', 'def g(x):\n    return x + 1\n',
+                    'def f(x):\n    print(x)\n    return x + 1\n', 'def f(x):\n    "doc"\n    return x\n'):
+        assert codebase.code_form(changed) != codebase.code_form(base)
+    # a function that is only a docstring still is a function
+    assert codebase.code_form('def f():\n    """doc"""\n') == codebase.code_form('def f():\n    pass\n')
