@@ -63,10 +63,10 @@ def main() -> None:
     os.environ["REGRESSLAB_ROOT"] = str(Path(args.tree).resolve())
     from pipelines import config
     from pipelines.calibration import history, labs
-    from pipelines.storage import archive, store
+    from pipelines.storage import manifest, store
 
     labels = json.loads(Path(args.labels).read_text())
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     exclude = set(config.load_params("history")["exclude"])
     furthest: dict[str, list[float]] = {}     # label -> each target's largest distance out (-1: none)
     frames: dict[str, store.FrameStore] = {}

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipelines import config  # noqa: E402
 from pipelines.calibration import history  # noqa: E402
 from pipelines.reporting import counter_history  # noqa: E402
-from pipelines.storage import archive  # noqa: E402
+from pipelines.storage import atomic, manifest  # noqa: E402
 
 
 def synthesise(root: Path, nights: int, counters: int, intervals: int, flagged: int, seed: int = 7) -> None:
@@ -45,18 +45,18 @@ def synthesise(root: Path, nights: int, counters: int, intervals: int, flagged: 
         index[run] = {"system": "big", "verdict": ("fail" if n % 9 == 0 else "pass") if n < verified else None,
                       "version": f"1.{n // 10}", "started_at": day.isoformat() + "Z", "environment": {}}
         frame = pd.DataFrame(levels * (1 + 0.002 * n) + rng.normal(0, 1, (intervals, counters)), columns=names)
-        archive.write_parquet_atomic(config.frame_path(run), frame.astype("float32"))
-        archive.write_json_atomic(config.info_path(run), {"key": f"k-{run}"})
+        atomic.write_parquet_atomic(config.frame_path(run), frame.astype("float32"))
+        atomic.write_json_atomic(config.info_path(run), {"key": f"k-{run}"})
         if n >= verified:
             chosen = rng.choice(counters, flagged + 15, replace=False)
-            archive.write_json_atomic(config.run_report_path(run), {
+            atomic.write_json_atomic(config.run_report_path(run), {
                 "run_id": run, "system": "big", "verdict": "fail" if n % 3 == 0 else "pass",
                 "flagged_counters": [names[i] for i in chosen[:flagged]],
                 "counter_scores": {names[i]: 1.0 for i in chosen},
                 "baseline_runs": [{"run_id": f"big-2026-{k:04d}", "weight": 0.05} for k in range(n - 20, n)]})
-            archive.write_json_atomic(config.NIGHTS / f"{day.date()}.json",
+            atomic.write_json_atomic(config.NIGHTS / f"{day.date()}.json",
                                       {"night": str(day.date()), "runs": {run: {}}})
-    archive.write_json_atomic(config.VALID_INDEX, {"valid": index})
+    atomic.write_json_atomic(config.VALID_INDEX, {"valid": index})
 
 
 def main() -> None:
@@ -75,7 +75,7 @@ def main() -> None:
             synthesise(Path(tmp), args.nights, args.counters, args.intervals, args.flagged)
             print(f"synthetic tree: {args.nights} runs x {args.counters} counters x {args.intervals} intervals "
                   f"in {time.monotonic() - t0:.1f} s")
-        index = archive.read_valid_index()
+        index = manifest.read_valid_index()
         params = config.load_params("report")
         for label in ("first night (every run's medians from its frame)", "next night (medians reused)"):
             t0 = time.monotonic()

@@ -52,7 +52,7 @@ KINDS = ("cpu_pct", "io_read_bytes_per_s", "queue_length", "response_time_ms", "
 def write_run(path: Path, *, run_id: str, index: int, counters: int, hours: float, period: float, hosts: int,
               verdict: str | None, shift_share: float = 0.0) -> int:
     """One archive: ``counters`` counters over ``hosts`` hosts sharing a load curve; returns its CSV bytes."""
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     rng = np.random.default_rng(1000 + index)
     start = 1_790_000_000.0 + index * 9 * 3600.0
@@ -81,7 +81,7 @@ def write_run(path: Path, *, run_id: str, index: int, counters: int, hours: floa
         data = pd.DataFrame(cols).to_csv(index=False).encode()
         members[f"counters/node{h:02d}.csv"] = data
         size += len(data)
-    archive.write_tar_gz_atomic(path, members)
+    atomic.write_tar_gz_atomic(path, members)
     return size
 
 

@@ -53,7 +53,7 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # validate'
 del checked
 budgeted = None
 try:                      # the same work as the stage does it: in a forked child held to a budget
-    from pipelines.storage import budget
+    from pipelines.storage import atomic, budget
     t = time.monotonic()
     budget.run_within(budget.Budget.from_params(params), "validating the bench archive",
                       lambda: len(validate.validate_archive(Path(sys.argv[1]), v, params)[2]))
@@ -64,7 +64,7 @@ parse = None
 try:                      # merely reading and parsing the same CSVs (validate within 3x of this)
     try:
         from pipelines.importers import run_directory as ingest
-        from pipelines.storage import archive
+        from pipelines.storage import archive, atomic
     except ImportError:
         from pipelines import archive, ingest
     t = time.monotonic()
@@ -79,7 +79,7 @@ print(json.dumps({"wall": wall, "budgeted": budgeted, "parse": parse, "failures"
 
 
 def write_archive(path: Path, *, counters: int, hours: float, hosts: int = 4, period: float = 10.0) -> int:
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     rng = np.random.default_rng(0)
     start = 1_790_000_000.0
@@ -104,7 +104,7 @@ def write_archive(path: Path, *, counters: int, hours: float, hosts: int = 4, pe
         data = pd.DataFrame(cols).to_csv(index=False).encode()
         members[f"counters/{host}.csv"] = data
         size += len(data)
-    archive.write_tar_gz_atomic(path, members)
+    atomic.write_tar_gz_atomic(path, members)
     return size
 
 

@@ -51,8 +51,8 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     from pipelines import config
     from pipelines.calibration import history
     from pipelines.detectors import rule_ensemble
-    from pipelines.storage import archive, store
-    index = archive.read_valid_index()
+    from pipelines.storage import manifest, store
+    index = manifest.read_valid_index()
     params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
@@ -83,9 +83,9 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     from pipelines import config
     from pipelines.calibration import history, labs
     from pipelines.detectors import rule_ensemble
-    from pipelines.storage import archive, store
+    from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
     for system in history.systems(index):
         spec = store.read_edges(system)
@@ -142,10 +142,10 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     from pipelines import config
     from pipelines.calibration import history, labs
     from pipelines.stages import control_charts
-    from pipelines.storage import archive, store
+    from pipelines.storage import atomic, store
     params = config.load_params("control_charts")
     frames = store.FrameStore.of_system(system)
-    calibration = archive.read_json(config.calibration_path(system))
+    calibration = atomic.read_json(config.calibration_path(system))
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
         out = control_charts.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
@@ -184,9 +184,9 @@ def peak(tree: str, labels_path: str) -> None:
     from pipelines import config
     from pipelines.calibration import history, pvalues
     from pipelines.detectors import charts
-    from pipelines.storage import archive, store
+    from pipelines.storage import atomic, manifest, store
     labels = json.loads(Path(labels_path).read_text())
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     params, hist = config.load_params("control_charts"), config.load_params("history")
     alpha = float(config.load_params("report")["false_alarm_rate"])
     combination = config.load_params("report")["combination"]
@@ -206,7 +206,7 @@ def peak(tree: str, labels_path: str) -> None:
             s = pd.Series(chart["counter_scores"], dtype=float)
             p_peak = pvalues.calibrated_pvalue(float((s / (1 - s)).max()), null, resolution=0.01)
             charts_new = pvalues.combined_pvalue([chart["p_run"], chart["p_window"], p_peak], "bonferroni")
-            pv = _verdict_pvalues(archive.read_json(config.run_report_path(run_id)))
+            pv = _verdict_pvalues(atomic.read_json(config.run_report_path(run_id)))
             head_old = pvalues.combined_pvalue([v for v in pv.values() if v is not None], combination)
             pv["control_charts"] = charts_new
             head_new = pvalues.combined_pvalue([v for v in pv.values() if v is not None], combination)
@@ -230,17 +230,17 @@ def counter_fusion(tree: str, labels_path: str) -> None:
 
     from pipelines import config
     from pipelines.evaluation.scores import roc_auc
-    from pipelines.storage import archive, store
+    from pipelines.storage import atomic, store
     labels = json.loads(Path(labels_path).read_text())
     names = ("headline (now)", "stacking", "charts", "clusters", "mean of three", "rank of two", "rank of three")
     aucs: dict[str, list[float]] = {n: [] for n in names}
     for run_id, truth in labels.items():
         if truth["verdict"] != "fail" or not truth.get("regressed_counters") or not config.detection_path(run_id).exists():
             continue
-        rules = archive.read_json(config.detection_path(run_id))["counter_scores"]
+        rules = atomic.read_json(config.detection_path(run_id))["counter_scores"]
         charts = (store.read_optional(config.chart_path(run_id)) or {}).get("counter_scores") or {}
         clusters = (store.read_optional(config.cluster_path(run_id)) or {}).get("counter_scores") or {}
-        head = archive.read_json(config.run_report_path(run_id))["counter_scores"]
+        head = atomic.read_json(config.run_report_path(run_id))["counter_scores"]
         universe = sorted(set(rules) | set(charts) | set(clusters))
         ranks = [pd.Series({c: s.get(c, 0.0) for c in universe}).rank(pct=True) for s in (rules, charts, clusters) if s]
         candidates = {"headline (now)": head, "stacking": rules, "charts": charts, "clusters": clusters,

@@ -242,10 +242,10 @@ def score_split() -> dict:
     from pipelines import config
     from pipelines.calibration import history
     from pipelines.evaluation.leave_one_out import anchor_rows
-    from pipelines.storage import archive, store
+    from pipelines.storage import manifest, store
 
     labels = json.loads((config.ROOT / "labels.json").read_text())
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     alpha = float(config.load_params("report")["false_alarm_rate"])
     hist, ev = config.load_params("history"), config.load_params("evaluate")
     rows: dict[str, dict] = {}

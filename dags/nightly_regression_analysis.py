@@ -79,8 +79,8 @@ def calibrate_stacking() -> list[str]:
 @task(execution_timeout=TIMEOUT)
 def target_runs() -> list[list[str]]:
     from pipelines.calibration import history
-    from pipelines.storage import archive
-    return night_batches(history.targets(archive.read_valid_index()))
+    from pipelines.storage import manifest
+    return night_batches(history.targets(manifest.read_valid_index()))
 
 
 @task(task_id="announce_verified_runs", outlets=[VERIFIED_RUNS], execution_timeout=TIMEOUT)

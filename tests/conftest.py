@@ -12,7 +12,7 @@ import pytest
 
 from pipelines import config
 from pipelines.simulators import labsim
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 REPO = Path(__file__).resolve().parent.parent
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
@@ -32,9 +32,9 @@ def write_lab(out: Path, **kw) -> dict:
     args.update(kw)
     truth = {}
     for run_id, members, t in labsim.build_lab(**args):
-        archive.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
+        atomic.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
         truth[run_id] = t
-    archive.write_json_atomic(out / "target_labels.json", {r: t for r, t in truth.items() if "-t" in r})
+    atomic.write_json_atomic(out / "target_labels.json", {r: t for r, t in truth.items() if "-t" in r})
     return truth
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipelines import config
 from pipelines.importers.run_directory import IngestError, archive_members, convert_run_dir
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 log = logging.getLogger("regresslab.ingest")
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / f"{meta['run_id']}.tar.gz"
-    archive.write_tar_gz_atomic(target, archive_members(meta, frames))
+    atomic.write_tar_gz_atomic(target, archive_members(meta, frames))
     for note in notes:
         print(f"[ingest]   {note}")
     counters = sum(f.shape[1] - 1 for f in frames.values())

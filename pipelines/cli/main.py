@@ -163,9 +163,9 @@ def report(argv: list[str]) -> int:
             print("  " + report_line(docs[run_id], run_id))
     if args.junit:
         from pipelines.reporting import junit
-        from pipelines.storage import archive
+        from pipelines.storage import atomic
 
-        archive.write_text_atomic(args.junit, junit.night_xml(str((night or {}).get("night") or "latest"),
+        atomic.write_text_atomic(args.junit, junit.night_xml(str((night or {}).get("night") or "latest"),
                                                               {k: v for k, v in docs.items() if v},
                                                               index=config.NIGHT_INDEX))
         print(f"[report] JUnit XML: {args.junit}")

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 
 from pipelines import config
 from pipelines.calibration import history
-from pipelines.storage import archive, locks
+from pipelines.storage import locks, manifest
 from pipelines.storage.triage_log import VERDICTS, append, apply_triage, decision, read_log, triage_state, undo
 
 log = logging.getLogger("regresslab.triage")
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--list", action="store_true", help="the runs awaiting triage, and the decisions in force")
     args = parser.parse_args(argv)
     if args.list:
-        index = archive.read_valid_index() if config.VALID_INDEX.exists() else {}
+        index = manifest.read_valid_index() if config.VALID_INDEX.exists() else {}
         state = triage_state(read_log())
         current = apply_triage(index, state)
         for run in history.targets(current):      # the runs no analyst has decided on
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def decide(args: argparse.Namespace) -> None:
     """One decision (or its undo), appended to the triage log."""
-    index = archive.read_valid_index() if config.VALID_INDEX.exists() else {}
+    index = manifest.read_valid_index() if config.VALID_INDEX.exists() else {}
     state = triage_state(read_log())
     if args.run_id not in index:
         print(f"[triage] {args.run_id!r} is not a validated run (see data/interim/valid_runs.json)", file=sys.stderr)

@@ -60,7 +60,7 @@ from pipelines.calibration import effects, history, labs, pvalues, record
 from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
 from pipelines.progress import Progress
-from pipelines.storage import archive, memo, store
+from pipelines.storage import atomic, memo, store
 
 log = logging.getLogger("regresslab.detect")
 
@@ -588,7 +588,7 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
         return rule_mining.rules_from_frame(pd.read_parquet(path))
     pooled = pd.concat([frames.at(r, reference) for r in baseline], ignore_index=True)
     rules = rule_mining.mine_model(bins.apply_edges(pooled, edges), edges, params)
-    archive.write_parquet_atomic(path, rule_mining.rules_to_frame(rules))
+    atomic.write_parquet_atomic(path, rule_mining.rules_to_frame(rules))
     return rules
 
 
@@ -768,7 +768,7 @@ def save_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
     inside = set(passed)
     pairs = sorted((m, r) for (tag, m, r) in ctx.cache.unstable if tag == ctx.tag and m in inside and r in inside)
     masks = [np.asarray(ctx.cache.unstable[(ctx.tag, m, r)], dtype=bool) for m, r in pairs]
-    with archive.atomic_path(config.pruning_masks_path(system)) as tmp, open(tmp, "wb") as fh:
+    with atomic.atomic_path(config.pruning_masks_path(system)) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, key=np.array(pruning_key(system, ctx, passed)),
                             pairs=np.array(pairs, dtype=str).reshape(-1, 2),
                             offsets=np.cumsum([0, *(len(x) for x in masks)]),

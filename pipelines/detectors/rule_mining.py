@@ -45,7 +45,7 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.preparation import bins
-from pipelines.storage import archive, store
+from pipelines.storage import atomic, store
 
 log = logging.getLogger("regresslab.mine_rules")
 CODE_VERSION = 2
@@ -206,5 +206,5 @@ def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str
         return rules_from_frame(pd.read_parquet(path))
     frame = store.load_scaled(run_id, reference)
     rules = mine_model(bins.apply_edges(frame, own_edges), own_edges, params)
-    archive.write_parquet_atomic(path, rules_to_frame(rules))
+    atomic.write_parquet_atomic(path, rules_to_frame(rules))
     return rules

@@ -12,14 +12,14 @@ import numpy as np
 from pipelines import config
 from pipelines.calibration import headline
 from pipelines.evaluation.scores import COMBINERS, classifier_rows, score_rows
-from pipelines.storage import archive, store
+from pipelines.storage import atomic, store
 
 
 def labelled_targets(index: dict[str, Any], label_files: list[Path]):
     """``(run_id, truth)`` of every run of the index that a labels file knows the truth of."""
     for path in label_files:
         if path.exists():
-            for run_id, truth in archive.read_json(path).items():
+            for run_id, truth in atomic.read_json(path).items():
                 if run_id in index:
                     yield run_id, truth
 
@@ -30,7 +30,7 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
         detection = config.detection_path(run_id)
         if not detection.exists():
             continue
-        doc = archive.read_json(detection)
+        doc = atomic.read_json(detection)
         flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
         rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                            truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
@@ -51,7 +51,7 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
                                clustered["counter_scores"], "targets", failed=clustered["verdict"] == "fail")
         verdict_file = config.run_report_path(run_id)
         if verdict_file.exists():
-            head = archive.read_json(verdict_file)
+            head = atomic.read_json(verdict_file)
             rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
                                truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
                                head["counter_scores"], "targets", failed=head["verdict"] == "fail")
@@ -74,7 +74,7 @@ def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict
         verdict_file = config.run_report_path(run_id)
         if truth.get("verdict") != "fail" or not verdict_file.exists():
             continue
-        doc = archive.read_json(verdict_file)
+        doc = atomic.read_json(verdict_file)
         as_failed = headline.cause_of("fail", doc.get("details", {}).get("cause_prediction"))
         nearest, known = as_failed["label"], as_failed["known"]
         row = confusion.setdefault(str(truth.get("cause")), {})

@@ -35,7 +35,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from pipelines import config
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 log = logging.getLogger("regresslab.alerts")
 
@@ -194,7 +194,7 @@ def notify_night(summary: dict[str, Any], params: dict[str, Any] | None = None, 
     if not summary.get("failed"):
         return "no failed run: no alert"
     night_file = config.NIGHTS / f"{summary['night']}.json"
-    rows = archive.read_json(night_file)["runs"] if night_file.exists() else {
+    rows = atomic.read_json(night_file)["runs"] if night_file.exists() else {
         r: {"run_id": r, "verdict": "fail"} for r in summary["failed"]}
     message = night_message(summary["night"], rows, quarantined=len(summary.get("quarantined") or []),
                             index_url=params.get("index_url"), top=int(params.get("top_runs", 5)))

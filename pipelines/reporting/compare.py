@@ -159,9 +159,9 @@ def text_table(result: dict[str, Any], top: int) -> str:
 def compare_runs(run_a: str, run_b: str, index: dict[str, dict[str, Any]] | None = None,
                  frames: dict[str, pd.DataFrame] | None = None) -> tuple[dict[str, Any], str]:
     """(result, page HTML) of two validated and normalised runs, with the params of the night."""
-    from pipelines.storage import archive, store
+    from pipelines.storage import manifest, store
 
-    index = index if index is not None else archive.read_valid_index()
+    index = index if index is not None else manifest.read_valid_index()
     for run in (run_a, run_b):
         config.identifier(run, "run id")
         if run not in index or not config.frame_path(run).exists():
@@ -181,10 +181,10 @@ def compare_runs(run_a: str, run_b: str, index: dict[str, dict[str, Any]] | None
 
 def write_page(run_a: str, run_b: str, html: str) -> str:
     """Write the page atomically; its path."""
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     path = config.COMPARE_REPORTS / page_name(run_a, run_b)
-    archive.write_text_atomic(path, html)
+    atomic.write_text_atomic(path, html)
     return str(path)
 
 

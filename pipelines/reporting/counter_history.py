@@ -182,7 +182,7 @@ def system_dir(system: str) -> Path:
 def run_medians(system: str, runs: list[str]) -> pd.DataFrame:
     """Each run's median of every counter (rows: ``runs`` that have a normalised frame), read
     from ``medians.parquet`` where the run's frame key is unchanged, else from its frame."""
-    from pipelines.storage import archive, memo, store
+    from pipelines.storage import atomic, memo, store
 
     path = system_dir(system) / "medians.parquet"
     cached = pd.DataFrame()
@@ -206,19 +206,19 @@ def run_medians(system: str, runs: list[str]) -> pd.DataFrame:
     if fresh or len(frame) != len(cached):
         out = frame.copy()
         out[KEY_COLUMN] = pd.Series(keys, dtype=str)
-        archive.write_parquet_atomic(path, out)
+        atomic.write_parquet_atomic(path, out)
     return frame
 
 
 def _reports(runs: list[str]) -> dict[str, dict[str, Any]]:
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     out = {}
     for run in runs:
         path = config.run_report_path(run)
         if path.exists():
             try:
-                out[run] = archive.read_json(path)
+                out[run] = atomic.read_json(path)
             except (OSError, ValueError):
                 continue
     return out
@@ -226,14 +226,14 @@ def _reports(runs: list[str]) -> dict[str, dict[str, Any]]:
 
 def recent_runs(nights: int) -> set[str]:
     """The runs of the last ``nights`` nights' summaries (``reports/nights``)."""
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     if not config.NIGHTS.exists():
         return set()
     out: set[str] = set()
     for path in sorted(config.NIGHTS.glob("*.json"))[-nights:]:
         try:
-            out |= set(archive.read_json(path).get("runs") or {})
+            out |= set(atomic.read_json(path).get("runs") or {})
         except (OSError, ValueError, AttributeError):
             continue
     return out
@@ -243,7 +243,7 @@ def write_system_pages(index: dict[str, dict[str, Any]], targets: list[str], par
                        ) -> dict[str, dict[str, int]]:
     """Every system's history pages (module docstring); per system, the counters and pages written."""
     from pipelines.reporting.pages import page_environment, style_sheet
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     started = time.monotonic()
     top_n, nights = int(params["top_counters"]), int(params["history_nights"])
@@ -288,7 +288,7 @@ def write_system_pages(index: dict[str, dict[str, Any]], targets: list[str], par
                        "page": p.run_id in docs, "lab_name": lab_legend.get(p.lab, ("", ""))[0]}
                       for p in reversed(points[-20:])],
                 legend=STATUS, labs=lab_legend, flagged_nights=sum(p.flagged for p in points))
-            archive.write_text_atomic(folder / "counters" / f"{slugs[c]}.html", page)
+            atomic.write_text_atomic(folder / "counters" / f"{slugs[c]}.html", page)
         last, last_n = medians.iloc[-1], int(params["trend_nights"])
         marks = [status[r].split(" ")[-1] for r in runs][-last_n:]
         listing = [{"counter": c, "slug": slugs[c], "page": c in paged,
@@ -296,12 +296,12 @@ def write_system_pages(index: dict[str, dict[str, Any]], targets: list[str], par
                     "flags": recent_flags.get(c, 0),
                     "trend": sparkline(medians[c].tolist()[-last_n:], marks=marks) if c in paged else None}
                    for c in sorted(medians.columns)]
-        archive.write_text_atomic(folder / "index.html", env.get_template("system.html.j2").render(
+        atomic.write_text_atomic(folder / "index.html", env.get_template("system.html.j2").render(
             style=style, system=system, runs=len(runs), first=index[runs[0]].get("started_at"),
             last=index[runs[-1]].get("started_at"), nights=nights, trend_runs=last_n,
             paged=sorted((row for row in listing if row["page"]), key=lambda row: (-row["flags"], row["counter"])),
             listing=listing))
-        archive.write_json_atomic(folder / "counters.json",
+        atomic.write_json_atomic(folder / "counters.json",
                                   [{"counter": row["counter"], "page": f"counters/{row['slug']}.html" if row["page"]
                                     else None, "anchor": f"c-{row['slug']}", "latest": row["latest"]}
                                    for row in listing])

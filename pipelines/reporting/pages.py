@@ -143,12 +143,12 @@ def write_failed_night(stage: str, reason: str) -> Path:
     (:func:`mark_night_failed`; the night's label is ``report.night``, else today's UTC date)."""
     from datetime import datetime, timezone
 
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
 
     night = str(config.load_params("report")["night"] or datetime.now(timezone.utc).date())
     current = config.NIGHT_INDEX.read_text(encoding="utf-8") if config.NIGHT_INDEX.is_file() else None
     config.ensure_dirs(config.NIGHT_INDEX.parent)
-    archive.write_text_atomic(config.NIGHT_INDEX, mark_night_failed(current, night=night, stage=stage, reason=reason))
+    atomic.write_text_atomic(config.NIGHT_INDEX, mark_night_failed(current, night=night, stage=stage, reason=reason))
     return config.NIGHT_INDEX
 
 

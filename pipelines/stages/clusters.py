@@ -20,7 +20,7 @@ from pipelines.detectors.cluster_models import (
     normal_scores,
 )
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, memo, store
+from pipelines.storage import atomic, locks, manifest, memo, store
 
 log = logging.getLogger("regresslab.clusters")
 
@@ -88,7 +88,7 @@ def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, An
 
 def _calibration(system: str, index, frames, params, hist) -> dict[str, Any]:
     path = config.cluster_calibration_path(system)
-    return archive.read_json(path) if path.exists() else calibrate_system(system, index, frames, params, hist)
+    return atomic.read_json(path) if path.exists() else calibrate_system(system, index, frames, params, hist)
 
 
 @locks.holding("clusters calibration")
@@ -108,7 +108,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder, one frame store and one calibration per system, read once for the batch."""
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     params, hist = config.load_params("clusters"), config.load_params("history")
     shared: dict[str, tuple[store.FrameStore, dict[str, Any]]] = {}
 
@@ -129,10 +129,10 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CLUSTERS / "calibration")
     params, hist = config.load_params("clusters"), config.load_params("history")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     todo = history.targets(index)
-    archive.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))
-    archive.prune_outputs(config.CLUSTERS, todo)
+    atomic.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))
+    atomic.prune_outputs(config.CLUSTERS, todo)
     progress = Progress(log, "clusters", len(todo))
     def modelled(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
         result, kept = out

@@ -19,7 +19,7 @@ from pipelines.detectors.commit_series import all_changes, check_frame, contract
 from pipelines.detectors.skia import TRIAGE_STATUSES, coalesce, triage_cluster
 from pipelines.progress import Progress
 from pipelines.reporting.commit_pages import render_page
-from pipelines.storage import archive, locks
+from pipelines.storage import atomic, locks
 
 log = logging.getLogger("regresslab.commit_changes")
 
@@ -63,12 +63,12 @@ def main() -> None:
     source = params.get("source")
     metrics_path = config.METRICS / "commit_changes.json"
     if not config.COMMIT_CLUSTERS.exists():          # every output DVC expects, whatever happens below
-        archive.write_json_atomic(config.COMMIT_CLUSTERS, [])
+        atomic.write_json_atomic(config.COMMIT_CLUSTERS, [])
     if not source:
-        archive.write_json_atomic(config.COMMIT_REPORTS / "changes.json", [])
-        archive.write_text_atomic(config.COMMIT_REPORTS / "index.html",
+        atomic.write_json_atomic(config.COMMIT_REPORTS / "changes.json", [])
+        atomic.write_text_atomic(config.COMMIT_REPORTS / "index.html",
                                   render_page([], None, source=None, new_clusters=[], metrics=None, top_series=0))
-        archive.write_json_atomic(metrics_path, {})
+        atomic.write_json_atomic(metrics_path, {})
         print("[commit_changes] no commit series configured (commit_changes.source): nothing to do")
         return
     path = Path(source) if Path(source).is_absolute() else config.ROOT / source
@@ -78,31 +78,31 @@ def main() -> None:
         # a missing or unreadable series must not stop the night: the page says what is wrong
         problem = f"{type(exc).__name__}: {exc}"[:500]
         log.error("commit_changes: cannot read the commit series %s: %s", path, problem)
-        archive.write_json_atomic(config.COMMIT_REPORTS / "changes.json", [])
-        archive.write_text_atomic(config.COMMIT_REPORTS / "index.html",
+        atomic.write_json_atomic(config.COMMIT_REPORTS / "changes.json", [])
+        atomic.write_text_atomic(config.COMMIT_REPORTS / "index.html",
                                   render_page([], None, source=str(source), new_clusters=[], metrics=None,
                                               top_series=0, problem=problem))
-        archive.write_json_atomic(metrics_path, {})
+        atomic.write_json_atomic(metrics_path, {})
         return
     n_series = int(frame[["benchmark", "config"]].drop_duplicates().shape[0])
     prog = Progress(log, "commit_changes mono", n_series, what="series", every=max(1, n_series // 20))
     result = detect_all(frame, params, progress=lambda i, n, s: prog.step(i, s))
     rows = contract_rows(all_changes(result), list(params["higher_is_better"]))
-    known = archive.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
+    known = atomic.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
     registry, new_ids = coalesce(known, result["clusters"])
-    archive.write_json_atomic(config.COMMIT_CLUSTERS, registry)
+    atomic.write_json_atomic(config.COMMIT_CLUSTERS, registry)
     metrics = None
     labels_file = params.get("labels")
     if labels_file:
         lpath = Path(labels_file) if Path(labels_file).is_absolute() else config.ROOT / labels_file
         if lpath.exists():
-            metrics = score_against(result, archive.read_json(lpath), int(params["match_margin"]))
-    archive.write_json_atomic(config.COMMIT_REPORTS / "changes.json", rows)
-    archive.write_text_atomic(config.COMMIT_REPORTS / "index.html",
+            metrics = score_against(result, atomic.read_json(lpath), int(params["match_margin"]))
+    atomic.write_json_atomic(config.COMMIT_REPORTS / "changes.json", rows)
+    atomic.write_text_atomic(config.COMMIT_REPORTS / "index.html",
                               render_page(rows, result, source=str(source),
                                           new_clusters=[c for c in registry if c["id"] in new_ids],
                                           metrics=metrics, top_series=int(params["page_series"])))
-    archive.write_json_atomic(metrics_path, metrics or {})
+    atomic.write_json_atomic(metrics_path, metrics or {})
     print(f"[commit_changes] {len(result['table'])} series x {len(result['commits'])} commits: "
           f"skia {len(result['skia'])} change(s) in {len(result['clusters'])} interesting cluster(s) "
           f"({len(new_ids)} new), mono {len(result['mono'])}, pelt {len(result['pelt'])}, "
@@ -126,13 +126,13 @@ def triage_main(argv: list[str]) -> None:
     parser.add_argument("--by", required=True, help="who triaged it")
     parser.add_argument("--note", default=None)
     args = parser.parse_args(argv)
-    known = archive.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
+    known = atomic.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
     try:
         registry = triage_cluster(known, args.cluster, args.status, by=args.by, note=args.note,
                                   at=pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"))
     except ValueError as exc:
         parser.error(str(exc))
-    archive.write_json_atomic(config.COMMIT_CLUSTERS, registry)
+    atomic.write_json_atomic(config.COMMIT_CLUSTERS, registry)
     print(f"[commit_changes] cluster {args.cluster}: {args.status} (by {args.by})")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipelines import config
 from pipelines.simulators.commitsim import simulate
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
         gz.write(frame.to_csv(index=False).encode())
-    archive.write_bytes_atomic(out / "benchmarks.csv.gz", buf.getvalue())
-    archive.write_json_atomic(out / "commit_labels.json", truth)
+    atomic.write_bytes_atomic(out / "benchmarks.csv.gz", buf.getvalue())
+    atomic.write_json_atomic(out / "commit_labels.json", truth)
     changed = sum(1 for s in truth["series"].values() if s["change_index"])
     print(f"[commitsim] {len(truth['series'])} benchmarks ({changed} with changes) x {len(truth['commits'])} commits, "
           f"{len(frame):,} measurements -> {out}")

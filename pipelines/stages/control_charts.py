@@ -27,7 +27,7 @@ from pipelines.detectors.charts import (
     normal_pvalues,
 )
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, memo, store
+from pipelines.storage import atomic, locks, manifest, memo, store
 
 log = logging.getLogger("regresslab.control_charts")
 
@@ -149,7 +149,7 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's
     verified runs, the calibration, the params and the code) is kept."""
-    calibration = archive.read_json(config.calibration_path(index[run_id]["system"]))
+    calibration = atomic.read_json(config.calibration_path(index[run_id]["system"]))
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
     lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
     key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
@@ -173,7 +173,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder and one frame store per system, so the history's frames are read once for the batch."""
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     params, hist = config.load_params("control_charts"), config.load_params("history")
     significance = config.load_params("significance")
     frames: dict[str, store.FrameStore] = {}
@@ -194,10 +194,10 @@ def main() -> None:
     config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
     params, hist = config.load_params("control_charts"), config.load_params("history")
     significance = config.load_params("significance")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     todo = history.targets(index)
-    archive.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))
-    archive.prune_outputs(config.CONTROL_CHARTS / "runs", todo)
+    atomic.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))
+    atomic.prune_outputs(config.CONTROL_CHARTS / "runs", todo)
     progress = Progress(log, "control_charts", len(todo))
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)

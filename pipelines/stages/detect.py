@@ -18,7 +18,7 @@ from pipelines.calibration import history, labs
 from pipelines.detectors.rule_ensemble import (DetectCache, DetectContext, analyse, calibrate_system, load_pruning,
                                                 stacking_evidence)
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, memo, store
+from pipelines.storage import atomic, locks, manifest, memo, store
 
 log = logging.getLogger("regresslab.detect")
 
@@ -29,7 +29,7 @@ def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
         config.load_params("history")
     significance = config.load_params("significance")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     caches = {} if caches is None else caches
     systems = [s for s in history.systems(index) if config.edges_path(s).exists()]
     for system in systems:
@@ -87,7 +87,7 @@ class DetectJob:
     def of(cls, run_id: str, index: dict[str, Any] | None = None) -> "DetectJob":
         params = {block: config.load_params(block) for block in ("detect", "mine_rules", "history", "significance")}
         hist = params["history"]
-        index = archive.read_valid_index() if index is None else index
+        index = manifest.read_valid_index() if index is None else index
         system = index[run_id]["system"]
         baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
@@ -130,13 +130,13 @@ class DetectJob:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.DETECTIONS, config.SINGLE_MODELS, config.STACKING_CALIBRATION)
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "detect", len(todo))
     caches: dict[str, DetectCache] = {}
     systems = calibrate_all(caches)
-    archive.prune_outputs(config.STACKING_CALIBRATION, systems)
-    archive.prune_outputs(config.DETECTIONS, todo)
+    atomic.prune_outputs(config.STACKING_CALIBRATION, systems)
+    atomic.prune_outputs(config.DETECTIONS, todo)
     def detected(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
         doc, kept = out
         return (f"{run_id} -> {doc['verdict']}, {len(doc['flagged_counters'])} flagged"

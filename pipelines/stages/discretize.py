@@ -12,7 +12,7 @@ import logging
 from pipelines import config
 from pipelines.calibration import history
 from pipelines.preparation.bins import edges_digest, edges_for
-from pipelines.storage import archive, locks, memo, store
+from pipelines.storage import atomic, locks, manifest, memo, store
 
 log = logging.getLogger("regresslab.discretize")
 
@@ -23,8 +23,8 @@ def main() -> None:
     config.ensure_dirs(config.EDGES)
     params = config.load_params("discretize")
     hist = config.load_params("history")
-    index = archive.read_valid_index()
-    archive.prune_outputs(config.EDGES, history.systems(index))
+    index = manifest.read_valid_index()
+    atomic.prune_outputs(config.EDGES, history.systems(index))
     for system in history.systems(index):
         training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         key = memo.input_key("discretize", index, {"training": training}, discretize=params)

@@ -21,7 +21,7 @@ from pipelines.evaluation.leave_one_out import COMBINERS, anchor_rows, loo_chart
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
 from pipelines.evaluation.targets import labelled_targets, target_cause_figures, target_rows
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, store
+from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.evaluate")
 
@@ -49,8 +49,8 @@ def detector_table(metrics: dict[str, Any]) -> list[str]:
 def write_table(metrics: dict[str, Any], frame: pd.DataFrame, name: str) -> None:
     """``metrics/<name>.json`` and ``metrics/<name>_runs.csv``, atomically."""
     config.METRICS.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.METRICS / f"{name}.json", metrics)
-    with archive.atomic_path(config.METRICS / f"{name}_runs.csv") as tmp:
+    atomic.write_json_atomic(config.METRICS / f"{name}.json", metrics)
+    with atomic.atomic_path(config.METRICS / f"{name}_runs.csv") as tmp:
         frame.to_csv(tmp, index=False)
 
 
@@ -78,8 +78,8 @@ def compare_learners(index: dict[str, Any]) -> None:
                         "leave-one-out; list it first in train_causes.learners to adopt it", system,
                         figures["chosen"], figures["in_use"], params["learner_standard_errors"])
     config.METRICS.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.METRICS / "cause_learners.json", out)
-    with archive.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
+    atomic.write_json_atomic(config.METRICS / "cause_learners.json", out)
+    with atomic.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:
         columns = ["system", "learner", "runs_per_cause", "accuracy", "trials"]
         pd.DataFrame(curves, columns=columns).to_csv(tmp, index=False)
 
@@ -88,7 +88,7 @@ def compare_learners(index: dict[str, Any]) -> None:
 def learners_main() -> None:
     """:func:`compare_learners` alone (the retraining DAG's last task, after ``train_causes``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    compare_learners(archive.read_valid_index())
+    compare_learners(manifest.read_valid_index())
 
 
 @locks.holding("evaluate")
@@ -103,7 +103,7 @@ def main() -> None:
     significance = config.load_params("significance")
     rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
     label_files = [config.ROOT / p for p in ev_params["labels"]]
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     hist = config.load_params("history")
     exclude = set(hist["exclude"])
     labels = dict(labelled_targets(index, label_files))

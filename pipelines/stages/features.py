@@ -14,7 +14,7 @@ from pipelines.calibration import history, labs
 from pipelines.detectors import charts
 from pipelines.detectors.cause_features import KEY_COLUMNS, feature_columns, pair_baselines, pair_features
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, memo, store
+from pipelines.storage import atomic, locks, manifest, memo, store
 
 log = logging.getLogger("regresslab.features")
 
@@ -26,8 +26,8 @@ def main() -> None:
     hist = config.load_params("history")
     exclude = set(hist["exclude"])
     config.ensure_dirs(config.FEATURES)
-    index = archive.read_valid_index()
-    archive.prune_outputs(config.FEATURES, history.systems(index), suffix=".parquet")
+    index = manifest.read_valid_index()
+    atomic.prune_outputs(config.FEATURES, history.systems(index), suffix=".parquet")
     for system in history.systems(index):
         charter = charts.Charter(store.FrameStore.of_system(system), cc_params)
         passed = history.passed_runs(index, system, exclude=exclude)

@@ -15,7 +15,7 @@ from typing import Any
 from pipelines import config, parallel
 from pipelines.progress import Progress
 from pipelines.simulators.labsim import plan_lab, simulate_entry
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 log = logging.getLogger("regresslab.labsim")
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     def write(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         run_id, members, truth = simulate_entry(entry, min_effect=params["min_effect"],
                                                 min_rel_change=params["min_rel_change"], process_cpu=args.process_cpu)
-        archive.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
+        atomic.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
         return run_id, truth
 
     prog = Progress(log, "labsim", len(schedule))
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         lambda entry, result: f"{result[0]} cause={entry['cause']} regressed={len(result[1]['regressed_counters'])}"))
     labels = {run_id: truth for run_id, truth in written if not run_id.split("-")[-1].startswith("r")}
     # the truth of the unanalysed targets, in the layout of shared/data/smd/target_labels.json
-    archive.write_json_atomic(out / "target_labels.json", labels)
+    atomic.write_json_atomic(out / "target_labels.json", labels)
     print(f"[labsim] wrote {len(written)} archives ({len(labels)} unanalysed targets) to {out}")
 
 

@@ -13,7 +13,7 @@ from pipelines import config, parallel
 from pipelines.calibration import history
 from pipelines.detectors.rule_mining import mine_for_run, model_path
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, store
+from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.mine_rules")
 
@@ -22,7 +22,7 @@ def pending_models() -> list[str]:
     """The training runs (of every system's edges) whose model is not cached yet: tonight's fan-out."""
     params = config.load_params("mine_rules")
     out = []
-    for system in history.systems(archive.read_valid_index()):
+    for system in history.systems(manifest.read_valid_index()):
         spec = store.read_edges(system)
         out += [r for r in spec["training_runs"] if not model_path(r, spec["counters"], params, config.models_dir(system),
                                                                    spec["reference_load"])[0].exists()]
@@ -33,7 +33,7 @@ def pending_models() -> list[str]:
 def run_one(run_id: str) -> int:
     """Mine (or find cached) the model of one training run; its number of rules (nightly DAG task)."""
     params = config.load_params("mine_rules")
-    system = archive.read_valid_index()[run_id]["system"]
+    system = manifest.read_valid_index()[run_id]["system"]
     spec = store.read_edges(system)
     return int(len(mine_for_run(run_id, spec["counters"], params, config.models_dir(system), spec["reference_load"])))
 
@@ -42,7 +42,7 @@ def run_one(run_id: str) -> int:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("mine_rules")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     summary = {}
     for system in history.systems(index):
         spec = store.read_edges(system)
@@ -62,7 +62,7 @@ def main() -> None:
         for stale in directory.glob("*.parquet"):
             if stale.name not in keep:       # models of runs that left the window, or of old edges
                 stale.unlink()
-    archive.write_json_atomic(config.MODELS / "index.json", summary)
+    atomic.write_json_atomic(config.MODELS / "index.json", summary)
     print(f"[mine_rules] {len(summary)} models, {sum(r['rules'] for r in summary.values())} rules")
 
 

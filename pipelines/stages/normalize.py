@@ -21,7 +21,7 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.preparation.intervals import normalize_run
 from pipelines.progress import Progress
-from pipelines.storage import archive, budget, locks
+from pipelines.storage import atomic, budget, locks, manifest
 
 log = logging.getLogger("regresslab.normalize")
 
@@ -40,7 +40,7 @@ def run_key(validation_key: str, params: dict[str, Any]) -> str:
 def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """A validated run's host frames and metadata (only this stage reads them)."""
     run_dir = config.valid_dir(run_id)
-    meta = archive.read_json(run_dir / "meta.json")
+    meta = atomic.read_json(run_dir / "meta.json")
     frames = {h: pd.read_parquet(run_dir / f"{h}.parquet") for h in meta["_hosts"]}
     return frames, meta
 
@@ -49,14 +49,14 @@ def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
     """Normalise one validated run unless its cached result is current; return its index row."""
     key = expected_key(run_id, params)
     if is_current(run_id, key):
-        return archive.read_json(config.info_path(run_id))
+        return atomic.read_json(config.info_path(run_id))
     frames, meta = load_valid_run(run_id)
     frame, info = normalize_run(frames, meta, interval_s=float(params["interval_s"]),
                                 min_intervals=int(params["min_intervals"]), load_scaling=bool(params["load_scaling"]),
                                 min_load_correlation=float(params["min_load_correlation"]))
     info.update({"key": key, "run_id": run_id, "system": meta["system"]})
-    archive.write_parquet_atomic(config.frame_path(run_id), frame)
-    archive.write_json_atomic(config.info_path(run_id), info)
+    atomic.write_parquet_atomic(config.frame_path(run_id), frame)
+    atomic.write_json_atomic(config.info_path(run_id), info)
     return info
 
 
@@ -97,13 +97,13 @@ def normalize_within_budget(run_id: str, params: dict[str, Any], worker: budget.
     failed = config.normalize_failed_path(run_id)
     if is_current(run_id, expected_key(run_id, params)):
         failed.unlink(missing_ok=True)
-        return archive.read_json(config.info_path(run_id))
+        return atomic.read_json(config.info_path(run_id))
     try:
         info = worker.run(f"normalising {run_id}", run_id)
     except (budget.BudgetExceeded, RuntimeError) as exc:
         reason = str(exc).splitlines()[0]
         log.error("%s could not be normalised: %s", run_id, reason)
-        archive.write_json_atomic(failed, {"run_id": run_id, "reason": f"could not be normalised: {reason}"})
+        atomic.write_json_atomic(failed, {"run_id": run_id, "reason": f"could not be normalised: {reason}"})
         return None
     failed.unlink(missing_ok=True)
     return info
@@ -111,19 +111,19 @@ def normalize_within_budget(run_id: str, params: dict[str, Any], worker: budget.
 
 def expected_key(run_id: str, params: dict[str, Any]) -> str:
     """The cache key a normalised run must carry: its validation's key and the params."""
-    return run_key(archive.read_json(config.valid_dir(run_id) / "meta.json")["_validation_key"], params)
+    return run_key(atomic.read_json(config.valid_dir(run_id) / "meta.json")["_validation_key"], params)
 
 
 def is_current(run_id: str, key: str) -> bool:
     """Whether the run's normalised frame exists and was made under ``key``."""
     info_file = config.info_path(run_id)
-    return config.frame_path(run_id).exists() and info_file.exists() and archive.read_json(info_file).get("key") == key
+    return config.frame_path(run_id).exists() and info_file.exists() and atomic.read_json(info_file).get("key") == key
 
 
 def pending_runs() -> list[str]:
     """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
     params = config.load_params("normalize")
-    index = archive.read_valid_index(every=True)
+    index = manifest.read_valid_index(every=True)
     return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r))
             if not is_current(r, expected_key(r, params))]
 
@@ -151,7 +151,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any] | None]]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("normalize")
-    index = archive.read_valid_index(every=True)
+    index = manifest.read_valid_index(every=True)
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)
     runs = sorted(index)
@@ -169,7 +169,7 @@ def main() -> None:
         if stale.stem not in index:      # a run quarantined after a suite change
             stale.unlink()
             stale.with_suffix(".json").unlink(missing_ok=True)
-    archive.write_json_atomic(config.NORMALIZED_INDEX, rows)
+    atomic.write_json_atomic(config.NORMALIZED_INDEX, rows)
     print(f"[normalize] {len(rows)} runs normalised")
 
 

@@ -15,7 +15,7 @@ from pipelines.calibration import history, labs
 from pipelines.detectors import cause_features, charts
 from pipelines.detectors.causes import predict_cause
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, store
+from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.predict_causes")
 
@@ -55,7 +55,7 @@ def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, c
                 result["history_normal_scores"] = dict(sorted(meta["null_fault_scores"].items()))
         result.update({"model_version": meta["version"], "learner": meta["best"]})
     result["run_id"] = run_id
-    archive.write_json_atomic(config.cause_path(run_id), result)
+    atomic.write_json_atomic(config.cause_path(run_id), result)
     return result
 
 
@@ -69,7 +69,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder, the cause models and one charter per system, loaded once for the batch."""
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     cc_params, hist = config.load_params("control_charts"), config.load_params("history")
     models = store.CauseModels()
     charters: dict[str, charts.Charter] = {}
@@ -89,9 +89,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CAUSES)
     cc_params, hist = config.load_params("control_charts"), config.load_params("history")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     todo = history.targets(index)
-    archive.prune_outputs(config.CAUSES, todo)
+    atomic.prune_outputs(config.CAUSES, todo)
     progress = Progress(log, "predict_causes", len(todo))
     models = store.CauseModels()
     for system in history.systems(index):

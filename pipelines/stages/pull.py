@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from pipelines import config
-from pipelines.storage import archive, locks
+from pipelines.storage import atomic, locks
 from pipelines.storage.sources import pull
 
 log = logging.getLogger("regresslab.pull")
@@ -39,7 +39,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("pull")
     summary = pull(source_locations(params), config.RAW, max_archive_bytes=int(params["max_archive_bytes"]))
-    archive.write_json_atomic(config.PULL_SUMMARY, summary)
+    atomic.write_json_atomic(config.PULL_SUMMARY, summary)
     print(f"[pull] {len(summary['new'])} new, {len(summary['known'])} already present "
           f"({summary['listed_known']} known from the listing alone), {len(summary['refused'])} refused; "
           f"{summary['bytes_read']:,} bytes read")

@@ -20,7 +20,7 @@ from pipelines.reporting import alerts, compare, counter_history, junit, links
 from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
-from pipelines.storage import archive, locks, memo, store, triage_log
+from pipelines.storage import archive, atomic, locks, manifest, memo, store, triage_log
 
 log = logging.getLogger("regresslab.report")
 
@@ -31,7 +31,7 @@ def commit_summary() -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        rows = archive.read_json(path)
+        rows = atomic.read_json(path)
     except (OSError, ValueError):
         return {"unreadable": True}
     return {"changes": len(rows), "regressions": sum(r.get("direction") == "regression" for r in rows),
@@ -68,7 +68,7 @@ class ReportInputs(NamedTuple):
 
 def report_inputs(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
                   ) -> ReportInputs:
-    detection = archive.read_json(config.detection_path(run_id))
+    detection = atomic.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
     return ReportInputs(detection, raw, report_key(run_id, detection, index, params, rule, raw))
 
@@ -77,7 +77,7 @@ def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
     """The run's verdict document when its page was written under the input key of ``inputs`` and
     its verdict file is there; else None (the report is written again)."""
     if memo.reuse_html(config.run_report_path(run_id, "html"), inputs.key) and config.run_report_path(run_id).exists():
-        return archive.read_json(config.run_report_path(run_id))
+        return atomic.read_json(config.run_report_path(run_id))
     return None
 
 
@@ -116,7 +116,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
     verdict.dropped_counters = [{k: d.get(k) for k in ("host", "counter", "reason")}
                                 for d in index[run_id].get("_dropped_counters") or []]
     doc = verdict.to_json()
-    archive.write_json_atomic(config.run_report_path(run_id), doc)
+    atomic.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
     compared = compare_baselines(run_id, doc, index, frames, int(params["compare_pages"]))
     html = render_run(doc, index[run_id], charts, compare_pages=compared, history=True,
@@ -124,7 +124,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
                                      for b in doc["baseline_runs"]},
                       raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
                       trends=trends, few_intervals=int(params["few_intervals"]))
-    archive.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
+    atomic.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
     return doc
 
 
@@ -170,7 +170,7 @@ def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
     params = config.load_params("report")
     rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
-    return index_row(report_run(run_id, archive.read_valid_index(), params, rule))
+    return index_row(report_run(run_id, manifest.read_valid_index(), params, rule))
 
 
 def quarantine_reasons(limit: int = 400) -> dict[str, str]:
@@ -178,7 +178,7 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
     out: dict[str, str] = {}
     for path in sorted(config.QUARANTINE.glob("*.json")) if config.QUARANTINE.exists() else []:
         try:
-            out[path.stem] = str(archive.read_json(path).get("reason") or "")[:limit]
+            out[path.stem] = str(atomic.read_json(path).get("reason") or "")[:limit]
         except (OSError, ValueError) as exc:
             out[path.stem] = f"(quarantine file unreadable: {exc})"
     summary = store.read_optional(config.PULL_SUMMARY) or {}
@@ -193,14 +193,14 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     import pandas as pd
     config.ensure_dirs(config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
     params = config.load_params("report")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     if rows is None:
-        rows = {r: index_row(archive.read_json(config.run_report_path(r))) for r in history.targets(index)
+        rows = {r: index_row(atomic.read_json(config.run_report_path(r))) for r in history.targets(index)
                 if config.run_report_path(r).exists()}
     now = pd.Timestamp.now(tz="UTC")
     night = str(params["night"] or now.date())
     earlier = sorted(p for p in config.NIGHTS.glob("*.json") if p.stem < night) if config.NIGHTS.exists() else []
-    previous = archive.read_json(earlier[-1])["runs"] if earlier else None
+    previous = atomic.read_json(earlier[-1])["runs"] if earlier else None
     changes = night_changes(rows, previous)
     ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -(r["score"] or 0.0), r["run_id"]))
     for r in ordered:
@@ -208,16 +208,16 @@ def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]
     reasons = quarantine_reasons()
     quarantined = sorted(reasons)
     missing = (store.read_optional(config.PULL_SUMMARY) or {}).get("missing_sources") or []
-    archive.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
+    atomic.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
     history_nights = []
     for path in earlier[-(int(params["trend_nights"]) - 1):]:
         try:
-            history_nights.append((path.stem, archive.read_json(path)["runs"]))
+            history_nights.append((path.stem, atomic.read_json(path)["runs"]))
         except (OSError, ValueError, KeyError):
             continue                                   # an unreadable old night is left out of the trend
     trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
     systems = counter_history.write_system_pages(index, history.targets(index), params)
-    archive.write_text_atomic(config.NIGHT_INDEX,
+    atomic.write_text_atomic(config.NIGHT_INDEX,
                               render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
                                            quarantined=quarantined, reasons=reasons, valid_runs=len(index),
                                            dropped=dropped_counters(index),
@@ -236,7 +236,7 @@ def main() -> None:
     config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
     params = config.load_params("report")
     rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))
     tick = progress.each(lambda run_id, out: f"{run_id} -> {out[0]['verdict']}" + (" (unchanged, reused)"
@@ -261,8 +261,8 @@ def main() -> None:
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
     if params["junit"]:
         target = config.ROOT / params["junit"]
-        docs = {r: archive.read_json(config.run_report_path(r)) for r in todo}
-        archive.write_text_atomic(target, junit.night_xml(summary["night"], docs, index=config.NIGHT_INDEX))
+        docs = {r: atomic.read_json(config.run_report_path(r)) for r in todo}
+        atomic.write_text_atomic(target, junit.night_xml(summary["night"], docs, index=config.NIGHT_INDEX))
         print(f"[report] JUnit XML of the night: {target}")
     print(f"[report] alerts: {alerts.notify_night(summary)}")
 

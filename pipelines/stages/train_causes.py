@@ -22,7 +22,7 @@ from pipelines.calibration import history
 from pipelines.detectors import cause_features
 from pipelines.detectors.causes import CODE_VERSION, train_system
 from pipelines.progress import Progress
-from pipelines.storage import archive, locks, store
+from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.train_causes")
 
@@ -36,7 +36,7 @@ def verified_history_digest(index: dict[str, Any], system: str) -> str:
 
 def verified_runs_changed() -> list[str]:
     """The systems whose verified runs differ from those their current cause model learned from."""
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     return [system for system in history.systems(index)
             if store.latest_model_meta(system).get("verified_history") != verified_history_digest(index, system)]
 
@@ -49,11 +49,11 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
     folder = config.cause_models_dir(system)
     meta_file = folder / f"{version}.json"
     if meta_file.exists() and (folder / f"{version}.skops").exists():
-        meta = archive.read_json(meta_file)
+        meta = atomic.read_json(meta_file)
         log.info("train_causes %s: model %s is current (training data unchanged)", system, version)
         if meta.get("verified_history") != verified_history_digest(index, system):
             meta["verified_history"] = verified_history_digest(index, system)
-            archive.write_json_atomic(meta_file, meta)
+            atomic.write_json_atomic(meta_file, meta)
         return meta
     import skops.io as sio          # only to save a model trained now
 
@@ -67,13 +67,13 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
     fault_model = result.pop("fault_model")
     if fault_model is not None:        # before the meta file, which names it
         result["fault_model_file"] = f"{version}.faults.skops"
-        archive.write_bytes_atomic(folder / result["fault_model_file"],
-                                   archive.reproducible_skops(sio.dumps(fault_model)))
-    archive.write_bytes_atomic(folder / f"{version}.skops", archive.reproducible_skops(sio.dumps(model)))
+        atomic.write_bytes_atomic(folder / result["fault_model_file"],
+                                   atomic.reproducible_skops(sio.dumps(fault_model)))
+    atomic.write_bytes_atomic(folder / f"{version}.skops", atomic.reproducible_skops(sio.dumps(model)))
     meta = {"system": system, "version": version, "training_data_sha256": digest,
             "verified_history": verified_history_digest(index, system),
             "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}
-    archive.write_json_atomic(meta_file, meta)
+    atomic.write_json_atomic(meta_file, meta)
     return meta
 
 
@@ -98,7 +98,7 @@ def system_metrics(meta: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("train_causes")
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     metrics: dict[str, Any] = {}
     config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn
     for system in history.systems(index):
@@ -111,7 +111,7 @@ def main() -> None:
             continue
         meta = current_model(system, frame, params, index)
         version = meta["version"]
-        archive.write_json_atomic(config.latest_cause_model(system), {"version": version, "model": f"{version}.skops",
+        atomic.write_json_atomic(config.latest_cause_model(system), {"version": version, "model": f"{version}.skops",
                                                                       "meta": f"{version}.json"})
         metrics[system] = system_metrics(meta)
         best = metrics[system]
@@ -121,7 +121,7 @@ def main() -> None:
     if metrics:
         metrics["mean_best_accuracy"] = round(float(np.mean([m["accuracy"] for m in metrics.values()])), 4)
     config.METRICS.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.METRICS / "causes.json", metrics)
+    atomic.write_json_atomic(config.METRICS / "causes.json", metrics)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from pipelines import config, parallel
 from pipelines.progress import Progress
-from pipelines.storage import archive, budget, locks, triage_log
+from pipelines.storage import atomic, budget, locks, manifest, triage_log
 from pipelines.validation.checks import valid_host_frames
 from pipelines.validation.suites import (
     SUITE_VERSION,
@@ -55,22 +55,22 @@ def cache_key(sha256: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def stored_result(entry: archive.ManifestEntry, key: str) -> tuple[str, Any] | None:
+def stored_result(entry: manifest.ManifestEntry, key: str) -> tuple[str, Any] | None:
     """What an earlier night decided for this archive under the same key: (``valid``, its index
     row) or (``quarantined``, the reason); None when it must be validated."""
     marker = config.valid_dir(entry.run_id) / "meta.json"
-    if marker.exists() and archive.read_json(marker).get("_validation_key") == key:
-        return "valid", _index_row(archive.read_json(marker))
+    if marker.exists() and atomic.read_json(marker).get("_validation_key") == key:
+        return "valid", _index_row(atomic.read_json(marker))
     q_path = config.quarantine_path(entry.run_id)
-    if q_path.exists() and archive.read_json(q_path).get("validation_key") == key:
-        return "quarantined", archive.read_json(q_path)["reason"]
+    if q_path.exists() and atomic.read_json(q_path).get("validation_key") == key:
+        return "quarantined", atomic.read_json(q_path)["reason"]
     return None
 
 
-def write_quarantine(entry: archive.ManifestEntry, key: str, checked) -> str:
+def write_quarantine(entry: manifest.ManifestEntry, key: str, checked) -> str:
     """The quarantine file of a failed archive (its valid run, if any, removed); the reason."""
     reason = quarantine_reason(checked.failures, checked.dropped)
-    archive.write_json_atomic(config.quarantine_path(entry.run_id), {
+    atomic.write_json_atomic(config.quarantine_path(entry.run_id), {
         "run_id": entry.run_id, "archive": f"data/raw/{entry.file}", "sha256": entry.sha256, "reason": reason,
         "failed_expectations": checked.failures, "dropped_counters": checked.dropped, "validation_key": key})
     if config.valid_dir(entry.run_id).exists():
@@ -79,20 +79,20 @@ def write_quarantine(entry: archive.ManifestEntry, key: str, checked) -> str:
     return reason
 
 
-def write_valid(entry: archive.ManifestEntry, key: str, checked) -> dict[str, Any]:
+def write_valid(entry: manifest.ManifestEntry, key: str, checked) -> dict[str, Any]:
     """A valid run's host frames and ``meta.json``, in a directory of this process's own name
     swapped in by renames: a run killed at any point leaves either the old or the new run
     directory (or none: validated again).  Its metadata."""
     run_dir, dropped = config.valid_dir(entry.run_id), checked.dropped
     tmp_dir = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
     for host, frame in valid_host_frames(checked.frames, checked.summary, dropped).items():
-        archive.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
+        atomic.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
     meta = dict(checked.raw.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
                 _hosts=sorted(checked.frames), _dropped_counters=dropped)
     if dropped:
         log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
                     "; ".join(d["reason"] for d in dropped[:3])[:500])
-    archive.write_json_atomic(tmp_dir / "meta.json", meta)
+    atomic.write_json_atomic(tmp_dir / "meta.json", meta)
     old = None
     if run_dir.exists():
         old = tmp_dir.with_suffix(".old")
@@ -104,7 +104,7 @@ def write_valid(entry: archive.ManifestEntry, key: str, checked) -> dict[str, An
     return meta
 
 
-def judge_archive(entry: archive.ManifestEntry, key: str, validator: Validator,
+def judge_archive(entry: manifest.ManifestEntry, key: str, validator: Validator,
                   params: dict[str, Any]) -> tuple[str, Any, int]:
     """Validate one archive and write what it gives: (``valid``, its index row, the counters
     dropped) or (``quarantined``, the reason, 0)."""
@@ -114,7 +114,7 @@ def judge_archive(entry: archive.ManifestEntry, key: str, validator: Validator,
     return "valid", _index_row(write_valid(entry, key, checked)), len(checked.dropped)
 
 
-def judge_within_budget(worker: budget.Worker, entry: archive.ManifestEntry, key: str) -> tuple[str, Any, int]:
+def judge_within_budget(worker: budget.Worker, entry: manifest.ManifestEntry, key: str) -> tuple[str, Any, int]:
     """:func:`judge_archive` in the worker's child, held to ``validate.max_memory_mb`` and
     ``max_seconds`` (``storage.budget``): an archive that blows either is quarantined with the
     budget named."""
@@ -138,7 +138,7 @@ class Judged(NamedTuple):
     judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
 
 
-def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any], *, jobs: int | None = None) -> Judged:
+def judge_all(todo: list[manifest.ManifestEntry], params: dict[str, Any], *, jobs: int | None = None) -> Judged:
     """Every archive's result: the stored one when its key matches, else judged now.
 
     The archives to judge go to ``jobs`` worker children (``storage.budget.Worker``, default
@@ -147,7 +147,7 @@ def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any], *, jobs
     Great Expectations' results under its own run name), and the index is assembled here in the
     archives' order, so what the stage writes is the same for any number of workers."""
     results: dict[str, tuple[str, Any, int]] = {}
-    fresh: list[tuple[archive.ManifestEntry, str]] = []
+    fresh: list[tuple[manifest.ManifestEntry, str]] = []
     for entry in todo:
         if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
             results[entry.run_id] = ("quarantined", "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127});"
@@ -172,7 +172,7 @@ def judge_all(todo: list[archive.ManifestEntry], params: dict[str, Any], *, jobs
                 idle.put(stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
                     judge_archive, validator=validator, params=params))))
 
-            def judge(item: tuple[archive.ManifestEntry, str]) -> tuple[str, Any, int]:
+            def judge(item: tuple[manifest.ManifestEntry, str]) -> tuple[str, Any, int]:
                 worker = idle.get()
                 try:
                     return judge_within_budget(worker, *item)
@@ -200,11 +200,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("validate")
     params["ingest"] = config.load_params("ingest")      # run directories are converted when read
-    manifest = archive.read_manifest()
+    entries = manifest.read_manifest()
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)
     clean_stale(config.VALID)
-    index, quarantined, validator, done = judge_all(sorted(manifest.values(), key=lambda e: e.run_id), params)
+    index, quarantined, validator, done = judge_all(sorted(entries.values(), key=lambda e: e.run_id), params)
     if validator is None and not (config.VALIDATION_DOCS / "index.html").exists():
         validator = new_validator(params)
     if validator is not None:               # nothing validated and the site exists: it is current
@@ -216,7 +216,7 @@ def main() -> None:
     decisions = triage_log.triage_state(triage_log.read_log())
     index = triage_log.apply_triage(index, decisions)
     # runs that left the manifest cannot exist (raw is append-only); stale dirs of other keys are replaced above
-    archive.write_json_atomic(config.VALID_INDEX, {"valid": index, "quarantined": quarantined})
+    atomic.write_json_atomic(config.VALID_INDEX, {"valid": index, "quarantined": quarantined})
     print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined ({len(done)} validated this time; "
           f"{sum(r in index for r in decisions)} triaged); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
 

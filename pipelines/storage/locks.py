@@ -16,7 +16,7 @@ last (process, stage, since when) and how long it has waited.  It gives up after
 ``REGRESSLAB_LOCK_WAIT_S`` seconds (default 6 hours: a night must not die behind a long
 retraining) with :class:`LockTimeout`, naming the holder.  The kernel releases a flock when
 its process dies, so a killed night never leaves a stale lock; the first exclusive holder after
-it removes the temporaries the killed process left (``archive.sweep_stale_temporaries``).  Within one process the lock
+it removes the temporaries the killed process left (``atomic.sweep_stale_temporaries``).  Within one process the lock
 is re-entrant (``main()`` calling ``run_one``).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from pipelines import config
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 DEFAULT_WAIT_S = 6 * 3600.0
 _held: dict[str, Any] = {"fd": None, "mode": None, "depth": 0}
@@ -99,7 +99,7 @@ def data_lock(what: str, *, shared: bool = False, wait_s: float | None = None, p
     _write_holder(what, mode)
     _held.update(fd=fd, mode=mode, depth=1)
     if not shared:                             # nobody else writes now: a killed run's leftovers go
-        for stale in archive.sweep_stale_temporaries(config.DATA, config.REPORTS, config.METRICS):
+        for stale in atomic.sweep_stale_temporaries(config.DATA, config.REPORTS, config.METRICS):
             say(f"{what}: removed {stale.relative_to(config.ROOT)}, left by a killed run")
     try:
         yield

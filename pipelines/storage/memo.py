@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import codebase, config
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 KEY_FIELD = "input_key"
 
@@ -60,7 +60,7 @@ def frame_key(run_id: str) -> str | None:
     # normalize replaces the file by a rename: a new version is a new inode, whatever its time and size
     version = (str(info), stat.st_ino, stat.st_mtime_ns, stat.st_size)
     if version not in _FRAME_KEYS:
-        _FRAME_KEYS[version] = archive.read_json(info).get("key")
+        _FRAME_KEYS[version] = atomic.read_json(info).get("key")
     return _FRAME_KEYS[version]
 
 
@@ -86,7 +86,7 @@ def reuse(path: Path, key: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        doc = archive.read_json(path)
+        doc = atomic.read_json(path)
     except Exception:               # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
         return None
     return doc if isinstance(doc, dict) and doc.get(KEY_FIELD) == key else None
@@ -95,7 +95,7 @@ def reuse(path: Path, key: str) -> dict[str, Any] | None:
 def write(path: Path, doc: dict[str, Any], key: str) -> dict[str, Any]:
     """Write ``doc`` with its key, atomically; the document as written."""
     doc = {**doc, KEY_FIELD: key}
-    archive.write_json_atomic(path, doc)
+    atomic.write_json_atomic(path, doc)
     return doc
 
 
@@ -123,7 +123,7 @@ def write_parquet(path: Path, frame, key: str) -> None:
 
     table = pa.Table.from_pandas(frame, preserve_index=True)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), PARQUET_KEY: key.encode()})
-    with archive.atomic_path(path) as tmp:
+    with atomic.atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
 

@@ -27,12 +27,12 @@ from typing import Any
 
 from pipelines import config
 from pipelines.progress import Progress
-from pipelines.storage import archive
+from pipelines.storage import archive, atomic, manifest
 
 log = logging.getLogger("regresslab.pull")
 
 
-def decide(entry: archive.ManifestEntry | None, sha256: str) -> str:
+def decide(entry: manifest.ManifestEntry | None, sha256: str) -> str:
     """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
 
     ``changed`` (same run_id, other content) is refused: raw data is immutable.
@@ -45,10 +45,10 @@ def decide(entry: archive.ManifestEntry | None, sha256: str) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def _append_manifest(entry: archive.ManifestEntry, path: Path) -> None:
+def _append_manifest(entry: manifest.ManifestEntry, path: Path) -> None:
     """Append one line (one write + fsync).  A pull killed inside the write leaves a torn last
     line, which :func:`_repair_manifest` removes at the next pull."""
-    archive.append_json_line(path, entry.__dict__)
+    manifest.append_json_line(path, entry.__dict__)
 
 
 def _repair_manifest(path: Path) -> int:
@@ -56,7 +56,7 @@ def _repair_manifest(path: Path) -> int:
 
     The manifest is our own record, not raw data; the archive of the torn entry is in
     ``data/raw`` and is taken back by :func:`pull` (same content at the source)."""
-    torn = archive.manifest_torn_tail(path)
+    torn = manifest.manifest_torn_tail(path)
     if torn:
         with open(path, "r+b") as fh:
             fh.truncate(path.stat().st_size - torn)
@@ -75,7 +75,7 @@ def _clean_stale_staging(raw_dir: Path) -> None:
     """Remove the temporary copies of pulls that died (their process is gone)."""
     for p in raw_dir.glob(".incoming-*"):
         pid = p.name.split("-")[1] if p.name.count("-") >= 3 else ""
-        if pid.isdigit() and archive.pid_alive(int(pid)):
+        if pid.isdigit() and atomic.pid_alive(int(pid)):
             continue
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
@@ -280,7 +280,7 @@ class _Pull:
         self.manifest_path = raw_dir / config.MANIFEST.name
         _repair_manifest(self.manifest_path)
         _clean_stale_staging(raw_dir)
-        self.manifest = archive.read_manifest(self.manifest_path)
+        self.manifest = manifest.read_manifest(self.manifest_path)
         self.summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": [],
                                         "listed_known": 0, "bytes_read": 0}
 
@@ -324,7 +324,7 @@ class _Pull:
             if marker and (entry.marker != marker or entry.file != name or entry.size != size):
                 # the same content under a new marker (touched, copied again): remembered, so the
                 # next night knows it from the listing
-                seen = archive.ManifestEntry(**{**entry.__dict__, "marker": marker, "size": size})
+                seen = manifest.ManifestEntry(**{**entry.__dict__, "marker": marker, "size": size})
                 _append_manifest(seen, self.manifest_path)
                 self.manifest[run_id] = seen
             return
@@ -343,7 +343,7 @@ class _Pull:
             self.summary["recovered"].append(run_id)
         else:
             tmp.rename(target)
-        new = archive.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
+        new = manifest.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
                                     first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                                     source=location, marker=marker)
         _append_manifest(new, self.manifest_path)

@@ -2,10 +2,10 @@
 cause models.
 
 The science stays in the stage modules and stays pure; this module only finds and reads
-what the stages wrote (paths from ``config``, bytes through ``archive``).  Writers stay
+what the stages wrote (paths from ``config``, bytes through ``atomic``).  Writers stay
 with the stage that owns the output; readers live here so that no stage imports another
 stage for its files.  The raw archives' manifest and ``validate``'s index are read by
-``archive`` (``read_manifest``, ``read_valid_index``), so ``pull``, ``validate`` and ``normalize``
+``manifest`` (``read_manifest``, ``read_valid_index``), so ``pull``, ``validate`` and ``normalize``
 depend on no analysis module.
 """
 from __future__ import annotations
@@ -19,14 +19,14 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import history
 from pipelines.preparation.intervals import scale_to_load
-from pipelines.storage import archive
+from pipelines.storage import atomic, manifest
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 
 
 def read_optional(path: Path) -> Any | None:
     """A JSON file, or None when it does not exist."""
-    return archive.read_json(path) if path.exists() else None
+    return atomic.read_json(path) if path.exists() else None
 
 
 # --------------------------------------------------------------------------- normalised runs
@@ -34,7 +34,7 @@ def read_optional(path: Path) -> Any | None:
 
 def read_info(run_id: str) -> dict[str, Any]:
     """What normalisation decided for a run (interval, counters, load fits, cache key)."""
-    return archive.read_json(config.info_path(run_id))
+    return atomic.read_json(config.info_path(run_id))
 
 
 def load_normalized(run_id: str) -> pd.DataFrame:
@@ -57,7 +57,7 @@ def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
 def calibrate_every_system(calibrate, params: dict[str, Any], hist: dict[str, Any]) -> list[str]:
     """``calibrate(system, index, frames, params, hist)`` for every system of the valid runs, each
     with its own :class:`FrameStore`; the systems (the nightly DAG's calibration tasks)."""
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     systems = history.systems(index)
     for system in systems:
         calibrate(system, index, FrameStore.of_system(system), params, hist)
@@ -66,7 +66,7 @@ def calibrate_every_system(calibrate, params: dict[str, Any], hist: dict[str, An
 
 def read_edges(system: str) -> dict[str, Any]:
     """A system's bin edges, training runs and reference load (``discretize``'s output)."""
-    return archive.read_json(config.edges_path(system))
+    return atomic.read_json(config.edges_path(system))
 
 
 class FrameStore:
@@ -137,7 +137,7 @@ def load_model(path: Path):
 def latest_model_meta(system: str) -> dict[str, Any]:
     """The metadata of a system's current cause model ({} when it has none)."""
     pointer = read_optional(config.latest_cause_model(system))
-    return archive.read_json(config.cause_models_dir(system) / pointer["meta"]) if pointer else {}
+    return atomic.read_json(config.cause_models_dir(system) / pointer["meta"]) if pointer else {}
 
 
 class CauseModels:
@@ -156,7 +156,7 @@ class CauseModels:
             else:
                 directory = config.cause_models_dir(system)
                 self._models[system] = (load_model(directory / pointer["model"]),
-                                        archive.read_json(directory / pointer["meta"]))
+                                        atomic.read_json(directory / pointer["meta"]))
         return self._models[system]
 
     def fault_model(self, system: str):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import config
-from pipelines.storage import archive
+from pipelines.storage import manifest
 
 VERDICTS = ("pass", "fail")
 
@@ -101,5 +101,5 @@ def read_log(path: Path | None = None) -> list[dict[str, Any]]:
 
 
 def append(record: dict[str, Any], path: Path | None = None) -> None:
-    """One line, written and synced at once (the log is append-only; ``archive.append_json_line``)."""
-    archive.append_json_line(path or config.TRIAGE_LOG, record)
+    """One line, written and synced at once (the log is append-only; ``manifest.append_json_line``)."""
+    manifest.append_json_line(path or config.TRIAGE_LOG, record)

@@ -25,7 +25,7 @@ from typing import Any, Iterable, NamedTuple
 import pandas as pd
 
 from pipelines.importers import run_directory
-from pipelines.storage import archive
+from pipelines.storage import archive, atomic
 from pipelines.validation.checks import counter_summary, host_coverage, meta_frame
 
 log = logging.getLogger("regresslab.validate")
@@ -164,7 +164,7 @@ def protect_docs(docs_dir: Path) -> int:
             continue
         head = text.find("<head>")
         text = text[:head + 6] + CSP_META + text[head + 6:] if head >= 0 else CSP_META + text
-        archive.write_text_atomic(page, text)
+        atomic.write_text_atomic(page, text)
         changed += 1
     return changed
 

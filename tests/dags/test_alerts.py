@@ -13,7 +13,7 @@ from aiosmtpd.controller import Controller
 
 from pipelines import config
 from pipelines.reporting import alerts
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 EVIL = "{{ 7*7 }}<b>x</b>"
 
@@ -68,7 +68,7 @@ def rows():
 
 def test_a_failed_night_sends_one_mail_with_the_banner_top_runs_and_link(tree, smtp):
     config.NIGHTS.mkdir(parents=True)
-    archive.write_json_atomic(config.NIGHTS / "2026-11-22.json", {"night": "2026-11-22", "runs": rows()})
+    atomic.write_json_atomic(config.NIGHTS / "2026-11-22.json", {"night": "2026-11-22", "runs": rows()})
     params = {"enabled": True, "to": ["release@lab.example"], "smtp_conn_id": "smtp_default",
               "index_url": "https://airflow.lab.example/regresslab/index.html", "top_runs": 5}
     summary = {"night": "2026-11-22", "runs": 3, "failed": ["shop-t1", "shop-t2"], "quarantined": ["bad"]}
@@ -151,7 +151,7 @@ def plain_smtp(port: int, **kw) -> dict:
 def test_a_failed_night_by_plain_smtp_and_webhook_alike(tree, plain_server, hook):
     inbox, port = plain_server
     config.NIGHTS.mkdir(parents=True)
-    archive.write_json_atomic(config.NIGHTS / "2026-11-22.json", {"night": "2026-11-22", "runs": rows()})
+    atomic.write_json_atomic(config.NIGHTS / "2026-11-22.json", {"night": "2026-11-22", "runs": rows()})
     summary = {"night": "2026-11-22", "runs": 3, "failed": ["shop-t1", "shop-t2"], "quarantined": []}
     said = alerts.notify_night(summary, plain_smtp(port))
     assert "e-mail sent to release@lab.example through 127.0.0.1" in said and "webhook: posted (200)" in said

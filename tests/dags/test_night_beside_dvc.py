@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.storage import archive
+from pipelines.storage import atomic
 from tests.dags.test_nightly_dag import PY, REPO, migrated_home
 from tests.pipeline.test_concurrency import _hold
 
@@ -86,7 +86,7 @@ def leftovers(root) -> list[str]:
     """Temporary files a stage left behind (``archive``'s atomic writes name them
     ``.<name>.<pid>.<random>.tmp``, pull's incoming archives ``.incoming-*``)."""
     return [str(p.relative_to(root)) for p in root.rglob(".*")
-            if (p.name.endswith(archive.TMP_SUFFIX) or p.name.startswith(".incoming"))
+            if (p.name.endswith(atomic.TMP_SUFFIX) or p.name.startswith(".incoming"))
             and ".dvc" not in p.relative_to(root).parts]
 
 

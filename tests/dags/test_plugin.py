@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipelines import config
-from pipelines.storage import archive
+from pipelines.storage import atomic
 from tests.dags.test_celery_scale_out import free_port, stop, wait_until
 from tests.dags.test_nightly_dag import migrated_home
 
@@ -43,7 +43,7 @@ def client(tree):
     (config.REPORTS / "systems" / "shop" / "medians.parquet").write_text("not served")
     (config.REPORTS / "compare").mkdir()
     (config.REPORTS / "compare" / "shop-r1--shop-t1.html").write_text("<html>compare</html>")
-    archive.write_json_atomic(config.REPORTS / "nights" / "2026-11-22.json", {"night": "2026-11-22", "runs": {
+    atomic.write_json_atomic(config.REPORTS / "nights" / "2026-11-22.json", {"night": "2026-11-22", "runs": {
         "shop-t1": {"run_id": "shop-t1", "system": "shop", "verdict": "fail", "score": 0.8, "cause": "<b>x</b>",
                     "cause_known": False},
         "shop-t2": {"run_id": "shop-t2", "system": "shop", "verdict": "pass", "score": 0.1, "cause": "none",
@@ -91,13 +91,13 @@ def test_a_bad_night_file_does_not_take_the_list_down_and_nights_are_paged(clien
     nights = config.REPORTS / "nights"
     (nights / "2026-11-23.json").write_text('{"night": "2026-11-23", "runs": [1, 2]}')     # parses, wrong shape
     (nights / "2026-11-24.json").write_text('{"night": ')                                   # does not parse
-    archive.write_json_atomic(nights / "2026-11-25.json", {"night": "2026-11-25", "runs": {
+    atomic.write_json_atomic(nights / "2026-11-25.json", {"night": "2026-11-25", "runs": {
         "shop-t3": {"run_id": "shop-t3", "verdict": "fail", "score": "high"}}})           # score not a number
     page = client.get("/")
     assert page.status_code == 200
     assert page.text.count("unreadable night file") == 3 and "2026-11-22: 1 of 2 runs regressed" in page.text
     for day in range(1, 31):                                                              # 34 nights in all
-        archive.write_json_atomic(nights / f"2026-10-{day:02d}.json", {"night": f"2026-10-{day:02d}", "runs": {}})
+        atomic.write_json_atomic(nights / f"2026-10-{day:02d}.json", {"night": f"2026-10-{day:02d}", "runs": {}})
     first, second = client.get("/").text, client.get("/?page=2").text
     assert "Page 1 of 2" in first and 'href="?page=2"' in first and "2026-10-01" not in first
     assert "Page 2 of 2" in second and "2026-10-01" in second and "2026-11-25" not in second

@@ -13,7 +13,7 @@ from pipelines import config
 from pipelines.reporting import pages
 from pipelines.simulators import commitsim
 from pipelines.stages import commit_changes, report
-from pipelines.storage import archive
+from pipelines.storage import atomic
 
 pytestmark = pytest.mark.slow     # stages end to end
 
@@ -24,7 +24,7 @@ def _setup(tree, frame, truth, method="skia+mono"):
     with gzip.open(series / "bench.csv.gz", "wt") as fh:
         frame.to_csv(fh, index=False)
     if truth is not None:
-        archive.write_json_atomic(series / "labels.json", truth)
+        atomic.write_json_atomic(series / "labels.json", truth)
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["commit_changes"]["source"] = str(series / "bench.csv.gz")
     params["commit_changes"]["labels"] = str(series / "labels.json") if truth is not None else None

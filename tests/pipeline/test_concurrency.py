@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pipelines import config
-from pipelines.storage import archive, locks
+from pipelines.storage import locks, manifest
 from tests.conftest import REPO, stage_env
 from tests.pipeline.test_pull_validate import set_source
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow     # stages end to end
 HOLD = """
 import sys, time
 from pathlib import Path
-from pipelines.storage import locks
+from pipelines.storage import locks, manifest
 with locks.data_lock("holder-test", shared={shared}):
     Path(sys.argv[1]).write_text("held")
     while not Path(sys.argv[2]).exists():
@@ -77,7 +77,7 @@ def test_a_pull_waits_for_the_lock_says_why_then_pulls(tree, tiny_lab, tmp_path)
     holder.wait(timeout=60)
     assert proc.returncode == 0, out
     assert "pull: waiting for the data folder" in out and f"pid {holder.pid}" in out and "holder-test" in out
-    assert set(archive.read_manifest()) == set(truth)
+    assert set(manifest.read_manifest()) == set(truth)
 
 
 def test_two_pulls_at_once_pull_each_archive_once_and_refuse_nothing(tree, tiny_lab, tmp_path):

@@ -220,8 +220,8 @@ def test_control_chart_results_and_metrics(analysed):
 def test_rule_flags_respect_the_practical_change_and_new_environment_filters(analysed):
     tree, truth = analysed
     from pipelines.calibration import history
-    from pipelines.storage import archive
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    from pipelines.storage import atomic
+    index = atomic.read_json(config.VALID_INDEX)["valid"]
     new_env = [r for r, t in truth.items() if t.get("new_environment")]
     assert new_env
     for run_id in sorted(r for r in truth if "-t" in r):
@@ -242,7 +242,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
 
     The history has no failed run (as SMD's): every later stage must still write its outputs."""
     from pipelines.calibration import history
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
     from tests.conftest import write_lab
 
     lab = tmp_path_factory.mktemp("labs")
@@ -252,7 +252,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     run_stages("pull")
     assert config.CAUSE_MODELS.is_dir() and json.loads((config.METRICS / "causes.json").read_text()) == {}
-    index = archive.read_json(config.VALID_INDEX)["valid"]
+    index = atomic.read_json(config.VALID_INDEX)["valid"]
     new = [r for r, t in truth.items() if t.get("new_environment")]
     verdict = json.loads((config.RUN_REPORTS / f"{new[0]}.json").read_text())
     assert CONTRACT_KEYS <= set(verdict)
@@ -320,14 +320,14 @@ def test_a_report_killed_between_a_verdict_file_and_its_page_resumes_byte_identi
     for jobs in (1, 2):
         shutil.rmtree(config.RUN_REPORTS)
         code = ("import os; from pipelines import config, parallel; from pipelines.stages import report\n"
-                "from pipelines.storage import archive\n"
+                "from pipelines.storage import atomic\n"
                 f"parallel.set_jobs({jobs})\n"
-                "write = archive.write_text_atomic\n"
+                "write = atomic.write_text_atomic\n"
                 "def dying(path, text):\n"
                 "    if str(path).endswith('.html') and config.RUN_REPORTS in __import__('pathlib').Path(path).parents:\n"
                 "        os._exit(9)\n"
                 "    write(path, text)\n"
-                "archive.write_text_atomic = dying; report.main()")
+                "atomic.write_text_atomic = dying; report.main()")
         code_seen = _killed(code, tree)
         left = sorted(p.name for p in config.RUN_REPORTS.iterdir())
         assert left and all(name.endswith(".json") for name in left)       # verdicts without their pages
@@ -402,13 +402,13 @@ def test_a_training_killed_inside_the_model_cache_resumes_with_no_temporary_left
         before = _snapshot(models, skip=(".json",))
         latest = config.latest_cause_model("shop").read_bytes()
         shutil.rmtree(models)
-        code = ("import os; from pipelines.stages import train_causes; from pipelines.storage import archive\n"
+        code = ("import os; from pipelines.stages import train_causes; from pipelines.storage import atomic\n"
                 "replace = os.replace\n"
                 "def dying(src, dst):\n"
                 "    if str(dst).endswith('.skops'):\n"
                 "        os._exit(9)\n"
                 "    replace(src, dst)\n"
-                "archive.os.replace = dying; train_causes.main()")
+                "atomic.os.replace = dying; train_causes.main()")
         assert _killed(code, tree) == 9
         assert [p.name.endswith(".tmp") for p in models.iterdir()] == [True]
         train_causes.main()

@@ -11,7 +11,7 @@ import yaml
 
 from pipelines import config
 from pipelines.simulators import labsim
-from pipelines.storage import archive
+from pipelines.storage import atomic
 from tests.conftest import write_lab
 from tests.helpers import run_stages
 
@@ -29,7 +29,7 @@ def lonely_target(out, source_system: str = "shop") -> str:
             new_id = "lonely-" + run_id
             meta.update(run_id=new_id, system="lonely")
             members = {**members, "run.json": json.dumps(meta).encode()}
-            archive.write_tar_gz_atomic(out / f"{new_id}.tar.gz", members)
+            atomic.write_tar_gz_atomic(out / f"{new_id}.tar.gz", members)
             return new_id
     raise AssertionError("the simulator wrote no target")
 

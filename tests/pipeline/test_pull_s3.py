@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pipelines.storage import archive, sources
+from pipelines.storage import manifest, sources
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,8 @@ def test_a_second_night_on_s3_reads_only_the_new_archive(s3, tmp_path):
     raw = tmp_path / "raw"
     first = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 20)
     assert len(first["new"]) == 1000 and first["bytes_read"] == 512_000 and not first["missing_sources"]
-    manifest = archive.read_manifest(raw / "manifest.jsonl")
-    assert manifest["shop-run-0000"].marker.startswith("ETag:")
+    entries = manifest.read_manifest(raw / "manifest.jsonl")
+    assert entries["shop-run-0000"].marker.startswith("ETag:")
 
     s3.put_object(Bucket="lab", Key="runs/shop-run-new.tar.gz", Body=os.urandom(700))
     second = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 20)

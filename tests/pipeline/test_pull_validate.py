@@ -13,7 +13,7 @@ import yaml
 
 from pipelines import config
 from pipelines.stages import pull, validate
-from pipelines.storage import archive
+from pipelines.storage import archive, manifest
 from tests.helpers import good_frames, good_meta, members, run_stages, write_tgz
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -36,13 +36,13 @@ def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_pa
     shutil.copytree(lab, src)
     set_source(tree, src, tmp_path / "no-such-dir")
     pull.main()
-    manifest = archive.read_manifest()
-    assert set(manifest) == set(truth)
+    entries = manifest.read_manifest()
+    assert set(entries) == set(truth)
     summary = json.loads((config.INTERIM / "pull_summary.json").read_text())
     assert summary["missing_sources"][0]["source"].endswith("no-such-dir")
     first = {p.name: p.read_bytes() for p in config.RAW.glob("*.tar.gz")}
     some = sorted(truth)[0]
-    assert manifest[some].sha256 == archive.sha256_file(src / f"{some}.tar.gz")
+    assert entries[some].sha256 == archive.sha256_file(src / f"{some}.tar.gz")
 
     # a new archive arrives, and an old one is replaced at the source with other content
     write_tgz(src / "shop-new-1.tar.gz", members(good_meta("shop-new-1"), good_frames()))
@@ -53,7 +53,7 @@ def test_pull_is_incremental_and_refuses_changed_archives(tree, tiny_lab, tmp_pa
     assert [r["run_id"] for r in summary["refused"]] == [some]
     assert "content changed" in summary["refused"][0]["reason"]
     assert (config.RAW / f"{some}.tar.gz").read_bytes() == first[f"{some}.tar.gz"]   # raw untouched
-    assert len(archive.read_manifest()) == len(truth) + 1
+    assert len(manifest.read_manifest()) == len(truth) + 1
     assert not list(config.RAW.glob(".incoming-*"))
 
 
@@ -199,7 +199,7 @@ def test_pull_reads_a_file_url_through_fsspec(tree, tiny_lab):
     lab, truth = tiny_lab
     set_source(tree, lab.as_uri())                      # file:///... goes through fsspec
     pull.main()
-    assert set(archive.read_manifest()) == set(truth)
+    assert set(manifest.read_manifest()) == set(truth)
     some = sorted(truth)[0]
     assert (config.RAW / f"{some}.tar.gz").read_bytes() == (lab / f"{some}.tar.gz").read_bytes()
 
@@ -309,11 +309,11 @@ def test_a_pull_killed_between_the_copy_and_its_manifest_line_resumes(tree, tiny
     set_source(tree, lab)
     assert _pull_killed_at_manifest_append(tree) == 3
     stranded = sorted(p.name for p in config.RAW.glob("*.tar.gz"))
-    assert len(stranded) == 1 and not archive.read_manifest()
+    assert len(stranded) == 1 and not manifest.read_manifest()
     pull.main()
     summary = json.loads(config.PULL_SUMMARY.read_text())
     assert summary["refused"] == [] and summary["recovered"] == [stranded[0].removesuffix(".tar.gz")]
-    assert set(archive.read_manifest()) == set(truth)
+    assert set(manifest.read_manifest()) == set(truth)
     assert not list(config.RAW.glob(".incoming-*"))
     validate.main()
     assert set(json.loads(config.VALID_INDEX.read_text())["valid"]) == set(truth)
@@ -332,7 +332,7 @@ def test_a_torn_manifest_line_stops_nothing(tree, tiny_lab):
     pull.main()                                            # and cut off by the next pull
     text = config.MANIFEST.read_text()
     assert text.endswith("\n") and all(json.loads(line) for line in text.splitlines())
-    assert set(archive.read_manifest()) == set(truth)
+    assert set(manifest.read_manifest()) == set(truth)
 
 
 def test_pull_refuses_what_is_not_a_plain_archive_and_keeps_pulling(tree, tiny_lab, tmp_path):

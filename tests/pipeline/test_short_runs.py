@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from pipelines.simulators import labsim
-from pipelines.storage import archive
+from pipelines.storage import atomic
 from tests.conftest import write_lab
 from tests.helpers import every_stage_on
 
@@ -49,5 +49,5 @@ def test_ten_sample_runs_go_through_every_stage(short_tree):
     assert json.loads((tree / "metrics" / "causes.json").read_text())["shop"]["runs"] == \
         sum(1 for r in truth if "-r" in r)
     for run_id in targets:
-        cause = archive.read_json(tree / "data" / "processed" / "causes" / f"{run_id}.json")
+        cause = atomic.read_json(tree / "data" / "processed" / "causes" / f"{run_id}.json")
         assert cause["label"] in {"none", "cpu_hot_path"}

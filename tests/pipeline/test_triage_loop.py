@@ -16,7 +16,7 @@ from pipelines import config
 from pipelines.calibration import history
 from pipelines.cli import triage
 from pipelines.stages import train_causes, validate
-from pipelines.storage import archive, triage_log
+from pipelines.storage import manifest, triage_log
 from tests.conftest import write_lab
 from tests.helpers import run_stages
 
@@ -44,7 +44,7 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
                                   learning_curve_learners=1)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     night()
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     targets = history.targets(index)
     faulty = [t for t in targets if truth[t]["cause"] == "cpu_contention"]
     assert len(faulty) == 3
@@ -59,7 +59,7 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
                      "--note", "noisy neighbour", "--by", "ana"])
     assert "fail/cpu_contention" in capsys.readouterr().out
     validate.main()
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     assert index[first]["verdict"] == "fail" and index[first]["cause"] == "cpu_contention"
     assert index[first]["_triage"]["by"] == "ana" and index[first]["_triage"]["archive_verdict"] is None
     assert first in history.verified_runs(index, "shop") and first not in history.targets(index)
@@ -73,6 +73,6 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
 
     triage.main([second, "--undo", "--by", "ana"])                      # append-only: the undo is a line too
     validate.main()
-    index = archive.read_valid_index()
+    index = manifest.read_valid_index()
     assert index[second]["verdict"] is None and second in history.targets(index)
     assert len(triage_log.read_log()) == 3

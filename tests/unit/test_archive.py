@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from pipelines.storage import archive
+from pipelines.storage import archive, atomic
 from tests.helpers import good_frames, good_meta, members, write_tgz, write_zip
 
 
@@ -93,9 +93,9 @@ def test_invalid_run_id_in_file_name(tmp_path):
 
 def test_atomic_write_leaves_old_file_when_interrupted(tmp_path):
     target = tmp_path / "out.json"
-    archive.write_json_atomic(target, {"v": 1})
+    atomic.write_json_atomic(target, {"v": 1})
     with pytest.raises(RuntimeError):
-        with archive.atomic_path(target) as tmp:
+        with atomic.atomic_path(target) as tmp:
             tmp.write_text("half")
             raise RuntimeError("killed")
     assert json.loads(target.read_text()) == {"v": 1}
@@ -104,8 +104,8 @@ def test_atomic_write_leaves_old_file_when_interrupted(tmp_path):
 
 def test_deterministic_tar_gz(tmp_path):
     files = members(good_meta("r1"), good_frames())
-    archive.write_tar_gz_atomic(tmp_path / "a.tar.gz", files)
-    archive.write_tar_gz_atomic(tmp_path / "b.tar.gz", files)
+    atomic.write_tar_gz_atomic(tmp_path / "a.tar.gz", files)
+    atomic.write_tar_gz_atomic(tmp_path / "b.tar.gz", files)
     assert (tmp_path / "a.tar.gz").read_bytes() == (tmp_path / "b.tar.gz").read_bytes()
     assert archive.read_archive(tmp_path / "a.tar.gz").csv_bytes["web01"] == files["counters/web01.csv"]
 
@@ -125,14 +125,14 @@ def test_a_model_written_twice_is_the_same_bytes_and_still_loads():
     models = [make_pipeline(StandardScaler(), RandomForestClassifier(5, random_state=0)).fit(X, y) for _ in range(2)]
     raw = [sio.dumps(m) for m in models]
     assert raw[0] != raw[1]                                   # what skops writes differs
-    a, b = (archive.reproducible_skops(r) for r in raw)
+    a, b = (atomic.reproducible_skops(r) for r in raw)
     assert a == b
     loaded = sio.loads(a, trusted=sio.get_untrusted_types(data=a))
     assert (loaded.predict_proba(X) == models[0].predict_proba(X)).all()
 
 
 def test_prune_outputs_removes_only_the_stale_files_of_its_suffix(tmp_path):
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
     for name in ("r1.json", "r2.json", "r3.json", "sys.parquet", ".r4.json.123.abc.tmp"):
         (tmp_path / name).write_text("x")
     (tmp_path / "calibration").mkdir()
@@ -140,13 +140,13 @@ def test_prune_outputs_removes_only_the_stale_files_of_its_suffix(tmp_path):
     outside = tmp_path.parent / f"{tmp_path.name}-secret.json"
     outside.write_text("keep")
     (tmp_path / "r5.json").symlink_to(outside)
-    removed = archive.prune_outputs(tmp_path, ["r1", "r3"])
+    removed = atomic.prune_outputs(tmp_path, ["r1", "r3"])
     assert sorted(p.name for p in removed) == ["r2.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".r4.json.123.abc.tmp", "calibration", "r1.json",
                                                            "r3.json", "r5.json", "sys.parquet"]
     assert (tmp_path / "calibration" / "r2.json").exists() and outside.read_text() == "keep"
-    assert [p.name for p in archive.prune_outputs(tmp_path, [], suffix=".parquet")] == ["sys.parquet"]
-    assert archive.prune_outputs(tmp_path / "missing", []) == []
+    assert [p.name for p in atomic.prune_outputs(tmp_path, [], suffix=".parquet")] == ["sys.parquet"]
+    assert atomic.prune_outputs(tmp_path / "missing", []) == []
 
 
 def test_an_archive_is_bounded_in_samples_times_counters_before_pandas_allocates():

@@ -12,7 +12,7 @@ import pytest
 from pipelines import config
 from pipelines.reporting import counter_history as ch
 from pipelines.reporting import links
-from pipelines.storage import archive, store
+from pipelines.storage import atomic, store
 
 EVIL = '<script>alert(1)</script>'
 
@@ -73,14 +73,14 @@ def small_tree(tree):
                       "started_at": f"2026-09-0{i + 1}T02:00:00Z", "environment": {}}
         frame = pd.DataFrame({"app.response_time_ms": [10.0 + i, 10.0 + i, 30.0],
                               "db.cpu_pct": [50.0, 50.0, 50.0], f"x{EVIL}": [1.0, 1.0, 1.0]})
-        archive.write_parquet_atomic(config.frame_path(run), frame)
-        archive.write_json_atomic(config.info_path(run), {"key": f"k-{run}"})
+        atomic.write_parquet_atomic(config.frame_path(run), frame)
+        atomic.write_json_atomic(config.info_path(run), {"key": f"k-{run}"})
     for run, flagged in (("shop-t4", []), ("shop-t5", ["app.response_time_ms"])):
-        archive.write_json_atomic(config.run_report_path(run), {
+        atomic.write_json_atomic(config.run_report_path(run), {
             "run_id": run, "system": "shop", "verdict": "fail" if flagged else "pass", "flagged_counters": flagged,
             "counter_scores": {"app.response_time_ms": 0.9}, "baseline_runs": [
                 {"run_id": f"shop-r{k}", "weight": 0.25} for k in range(4)]})
-    archive.write_json_atomic(config.NIGHTS / "2026-09-06.json", {"night": "2026-09-06", "runs": {"shop-t5": {}}})
+    atomic.write_json_atomic(config.NIGHTS / "2026-09-06.json", {"night": "2026-09-06", "runs": {"shop-t5": {}}})
     params = dict(config.load_params("report"), top_counters=1, history_nights=14, history_counters=["db.cpu_pct"])
     return index, params
 
@@ -107,7 +107,7 @@ def test_pages_for_the_counters_shown_or_asked_with_every_run_and_a_reused_cache
     monkeypatch.setattr(store, "load_normalized", lambda run: (_ for _ in ()).throw(AssertionError(run)))
     assert ch.write_system_pages(index, ["shop-t4", "shop-t5"], params) == out
     # a run normalised again (new key) is read again
-    archive.write_json_atomic(config.info_path("shop-r0"), {"key": "k-new"})
+    atomic.write_json_atomic(config.info_path("shop-r0"), {"key": "k-new"})
     with pytest.raises(AssertionError, match="shop-r0"):
         ch.write_system_pages(index, ["shop-t4", "shop-t5"], params)
 

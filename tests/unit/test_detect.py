@@ -241,10 +241,10 @@ def test_stacking_pvalue_by_hand():
 
 def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params_and_code(tree):
     from pipelines import config
-    from pipelines.storage import archive, store
+    from pipelines.storage import atomic, store
     for r in ("s-1", "s-2", "s-3"):
         config.info_path(r).parent.mkdir(parents=True, exist_ok=True)
-        archive.write_json_atomic(config.info_path(r), {"run_id": r, "key": f"frame-{r}"})
+        atomic.write_json_atomic(config.info_path(r), {"run_id": r, "key": f"frame-{r}"})
     index = {r: {"system": "s", "verdict": "pass", "started_at": f"2026-01-0{i}T00:00:00Z"}
              for i, r in enumerate(("s-1", "s-2", "s-3"), 1)}
 
@@ -270,7 +270,7 @@ def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params
     # another threshold, another passed run, a renormalised frame: the masks are not those
     assert rule_ensemble.load_pruning("s", ctx({**params, "delta_threshold": 0.2}), passed) == 0
     assert rule_ensemble.load_pruning("s", ctx(params), ["s-1", "s-2"]) == 0
-    archive.write_json_atomic(config.info_path("s-2"), {"run_id": "s-2", "key": "frame-s-2-again"})
+    atomic.write_json_atomic(config.info_path("s-2"), {"run_id": "s-2", "key": "frame-s-2-again"})
     assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
     config.pruning_masks_path("s").write_bytes(b"not an npz")                   # torn: computed again
     assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0

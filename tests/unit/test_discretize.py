@@ -94,7 +94,7 @@ def test_symmetric_counter_keeps_linear_edges_under_log_span():
 def _history(tree, runs: dict[str, str | None]) -> None:
     """Normalised frames and a valid index for ``runs`` (run id -> verdict) of one system."""
     from pipelines import config
-    from pipelines.storage import archive
+    from pipelines.storage import atomic
     rng = np.random.default_rng(0)
     index = {}
     for i, (run_id, verdict) in enumerate(runs.items()):
@@ -102,12 +102,12 @@ def _history(tree, runs: dict[str, str | None]) -> None:
         pd.DataFrame({"cpu": rng.uniform(10, 20 + i, 30), "io": rng.exponential(5.0, 30)}).to_parquet(
             config.frame_path(run_id))
         config.info_path(run_id).parent.mkdir(parents=True, exist_ok=True)
-        archive.write_json_atomic(config.info_path(run_id), {"run_id": run_id, "key": f"frame-{run_id}",
+        atomic.write_json_atomic(config.info_path(run_id), {"run_id": run_id, "key": f"frame-{run_id}",
                                                              "interval_s": 10.0})
         index[run_id] = {"system": "s", "verdict": verdict, "started_at": f"2026-01-0{i + 1}T00:00:00Z",
                          "environment": {}, "version": str(i)}
     config.VALID_INDEX.parent.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.VALID_INDEX, {"valid": index})
+    atomic.write_json_atomic(config.VALID_INDEX, {"valid": index})
 
 
 def test_the_edges_of_an_unchanged_history_are_kept_and_a_new_passed_run_learns_them_again(tree, capsys):
@@ -129,5 +129,5 @@ def test_the_edges_of_an_unchanged_history_are_kept_and_a_new_passed_run_learns_
 
 
 def archive_of(path):
-    from pipelines.storage import archive
-    return archive.read_json(path)
+    from pipelines.storage import atomic
+    return atomic.read_json(path)

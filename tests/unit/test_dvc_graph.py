@@ -106,7 +106,7 @@ def test_dvc_never_deletes_an_output_a_night_may_be_reading():
     stage's command runs, that is before the command takes the data lock: an Airflow night's
     per-run task (holding the lock shared) that was reading them met a missing calibration (seen
     in the Airflow-beside-dvc test).  So every output the stages read is ``persist``, and each
-    stage prunes its own stale files under the lock (``archive.prune_outputs``)."""
+    stage prunes its own stale files under the lock (``atomic.prune_outputs``)."""
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     deletable = []
     for name, stage in stages.items():

@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 
 from pipelines import codebase, config
-from pipelines.storage import archive, memo
+from pipelines.storage import atomic, memo
 
 
 def write_info(run_id: str, key: str) -> None:
     config.info_path(run_id).parent.mkdir(parents=True, exist_ok=True)
-    archive.write_json_atomic(config.info_path(run_id), {"run_id": run_id, "key": key})
+    atomic.write_json_atomic(config.info_path(run_id), {"run_id": run_id, "key": key})
 
 
 @pytest.fixture()
