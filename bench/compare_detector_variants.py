@@ -141,14 +141,14 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     one whose null scores are those cross-lab ones."""
     from pipelines import config
     from pipelines.calibration import history, labs
-    from pipelines.stages import control_charts
+    from pipelines.calibration import chart_runs
     from pipelines.storage import atomic, store
     params = config.load_params("control_charts")
     frames = store.FrameStore.of_system(system)
     calibration = atomic.read_json(config.calibration_path(system))
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
-        out = control_charts.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
+        out = chart_runs.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
                            lab_kw=labs.lab_params(hist), significance=config.load_params("significance"))
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
@@ -166,7 +166,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
         matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
                        window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        out = control_charts.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
+        out = chart_runs.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
                            lab_kw=labs.lab_params(hist), significance=config.load_params("significance"))
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
               f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -222,3 +223,34 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
 
 
 # --------------------------------------------------------------------------- I/O shell
+
+
+def read_series(source: str | Path) -> pd.DataFrame:
+    """A commit series file (CSV, CSV.gz or Parquet)."""
+    path = Path(source)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_csv(path, dtype={"commit": str, "benchmark": str, "config": str})
+
+
+def score_against(result: dict[str, Any], labels: dict[str, Any], margin: int) -> dict[str, Any]:
+    """Precision, recall and F1 of each detector that ran, of what the night reported (``reported``,
+    with the method), and of reporting no change, against labelled change commits."""
+    pos = {c: i for i, c in enumerate(result["commits"])}
+    truth = {s: [pos[c] for c in v["change_commits"] if c in pos] for s, v in labels["series"].items()}
+    out = {}
+    detectors = ran(result["method"])                     # a method that did not run is not scored
+    for method in detectors:
+        det: dict[str, list[int]] = {}
+        for ch in result[method]:
+            det.setdefault(ch["series"], []).append(pos[ch["commit"]])
+        out[method] = f1_scores(det, truth, margin=margin)
+    out["no_change"] = f1_scores({}, truth, margin=margin)
+    n = max(len(result["commits"]), 1)
+    det = {}
+    for ch in all_changes(result):
+        det.setdefault(ch["series"], []).append(pos[ch["commit"]])
+    out["reported"] = f1_scores(det, truth, margin=margin) | {"method": result["method"]}
+    for method in detectors:
+        out[method]["changes_per_100_commits"] = round(100 * len(result[method]) / n / max(len(truth), 1), 3)
+    return out

@@ -1,7 +1,8 @@
 """detect: the association-rule ensembles on every target run.
 
 The ensembles (Foo et al. 2015 phases 3-6, seed 003) are
-:mod:`pipelines.detectors.rule_ensemble`.  This stage calibrates stacking on each system's
+:mod:`pipelines.detectors.rule_ensemble`; a target's detection, stored, is
+:mod:`pipelines.calibration.rule_runs`.  This stage calibrates stacking on each system's
 normal runs, then analyses every target and writes
 ``data/processed/detections/<run_id>.json`` with stacking's p-value against the null of the
 run's situation.
@@ -10,15 +11,14 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
-from pipelines.calibration import history, labs
-from pipelines.detectors.rule_ensemble import (DetectCache, DetectContext, analyse, calibrate_system, load_pruning,
-                                                stacking_evidence)
+from pipelines.calibration import history
+from pipelines.calibration.rule_runs import DetectJob, detect_one
+from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, calibrate_system
 from pipelines.progress import Progress
-from pipelines.storage import atomic, locks, manifest, memo, store
+from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.detect")
 
@@ -59,71 +59,6 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     caches: dict[str, DetectCache] = {}
     with locks.data_lock("detect batch", shared=True):
         yield lambda run_id: detect_one(run_id, caches)[0]
-
-
-def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
-    """:func:`run_one` without the lock: (the verdict document, whether it was reused)."""
-    job = DetectJob.of(run_id)
-    done = job.reused()
-    return (done, True) if done is not None else (job.compute(caches), False)
-
-
-@dataclass
-class DetectJob:
-    """One target's detection: what it reads (its baseline, the lab's verified runs, the
-    system's calibration, the params) and the input key they make (``memo``)."""
-
-    run_id: str
-    system: str
-    index: dict[str, Any]
-    baseline: list[str]
-    origin: str
-    verdicts: dict[str, str]
-    calibration: dict[str, Any]
-    params: dict[str, dict[str, Any]]
-    key: str
-
-    @classmethod
-    def of(cls, run_id: str, index: dict[str, Any] | None = None) -> "DetectJob":
-        params = {block: config.load_params(block) for block in ("detect", "mine_rules", "history", "significance")}
-        hist = params["history"]
-        index = manifest.read_valid_index() if index is None else index
-        system = index[run_id]["system"]
-        baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
-        calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
-        key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
-                             edges=memo.file_digest(config.edges_path(system)), detect=params["detect"],
-                             mine_rules=params["mine_rules"], history=hist, significance=params["significance"],
-                             calibration=calibration.get(memo.KEY_FIELD) or calibration)
-        return cls(run_id, system, index, baseline, origin, verdicts, calibration, params, key)
-
-    def reused(self) -> dict[str, Any] | None:
-        """The verdict document written under this key, if any."""
-        return memo.reuse(config.detection_path(self.run_id), self.key)
-
-    def compute(self, caches: dict[str, DetectCache] | None = None) -> dict[str, Any]:
-        """Analyse the target and write its verdict document; ``caches``: one :class:`DetectCache` per system."""
-        spec = store.read_edges(self.system)
-        caches = {} if caches is None else caches
-        new_cache = self.system not in caches
-        if new_cache:
-            caches[self.system] = DetectCache(store.FrameStore(spec["reference_load"]))
-        p = self.params
-        ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], p["detect"], p["mine_rules"],
-                                      p["history"], p["significance"])
-        if new_cache:           # a process of its own (a nightly DAG batch): the calibration's pruning masks
-            hist = p["history"]
-            load_pruning(self.system, ctx, history.passed_runs(self.index, self.system, exclude=set(hist["exclude"]),
-                                                               window=hist["window"]))
-        result, doc = analyse(self.run_id, self.baseline, ctx, lab_runs=self.verdicts)
-        null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
-                                       self.calibration.get("cross_lab_scores"), self.run_id)
-        doc["methods"]["association_rules_stacking"].update(
-            stacking_evidence(result, list(null.values())), null=kind, history_faults=self.calibration.get("fault_pvalues"),
-            history_normals=self.calibration.get("normal_pvalues"))
-        doc["details"]["baseline_origin"] = self.origin
-        return memo.write(config.detection_path(self.run_id), doc, self.key)
 
 
 @locks.holding("detect")

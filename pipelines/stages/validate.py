@@ -1,6 +1,8 @@
 """validate: check every pulled archive against the data contract with Great Expectations.
 
-The suites and the checks are :mod:`pipelines.validation.suites`.  This stage validates
+The suites and the checks are :mod:`pipelines.validation.suites`; judging the archives (stored
+results, budgeted children, run directories swapped in, quarantine files) is
+:mod:`pipelines.validation.archives`.  This stage validates
 each archive of ``data/raw`` not validated under the current suites, writes the valid runs'
 host frames to ``data/interim/valid/<run_id>/``, the quarantine file of every failed
 archive, the Data Docs, and the index of valid runs every later stage starts from
@@ -9,190 +11,14 @@ at once; what the stage writes does not depend on how many.
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
-import queue
-import shutil
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from functools import partial
-from pathlib import Path
-from typing import Any, NamedTuple
 
-from pipelines import config, parallel
-from pipelines.progress import Progress
-from pipelines.storage import atomic, budget, locks, manifest, triage_log
-from pipelines.validation.checks import valid_host_frames
-from pipelines.validation.suites import (
-    SUITE_VERSION,
-    Checked,
-    Validator,
-    describe_failure,
-    suites_from_params,
-    validate_archive,
-)
+from pipelines import config
+from pipelines.storage import atomic, locks, manifest, triage_log
+from pipelines.validation.archives import clean_stale, judge_all, new_validator
 
 log = logging.getLogger("regresslab.validate")
-
-
-def clean_stale(valid_dir: Path, max_age_s: float = 3600.0) -> None:
-    """Remove the temporary run directories (``.<run_id>.*.tmp`` / ``.old``) of a validate that died
-    more than ``max_age_s`` ago (a live one renames its own within seconds)."""
-    now = time.time()
-    for p in list(valid_dir.glob(".*.tmp")) + list(valid_dir.glob(".*.old")):
-        if p.is_dir() and now - p.stat().st_mtime > max_age_s:
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def cache_key(sha256: str, params: dict[str, Any]) -> str:
-    """What a validation was made from: the archive, the suites' version and the params (the
-    budget aside: it changes whether the work finishes, not what it gives)."""
-    shaping = {k: v for k, v in params.items() if k not in budget.BUDGET_KEYS}
-    blob = json.dumps({"sha": sha256, "suite": SUITE_VERSION, "params": shaping}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def stored_result(entry: manifest.ManifestEntry, key: str) -> tuple[str, Any] | None:
-    """What an earlier night decided for this archive under the same key: (``valid``, its index
-    row) or (``quarantined``, the reason); None when it must be validated."""
-    marker = config.valid_dir(entry.run_id) / "meta.json"
-    if marker.exists() and atomic.read_json(marker).get("_validation_key") == key:
-        return "valid", _index_row(atomic.read_json(marker))
-    q_path = config.quarantine_path(entry.run_id)
-    if q_path.exists() and atomic.read_json(q_path).get("validation_key") == key:
-        return "quarantined", atomic.read_json(q_path)["reason"]
-    return None
-
-
-def write_quarantine(entry: manifest.ManifestEntry, key: str, checked) -> str:
-    """The quarantine file of a failed archive (its valid run, if any, removed); the reason."""
-    reason = quarantine_reason(checked.failures, checked.dropped)
-    atomic.write_json_atomic(config.quarantine_path(entry.run_id), {
-        "run_id": entry.run_id, "archive": f"data/raw/{entry.file}", "sha256": entry.sha256, "reason": reason,
-        "failed_expectations": checked.failures, "dropped_counters": checked.dropped, "validation_key": key})
-    if config.valid_dir(entry.run_id).exists():
-        shutil.rmtree(config.valid_dir(entry.run_id))
-    log.warning("quarantined %s: %s", entry.run_id, reason[:300])
-    return reason
-
-
-def write_valid(entry: manifest.ManifestEntry, key: str, checked) -> dict[str, Any]:
-    """A valid run's host frames and ``meta.json``, in a directory of this process's own name
-    swapped in by renames: a run killed at any point leaves either the old or the new run
-    directory (or none: validated again).  Its metadata."""
-    run_dir, dropped = config.valid_dir(entry.run_id), checked.dropped
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
-    for host, frame in valid_host_frames(checked.frames, checked.summary, dropped).items():
-        atomic.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
-    meta = dict(checked.raw.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
-                _hosts=sorted(checked.frames), _dropped_counters=dropped)
-    if dropped:
-        log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
-                    "; ".join(d["reason"] for d in dropped[:3])[:500])
-    atomic.write_json_atomic(tmp_dir / "meta.json", meta)
-    old = None
-    if run_dir.exists():
-        old = tmp_dir.with_suffix(".old")
-        run_dir.rename(old)
-    tmp_dir.rename(run_dir)
-    if old is not None:
-        shutil.rmtree(old)
-    config.quarantine_path(entry.run_id).unlink(missing_ok=True)
-    return meta
-
-
-def judge_archive(entry: manifest.ManifestEntry, key: str, validator: Validator,
-                  params: dict[str, Any]) -> tuple[str, Any, int]:
-    """Validate one archive and write what it gives: (``valid``, its index row, the counters
-    dropped) or (``quarantined``, the reason, 0)."""
-    checked = validate_archive(config.RAW / entry.file, validator, params)
-    if checked.failures:
-        return "quarantined", write_quarantine(entry, key, checked), 0
-    return "valid", _index_row(write_valid(entry, key, checked)), len(checked.dropped)
-
-
-def judge_within_budget(worker: budget.Worker, entry: manifest.ManifestEntry, key: str) -> tuple[str, Any, int]:
-    """:func:`judge_archive` in the worker's child, held to ``validate.max_memory_mb`` and
-    ``max_seconds`` (``storage.budget``): an archive that blows either is quarantined with the
-    budget named."""
-    try:
-        return worker.run(f"validating {entry.file}", entry, key)
-    except (budget.BudgetExceeded, RuntimeError) as exc:
-        log.error("%s: %s", entry.run_id, str(exc).splitlines()[0])
-        failure = {"suite": "archive", "expectation": "within_budget",
-                   "reason": f"could not be judged: {str(exc).splitlines()[0]}"}
-        return "quarantined", write_quarantine(entry, key, Checked(None, {}, [failure], [], None)), 0
-
-
-def new_validator(params: dict[str, Any]) -> Validator:
-    return Validator(suites_from_params(params), project_dir=config.GX, docs_dir=config.VALIDATION_DOCS)
-
-
-class Judged(NamedTuple):
-    index: dict[str, Any]                 # run_id -> its index row
-    quarantined: dict[str, Any]           # run_id -> the reason
-    validator: Validator | None           # when one was made (an archive was validated now)
-    judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
-
-
-def judge_all(todo: list[manifest.ManifestEntry], params: dict[str, Any], *, jobs: int | None = None) -> Judged:
-    """Every archive's result: the stored one when its key matches, else judged now.
-
-    The archives to judge go to ``jobs`` worker children (``storage.budget.Worker``, default
-    ``compute.jobs``), each held to the budget archive by archive; the parent's threads only wait
-    on their pipes.  Each archive writes its own files (its run directory or its quarantine file,
-    Great Expectations' results under its own run name), and the index is assembled here in the
-    archives' order, so what the stage writes is the same for any number of workers."""
-    results: dict[str, tuple[str, Any, int]] = {}
-    fresh: list[tuple[manifest.ManifestEntry, str]] = []
-    for entry in todo:
-        if not config.is_identifier(entry.run_id):    # pulled before the grammar was enforced: no file of it
-            results[entry.run_id] = ("quarantined", "run_id is not an identifier ([A-Za-z0-9][A-Za-z0-9._-]{0,127});"
-                                     " not analysed", 0)
-            log.warning("skipped %r: run_id outside the identifier grammar", entry.run_id[:80])
-            continue
-        key = cache_key(entry.sha256, params)
-        stored = stored_result(entry, key)
-        if stored is None:
-            fresh.append((entry, key))
-        else:
-            results[entry.run_id] = (stored[0], stored[1], 0)
-    validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
-    if fresh:
-        validator = new_validator(params)
-        n_workers = min(parallel.configured_jobs() if jobs is None else parallel.resolve(jobs), len(fresh))
-        progress = Progress(log, "validate", len(fresh), what="archives", every=10)
-        counts = {"quarantined": 0, "dropped": 0}
-        with contextlib.ExitStack() as stack:
-            idle: queue.SimpleQueue[budget.Worker] = queue.SimpleQueue()
-            for _ in range(n_workers):
-                idle.put(stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
-                    judge_archive, validator=validator, params=params))))
-
-            def judge(item: tuple[manifest.ManifestEntry, str]) -> tuple[str, Any, int]:
-                worker = idle.get()
-                try:
-                    return judge_within_budget(worker, *item)
-                finally:
-                    idle.put(worker)
-
-            with ThreadPoolExecutor(n_workers, thread_name_prefix="validate") as pool:
-                futures = {pool.submit(judge, item): item[0].run_id for item in fresh}
-                for done, future in enumerate(as_completed(futures), 1):
-                    results[futures[future]] = future.result()
-                    counts["quarantined"] += results[futures[future]][0] != "valid"
-                    counts["dropped"] += results[futures[future]][2]
-                    progress.step(done, f"{counts['quarantined']} quarantined, "
-                                        f"{counts['dropped']} counters dropped")
-    index: dict[str, Any] = {}
-    quarantined: dict[str, Any] = {}
-    for entry in todo:
-        status, row, _ = results[entry.run_id]
-        (index if status == "valid" else quarantined)[entry.run_id] = row
-    return Judged(index, quarantined, validator, [entry.run_id for entry, _ in fresh])
 
 
 @locks.holding("validate")
@@ -219,21 +45,6 @@ def main() -> None:
     atomic.write_json_atomic(config.VALID_INDEX, {"valid": index, "quarantined": quarantined})
     print(f"[validate] {len(index)} valid, {len(quarantined)} quarantined ({len(done)} validated this time; "
           f"{sum(r in index for r in decisions)} triaged); Data Docs: {config.VALIDATION_DOCS / 'index.html'}")
-
-
-def quarantine_reason(failures: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> str:
-    """The run-level failures as sentences; when too many counters went, the first of them too."""
-    reason = "; ".join(describe_failure(f) for f in failures)
-    if any(f.get("kwargs", {}).get("column") == "dropped_counter_share" for f in failures) and dropped:
-        reason += f" ({len(dropped)} counters dropped, e.g. " + "; ".join(d["reason"] for d in dropped[:3]) + ")"
-    return reason
-
-
-def _index_row(meta: dict[str, Any]) -> dict[str, Any]:
-    row = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
-                                    "environment", "baseline", "workload", "regressed_counters", "_hosts")}
-    row["_dropped_counters"] = meta.get("_dropped_counters") or []
-    return row
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from pipelines import config
-from pipelines.reporting import pages
+from pipelines.reporting import pages, run_reports
 from pipelines.simulators import commitsim
-from pipelines.stages import commit_changes, report
+from pipelines.stages import commit_changes
 from pipelines.storage import atomic
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -66,7 +66,7 @@ def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
     assert len(kept) == len(first)
     assert kept[0]["status"] == "negative" and kept[0]["triaged_by"] == "ana" and kept[0]["note"] == "noise"
     assert "New interesting clusters" not in (config.COMMIT_REPORTS / "index.html").read_text()
-    summary = report.commit_summary()
+    summary = run_reports.commit_summary()
     assert summary["changes"] == len(rows) and summary["top"] == rows[0]
     page = pages.render_index([], night="n", generated="g", quarantined=[], commits=summary)
     assert 'href="commits/index.html"' in page and f"{summary['regressions']} regression(s)" in page

@@ -76,7 +76,7 @@ def test_a_process_registers_its_budgeted_childs_exit_once_however_many_batches_
     and the next one started, but the close at the process' exit is registered once, not per batch."""
     import multiprocessing.util
 
-    from pipelines.stages import normalize
+    from pipelines.preparation import normalized_runs as normalize
     params = {"max_memory_mb": 256, "max_seconds": 30}
     registered = len(multiprocessing.util._finalizer_registry)
     for _ in range(3):

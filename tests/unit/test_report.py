@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import re
 
-from pipelines.reporting import pages, plots, summary
-from pipelines.stages import report
+from pipelines.reporting import pages, plots, run_reports, summary
 
 
 def test_night_changes():
@@ -201,9 +200,9 @@ def test_a_runs_raw_archive_link_names_its_own_archive_only(tmp_path, monkeypatc
     monkeypatch.setattr(config, "_PATHS", dataclasses.replace(config.paths(), raw=tmp_path))
     for name in ("a.b.tar.gz", "a.zip", "ab.tar.gz", "a.b"):
         (tmp_path / name).write_bytes(b"x")
-    assert report.raw_archives("a") == ["a.zip"]
-    assert report.raw_archives("a.b") == ["a.b", "a.b.tar.gz"]          # a directory archive, and a tar.gz
-    assert report.raw_archives("c") == []
+    assert run_reports.raw_archives("a") == ["a.zip"]
+    assert run_reports.raw_archives("a.b") == ["a.b", "a.b.tar.gz"]          # a directory archive, and a tar.gz
+    assert run_reports.raw_archives("c") == []
 
 
 def test_a_run_with_no_baseline_says_so_and_is_not_scored():

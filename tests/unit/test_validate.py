@@ -6,8 +6,7 @@ import pandas as pd
 import pytest
 
 from pipelines import config
-from pipelines.stages import validate
-from pipelines.validation import checks, suites
+from pipelines.validation import archives, checks, suites
 from tests.helpers import START, good_frames, good_meta, members, write_tgz
 
 PARAMS = config.load_params("validate")
@@ -144,7 +143,7 @@ def test_a_run_that_loses_most_of_its_counters_is_quarantined(tmp_path, validato
     frames["lg01"]["app.response_time_ms"] = -1.0            # 3 of 4 counters dropped > 0.5
     result = checked(tmp_path, validator, frames=frames)
     assert ("expect_column_values_to_be_between", "dropped_counter_share") in failed(result.failures)
-    reason = validate.quarantine_reason(result.failures, result.dropped)
+    reason = archives.quarantine_reason(result.failures, result.dropped)
     assert "3 counters dropped" in reason and "host web01, counter web.cpu_pct" in reason
 
 

@@ -1,0 +1,154 @@
+"""The control charts of a system's runs, stored: the system calibrated once on its history (its
+normal runs charted against each other, the cross-lab null, the run-against-itself null, and the
+record: each verified fault and normal run judged as a target is), each target charted against its
+baseline under that calibration (Nguyen 2017 ch. 3, 6-7, seed 004; the charts themselves are
+:mod:`pipelines.detectors.charts`, the run against itself :mod:`pipelines.detectors.within_run`).
+A result computed under the same input key (``memo``) is kept.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from pipelines import config, parallel
+from pipelines.calibration import history, labs
+from pipelines.detectors import within_run
+from pipelines.detectors.charts import (
+    RATIO_COLUMNS,
+    Charter,
+    calibrate,
+    chart_baseline,
+    chart_series,
+    cross_lab_calibration,
+    judge,
+    matched_calibration,
+    normal_pvalues,
+)
+from pipelines.progress import Progress
+from pipelines.storage import atomic, memo, store
+
+log = logging.getLogger("regresslab.control_charts")
+
+
+def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+                    significance: dict[str, Any]) -> dict[str, Any]:
+    """The run against itself (``within_run``): its strongest windows against the rest of it, judged
+    by the normal runs' same contrasts; needs no baseline and no lab."""
+    contrasts = within_run.window_contrasts(frames[run_id], **within_run.contrast_params(significance))
+    return within_run.judge(contrasts, calibration["within_run"], false_alarm_rate=float(params["false_alarm_rate"]))
+
+
+def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: store.FrameStore,
+              calibration: dict[str, Any], params: dict[str, Any], *, lab_runs: dict[str, str],
+              lab_kw: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+    """Control charts of one target against the most similar runs of its baseline, and the run
+    against itself (:func:`within_evidence`); the result file.
+
+    A target whose lab none of those runs shares is moved by its lab's level first
+    (:func:`labs.lab_shift`, from ``lab_runs``: verified run -> verdict)."""
+    env = index[run_id].get("environment") or {}
+    base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
+                          params["max_baseline_runs"])
+    within = within_evidence(run_id, frames, calibration, params, significance)
+    if not base:
+        return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline", "within_run": within}
+    charter = Charter(frames, params)
+    lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=baseline)
+    target = labs.shifted(frames[run_id], lab["shift"])
+    ratios, limits, modes = charter(base, run_id, lab["shift"])
+    ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
+    matched, null = matched_calibration(calibration, lab["status"], run_id)
+    out = judge(ratios, matched, top_fraction=float(params["top_fraction"]),
+                counter_flag_floor=float(params["counter_flag_floor"]),
+                false_alarm_rate=float(params["false_alarm_rate"]))
+    out["null"] = null
+    within["history_faults"] = calibration["within_run"].get("fault_pvalues")
+    within["history_normals"] = calibration["within_run"].get("normal_pvalues")
+    out.update({
+        "history_faults": calibration.get("fault_pvalues"), "history_normals": calibration.get("normal_pvalues"),
+        "run_id": run_id, "system": index[run_id]["system"], "baseline_runs": base, "lab": labs.summary(lab),
+        "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
+                   for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
+        "multimodal": modes,
+        "charts": chart_series(ratios, limits, target, top=int(params["plot_top"])),
+        "within_run": within,
+    })
+    return out
+
+
+def within_calibration(passed: list[str], frames: store.FrameStore, significance: dict[str, Any]) -> dict[str, Any]:
+    """The within-run null (``within_run.calibrate``): every passed run against itself, on the
+    stage's processes."""
+    kw = within_run.contrast_params(significance)
+    progress = Progress(log, "within-run calibration", len(passed), what="normal runs")
+    contrasts = parallel.map_ordered(lambda r: within_run.window_contrasts(frames[r], **kw), passed,
+                                     progress=progress.each())
+    return within_run.calibrate(dict(zip(passed, contrasts)), **within_run.null_params(significance))
+
+
+def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+                     hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+    """Calibrate one system on its history and write the calibration file; an unchanged one
+    (``memo``: the same passed runs, params and code) is kept."""
+    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    path = config.calibration_path(system)
+    key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
+                         control_charts=params, history=hist, reference=frames.reference, significance=significance)
+    done = memo.reuse(path, key)
+    if done is not None:
+        log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
+    charter = Charter(frames, params)
+    calibration = calibrate({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+                            {r: index[r].get("version") for r in passed}, params=params, charter=charter)
+    calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
+                                                     lab_runs=verdicts, lab_kw=labs.lab_params(hist))
+    calibration["within_run"] = within_calibration(passed, frames, significance)
+    calibration["fault_pvalues"], calibration["within_run"]["fault_pvalues"] = fault_pvalues(
+        index, frames, calibration, params, hist, significance, verdicts)
+    calibration["normal_pvalues"] = normal_pvalues(calibration, {r: len(frames[r]) for r in calibration["normal_scores"]})
+    calibration["within_run"]["normal_pvalues"] = within_run.normal_pvalues(calibration["within_run"]["normal_scores"])
+    return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
+
+
+def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+                  hist: dict[str, Any], significance: dict[str, Any], verdicts: dict[str, str]
+                  ) -> tuple[dict[str, float], dict[str, float]]:
+    """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
+    p-value and the within-run one (``headline.fault_weights`` learns each detector's share of the
+    rate from them), on the stage's processes."""
+    faults = history.fault_runs(verdicts)
+    progress = Progress(log, "control_charts calibration faults", len(faults), what="fault runs")
+
+    def chart_fault(run_id: str) -> tuple[float | None, float | None]:
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        out = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=verdicts,
+                        lab_kw=labs.lab_params(hist), significance=significance)
+        if out.get("verdict") is None or (out.get("lab") or {}).get("status") != "same_lab":
+            return None, None
+        return out.get("p_value"), (out.get("within_run") or {}).get("p_value")
+    judged = dict(zip(faults, parallel.map_ordered(chart_fault, faults, progress=progress.each())))
+    return ({r: v[0] for r, v in judged.items() if v[0] is not None},
+            {r: v[1] for r, v in judged.items() if v[1] is not None})
+
+
+def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+              hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+    """Chart one target against its baseline with its system's calibration; write the result.
+    A result computed under the same input key (``memo``: the run, its baseline, the lab's
+    verified runs, the calibration, the params and the code) is kept."""
+    calibration = atomic.read_json(config.calibration_path(index[run_id]["system"]))
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
+    key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
+                         control_charts=params, history=hist, reference=frames.reference, significance=significance,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.chart_path(run_id), key)
+    if done is not None:
+        return done
+    result = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=lab_runs,
+                       lab_kw=labs.lab_params(hist), significance=significance)
+    return memo.write(config.chart_path(run_id), result, key)

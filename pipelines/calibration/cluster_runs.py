@@ -1,0 +1,92 @@
+"""The clustered regression models of a system's runs, stored: the system calibrated once on its
+history (the largest excess error of its normal runs, each modelled against the others; the
+cross-lab null; the record of its verified faults and normal runs), each target modelled against
+its baseline under that calibration (Shang et al. 2015, seed 000; the models themselves are
+:mod:`pipelines.detectors.cluster_models`).  A result computed under the same input key
+(``memo``) is kept.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pipelines import config, parallel
+from pipelines.calibration import history
+from pipelines.detectors.cluster_models import (
+    cross_lab_scores,
+    decide_matched,
+    model_against,
+    normal_pvalues,
+    normal_scores,
+)
+from pipelines.progress import Progress
+from pipelines.storage import atomic, memo
+
+log = logging.getLogger("regresslab.clusters")
+
+
+def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[str, Any],
+                     hist: dict[str, Any]) -> dict[str, Any]:
+    """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
+    an unchanged one (``memo``: the same passed runs, params and code) is kept."""
+    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    path = config.cluster_calibration_path(system)
+    key = memo.input_key("clusters", index, {"passed": passed, "verified": verified_of(index, system, hist)},
+                         system=system, clusters=params, history=hist, reference=frames.reference)
+    done = memo.reuse(path, key)
+    if done is not None:
+        log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
+        return done
+    null, _ = normal_scores(passed, index, frames, params, hist)
+    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    cross = cross_lab_scores(passed, index, frames, params, hist, verdicts)
+    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
+                             "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts),
+                             "normal_pvalues": normal_pvalues(null)}, key)
+
+
+def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
+                  null: dict[str, float], verdicts: dict[str, str]) -> dict[str, float]:
+    """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
+    against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
+    from them), on the stage's processes."""
+    faults = history.fault_runs(verdicts)
+    progress = Progress(log, "clusters calibration faults", len(faults), what="fault runs")
+
+    def model_fault(run_id: str) -> float | None:
+        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        result = decide_matched(model_against(run_id, baseline, index, frames, params, hist), null, None, params, run_id)
+        return result.get("p_value") if (result.get("lab") or {}).get("status") == "same_lab" else None
+    judged = dict(zip(faults, parallel.map_ordered(model_fault, faults, progress=progress.each())))
+    return {r: p for r, p in judged.items() if p is not None}
+
+
+def verified_of(index: dict[str, Any], system: str, hist: dict[str, Any]) -> list[str]:
+    """The verified runs of a system: the labs' levels (``labs.lab_shift``) are learned from them."""
+    return history.verified_runs(index, system, exclude=set(hist["exclude"]))
+
+
+def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
+                calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """One target's clustered regression models against the most similar passed runs of its
+    baseline, judged against its system's calibration, and written; (the result, whether it was
+    reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""
+    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    key = memo.input_key("clusters", index, {"target": [run_id], "baseline": baseline,
+                                             "verified": verified_of(index, index[run_id]["system"], hist)},
+                         clusters=params, history=hist, reference=frames.reference,
+                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    done = memo.reuse(config.cluster_path(run_id), key)
+    if done is not None:
+        return done, True
+    result = decide_matched(model_against(run_id, baseline, index, frames, params, hist),
+                            calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
+    result["history_faults"] = calibration.get("fault_pvalues")
+    result["history_normals"] = calibration.get("normal_pvalues")
+    return memo.write(config.cluster_path(run_id), result, key), False
+
+
+def stored_calibration(system: str, index, frames, params, hist) -> dict[str, Any]:
+    """The system's stored calibration, or a new one (:func:`calibrate_system`)."""
+    path = config.cluster_calibration_path(system)
+    return atomic.read_json(path) if path.exists() else calibrate_system(system, index, frames, params, hist)

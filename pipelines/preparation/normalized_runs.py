@@ -1,0 +1,117 @@
+"""A validated run normalised and stored: its load phase as equal intervals of counter medians
+(:mod:`pipelines.preparation.intervals`) written beside the key of what it was made from (its
+validation, the params, the normaliser's version), each run in a budgeted child
+(``storage.budget``: one per process, started with its first run); a run that blows the budget is
+left out of the analysis with the reason kept.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import multiprocessing.util
+import os
+from functools import partial
+from typing import Any
+
+import pandas as pd
+
+from pipelines import config
+from pipelines.preparation.intervals import normalize_run
+from pipelines.storage import atomic, budget
+
+log = logging.getLogger("regresslab.normalize")
+
+
+CODE_VERSION = 2
+
+
+def run_key(validation_key: str, params: dict[str, Any]) -> str:
+    """What a normalised run was made from: its validation, the params (its budget aside: it
+    changes whether the work finishes, not what it gives) and the normaliser's version."""
+    shaping = {k: v for k, v in params.items() if k not in budget.BUDGET_KEYS}
+    blob = json.dumps({"v": validation_key, "p": shaping, "code": CODE_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """A validated run's host frames and metadata (only this stage reads them)."""
+    run_dir = config.valid_dir(run_id)
+    meta = atomic.read_json(run_dir / "meta.json")
+    frames = {h: pd.read_parquet(run_dir / f"{h}.parquet") for h in meta["_hosts"]}
+    return frames, meta
+
+
+def normalize_one(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Normalise one validated run unless its cached result is current; return its index row."""
+    key = expected_key(run_id, params)
+    if is_current(run_id, key):
+        return atomic.read_json(config.info_path(run_id))
+    frames, meta = load_valid_run(run_id)
+    frame, info = normalize_run(frames, meta, interval_s=float(params["interval_s"]),
+                                min_intervals=int(params["min_intervals"]), load_scaling=bool(params["load_scaling"]),
+                                min_load_correlation=float(params["min_load_correlation"]))
+    info.update({"key": key, "run_id": run_id, "system": meta["system"]})
+    atomic.write_parquet_atomic(config.frame_path(run_id), frame)
+    atomic.write_json_atomic(config.info_path(run_id), info)
+    return info
+
+
+def worker_for(params: dict[str, Any]) -> budget.Worker:
+    """The child that normalises runs, each held to ``normalize.max_memory_mb`` and
+    ``max_seconds`` (``storage.budget``; forked when first given a run)."""
+    return budget.Worker(budget.Budget.from_params(params), partial(normalize_one, params=params))
+
+
+_WORKERS: dict[int, budget.Worker] = {}
+_CLOSED_AT_EXIT: set[int] = set()
+
+
+def process_worker(params: dict[str, Any]) -> budget.Worker:
+    """This process' budgeted child (:func:`worker_for`): one for the stage, or one for each
+    process of its pool (``parallel``), each started with its first run."""
+    pid = os.getpid()
+    if pid not in _WORKERS:
+        _WORKERS[pid] = worker_for(params)
+        if pid not in _CLOSED_AT_EXIT:    # once per process, however many batches a long-lived worker runs
+            _CLOSED_AT_EXIT.add(pid)
+            # a pool's process asks its child to leave when it ends, before multiprocessing joins it
+            multiprocessing.util.Finalize(None, close_workers, exitpriority=10)
+    return _WORKERS[pid]
+
+
+def close_workers() -> None:
+    """Stop this process' budgeted child (a pool's processes stop theirs when they end)."""
+    worker = _WORKERS.pop(os.getpid(), None)
+    if worker is not None:
+        worker.close()
+
+
+def normalize_within_budget(run_id: str, params: dict[str, Any], worker: budget.Worker) -> dict[str, Any] | None:
+    """:func:`normalize_one` in the ``worker``'s child (:func:`worker_for`), unless the run is
+    current; None when the run blew its budget: it is then left out of the analysis, and the
+    reason kept beside the frames (``config.normalize_failed_path``)."""
+    failed = config.normalize_failed_path(run_id)
+    if is_current(run_id, expected_key(run_id, params)):
+        failed.unlink(missing_ok=True)
+        return atomic.read_json(config.info_path(run_id))
+    try:
+        info = worker.run(f"normalising {run_id}", run_id)
+    except (budget.BudgetExceeded, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0]
+        log.error("%s could not be normalised: %s", run_id, reason)
+        atomic.write_json_atomic(failed, {"run_id": run_id, "reason": f"could not be normalised: {reason}"})
+        return None
+    failed.unlink(missing_ok=True)
+    return info
+
+
+def expected_key(run_id: str, params: dict[str, Any]) -> str:
+    """The cache key a normalised run must carry: its validation's key and the params."""
+    return run_key(atomic.read_json(config.valid_dir(run_id) / "meta.json")["_validation_key"], params)
+
+
+def is_current(run_id: str, key: str) -> bool:
+    """Whether the run's normalised frame exists and was made under ``key``."""
+    info_file = config.info_path(run_id)
+    return config.frame_path(run_id).exists() and info_file.exists() and atomic.read_json(info_file).get("key") == key

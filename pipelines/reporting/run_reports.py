@@ -1,0 +1,217 @@
+"""A run's report, stored: its verdict file (contract §2: the headline decision, then the counters'
+changes, the plain summary and the counters validation left out), its page and its compare pages,
+kept while their input key (``memo``: the stages' result files, the run and its baseline, its
+archive's name, the params and the code) is unchanged; and the night's index page.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from pipelines import config, parallel
+from pipelines.calibration import headline, history, labs
+from pipelines.reporting import compare, counter_history, links
+from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
+from pipelines.reporting.plots import night_trends, sparkline
+from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
+from pipelines.storage import archive, atomic, memo, store, triage_log
+
+log = logging.getLogger("regresslab.report")
+
+
+def commit_summary() -> dict[str, Any] | None:
+    """What the night index says of the commit series (``commit_changes``): its page's changes."""
+    path = config.COMMIT_REPORTS / "changes.json"
+    if not path.exists():
+        return None
+    try:
+        rows = atomic.read_json(path)
+    except (OSError, ValueError):
+        return {"unreadable": True}
+    return {"changes": len(rows), "regressions": sum(r.get("direction") == "regression" for r in rows),
+            "top": rows[0] if rows else None}
+
+
+def raw_archives(run_id: str) -> list[str]:
+    """The run's own archives in ``data/raw`` (``a`` never matches ``a.b.tar.gz``)."""
+    return [name for name in (run_id + suffix for suffix in ("", *archive.ARCHIVE_SUFFIXES))
+            if (config.RAW / name).exists()]
+
+
+def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any],
+               rule: headline.HeadlineRule,
+               raw: list[str]) -> str:
+    """The input key of a run's report (``memo``): the stages' result files it composes, the run
+    and its baseline runs (their frames give ``counter_changes``), its archive's name, the
+    params and the code."""
+    inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
+              for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
+                        config.cluster_path(run_id))}
+    baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
+    return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
+                          rule=dataclasses.asdict(rule), inputs=inputs, raw=raw)
+
+
+class ReportInputs(NamedTuple):
+    """What a run's report is made from, read once: its detection result, its own archives in
+    ``data/raw`` and the input key they give (:func:`report_key`)."""
+    detection: dict[str, Any]
+    raw: list[str]
+    key: str
+
+
+def report_inputs(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+                  ) -> ReportInputs:
+    detection = atomic.read_json(config.detection_path(run_id))
+    raw = raw_archives(run_id)
+    return ReportInputs(detection, raw, report_key(run_id, detection, index, params, rule, raw))
+
+
+def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
+    """The run's verdict document when its page was written under the input key of ``inputs`` and
+    its verdict file is there; else None (the report is written again)."""
+    if memo.reuse_html(config.run_report_path(run_id, "html"), inputs.key) and config.run_report_path(run_id).exists():
+        return atomic.read_json(config.run_report_path(run_id))
+    return None
+
+
+def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+               ) -> dict[str, Any]:
+    """One run's report: the one written under the same input key, with its verdict file, when
+    there is one (:func:`kept_report`), else :func:`write_report`; its verdict document."""
+    inputs = report_inputs(run_id, index, params, rule)
+    kept = kept_report(run_id, inputs)
+    return kept if kept is not None else write_report(run_id, inputs, index, params, rule)
+
+
+def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], params: dict[str, Any],
+                 rule: headline.HeadlineRule) -> dict[str, Any]:
+    """Compose, write and render one run's report; return its verdict document."""
+    detection, raw, key = inputs
+    charts = store.read_optional(config.chart_path(run_id))
+    predicted = store.read_optional(config.cause_path(run_id))
+    clustered = store.read_optional(config.cluster_path(run_id))
+    system = index[run_id]["system"]
+    lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
+    verdict = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of)
+    verdict.details["environment_not_in_baseline"] = novel_environment(
+        index[run_id].get("environment") or {},
+        [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
+    top_n = int(params["top_counters"])
+    shown = list(dict.fromkeys(verdict.flagged_counters + list(verdict.counter_scores)[:top_n]))
+    by_start = sorted((b["run_id"] for b in verdict.baseline_runs),
+                      key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
+    changes, trends, frames = run_changes(run_id, by_start, shown, params["directions"])
+    verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
+                                                                    user_facing=params["user_facing"])}
+    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"],
+                                    directions=params["directions"])
+    # counters validation left out of this run, with the reason (check, host, counter, examples)
+    verdict.dropped_counters = [{k: d.get(k) for k in ("host", "counter", "reason")}
+                                for d in index[run_id].get("_dropped_counters") or []]
+    doc = verdict.to_json()
+    atomic.write_json_atomic(config.run_report_path(run_id), doc)
+    raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
+    compared = compare_baselines(run_id, doc, index, frames, int(params["compare_pages"]))
+    html = render_run(doc, index[run_id], charts, compare_pages=compared, history=True,
+                      baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
+                                     for b in doc["baseline_runs"]},
+                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
+                      trends=trends, few_intervals=int(params["few_intervals"]))
+    atomic.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
+    return doc
+
+
+def compare_baselines(run_id: str, doc: dict[str, Any], index: dict[str, Any], frames: dict[str, pd.DataFrame],
+                      pages: int) -> dict[str, str]:
+    """The compare pages of the run against its ``pages`` heaviest baseline runs (baseline = A, this
+    run = B), written to ``reports/compare``; baseline run -> the link from the run page.  The
+    pages are written on every core when the run's report is written in the stage's own
+    process (one at a time inside a worker)."""
+    chosen = [b["run_id"] for b in sorted(doc["baseline_runs"], key=lambda b: (-b["weight"], b["run_id"]))[:pages]
+              if b["run_id"] in frames]
+
+    def page(baseline: str) -> str:
+        _, html = compare.compare_runs(baseline, run_id, index, frames)
+        compare.write_page(baseline, run_id, html)
+        return f"../compare/{compare.page_name(baseline, run_id)}"
+    return dict(zip(chosen, parallel.map_ordered(page, chosen)))
+
+
+def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
+                ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None], dict[str, pd.DataFrame]]:
+    """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
+    the collector's): this run's median per counter, and the median of the baseline runs'
+    intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
+    this run's, so a slow drift over releases is visible; and the frames read (run -> frame)."""
+    target_frame = store.load_normalized(run_id)
+    frames = {b: store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()}
+    if not frames:
+        return {}, {}, {run_id: target_frame}
+
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:     # the medians of the counters shown, not of all 2,000
+        return frame[[c for c in counters if c in frame.columns]]
+    baseline = pd.concat([shown(f) for f in frames.values()], ignore_index=True).median()
+    target = shown(target_frame).median()
+    changes = counter_changes(counters, target, baseline, directions)
+    medians = {b: shown(f).median() for b, f in frames.items()}
+    trends = {c: sparkline([medians[b].get(c) for b in frames] + [target.get(c)]) for c in counters}
+    return changes, trends, {**frames, run_id: target_frame}
+
+
+def quarantine_reasons(limit: int = 400) -> dict[str, str]:
+    """Every archive quarantined by ``validate`` or refused by ``pull``, with its reason (shortened)."""
+    out: dict[str, str] = {}
+    for path in sorted(config.QUARANTINE.glob("*.json")) if config.QUARANTINE.exists() else []:
+        try:
+            out[path.stem] = str(atomic.read_json(path).get("reason") or "")[:limit]
+        except (OSError, ValueError) as exc:
+            out[path.stem] = f"(quarantine file unreadable: {exc})"
+    summary = store.read_optional(config.PULL_SUMMARY) or {}
+    for refused in summary.get("refused") or []:
+        out.setdefault(str(refused.get("run_id")), f"refused by pull: {str(refused.get('reason'))[:limit]}")
+    return out
+
+
+def write_night_index(rows: dict[str, dict[str, Any]] | None, params: dict[str, Any],
+                      index: dict[str, Any]) -> dict[str, Any]:
+    """The night's index page and summary from the targets' verdict files (``rows``: their index
+    rows, read from the verdict files when None); the summary."""
+    config.ensure_dirs(config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
+    if rows is None:
+        rows = {r: index_row(atomic.read_json(config.run_report_path(r))) for r in history.targets(index)
+                if config.run_report_path(r).exists()}
+    now = pd.Timestamp.now(tz="UTC")
+    night = str(params["night"] or now.date())
+    earlier = sorted(p for p in config.NIGHTS.glob("*.json") if p.stem < night) if config.NIGHTS.exists() else []
+    previous = atomic.read_json(earlier[-1])["runs"] if earlier else None
+    changes = night_changes(rows, previous)
+    ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -(r["score"] or 0.0), r["run_id"]))
+    for r in ordered:
+        r["change"] = changes[r["run_id"]]
+    reasons = quarantine_reasons()
+    quarantined = sorted(reasons)
+    missing = (store.read_optional(config.PULL_SUMMARY) or {}).get("missing_sources") or []
+    atomic.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
+    history_nights = []
+    for path in earlier[-(int(params["trend_nights"]) - 1):]:
+        try:
+            history_nights.append((path.stem, atomic.read_json(path)["runs"]))
+        except (OSError, ValueError, KeyError):
+            continue                                   # an unreadable old night is left out of the trend
+    trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
+    systems = counter_history.write_system_pages(index, history.targets(index), params)
+    atomic.write_text_atomic(config.NIGHT_INDEX,
+                              render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
+                                           quarantined=quarantined, reasons=reasons, valid_runs=len(index),
+                                           dropped=dropped_counters(index),
+                                           decisions=sorted(triage_log.triage_state(triage_log.read_log()).values(),
+                                                            key=lambda d: d.get("at") or "", reverse=True),
+                                           trends=trends, commits=commit_summary(), missing_sources=missing,
+                                           systems={s: links.system_href(s) for s in systems}))
+    failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
+    return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined,
+            "missing_sources": [m.get("source") for m in missing]}
