@@ -157,12 +157,7 @@ def realistic_table(seeds: list[int], params: dict, margin: int, root: Path, n_c
 
 def simulated(seed: int, sim: dict, labels: bool = False):
     """The example's commit history (``commitsim`` params) for one seed; with ``labels``, its truth too."""
-    frame, truth = commitsim.simulate(
-        seed=seed, n_commits=int(sim["n_commits"]), n_groups=int(sim["n_groups"]),
-        benchmarks_per_group=int(sim["benchmarks_per_group"]), runs=int(sim["runs"]),
-        measurements=int(sim["measurements"]), warmup=int(sim["warmup"]),
-        changes_per_group=tuple(sim["changes_per_group"]), min_change=float(sim["min_change"]),
-        max_change=float(sim["max_change"]), static_share=float(sim["static_share"]), min_gap=int(sim["min_gap"]))
+    frame, truth = commitsim.simulate(commitsim.CommitHistory.from_params(sim, seed=seed))
     return (frame, truth) if labels else frame
 
 

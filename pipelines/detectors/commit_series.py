@@ -208,7 +208,7 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     if "level_shift" in ran(method):
         shifts, irregular = level_shift_changes(table, LevelShiftParams.from_params(params["level_shift"]))
     if "skia" in method:
-        skia, clusters = skia_changes(table, **skia_params(params["skia"]))
+        skia, clusters = skia_changes(table, skia_params(params["skia"]))
     if "mono" in method:
         mono, intervals, summaries = mono_all(frame, commits, params["mono"], progress=progress)
     if "pelt" in method:

@@ -27,6 +27,8 @@ is that cluster, so only new ones rise for triage.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import math
 from typing import Any
 
@@ -132,10 +134,29 @@ def permutation_threshold(points: np.ndarray, k: int, *, seed: int, min_segment:
 GROUPINGS = ("kmeans", "individual", "both")
 
 
-def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: int, interesting: float | str,
-                seed: int, coalesce_traces: int, permutations: int = 20, null_quantile: float = 0.99,
-                member_share: float = 0.5, member_margin: int = 5, grouping: str = "kmeans",
-                null_block: int = 1) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SkiaParams:
+    """``commit_changes.skia`` in params.yaml (seed 001): the window, k-means, the step fit's
+    segments, the interesting threshold (a number, or ``auto``: the shuffled window's null), the
+    members' rules, and the grouping (``kmeans``, ``individual``, ``both``)."""
+
+    window: int = 100
+    k: int = 0
+    sd_floor: float = 0.001
+    min_segment: int = 3
+    interesting: float | str = "auto"
+    seed: int = 0
+    coalesce_traces: int = 20
+    merge_margin: int = 3
+    permutations: int = 20
+    null_quantile: float = 0.99
+    member_share: float = 0.5
+    member_margin: int = 5
+    grouping: str = "kmeans"
+    null_block: int = 1
+
+
+def skia_window(traces: pd.DataFrame, p: SkiaParams) -> list[dict[str, Any]]:
     """Seed 001 on one window of commits (``traces``: series × commits): the interesting clusters
     with their members, step commit, R, and the traces nearest their centroid.
 
@@ -143,24 +164,25 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
     its own best step, judged against the largest single-trace ``|R|`` of the shuffled window —
     Skia Perf's "individual" step fit) or ``both`` (the two lists; a series found by both keeps
     its larger ``|R|`` in :func:`skia_changes`)."""
-    if grouping not in GROUPINGS:
-        raise ValueError(f"commit_changes.skia.grouping must be one of {', '.join(GROUPINGS)}, not {grouping!r}")
+    if p.grouping not in GROUPINGS:
+        raise ValueError(f"commit_changes.skia.grouping must be one of {', '.join(GROUPINGS)}, not {p.grouping!r}")
+    min_segment = p.min_segment
     if traces.shape[1] < 2 * min_segment or traces.empty:
         return []
-    points = normalize_traces(traces.to_numpy(float), sd_floor)
+    points = normalize_traces(traces.to_numpy(float), p.sd_floor)
     trace_fits = step_fits(points, min_segment=min_segment)       # each trace's own best step, once
     found = []
-    if grouping in ("individual", "both"):
-        found += individual_steps(traces, points, trace_fits, min_segment=min_segment, interesting=interesting,
-                                  seed=seed, permutations=permutations, null_quantile=null_quantile,
-                                  null_block=null_block)
-    if grouping == "individual":
+    if p.grouping in ("individual", "both"):
+        found += individual_steps(traces, points, trace_fits, p)
+    if p.grouping == "individual":
         return found
-    k = k or int(math.ceil(math.sqrt(len(points) / 2)))
-    labels, centres = kmeans(points, k, seed=seed)
+    k = p.k or int(math.ceil(math.sqrt(len(points) / 2)))
+    labels, centres = kmeans(points, k, seed=p.seed)
+    interesting = p.interesting
     if interesting == "auto":
-        interesting = permutation_threshold(points, k, seed=seed, min_segment=min_segment,
-                                            permutations=permutations, quantile=null_quantile, null_block=null_block)
+        interesting = permutation_threshold(points, k, seed=p.seed, min_segment=min_segment,
+                                            permutations=p.permutations, quantile=p.null_quantile,
+                                            null_block=p.null_block)
     interesting = float(interesting)
     for c in sorted(set(labels)):
         members = np.flatnonzero(labels == c)
@@ -168,14 +190,14 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
         if fit["index"] < 0 or abs(fit["regression"]) < interesting:
             continue
         dist = ((points[members] - centres[c]) ** 2).sum(1)
-        nearest = [traces.index[members[j]] for j in np.argsort(dist)[:coalesce_traces]]
+        nearest = [traces.index[members[j]] for j in np.argsort(dist)[:p.coalesce_traces]]
         i = fit["index"]
         own = points[members, :i].mean(1) - points[members, i:].mean(1)      # each member's step there
-        stepped = members[(np.sign(own) == np.sign(fit["step"])) & (np.abs(own) >= member_share * abs(fit["step"]))]
+        stepped = members[(np.sign(own) == np.sign(fit["step"])) & (np.abs(own) >= p.member_share * abs(fit["step"]))]
         at = {}
         for j in stepped:                        # where the member's own best step is, near the centroid's
             own_index = int(trace_fits["index"][j])
-            if abs(own_index - i) <= member_margin:
+            if abs(own_index - i) <= p.member_margin:
                 at[traces.index[j]] = traces.columns[own_index]
         if not at:
             continue
@@ -186,15 +208,16 @@ def skia_window(traces: pd.DataFrame, *, k: int, sd_floor: float, min_segment: i
     return found
 
 
-def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, np.ndarray], *, min_segment: int,
-                     interesting: float | str, seed: int, permutations: int,
-                     null_quantile: float, null_block: int = 1) -> list[dict[str, Any]]:
+def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, np.ndarray],
+                     p: SkiaParams) -> list[dict[str, Any]]:
     """Every trace of the window whose own best step (``fits``: :func:`step_fits` of ``points``)
     reaches ``interesting`` (``auto``: the ``null_quantile`` of the largest single-trace ``|R|``
     over shuffles of the window's commits), as a cluster of one."""
+    interesting = p.interesting
     if interesting == "auto":
-        interesting = permutation_threshold(points, 1, seed=seed, min_segment=min_segment, permutations=permutations,
-                                            quantile=null_quantile, grouping="individual", null_block=null_block)
+        interesting = permutation_threshold(points, 1, seed=p.seed, min_segment=p.min_segment,
+                                            permutations=p.permutations, quantile=p.null_quantile,
+                                            grouping="individual", null_block=p.null_block)
     threshold = float(interesting)
     out = []
     for j in np.flatnonzero((fits["index"] >= 0) & (np.abs(fits["regression"]) >= threshold)):
@@ -206,14 +229,14 @@ def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, n
     return out
 
 
-def skia_params(sk: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of :func:`skia_changes` from the ``commit_changes.skia`` params."""
-    return {"window": int(sk["window"]), "k": int(sk["k"]), "sd_floor": float(sk["sd_floor"]),
-            "min_segment": int(sk["min_segment"]), "interesting": sk["interesting"], "seed": int(sk["seed"]),
-            "coalesce_traces": int(sk["coalesce_traces"]), "merge_margin": int(sk["merge_margin"]),
-            "permutations": int(sk["permutations"]), "null_quantile": float(sk["null_quantile"]),
-            "member_share": float(sk["member_share"]), "member_margin": int(sk["member_margin"]),
-            "grouping": sk["grouping"], "null_block": int(sk.get("null_block", 1))}
+def skia_params(sk: dict[str, Any]) -> SkiaParams:
+    """:class:`SkiaParams` from the ``commit_changes.skia`` params."""
+    return SkiaParams(window=int(sk["window"]), k=int(sk["k"]), sd_floor=float(sk["sd_floor"]),
+                      min_segment=int(sk["min_segment"]), interesting=sk["interesting"], seed=int(sk["seed"]),
+                      coalesce_traces=int(sk["coalesce_traces"]), merge_margin=int(sk["merge_margin"]),
+                      permutations=int(sk["permutations"]), null_quantile=float(sk["null_quantile"]),
+                      member_share=float(sk["member_share"]), member_margin=int(sk["member_margin"]),
+                      grouping=sk["grouping"], null_block=int(sk.get("null_block", 1)))
 
 
 def windows(n: int, size: int) -> list[tuple[int, int]]:
@@ -227,22 +250,15 @@ def windows(n: int, size: int) -> list[tuple[int, int]]:
     return [(s, s + size) for s in starts]
 
 
-def skia_changes(table: pd.DataFrame, *, window: int, k: int, sd_floor: float, min_segment: int,
-                 interesting: float | str, seed: int, coalesce_traces: int, merge_margin: int,
-                 permutations: int = 20, null_quantile: float = 0.99, member_share: float = 0.5,
-                 member_margin: int = 5, grouping: str = "kmeans",
-                 null_block: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Skia over the whole history: (per-series changes, interesting clusters)."""
+    window, merge_margin = p.window, p.merge_margin
     commits = list(table.columns)
     pos = {c: i for i, c in enumerate(commits)}
     per_series: dict[str, list[dict[str, Any]]] = {}
     clusters = []
     for start, end in windows(len(commits), window):
-        for cl in skia_window(table.iloc[:, start:end], k=k, sd_floor=sd_floor, min_segment=min_segment,
-                              interesting=interesting, seed=seed, coalesce_traces=coalesce_traces,
-                              permutations=permutations, null_quantile=null_quantile,
-                              member_share=member_share, member_margin=member_margin, grouping=grouping,
-                              null_block=null_block):
+        for cl in skia_window(table.iloc[:, start:end], p):
             clusters.append(cl)
             for s in cl["members"]:
                 commit = cl["member_commits"][s]

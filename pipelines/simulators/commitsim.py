@@ -19,6 +19,8 @@ of every commit where its level changed).  Pure core (:func:`simulate`), thin sh
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import hashlib
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -39,15 +41,44 @@ def commit_id(i: int, seed: int) -> str:
     return hashlib.sha1(f"commit-{seed}-{i}".encode()).hexdigest()[:12]
 
 
-def simulate(*, seed: int, n_commits: int, n_groups: int, benchmarks_per_group: int, runs: int,
-             measurements: int, warmup: int, changes_per_group: tuple[int, int], min_change: float,
-             max_change: float, static_share: float, min_gap: int,
-             start: str = "2026-01-01") -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The measurements and the truth (see the module doc).  ``changes_per_group`` is the
-    (min, max) number of level changes of a group; each moves the level by a factor drawn
-    between ``min_change`` and ``max_change`` (either direction); ``static_share`` of the
-    benchmarks never change; change points are at least ``min_gap`` commits apart and from
-    either end."""
+@dataclass(frozen=True)
+class CommitHistory:
+    """The simulated history's shape (``params.yaml: commitsim``).  ``changes_per_group`` is the
+    (min, max) number of level changes of a group; each moves the level by a factor drawn between
+    ``min_change`` and ``max_change`` (either direction); ``static_share`` of the benchmarks never
+    change; change points are at least ``min_gap`` commits apart and from either end."""
+
+    seed: int
+    n_commits: int
+    n_groups: int
+    benchmarks_per_group: int
+    runs: int
+    measurements: int
+    warmup: int
+    changes_per_group: tuple[int, int]
+    min_change: float
+    max_change: float
+    static_share: float
+    min_gap: int
+    start: str = "2026-01-01"
+
+    @classmethod
+    def from_params(cls, p: dict[str, Any], **override: Any) -> "CommitHistory":
+        """The ``commitsim`` block of params.yaml (``override``: a field replaced, e.g. ``seed``)."""
+        fields = {"seed": int(p["seed"]), "n_commits": int(p["n_commits"]), "n_groups": int(p["n_groups"]),
+                  "benchmarks_per_group": int(p["benchmarks_per_group"]), "runs": int(p["runs"]),
+                  "measurements": int(p["measurements"]), "warmup": int(p["warmup"]),
+                  "changes_per_group": tuple(p["changes_per_group"]), "min_change": float(p["min_change"]),
+                  "max_change": float(p["max_change"]), "static_share": float(p["static_share"]),
+                  "min_gap": int(p["min_gap"])}
+        return cls(**{**fields, **override})
+
+
+def simulate(h: CommitHistory) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The measurements and the truth of the history ``h`` (see the module doc)."""
+    seed, n_commits, n_groups, benchmarks_per_group = h.seed, h.n_commits, h.n_groups, h.benchmarks_per_group
+    runs, measurements, warmup, changes_per_group = h.runs, h.measurements, h.warmup, h.changes_per_group
+    min_change, max_change, static_share, min_gap, start = h.min_change, h.max_change, h.static_share, h.min_gap, h.start
     rng = np.random.default_rng(seed)
     commits = [commit_id(i, seed) for i in range(n_commits)]
     times = commit_times(n_commits, start)

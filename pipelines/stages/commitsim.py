@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 
 from pipelines import config
-from pipelines.simulators.commitsim import simulate
+from pipelines.simulators.commitsim import CommitHistory, simulate
 from pipelines.storage import atomic
 
 
@@ -21,12 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pipelines.stages.commitsim", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(config.COMMIT_EXAMPLE), help="directory for the series and labels")
     args = parser.parse_args(argv)
-    frame, truth = simulate(seed=int(params["seed"]), n_commits=int(params["n_commits"]),
-                            n_groups=int(params["n_groups"]), benchmarks_per_group=int(params["benchmarks_per_group"]),
-                            runs=int(params["runs"]), measurements=int(params["measurements"]),
-                            warmup=int(params["warmup"]), changes_per_group=tuple(params["changes_per_group"]),
-                            min_change=float(params["min_change"]), max_change=float(params["max_change"]),
-                            static_share=float(params["static_share"]), min_gap=int(params["min_gap"]))
+    frame, truth = simulate(CommitHistory.from_params(params))
     out = Path(args.out)
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:

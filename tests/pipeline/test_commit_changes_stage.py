@@ -33,9 +33,9 @@ def _setup(tree, frame, truth, method="skia+mono"):
 
 
 def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
-    frame, truth = commitsim.simulate(seed=5, n_commits=80, n_groups=3, benchmarks_per_group=3, runs=4,
+    frame, truth = commitsim.simulate(commitsim.CommitHistory(seed=5, n_commits=80, n_groups=3, benchmarks_per_group=3, runs=4,
                                       measurements=8, warmup=2, changes_per_group=(1, 1), min_change=0.15,
-                                      max_change=0.25, static_share=0.0, min_gap=15)
+                                      max_change=0.25, static_share=0.0, min_gap=15))
     hostile = "<script>alert(1)</script>"
     frame.loc[frame["benchmark"] == "group2.bench2", "benchmark"] = hostile
     truth["series"][f"{hostile}|default"] = truth["series"].pop("group2.bench2|default")

@@ -62,13 +62,13 @@ def test_individual_grouping_finds_one_trace_that_stepped_among_flat_ones():
                          columns=[f"k{i:02d}" for i in range(n)])
     kw = dict(window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto", seed=0, coalesce_traces=20,
               merge_margin=3, permutations=20, null_quantile=0.99)
-    alone, clusters = commit_series.skia_changes(table, grouping="individual", **kw)
+    alone, clusters = commit_series.skia_changes(table, skia.SkiaParams(grouping="individual", **kw))
     assert [(c["series"], c["commit"]) for c in alone] == [("step|c", "k25")]
     assert alone[0]["magnitude"] == pytest.approx(0.2, abs=0.01) and clusters[0]["cluster_size"] == 1
-    both, _ = commit_series.skia_changes(table, grouping="both", **kw)
+    both, _ = commit_series.skia_changes(table, skia.SkiaParams(grouping="both", **kw))
     assert ("step|c", "k25") in {(c["series"], c["commit"]) for c in both}
     with pytest.raises(ValueError, match="grouping"):
-        commit_series.skia_changes(table, grouping="each", **kw)
+        commit_series.skia_changes(table, skia.SkiaParams(grouping="each", **kw))
 
 
 def test_skia_finds_the_group_that_moved_and_not_the_flat_one():
@@ -78,16 +78,16 @@ def test_skia_finds_the_group_that_moved_and_not_the_flat_one():
     flat = [np.full(n, 5.0) + rng.normal(0, 0.05, n) for _ in range(4)]
     table = pd.DataFrame(up + flat, index=[f"up{i}|c" for i in range(4)] + [f"flat{i}|c" for i in range(4)],
                          columns=[f"k{i:02d}" for i in range(n)])
-    changes, clusters = commit_series.skia_changes(table, window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto",
-                                        seed=0, coalesce_traces=20, merge_margin=3, permutations=20,
-                                        null_quantile=0.99)
+    changes, clusters = commit_series.skia_changes(table, skia.SkiaParams(
+        window=40, k=2, sd_floor=0.001, min_segment=3, interesting="auto", seed=0, coalesce_traces=20, merge_margin=3,
+        permutations=20, null_quantile=0.99))
     assert {c["series"] for c in changes} == {f"up{i}|c" for i in range(4)}
     assert {c["commit"] for c in changes} == {"k20"}
     assert all(c["magnitude"] == pytest.approx(0.1, abs=0.01) for c in changes)     # 10 -> 11
     assert len(clusters) == 1 and abs(clusters[0]["regression_factor"]) > clusters[0]["threshold"]
     # with the seed's fixed 150 on 8 traces, the same step is not interesting
-    none, _ = commit_series.skia_changes(table, window=40, k=2, sd_floor=0.001, min_segment=3, interesting=1e9, seed=0,
-                              coalesce_traces=20, merge_margin=3)
+    none, _ = commit_series.skia_changes(table, skia.SkiaParams(
+        window=40, k=2, sd_floor=0.001, min_segment=3, interesting=1e9, seed=0, coalesce_traces=20, merge_margin=3))
     assert none == []
 
 
@@ -193,9 +193,9 @@ def test_a_frame_without_the_contracts_columns_is_refused_by_name():
 
 
 def test_the_simulated_history_has_the_changes_it_labels():
-    frame, truth = commitsim.simulate(seed=3, n_commits=60, n_groups=2, benchmarks_per_group=2, runs=3,
+    frame, truth = commitsim.simulate(commitsim.CommitHistory(seed=3, n_commits=60, n_groups=2, benchmarks_per_group=2, runs=3,
                                       measurements=6, warmup=2, changes_per_group=(1, 1), min_change=0.2,
-                                      max_change=0.3, static_share=0.0, min_gap=10)
+                                      max_change=0.3, static_share=0.0, min_gap=10))
     assert list(frame.columns) == list(commit_series.COLUMNS) and len(frame) == 60 * 4 * 3 * 8
     table = commit_series.trace_matrix(commit_series.check_frame(frame), commit_series.commit_order(frame))
     for series, t in truth["series"].items():
