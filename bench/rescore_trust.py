@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
     args = parser.parse_args(argv)
     if args.allowed is not None:             # a variant of record.choose, for the comparison
-        import functools
-        record.choose = functools.partial(record.choose, allowed=args.allowed)
+        import dataclasses
+        chooser = record.choose
+        record.choose = lambda p, h, rule, **kw: chooser(p, h, dataclasses.replace(rule, allowed=args.allowed), **kw)
     methods = ("record", "headline", *DETECTORS.values())
     print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap |\n"
           "|---|---|---|---|---|---|---|")

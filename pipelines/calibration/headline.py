@@ -420,8 +420,9 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
     lab_of = lab_of or {}
     history = record.History(ev.history_normals, {d: {r: p for r, p in v.items() if p is not None}
                                                   for d, v in ev.history_faults.items()}, lab_of)
-    return record.choose(used, history, lab=lab_of.get(run_id), alpha=rule.false_alarm_rate, level=rule.trust_level,
-                         min_runs=rule.trust_min_runs, combination=rule.combination, leave_out=run_id)
+    trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
+                             combination=rule.combination)
+    return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id)
 
 
 def verdict_of(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,

@@ -192,13 +192,29 @@ def replay(candidate: tuple[str, ...], history: History, normal_runs: set[str], 
     return score, false_alarms
 
 
-def choose(p_values: Mapping[str, float | None], history: History, *, lab: str | None, alpha: float, level: float,
-           min_runs: int, combination: str, leave_out: str | None = None, allowed: float | None = None) -> Choice:
+@dataclass(frozen=True)
+class TrustRule:
+    """How the record is read (``report`` in params.yaml): ``alpha`` the false-alarm rate,
+    ``level`` the binomial tail at which a detector's false alarms are more than the rate explains,
+    ``min_runs`` the normal runs of a lab that make its own record, ``combination`` of the deciders'
+    p-values, ``allowed`` the share of normal runs a candidate may fail uncharged (default
+    ``alpha``, the rate's own)."""
+
+    alpha: float = 0.05
+    level: float = 0.05
+    min_runs: int = 3
+    combination: str = "simes"
+    allowed: float | None = None
+
+
+def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRule, *, lab: str | None = None,
+           leave_out: str | None = None) -> Choice:
     """The meta-decision (module docstring) over the detectors that judged the run (``p_values``,
-    None = could not judge): which decide, and the p-value the verdict compares with ``alpha``.
-    ``leave_out``: the run itself when it is one of the history's (leave-one-out).  ``allowed``: the
-    share of normal runs a candidate may fail uncharged (default ``alpha``, the rate's own)."""
-    allowed = alpha if allowed is None else allowed
+    None = could not judge): which decide, and the p-value the verdict compares with ``rule.alpha``.
+    ``lab``: the run's lab; ``leave_out``: the run itself when it is one of the history's
+    (leave-one-out)."""
+    alpha, level, min_runs, combination = rule.alpha, rule.level, rule.min_runs, rule.combination
+    allowed = alpha if rule.allowed is None else rule.allowed
     judged = tuple(d for d, p in p_values.items() if p is not None and np.isfinite(p))
     normal_runs, situation = history.situation(lab, min_runs, leave_out)
     fault_runs = history.fault_runs(leave_out)

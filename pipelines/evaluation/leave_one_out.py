@@ -10,6 +10,8 @@ those same charts, and the cause classifier with its own leave-one-out fault sco
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import logging
 from typing import Any
 
@@ -88,15 +90,33 @@ def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[s
 # --------------------------------------------------------------------------- I/O shell
 
 
-def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
-                 disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore, *,
-                 lab_kw: dict[str, Any], significance: dict[str, Any]) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:
+@dataclass(frozen=True)
+class LooSystem:
+    """One system's leave-one-out: its valid-run index, frames, the runs left out of the history
+    (``exclude``), and the params the ensembles use (``detect``, ``mine_rules``, ``discretize``,
+    the labs' and ``significance``)."""
+
+    system: str
+    index: dict[str, Any]
+    frames: store.FrameStore
+    exclude: set[str]
+    params: dict[str, Any]
+    mine_params: dict[str, Any]
+    disc_params: dict[str, Any]
+    lab_kw: dict[str, Any]
+    significance: dict[str, Any]
+
+
+def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:
     """Every verified run analysed by the ensembles against the passed runs without it:
     run -> (the combiners' result, its verdict document); the passed runs' stacking scores so
     obtained, the null of each held-out run's stacking p-value (its own score left out), as
     ``rule_ensemble.calibrate_system`` does for a night, at no extra cost; and, when a held-out
     run's baseline does not share its lab, the passed runs analysed across labs
     (:func:`labs.cross_lab_null`, under the bins of every passed run), else None."""
+    system, index, frames, exclude = loo.system, loo.index, loo.frames, loo.exclude
+    params, mine_params, disc_params, lab_kw, significance = (loo.params, loo.mine_params, loo.disc_params,
+                                                              loo.lab_kw, loo.significance)
     passed = history.passed_runs(index, system, exclude=exclude)
     verified = history.verified_runs(index, system, exclude=exclude)
     directory = config.loo_cache_dir(system)
@@ -137,17 +157,15 @@ def loo_analyses(system: str, index: dict[str, Any], params: dict[str, Any], min
     return analysed, null, cross
 
 
-def loo_system(system: str, index: dict[str, Any], params: dict[str, Any], mine_params: dict[str, Any],
-               disc_params: dict[str, Any], exclude: set[str], frames: store.FrameStore,
-               charts: dict[str, dict] | None, rule: headline.HeadlineRule, *, lab_kw: dict[str, Any],
-               significance: dict[str, Any], clustered: dict[str, dict] | None = None,
-               classified: dict[str, dict] | None = None) -> list[dict[str, Any]]:
+def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.HeadlineRule, *,
+               clustered: dict[str, dict] | None = None, classified: dict[str, dict] | None = None
+               ) -> list[dict[str, Any]]:
     """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
     under ``rule`` when ``charts`` holds the control charts' leave-one-out results of the same
     runs (with the cluster models' when ``clustered`` holds them, and the cause classifier's
     leave-one-out evidence when ``classified`` does, :func:`loo_classified`)."""
-    analysed, null, cross = loo_analyses(system, index, params, mine_params, disc_params, exclude, frames,
-                                         lab_kw=lab_kw, significance=significance)
+    analysed, null, cross = loo_analyses(loo)
+    system, index = loo.system, loo.index
     rows = []
     for run_id, (result, doc) in analysed.items():
         matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)

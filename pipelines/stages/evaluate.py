@@ -16,7 +16,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import headline, history, labs
 from pipelines.detectors import cluster_models
-from pipelines.evaluation.leave_one_out import anchor_rows, loo_charts, loo_classified, loo_system
+from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.learners import compare_learners
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
 from pipelines.evaluation.tables import detector_table, write_table
@@ -59,8 +59,9 @@ def main() -> None:
         cc_rows += chart_rows(charts, index)
         clustered = cluster_models.loo(verified, passed, index, frames, cl_params, hist)
         rows += cluster_rows(clustered, index)
-        rows += loo_system(system, index, params, mine_params, disc_params, exclude, frames, charts,
-                           rule, lab_kw=labs.lab_params(hist), significance=significance, clustered=clustered,
+        loo = LooSystem(system, index, frames, exclude, params, mine_params, disc_params, labs.lab_params(hist),
+                        significance)
+        rows += loo_system(loo, charts, rule, clustered=clustered,
                            classified=loo_classified(store.latest_model_meta(system)))
         rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
     cc_frame = pd.DataFrame(cc_rows)

@@ -5,6 +5,7 @@ import pytest
 
 from pipelines.calibration import headline, record
 
+RULE = record.TrustRule(alpha=0.05, level=0.05, min_runs=3, combination="simes")
 NORMALS = [f"n{i}" for i in range(10)]
 FAULTS = [f"f{i}" for i in range(4)]
 
@@ -25,23 +26,20 @@ def test_loo_pvalues_judge_each_run_against_the_others():
 def test_a_detector_failing_every_normal_run_loses_its_say_and_the_verdict_follows_the_one_that_separates():
     hist = loud_and_quiet()
     # the target: loud says fail (0.01), quiet says pass (0.3)
-    choice = record.choose({"loud": 0.01, "quiet": 0.3}, hist, lab=None, alpha=0.05, level=0.05, min_runs=3,
-                           combination="simes")
+    choice = record.choose({"loud": 0.01, "quiet": 0.3}, hist, RULE, lab=None)
     assert choice.detectors == ("quiet",) and choice.p_value == 0.3
     assert not choice.standings["loud"].trusted and choice.standings["quiet"].trusted
     # binomial tail of 10 false alarms in 10 runs at 5 %: 0.05 ** 10
     assert choice.standings["loud"].excess_p == pytest.approx(0.05 ** 10)
     assert choice.standings["quiet"].sentence() == "quiet: 0 of 10 normal runs failed, 4 of 4 faults caught"
     # and when quiet sees a fault, the run fails on it alone
-    assert record.choose({"loud": 0.9, "quiet": 0.002}, hist, lab=None, alpha=0.05, level=0.05, min_runs=3,
-                         combination="simes").p_value == 0.002
+    assert record.choose({"loud": 0.9, "quiet": 0.002}, hist, RULE, lab=None).p_value == 0.002
 
 
 def test_two_good_detectors_decide_together_when_their_records_tie():
     hist = record.History(normals={"a": {r: 0.5 for r in NORMALS}, "b": {r: 0.6 for r in NORMALS}},
                           faults={"a": {r: 0.001 for r in FAULTS}, "b": {r: 0.001 for r in FAULTS}})
-    choice = record.choose({"a": 0.02, "b": 0.04}, hist, lab=None, alpha=0.05, level=0.05, min_runs=3,
-                           combination="simes")
+    choice = record.choose({"a": 0.02, "b": 0.04}, hist, RULE, lab=None)
     # both caught all 4 faults: equal shares; Simes of (0.02, 0.04): min(2 x 0.02 / 1, 2 x 0.04 / 2) = 0.04
     assert choice.detectors == ("a", "b") and choice.weights == {"a": 1.0, "b": 1.0}
     assert choice.p_value == pytest.approx(0.04)
@@ -53,34 +51,29 @@ def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
                "self": {**{r: 0.5 for r in NORMALS}, "d1": 0.4, "d2": 0.6, "d3": 0.7}}
     lab_of = {**{r: "day1" for r in NORMALS}, "d1": "day2", "d2": "day2", "d3": "day2", "t": "day2", "u": "day1"}
     hist = record.History(normals, {}, lab_of)
-    day2 = record.choose({"rules": 0.001, "self": 0.5}, hist, lab="day2", alpha=0.05, level=0.05, min_runs=3,
-                         combination="simes")
+    day2 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day2")
     assert day2.detectors == ("self",) and day2.standings["rules"].situation == "this lab"
     assert (day2.standings["rules"].normal_runs, day2.standings["rules"].normal_failed) == (3, 3)
     # a day-1 run: 10 normal runs of its lab, none failed by either: both decide (Simes of 0.001, 0.5 = 0.002)
-    day1 = record.choose({"rules": 0.001, "self": 0.5}, hist, lab="day1", alpha=0.05, level=0.05, min_runs=3,
-                         combination="simes")
+    day1 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day1")
     assert day1.detectors == ("rules", "self") and day1.p_value == pytest.approx(0.002)
     # a lab with fewer than min_runs normal runs on record reads every lab's record: 3 of 13 failed,
     # binomial tail P(X >= 3 | 13, 0.05) = 0.0245 <= 0.05: rules still loses its say
-    other = record.choose({"rules": 0.001, "self": 0.5}, hist, lab="day3", alpha=0.05, level=0.05, min_runs=3,
-                          combination="simes")
+    other = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day3")
     assert other.standings["rules"].situation == "every lab" and other.standings["rules"].normal_runs == 13
     assert other.standings["rules"].excess_p == pytest.approx(0.0245, abs=5e-4) and other.detectors == ("self",)
 
 
 def test_a_run_of_the_history_is_left_out_of_its_own_record():
     hist = loud_and_quiet()
-    choice = record.choose({"quiet": 0.5}, hist, lab=None, alpha=0.05, level=0.05, min_runs=3, combination="simes",
-                           leave_out="n0")
+    choice = record.choose({"quiet": 0.5}, hist, RULE, lab=None, leave_out="n0")
     assert choice.standings["quiet"].normal_runs == 9
 
 
 def test_when_nothing_is_trusted_the_fewest_false_alarms_decide_and_say_so():
     hist = record.History(normals={"a": {r: 0.01 for r in NORMALS}, "b": {r: (0.01 if r < "n5" else 0.5)
                                                                            for r in NORMALS}}, faults={})
-    choice = record.choose({"a": 0.001, "b": 0.2}, hist, lab=None, alpha=0.05, level=0.05, min_runs=3,
-                           combination="simes")
+    choice = record.choose({"a": 0.001, "b": 0.2}, hist, RULE, lab=None)
     assert choice.detectors == ("b",) and "fewest false alarms" in choice.reason
 
 
