@@ -307,9 +307,31 @@ def baseline_limits(baseline: list[pd.DataFrame], modes: dict[str, dict[str, Any
                           lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma, scope=scope)
 
 
-def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lower_pct: float, upper_pct: float,
-          sigma: float, scope: str, multimodal_filter: bool, max_dip: float, min_mode_share: float,
-          window_share: float, modes: dict[str, dict[str, Any]] | None = None, excursions_too: bool = False,
+@dataclass(frozen=True)
+class ChartParams:
+    """How a target is charted (the ``control_charts`` block, :func:`chart_params`): the limits
+    (``method`` percentile or sigma, ``lower_pct``/``upper_pct`` or ``sigma``, ``scope`` run or
+    interval), the multimodal filter (``max_dip``, ``min_mode_share``), and the strongest window's
+    share of the run (``window_share``)."""
+
+    method: str
+    lower_pct: float
+    upper_pct: float
+    sigma: float
+    scope: str
+    multimodal_filter: bool
+    max_dip: float
+    min_mode_share: float
+    window_share: float
+
+    def limit_kw(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`baseline_limits`."""
+        return {"method": self.method, "lower_pct": self.lower_pct, "upper_pct": self.upper_pct, "sigma": self.sigma,
+                "scope": self.scope}
+
+
+def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, p: ChartParams, *,
+          modes: dict[str, dict[str, Any]] | None = None, excursions_too: bool = False,
           limits: Limits | None = None) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
     """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
 
@@ -317,15 +339,14 @@ def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, *, method: str, lo
     ``limits`` (:func:`baseline_limits` of the same baseline and modes) computing them again.
     Returns the violation ratios, the limits and, per filtered counter, its minor mode.
     """
-    if not multimodal_filter:
+    if not p.multimodal_filter:
         modes = {}
     elif modes is None:
-        modes = find_modes(baseline, max_dip=max_dip, min_mode_share=min_mode_share)
+        modes = find_modes(baseline, max_dip=p.max_dip, min_mode_share=p.min_mode_share)
     if limits is None:
-        limits = baseline_limits(baseline, modes, method=method, lower_pct=lower_pct, upper_pct=upper_pct,
-                                 sigma=sigma, scope=scope)
+        limits = baseline_limits(baseline, modes, **p.limit_kw())
     target = without_minor_modes(target, modes, baseline=False)
-    return violation_ratios(target, limits, window_share=window_share, excursions_too=excursions_too), limits, modes
+    return violation_ratios(target, limits, window_share=p.window_share, excursions_too=excursions_too), limits, modes
 
 
 class Charter:
@@ -335,7 +356,7 @@ class Charter:
     are recomputed."""
 
     def __init__(self, frames, params: dict[str, Any]):
-        self.frames, self.kw, self._modes, self._limits = frames, chart_params(params), {}, {}
+        self.frames, self.p, self._modes, self._limits = frames, chart_params(params), {}, {}
 
     def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None, *,
                  excursions_too: bool = False):
@@ -343,17 +364,16 @@ class Charter:
         (``excursions_too``: with the excursions, :func:`violation_ratios`)."""
         key = tuple(sorted(baseline))
         if key not in self._modes:
-            self._modes[key] = (find_modes([self.frames[b] for b in key], max_dip=self.kw["max_dip"],
-                                           min_mode_share=self.kw["min_mode_share"])
-                                if self.kw["multimodal_filter"] else {})
+            self._modes[key] = (find_modes([self.frames[b] for b in key], max_dip=self.p.max_dip,
+                                           min_mode_share=self.p.min_mode_share)
+                                if self.p.multimodal_filter else {})
         limits = self._limits.get(key)
         if limits is None:
-            limits = baseline_limits([self.frames[b] for b in key], self._modes[key],
-                                     **{k: self.kw[k] for k in ("method", "lower_pct", "upper_pct", "sigma", "scope")})
-            if self.kw["scope"] == "run":     # one row per counter; per-interval limits are kept by no one
+            limits = baseline_limits([self.frames[b] for b in key], self._modes[key], **self.p.limit_kw())
+            if self.p.scope == "run":     # one row per counter; per-interval limits are kept by no one
                 self._limits[key] = limits
-        return chart([], labs.shifted(self.frames[target], shift), modes=self._modes[key],
-                     limits=limits, excursions_too=excursions_too, **self.kw)
+        return chart([], labs.shifted(self.frames[target], shift), self.p, modes=self._modes[key],
+                     limits=limits, excursions_too=excursions_too)
 
     def lab(self, target: str, baseline: list[str], index: dict[str, Any], lab_runs: dict[str, str],
             lab_kw: dict[str, Any], candidates: list[str] = ()) -> dict[str, Any]:
@@ -411,13 +431,13 @@ def repeat_pairs(runs: list[str], envs: dict[str, dict[str, Any]], versions: dic
     return pairs
 
 
-def chart_params(params: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of :func:`chart` from the stage's params block."""
-    return {"method": params["method"], "lower_pct": float(params["lower_pct"]),
-            "upper_pct": float(params["upper_pct"]), "sigma": float(params["sigma"]),
-            "scope": params["scope"], "multimodal_filter": bool(params["multimodal_filter"]),
-            "max_dip": float(params["multimodal_max_dip"]), "min_mode_share": float(params["multimodal_min_share"]),
-            "window_share": float(params["window_share"])}
+def chart_params(params: dict[str, Any]) -> ChartParams:
+    """:class:`ChartParams` from the stage's params block."""
+    return ChartParams(method=params["method"], lower_pct=float(params["lower_pct"]),
+                       upper_pct=float(params["upper_pct"]), sigma=float(params["sigma"]),
+                       scope=params["scope"], multimodal_filter=bool(params["multimodal_filter"]),
+                       max_dip=float(params["multimodal_max_dip"]), min_mode_share=float(params["multimodal_min_share"]),
+                       window_share=float(params["window_share"]))
 
 
 def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]],

@@ -126,13 +126,13 @@ def test_target_keeps_minor_mode_points_beyond_the_baseline_share():
     base = pd.DataFrame({"x": _mixture(rng, 900, 100)})
     same = pd.DataFrame({"x": _mixture(rng, 90, 10)})          # the baseline's idle share
     more = pd.DataFrame({"x": _mixture(rng, 60, 40)})          # 30 % more time in the low mode
-    r_same, _, modes = charts.chart([base], same, **CHART)
-    r_more, _, _ = charts.chart([base], more, **CHART)
+    r_same, _, modes = charts.chart([base], same, charts.ChartParams(**CHART))
+    r_more, _, _ = charts.chart([base], more, charts.ChartParams(**CHART))
     assert "x" in modes
     assert r_same.loc["x", "lower"] < 0.05
     # 10 of the 40 low points are dropped as idle; the other 30 of the 90 kept are below the LCL
     assert r_more.loc["x", "lower"] == pytest.approx(30 / 90, abs=0.02)
-    r_off, _, _ = charts.chart([base], more, **{**CHART, "multimodal_filter": False})
+    r_off, _, _ = charts.chart([base], more, charts.ChartParams(**{**CHART, "multimodal_filter": False}))
     # unfiltered, the low mode widens the limits down to it: most of the extra idle time is hidden
     assert r_off.loc["x", "lower"] < 0.15
 
@@ -149,8 +149,8 @@ def test_charter_keeps_each_baseline_sets_modes_and_limits_and_charts_as_chart_d
     charter = charts.Charter(frames, params)
     for target in ("t1", "t2", "t1"):                    # the second and third charts reuse the limits
         got, limits, modes = charter(["b2", "b1"], target, excursions_too=True)
-        want, want_limits, want_modes = charts.chart([frames["b1"], frames["b2"]], frames[target], excursions_too=True,
-                                                 **charts.chart_params(params))
+        want, want_limits, want_modes = charts.chart([frames["b1"], frames["b2"]], frames[target],
+                                                     charts.chart_params(params), excursions_too=True)
         pd.testing.assert_frame_equal(got, want)
         pd.testing.assert_frame_equal(limits.ucl, want_limits.ucl)
         assert modes == want_modes and "x" in modes
@@ -166,14 +166,14 @@ def test_load_scaling_removes_a_pure_load_difference():
     l_base, l_target = 100 + rng.normal(0, 3, 60), 150 + rng.normal(0, 3, 60)
     base = pd.DataFrame({"load": l_base, "c": 2 * l_base + 10 + rng.normal(0, 1, 60)})
     target = pd.DataFrame({"load": l_target, "c": 2 * l_target + 10 + rng.normal(0, 1, 60)})
-    raw, _, _ = charts.chart([base], target, **{**CHART, "multimodal_filter": False})
+    raw, _, _ = charts.chart([base], target, charts.ChartParams(**{**CHART, "multimodal_filter": False}))
     assert raw.loc["c", "upper"] > 0.9
     fits = {"c": [2.0, 10.0]}
     scaled_b = intervals.scale_to_load(base, "load", fits, 100.0)
     scaled_t = intervals.scale_to_load(target, "load", fits, 100.0)
     # c' = c (2·100 + 10) / (2 l + 10): both runs are brought to load 100
     assert scaled_t["c"].mean() == pytest.approx(210, abs=1.0)
-    scaled, _, _ = charts.chart([scaled_b], scaled_t.drop(columns="load"), **{**CHART, "multimodal_filter": False})
+    scaled, _, _ = charts.chart([scaled_b], scaled_t.drop(columns="load"), charts.ChartParams(**{**CHART, "multimodal_filter": False}))
     assert scaled.loc["c", "sum"] < 0.1
 
 
