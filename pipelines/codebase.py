@@ -87,12 +87,16 @@ def code_form(source: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def form_digest(module: str) -> bytes:
+    """The hash of one module's :func:`code_form`, parsed once per process (stages share modules)."""
+    return hashlib.sha256(code_form(module_files()[module].read_text(encoding="utf-8")).encode()).digest()
+
+
+@functools.lru_cache(maxsize=None)
 def code_digest(module: str) -> str:
     """A hash of the code of ``module`` and of every project module it imports (:func:`code_form`:
     an edit to a comment or a docstring computes nothing again)."""
-    files = module_files()
     digest = hashlib.sha256()
     for name in sorted(closure(module)):
-        form = code_form(files[name].read_text(encoding="utf-8"))
-        digest.update(name.encode() + b"\0" + hashlib.sha256(form.encode()).digest())
+        digest.update(name.encode() + b"\0" + form_digest(name))
     return digest.hexdigest()

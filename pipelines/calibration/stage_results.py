@@ -126,12 +126,18 @@ def rules_result(detection: dict[str, Any]) -> DetectorResult:
                           history_normals=stacking.pop("history_normals", None), page=page)
 
 
+def recorded(doc: dict[str, Any], reason: str | None = None) -> DetectorResult:
+    """A stage file's result before its judgement is read: whether it judged the run (a verdict),
+    and its record on the history."""
+    return DetectorResult(judged=bool(doc.get("verdict")), history_faults=doc.get("history_faults"),
+                          history_normals=doc.get("history_normals"), reason=reason)
+
+
 def charts_result(charts: dict[str, Any] | None) -> DetectorResult | None:
     """``control_charts``' result (None when the stage wrote none for the run)."""
     if charts is None:
         return None
-    out = DetectorResult(judged=bool(charts.get("verdict")), history_faults=charts.get("history_faults"),
-                         history_normals=charts.get("history_normals"))
+    out = recorded(charts)
     if out.judged:
         chart = {k: charts[k] for k in CHART_FIELDS}
         chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
@@ -150,8 +156,7 @@ def clusters_result(clustered: dict[str, Any] | None) -> DetectorResult | None:
     """``clusters``' result: the cluster models' largest excess error against the normal runs'."""
     if clustered is None:
         return None
-    out = DetectorResult(judged=bool(clustered.get("verdict")), history_faults=clustered.get("history_faults"),
-                         history_normals=clustered.get("history_normals"))
+    out = recorded(clustered)
     if out.judged:
         out.verdict, out.p_value = clustered["verdict"], clustered.get("p_value")
         out.flagged_counters = list(clustered.get("flagged_counters") or [])
@@ -164,8 +169,7 @@ def within_result(charts: dict[str, Any] | None) -> DetectorResult | None:
     within = (charts or {}).get("within_run")
     if not within:
         return None
-    out = DetectorResult(judged=bool(within.get("verdict")), history_faults=within.get("history_faults"),
-                         history_normals=within.get("history_normals"), reason=within.get("reason"))
+    out = recorded(within, reason=within.get("reason"))
     if out.judged:
         out.verdict, out.p_value = within.get("verdict"), within.get("p_value")
         out.flagged_counters = list(within.get("counters_beyond_limit") or [])

@@ -205,16 +205,17 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     method = resolve_method(str(params.get("method", "skia+mono")), frame)
     skia, clusters, mono, intervals, summaries, pelt = [], [], [], {}, {}, []
     shifts, irregular = [], {}
-    if "level_shift" in ran(method):
+    detectors = ran(method)
+    if "level_shift" in detectors:
         shifts, irregular = level_shift_changes(table, LevelShiftParams.from_params(params["level_shift"]))
-    if "skia" in method:
+    if "skia" in detectors:
         skia, clusters = skia_changes(table, skia_params(params["skia"]))
-    if "mono" in method:
+    if "mono" in detectors:
         mono, intervals, summaries = mono_all(frame, commits, params["mono"], progress=progress)
-    if "pelt" in method:
+    if "pelt" in detectors:
         pp = pelt_params(params["pelt"])
         pelt = pelt_changes(table, **pp)
-        if "mono" in method:
+        if "mono" in detectors:
             pelt = spread_changes(pelt, mono, commits, margin=int(params["pelt"]["min_segment"]),
                                   variance_ratio=pp["variance_ratio"])
     return {"commits": commits, "table": table, "skia": skia, "mono": mono, "pelt": pelt, "level_shift": shifts,

@@ -84,12 +84,11 @@ class SeriesShifts:
 
 @dataclass(frozen=True)
 class StepTest:
-    """The local test of a step at one commit: its size, ``t``, the stretch's ``φ`` and noise sd."""
+    """The local test of a step at one commit: its size, ``t`` and the stretch's ``φ``."""
 
     delta: float
     t: float
     phi: float
-    sd: float
 
 
 def candidates(z: np.ndarray, *, penalty: float, min_segment: int) -> list[int]:
@@ -129,8 +128,7 @@ def step_test(y: np.ndarray, c: int, lo: int, hi: int) -> StepTest | None:
     s2 = float(resid @ resid) / dof
     se = float(np.sqrt(max(s2 * inv[3, 3], 0.0)))
     delta = float(coef[3])
-    sd = float(np.sqrt(s2 / max(1.0 - phi * phi, 1e-6)))
-    return StepTest(delta=delta, t=delta / se if se > 0 else 0.0, phi=phi, sd=sd)
+    return StepTest(delta=delta, t=delta / se if se > 0 else 0.0, phi=phi)
 
 
 def _ols(design: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
