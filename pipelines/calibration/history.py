@@ -61,20 +61,36 @@ def baseline_choice(run_id: str, index: dict[str, dict[str, Any]], *, window: in
     """The passed runs a target is compared with, and where they come from:
 
     * ``named``: its own ``baseline``, when it names usable runs (:func:`usable_baseline`);
-    * ``before``: else the newest ``window`` passed runs before it;
+    * ``before``: else the newest ``window`` passed runs before it, when one of them shares its lab
+      (``labs.lab_key``) or no passed run of its lab exists;
+    * ``later_lab``: else the earliest ``window`` passed runs *of its lab* verified after it: a run
+      is compared with its own lab's runs when the history has any, time deciding only among them
+      (a lab's levels differ in every counter, which no shift learned from a few runs undoes as
+      well as the lab's own runs do: Foo et al. 2015 §3.3, seed 003, weigh models by the
+      similarity of their environment to the target's);
     * ``later``: else, when no passed run precedes it, the earliest ``window`` passed runs after
       it (a run analysed after later runs were verified: its page says so);
     * ``none``: no passed run at all: nothing to judge it against (the verdict ``no_baseline``)."""
+    from pipelines.calibration.labs import lab_key
+
     row = index[run_id]
     named = usable_baseline(run_id, row.get("baseline") or [], index, exclude=exclude)
     if named:
         return named, "named"
-    before = passed_runs(index, row["system"], exclude=exclude | {run_id}, before=row["started_at"], window=window)
-    if before:
-        return before, "before"
-    later = [r for r in passed_runs(index, row["system"], exclude=exclude | {run_id})
-             if index[r]["started_at"] > row["started_at"]]
-    return (later[:window], "later") if later else ([], "none")
+    passed = passed_runs(index, row["system"], exclude=exclude | {run_id})
+    before = [r for r in passed if index[r]["started_at"] < row["started_at"]]
+    later = [r for r in passed if index[r]["started_at"] > row["started_at"]]
+    chosen, origin = (before[-window:], "before") if before else (later[:window], "later" if later else "none")
+    lab = lab_key(row.get("environment"))
+    if any(lab_key(index[r].get("environment")) == lab for r in chosen):
+        return chosen, origin
+    own_before = [r for r in before if lab_key(index[r].get("environment")) == lab]
+    own_later = [r for r in later if lab_key(index[r].get("environment")) == lab]
+    if own_before:
+        return own_before[-window:], "before"
+    if own_later:
+        return own_later[:window], "later_lab" if before else "later"
+    return chosen, origin
 
 
 def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,

@@ -153,6 +153,8 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
             text += ". Cause unknown" + (f" (nearest: {cause['label']}, not certain)" if cause.get("label") else "")
     if doc.get("details", {}).get("baseline_origin") == "later":
         text += ". Compared with runs verified after it (none came before)"
+    elif doc.get("details", {}).get("baseline_origin") == "later_lab":
+        text += ". Compared with runs of its own lab verified after it (none of its lab came before)"
     if doc.get("baseline_status") == "insufficient":
         text += ". New lab with no baseline of its own: this verdict is uncertain"
     elif doc.get("details", {}).get("environment_not_in_baseline"):

@@ -35,3 +35,25 @@ def test_where_a_targets_baseline_comes_from():
     alone = {"t": INDEX["t"], "f1": INDEX["f1"], "o1": INDEX["o1"]}
     assert history.baseline_choice("t", alone, window=40) == ([], "none")
     assert history.baseline_for("t", alone, window=40) == []
+
+
+def test_a_target_is_compared_with_its_own_labs_runs_when_the_history_has_any():
+    def run(day, when, verdict="pass"):
+        return {"system": "s", "verdict": verdict, "started_at": when, "environment": {"day": day}}
+    index = {"a1": run(1, "2026-01-01T01:00:00Z"), "a2": run(1, "2026-01-01T02:00:00Z"),
+             "t": run(2, "2026-01-02T01:00:00Z", None),
+             "b1": run(2, "2026-01-02T03:00:00Z"), "bf": run(2, "2026-01-02T02:00:00Z", "fail"),
+             "b2": run(2, "2026-01-02T04:00:00Z")}
+    # nothing of day 2 before it, two passed runs of day 2 after it: those, not day 1's
+    assert history.baseline_choice("t", index, window=40) == (["b1", "b2"], "later_lab")
+    assert history.baseline_choice("t", index, window=1) == (["b1"], "later_lab")
+    # a passed run of its lab before it: the newest runs before it, as always (day 1's among them)
+    index["b0"] = run(2, "2026-01-02T00:30:00Z")
+    assert history.baseline_choice("t", index, window=40) == (["a1", "a2", "b0"], "before")
+    # its lab only in a run older than the window: that run, not the window of another lab's
+    index["a3"] = run(1, "2026-01-02T00:45:00Z")
+    assert history.baseline_choice("t", index, window=1) == (["b0"], "before")
+    assert history.baseline_choice("t", index, window=2) == (["b0", "a3"], "before")
+    # no run of its lab at all: the newest before it, whatever their lab
+    del index["b0"], index["b1"], index["b2"]
+    assert history.baseline_choice("t", index, window=40) == (["a1", "a2", "a3"], "before")
