@@ -95,7 +95,7 @@ FORMATS = {"jmeter_csv, date timeStamp": "jmeter_csv", "k6_csv": "k6_csv", "k6_c
 def other_formats(rows: int, base: Path) -> None:
     """Each reader on ``rows`` generated records, in this process: rows/s (reading and aggregating)."""
     sys.path.insert(0, str(REPO))
-    from pipelines.importers import collectors
+    from pipelines.importers import collectors, common
 
     for label, fmt in FORMATS.items():
         suffix = ".gz" if "gz" in label else ""
@@ -104,8 +104,7 @@ def other_formats(rows: int, base: Path) -> None:
         t = time.monotonic()
         with collectors.plain_file(path, max_bytes=1 << 34) as (plain, _):
             assert collectors.sniff(plain) == fmt, (label, collectors.sniff(plain))
-            collectors.read_file(plain, fmt, host=None, timezone="UTC", interval_s=10.0, percentiles=[50, 95],
-                                 label_percentiles=[95], max_labels=50)
+            collectors.read_file(plain, fmt, host=None, timezone="UTC", aggregation=common.Aggregation(10.0, [50, 95], [95], 50))
         wall = time.monotonic() - t
         print(f"[bench] {label:28s} {rows:,} rows in {wall:5.2f} s: {rows / wall:>10,.0f} rows/s "
               f"({path.stat().st_size / 2**20:.0f} MB)")

@@ -148,8 +148,8 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     calibration = atomic.read_json(config.calibration_path(system))
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
-        out = chart_runs.chart_run(r, base, index, frames, calibration, params, lab_runs=lab_runs,
-                           lab_kw=labs.lab_params(hist), significance=config.load_params("significance"))
+        out = chart_runs.chart_run(r, base, chart_runs.SystemCharts(
+            index, frames, calibration, params, labs.lab_params(hist), config.load_params("significance")), lab_runs)
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
     cross = labs.cross_lab_null(passed, lab_of, verdicts, chart)
@@ -166,8 +166,8 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
         matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
                        window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        out = chart_runs.chart_run(run_id, baseline, index, frames, matched, params, lab_runs=verdicts,
-                           lab_kw=labs.lab_params(hist), significance=config.load_params("significance"))
+        out = chart_runs.chart_run(run_id, baseline, chart_runs.SystemCharts(
+            index, frames, matched, params, labs.lab_params(hist), config.load_params("significance")), verdicts)
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
               f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "
               f"unmatched cross-lab {out['p_value']}")

@@ -31,7 +31,8 @@ def write_lab(out: Path, **kw) -> dict:
                 min_rel_change=0.05)
     args.update(kw)
     truth = {}
-    for run_id, members, t in labsim.build_lab(**args):
+    plan = labsim.LabPlan(**{k: args.pop(k) for k in labsim.LabPlan.__dataclass_fields__})
+    for run_id, members, t in labsim.build_lab(plan, **args):
         atomic.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
         truth[run_id] = t
     atomic.write_json_atomic(out / "target_labels.json", {r: t for r, t in truth.items() if "-t" in r})

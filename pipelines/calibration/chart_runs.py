@@ -8,6 +8,7 @@ A result computed under the same input key (``memo``) is kept.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -40,14 +41,27 @@ def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str
     return within_run.judge(contrasts, calibration["within_run"], false_alarm_rate=float(params["false_alarm_rate"]))
 
 
-def chart_run(run_id: str, baseline: list[str], index: dict[str, Any], frames: store.FrameStore,
-              calibration: dict[str, Any], params: dict[str, Any], *, lab_runs: dict[str, str],
-              lab_kw: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SystemCharts:
+    """What charting any run of one system reads: the valid-run index, the runs' frames, the
+    system's calibration, the ``control_charts`` params, the lab params (``labs.lab_params``) and
+    the ``significance`` block."""
+    index: dict[str, Any]
+    frames: store.FrameStore
+    calibration: dict[str, Any]
+    params: dict[str, Any]
+    lab_kw: dict[str, Any]
+    significance: dict[str, Any]
+
+
+def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: dict[str, str]) -> dict[str, Any]:
     """Control charts of one target against the most similar runs of its baseline, and the run
     against itself (:func:`within_evidence`); the result file.
 
     A target whose lab none of those runs shares is moved by its lab's level first
     (:func:`labs.lab_shift`, from ``lab_runs``: verified run -> verdict)."""
+    index, frames, calibration, params = system.index, system.frames, system.calibration, system.params
+    lab_kw, significance = system.lab_kw, system.significance
     env = index[run_id].get("environment") or {}
     base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
                           params["max_baseline_runs"])
@@ -122,11 +136,11 @@ def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: 
     rate from them), on the stage's processes."""
     faults = history.fault_runs(verdicts)
     progress = Progress(log, "control_charts calibration faults", len(faults), what="fault runs")
+    charting = SystemCharts(index, frames, calibration, params, labs.lab_params(hist), significance)
 
     def chart_fault(run_id: str) -> tuple[float | None, float | None]:
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        out = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=verdicts,
-                        lab_kw=labs.lab_params(hist), significance=significance)
+        out = chart_run(run_id, baseline, charting, verdicts)
         if out.get("verdict") is None or (out.get("lab") or {}).get("status") != "same_lab":
             return None, None
         return out.get("p_value"), (out.get("within_run") or {}).get("p_value")
@@ -149,6 +163,6 @@ def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, para
     done = memo.reuse(config.chart_path(run_id), key)
     if done is not None:
         return done
-    result = chart_run(run_id, baseline, index, frames, calibration, params, lab_runs=lab_runs,
-                       lab_kw=labs.lab_params(hist), significance=significance)
+    result = chart_run(run_id, baseline, SystemCharts(index, frames, calibration, params, labs.lab_params(hist),
+                                                      significance), lab_runs)
     return memo.write(config.chart_path(run_id), result, key)

@@ -8,7 +8,13 @@ names its own ``baseline``.  Analysts remove a run from the repository by listin
 """
 from __future__ import annotations
 
+import json
 from typing import Any
+
+
+def lab_key(env: dict[str, Any] | None) -> str:
+    """A lab's identity: its whole environment, canonically serialised."""
+    return json.dumps(env or {}, sort_keys=True, default=str)
 
 
 def passed_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset(),
@@ -71,8 +77,6 @@ def baseline_choice(run_id: str, index: dict[str, dict[str, Any]], *, window: in
     * ``later``: else, when no passed run precedes it, the earliest ``window`` passed runs after
       it (a run analysed after later runs were verified: its page says so);
     * ``none``: no passed run at all: nothing to judge it against (the verdict ``no_baseline``)."""
-    from pipelines.calibration.labs import lab_key
-
     row = index[run_id]
     named = usable_baseline(run_id, row.get("baseline") or [], index, exclude=exclude)
     if named:

@@ -45,18 +45,14 @@ cross-lab-null`` prints the nulls side by side (docs/results/variants.md).
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
+from pipelines.calibration.history import lab_key
+
 STATUSES = ("same_lab", "adjusted", "insufficient")
-
-
-def lab_key(env: dict[str, Any] | None) -> str:
-    """A lab's identity: its whole environment, canonically serialised."""
-    return json.dumps(env or {}, sort_keys=True, default=str)
 
 
 def lab_params(hist: dict[str, Any]) -> dict[str, Any]:

@@ -493,8 +493,11 @@ def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: dict[str
 # --------------------------------------------------------------------------- I/O shell
 
 
+ALTERNATIVES = 2          # the runner-up causes a prediction names
+
+
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,
-                  top: int = 3, blocks: list[str] = ("counters",),
+                  blocks: list[str] = ("counters",),
                   per_cause: dict[str, dict[str, Any]] | None = None, fault_model=None) -> dict[str, Any]:
     """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
 
@@ -525,5 +528,6 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
             "fault": fault, "none_probability": round(float(proba.get("none", 0.0)), 4),
             "fault_score": round(fault_score(proba), 4),
-            "alternatives": [{"label": str(c), "probability": round(float(v), 4)} for c, v in proba.iloc[1:top].items()],
+            "alternatives": [{"label": str(c), "probability": round(float(v), 4)}
+                             for c, v in proba.iloc[1:1 + ALTERNATIVES].items()],
             "pairs": int(len(rows)), "features_not_in_model": len(unseen)}

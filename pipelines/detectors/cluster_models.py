@@ -359,8 +359,8 @@ def similar_runs(run_id: str, candidates: list[str], index: dict[str, Any], limi
 
 
 def model_against(run_id: str, candidates: list[str], index: dict[str, Any], frames, params: dict[str, Any],
-                  hist: dict[str, Any], *, cluster_threshold: float = float("inf"),
-                  lab_runs: dict[str, str] | None = None, environment_from: list[str] | None = None) -> dict[str, Any]:
+                  hist: dict[str, Any], *, lab_runs: dict[str, str] | None = None,
+                  environment_from: list[str] | None = None) -> dict[str, Any]:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
     when none of them shares its lab), not yet judged: :func:`decide` judges it.  ``lab_runs``
     (default: the system's verified runs) may teach its lab's level; ``environment_from``
@@ -377,7 +377,7 @@ def model_against(run_id: str, candidates: list[str], index: dict[str, Any], fra
     envs = {r: index[r].get("environment") or {} for r in [run_id, *candidates, *lab_runs, *teachers]}
     lab = labs.lab_for(run_id, similar, envs, lab_runs, lambda runs: frames.levels(runs, frames.reference),
                        labs.lab_params(hist), teachers)
-    return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, cluster_threshold, lab)}
+    return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, float("inf"), lab)}
 
 
 def decide(result: dict[str, Any], null: list[float], params: dict[str, Any]) -> dict[str, Any]:

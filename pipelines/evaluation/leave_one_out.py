@@ -19,7 +19,7 @@ from pipelines import config, parallel
 from pipelines.calibration import headline, history, labs
 from pipelines.detectors import charts, rule_ensemble, within_run
 from pipelines.evaluation import anchors
-from pipelines.evaluation.scores import COMBINERS, classifier_rows, score_rows
+from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
 from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
@@ -179,14 +179,14 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
     classifier_normals = loo_normal_scores(classified or {})
     for run_id, (result, doc) in analysed.items():
         row = index[run_id]
-        truth = (run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
-        rows += score_rows(*truth, {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
+        truth = Truth.of(run_id, system, row)
+        rows += score_rows(truth, {c: result[c] for c in COMBINERS}, doc["counter_scores"], "loo")
         if charts is not None:            # the control charts alone, and the report's headline: both together
-            rows += score_rows(*truth, {"control_charts": charts[run_id]["flagged_counters"]},
+            rows += score_rows(truth, {"control_charts": charts[run_id]["flagged_counters"]},
                                charts[run_id]["counter_scores"], "loo")
             within = charts[run_id].get("within_run") or {}
             if within.get("verdict"):
-                rows += score_rows(*truth, {"within_run": within["flagged_counters"]}, within["counter_scores"], "loo",
+                rows += score_rows(truth, {"within_run": within["flagged_counters"]}, within["counter_scores"], "loo",
                                    failed=within["verdict"] == "fail")
             doc["methods"]["association_rules_stacking"].update(history_faults=faults["stacking"],
                                                                 history_normals=normals["stacking"])
@@ -202,9 +202,9 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
                 if classified and run_id in classified else None
             head = headline.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
                                     lab_of=lab_of)
-            rows += score_rows(*truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
+            rows += score_rows(truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
                                failed=head.verdict == "fail")
-            rows += classifier_rows(*truth, head.to_json(), "loo")
+            rows += classifier_rows(truth, head.to_json(), "loo")
     return rows
 
 
@@ -271,8 +271,7 @@ def anchor_rows(system: str, index: dict[str, Any], frames: store.FrameStore, ex
     def score(run_id: str, baseline: list[str], threshold: float, truth: dict[str, Any], source: str) -> None:
         judged = anchors.judge_anchors([raw[b] for b in baseline], raw[run_id], threshold, params=params)
         for name, j in judged.items():
-            rows.extend(score_rows(run_id, system, truth["verdict"], truth.get("cause") or "none",
-                                   truth.get("regressed_counters") or [], {name: j["flagged_counters"]},
+            rows.extend(score_rows(Truth.of(run_id, system, truth), {name: j["flagged_counters"]},
                                    j["counter_scores"], source))
 
     if loo:

@@ -13,6 +13,7 @@ the simulator's ``target_labels.json``) are scored from their verdict files.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,19 +45,34 @@ def roc_auc(scores: dict[str, float], positives: set[str]) -> float | None:
     return float(((pos_a > neg_a).sum() + 0.5 * (pos_a == neg_a).sum()) / (pos_a.size * neg_a.size))
 
 
-def score_rows(run_id: str, system: str, truth_verdict: str, cause: str, expected: list[str],
-               flagged_by: dict[str, list[str]], scores: dict[str, float], source: str,
+@dataclass(frozen=True)
+class Truth:
+    """What an analyst or a label file says of one run: the figures are scored against it."""
+    run_id: str
+    system: str
+    verdict: str
+    cause: str
+    expected: list[str]
+
+    @classmethod
+    def of(cls, run_id: str, system: str, row: dict[str, Any]) -> "Truth":
+        """From a verified run's index row or a target's label (``verdict``, ``cause``,
+        ``regressed_counters``)."""
+        return cls(run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
+
+
+def score_rows(truth: Truth, flagged_by: dict[str, list[str]], scores: dict[str, float], source: str,
                failed: bool | None = None) -> list[dict[str, Any]]:
     """One row per combiner; a combiner failed the run when it flagged a counter (or per ``failed``)."""
     rows = []
-    auc = roc_auc(scores, set(expected))
+    auc = roc_auc(scores, set(truth.expected))
     for combiner, flagged in flagged_by.items():
-        p, r, f = counter_prf(flagged, expected)
-        rows.append({"run_id": run_id, "system": system, "source": source, "cause": cause,
-                     "truth": truth_verdict, "combiner": combiner, "flagged": len(flagged),
-                     "expected": len(expected), "false": len(set(flagged) - set(expected)),
+        p, r, f = counter_prf(flagged, truth.expected)
+        rows.append({"run_id": truth.run_id, "system": truth.system, "source": source, "cause": truth.cause,
+                     "truth": truth.verdict, "combiner": combiner, "flagged": len(flagged),
+                     "expected": len(truth.expected), "false": len(set(flagged) - set(truth.expected)),
                      "precision": p, "recall": r, "f": f,
-                     "verdict_correct": ((len(flagged) > 0) if failed is None else failed) == (truth_verdict == "fail"),
+                     "verdict_correct": ((len(flagged) > 0) if failed is None else failed) == (truth.verdict == "fail"),
                      "roc_auc": auc})
     return rows
 
@@ -112,8 +128,7 @@ def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
             if failed["roc_auc"].notna().any() else None}
 
 
-def classifier_rows(run_id: str, system: str, truth_verdict: str, cause: str, expected: list[str],
-                    head: dict[str, Any], source: str) -> list[dict[str, Any]]:
+def classifier_rows(truth: Truth, head: dict[str, Any], source: str) -> list[dict[str, Any]]:
     """The cause classifier's own row, when it judged the run (not when it abstained): a failed
     run shows the headline's top counters (the classifier names a cause, not counters)."""
     evidence = head["methods"].get("cause_classifier") or {}
@@ -121,8 +136,7 @@ def classifier_rows(run_id: str, system: str, truth_verdict: str, cause: str, ex
         return []
     failed = evidence["verdict"] == "fail"
     shown = headline.top_counters(head["counter_scores"]) if failed else []
-    return score_rows(run_id, system, truth_verdict, cause, expected, {"cause_classifier": shown},
-                      head["counter_scores"], source, failed=failed)
+    return score_rows(truth, {"cause_classifier": shown}, head["counter_scores"], source, failed=failed)
 
 
 def cluster_rows(clustered: dict[str, dict[str, Any]], index: dict[str, Any]) -> list[dict[str, Any]]:
@@ -131,9 +145,8 @@ def cluster_rows(clustered: dict[str, dict[str, Any]], index: dict[str, Any]) ->
     for run_id, res in clustered.items():
         if res.get("verdict") is None:
             continue
-        row = index[run_id]
-        rows += score_rows(run_id, row["system"], row["verdict"], row.get("cause") or "none",
-                           row.get("regressed_counters") or [], {"clustered_regression": res["flagged_counters"]},
-                           res["counter_scores"], "loo", failed=res["verdict"] == "fail")
+        rows += score_rows(Truth.of(run_id, index[run_id]["system"], index[run_id]),
+                           {"clustered_regression": res["flagged_counters"]}, res["counter_scores"], "loo",
+                           failed=res["verdict"] == "fail")
     return rows
 

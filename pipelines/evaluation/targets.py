@@ -11,7 +11,7 @@ import numpy as np
 
 from pipelines import config
 from pipelines.calibration import headline
-from pipelines.evaluation.scores import COMBINERS, classifier_rows, score_rows
+from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
 from pipelines.storage import atomic, store
 
 
@@ -31,32 +31,27 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
         if not detection.exists():
             continue
         doc = atomic.read_json(detection)
+        known = Truth.of(run_id, index[run_id]["system"], truth)
         flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
-        rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                           truth.get("regressed_counters") or [], flagged, doc["counter_scores"], "targets")
+        rows += score_rows(known, flagged, doc["counter_scores"], "targets")
         chart = store.read_optional(config.chart_path(run_id))
         if chart and chart.get("verdict"):
-            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                               truth.get("regressed_counters") or [], {"control_charts": chart["flagged_counters"]},
+            rows += score_rows(known, {"control_charts": chart["flagged_counters"]},
                                chart["counter_scores"], "targets", failed=chart["verdict"] == "fail")
         within = (chart or {}).get("within_run") or {}
         if within.get("verdict"):
-            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                               truth.get("regressed_counters") or [], {"within_run": within["flagged_counters"]},
+            rows += score_rows(known, {"within_run": within["flagged_counters"]},
                                within["counter_scores"], "targets", failed=within["verdict"] == "fail")
         clustered = store.read_optional(config.cluster_path(run_id))
         if clustered and clustered.get("verdict"):
-            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                               truth.get("regressed_counters") or [], {"clustered_regression": clustered["flagged_counters"]},
+            rows += score_rows(known, {"clustered_regression": clustered["flagged_counters"]},
                                clustered["counter_scores"], "targets", failed=clustered["verdict"] == "fail")
         verdict_file = config.run_report_path(run_id)
         if verdict_file.exists():
             head = atomic.read_json(verdict_file)
-            rows += score_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                               truth.get("regressed_counters") or [], {"headline": head["flagged_counters"]},
+            rows += score_rows(known, {"headline": head["flagged_counters"]},
                                head["counter_scores"], "targets", failed=head["verdict"] == "fail")
-            rows += classifier_rows(run_id, index[run_id]["system"], truth["verdict"], truth.get("cause") or "none",
-                                    truth.get("regressed_counters") or [], head, "targets")
+            rows += classifier_rows(known, head, "targets")
     return rows
 
 

@@ -43,7 +43,7 @@ from typing import Callable, Iterator
 
 import pandas as pd
 
-from pipelines.importers.common import FormatError, Parsed, aggregate_requests, host_name
+from pipelines.importers.common import Aggregation, FormatError, Parsed, aggregate_requests, host_name
 from pipelines.importers.gatling import is_binary_log, read_gatling, read_gatling_binary
 from pipelines.importers.jmeter import header_delimiter, read_jmeter_csv, read_jmeter_xml
 from pipelines.importers.k6 import read_k6_csv, read_k6_json
@@ -132,10 +132,10 @@ LOAD_GENERATORS = {"jmeter_csv": "jmeter", "jmeter_xml": "jmeter", "gatling": "g
                    "k6_csv": "k6", "k6_json": "k6"}
 
 
-def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, interval_s: float,
-              percentiles: list[float], label_percentiles: list[float], max_labels: int,
+def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, aggregation: Aggregation,
               timestamp_format: str | None = None) -> Parsed:
-    """One collector file of a known format as samples (``timestamp_format``: a JMeter JTL's
+    """One collector file of a known format as samples (``aggregation``: how a load generator's
+    requests are summed up; ``timestamp_format``: a JMeter JTL's
     ``jmeter.save.saveservice.timestamp_format``, when it is a date pattern).
 
     Whatever is wrong with the file, the caller gets a :class:`FormatError` naming it: the
@@ -143,8 +143,7 @@ def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, i
     elsewhere (a cut in a UTF-8 sequence, an empty file, a value of the wrong type) gets the
     parser's words, prefixed with the file and the format it was read as."""
     try:
-        return _read_file(path, fmt, host=host, timezone=timezone, interval_s=interval_s, percentiles=percentiles,
-                          label_percentiles=label_percentiles, max_labels=max_labels,
+        return _read_file(path, fmt, host=host, timezone=timezone, aggregation=aggregation,
                           timestamp_format=timestamp_format)
     except FormatError:
         raise
@@ -155,9 +154,10 @@ def read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, i
                           "a truncated or damaged file?") from exc
 
 
-def _read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, interval_s: float,
-               percentiles: list[float], label_percentiles: list[float], max_labels: int,
+def _read_file(path: Path, fmt: str, *, host: str | None, timezone: str | None, aggregation: Aggregation,
                timestamp_format: str | None) -> Parsed:
+    interval_s, percentiles = aggregation.interval_s, aggregation.percentiles
+    label_percentiles, max_labels = aggregation.label_percentiles, aggregation.max_labels
     if fmt in LOAD_GENERATORS:
         requests: dict[str, Callable[[], tuple[pd.DataFrame, pd.DataFrame | None, str | None]]] = {
             "jmeter_csv": lambda: read_jmeter_csv(path, timezone=timezone, timestamp_format=timestamp_format),

@@ -72,6 +72,17 @@ def wide_tosamples_frame(frame: pd.DataFrame, host: str, ts: pd.Series) -> pd.Da
     return long
 
 
+@dataclass(frozen=True)
+class Aggregation:
+    """How a load generator's requests become samples: per ``interval_s`` seconds, the overall
+    ``percentiles`` of the response time, and per label (the ``max_labels`` busiest) its
+    ``label_percentiles`` (``ingest`` params)."""
+    interval_s: float
+    percentiles: list[float]
+    label_percentiles: list[float]
+    max_labels: int
+
+
 def aggregate_requests(events: pd.DataFrame, *, component: str, host: str, interval_s: float,
                        percentiles: list[float], label_percentiles: list[float], max_labels: int,
                        users: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -216,8 +216,8 @@ def read_collector(path: Path, fmt: str, doc: dict[str, Any], params: dict[str, 
                            max_whole_bytes=int(params["max_whole_file_bytes"]))
     return collectors.read_file(
         path, fmt, host=doc.get("load_generator_host"), timezone=timezone, timestamp_format=doc.get("timestamp_format"),
-        interval_s=float(params["interval_s"]), percentiles=list(params["percentiles"]),
-        label_percentiles=list(params["label_percentiles"]), max_labels=int(params["max_labels"]))
+        aggregation=common.Aggregation(float(params["interval_s"]), list(params["percentiles"]),
+                                       list(params["label_percentiles"]), int(params["max_labels"])))
 
 
 def fetch_prometheus(server: str, doc: dict[str, Any], params: dict[str, Any],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +49,31 @@ def change_cell(change: dict[str, Any] | None, effect: float | None) -> str:
     return text
 
 
-def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, *,
-               baseline_envs: dict[str, dict[str, Any]], raw_href: str, raw_name: str, top_n: int = 15,
-               changes: dict[str, dict[str, Any]] | None = None, trends: dict[str, str | None] | None = None,
-               few_intervals: int = 20, compare_pages: dict[str, str] | None = None,
-               history: bool = False) -> str:
+@dataclass(frozen=True)
+class RunPage:
+    """What a run's page shows beside its verdict file: the baselines' environments, the link to
+    its raw archive, the top ``top_n`` counters, their ``changes`` (default: the verdict file's) and
+    ``trends`` (sparklines), a run shorter than ``few_intervals`` intervals said to be short,
+    ``compare_pages`` (baseline run -> its compare page, ``reports/compare``), and ``history``: each
+    counter row linked to its history page (``reports/systems``,
+    :mod:`pipelines.reporting.counter_history`)."""
+    baseline_envs: dict[str, dict[str, Any]]
+    raw_href: str
+    raw_name: str
+    top_n: int = 15
+    changes: dict[str, dict[str, Any]] | None = None
+    trends: dict[str, str | None] | None = None
+    few_intervals: int = 20
+    compare_pages: dict[str, str] | None = None
+    history: bool = False
+
+
+def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, page: RunPage) -> str:
     """The one-page HTML report of one run: the plain summary first, the top counters with
-    baseline -> now and the change in their units, the methods' figures in a details section.
-    ``compare_pages``: baseline run -> its compare page (``reports/compare``); ``history``: link each
-    counter row to its history page (``reports/systems``, :mod:`pipelines.reporting.counter_history`)."""
+    baseline -> now and the change in their units, the methods' figures in a details section."""
+    baseline_envs, raw_href, raw_name, top_n = page.baseline_envs, page.raw_href, page.raw_name, page.top_n
+    changes, trends, few_intervals = page.changes, page.trends, page.few_intervals
+    compare_pages, history = page.compare_pages, page.history
     changes = changes if changes is not None else (doc.get("counter_changes") or {})
     d = doc["details"]
     cc_ratios = (d.get("control_charts") or {}).get("ratios") or {}
@@ -99,21 +116,36 @@ def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any]
         short=0 < int(d.get("n_intervals") or 0) < few_intervals)
 
 
-def render_index(rows: list[dict[str, Any]], *, night: str, generated: str, quarantined: list[str],
-                 systems: dict[str, str] | None = None,
-                 reasons: dict[str, str] | None = None, valid_runs: int | None = None,
-                 dropped: list[tuple[str, dict[str, Any]]] = (), decisions: list[dict[str, Any]] = (),
-                 trends: list[dict[str, Any]] = (), commits: dict[str, Any] | None = None,
-                 missing_sources: list[dict[str, Any]] = ()) -> str:
+@dataclass(frozen=True)
+class NightIndex:
+    """What the night index shows beside its targets' rows: the night and when it was written,
+    the quarantined archives with their ``reasons``, the systems' history pages, the valid runs,
+    the counters validation left out (``dropped``), the analysts' ``decisions``, the nights'
+    ``trends``, the commit series' changes and the sources that could not be read."""
+    night: str
+    generated: str
+    quarantined: list[str]
+    systems: dict[str, str] | None = None
+    reasons: dict[str, str] | None = None
+    valid_runs: int | None = None
+    dropped: list[tuple[str, dict[str, Any]]] = ()
+    decisions: list[dict[str, Any]] = ()
+    trends: list[dict[str, Any]] = ()
+    commits: dict[str, Any] | None = None
+    missing_sources: list[dict[str, Any]] = ()
+
+
+def render_index(rows: list[dict[str, Any]], page: NightIndex) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
     the counters validation left out of valid runs, with theirs; and, when there is no target,
     a sentence that says why (nothing new, or everything quarantined)."""
     failed = [r for r in rows if r["verdict"] == "fail"]
     return page_environment().get_template("index.html.j2").render(
-        rows=rows, failed=failed, unjudged=[r for r in rows if r["verdict"] == "no_baseline"], night=night, generated=generated, quarantined=quarantined,
-        reasons=reasons or {}, valid_runs=valid_runs, style=style_sheet(), dropped=list(dropped),
-        dropped_runs=len({run_id for run_id, _ in dropped}), decisions=list(decisions), trends=list(trends),
-        commits=commits, systems=systems or {}, missing_sources=list(missing_sources))
+        rows=rows, failed=failed, unjudged=[r for r in rows if r["verdict"] == "no_baseline"], night=page.night,
+        generated=page.generated, quarantined=page.quarantined, reasons=page.reasons or {}, valid_runs=page.valid_runs,
+        style=style_sheet(), dropped=list(page.dropped), dropped_runs=len({run_id for run_id, _ in page.dropped}),
+        decisions=list(page.decisions), trends=list(page.trends), commits=page.commits, systems=page.systems or {},
+        missing_sources=list(page.missing_sources))
 
 
 FAILED_BANNER = re.compile(r'<div class="banner fail" id="night-failed">.*?</div>\n?', re.S)

@@ -14,7 +14,7 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.calibration import headline, history, labs
 from pipelines.reporting import compare, counter_history, links
-from pipelines.reporting.pages import dropped_counters, index_row, render_index, render_run
+from pipelines.reporting.pages import NightIndex, RunPage, dropped_counters, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
@@ -116,11 +116,11 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
     atomic.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
     compared = compare_baselines(run_id, doc, index, frames, int(params["compare_pages"]))
-    html = render_run(doc, index[run_id], charts, compare_pages=compared, history=True,
-                      baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
-                                     for b in doc["baseline_runs"]},
-                      raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
-                      trends=trends, few_intervals=int(params["few_intervals"]))
+    page = RunPage(baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
+                                  for b in doc["baseline_runs"]},
+                   raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
+                   trends=trends, few_intervals=int(params["few_intervals"]), compare_pages=compared, history=True)
+    html = render_run(doc, index[run_id], charts, page)
     atomic.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
     return doc
 
@@ -204,14 +204,13 @@ def write_night_index(rows: dict[str, dict[str, Any]] | None, params: dict[str, 
             continue                                   # an unreadable old night is left out of the trend
     trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
     systems = counter_history.write_system_pages(index, history.targets(index), params)
-    atomic.write_text_atomic(config.NIGHT_INDEX,
-                              render_index(ordered, night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"),
-                                           quarantined=quarantined, reasons=reasons, valid_runs=len(index),
-                                           dropped=dropped_counters(index),
-                                           decisions=sorted(triage_log.triage_state(triage_log.read_log()).values(),
-                                                            key=lambda d: d.get("at") or "", reverse=True),
-                                           trends=trends, commits=commit_summary(), missing_sources=missing,
-                                           systems={s: links.system_href(s) for s in systems}))
+    decisions = sorted(triage_log.triage_state(triage_log.read_log()).values(), key=lambda d: d.get("at") or "",
+                       reverse=True)
+    page = NightIndex(night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"), quarantined=quarantined,
+                      systems={s: links.system_href(s) for s in systems}, reasons=reasons, valid_runs=len(index),
+                      dropped=dropped_counters(index), decisions=decisions, trends=trends, commits=commit_summary(),
+                      missing_sources=missing)
+    atomic.write_text_atomic(config.NIGHT_INDEX, render_index(ordered, page))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined,
             "missing_sources": [m.get("source") for m in missing]}

@@ -42,7 +42,7 @@ import hashlib
 import io
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -833,13 +833,23 @@ def plan_lab(*, seed: int, systems: list[str], history_causes: list[str], target
     return schedule
 
 
-def build_lab(*, seed: int, systems: list[str], history_causes: list[str], target_causes: list[str],
-              n_normal: int, n_per_cause: int, n_targets_normal: int, start: str,
-              min_effect: float, min_rel_change: float, progress: bool = False, process_cpu: str = "share"):
+@dataclass(frozen=True)
+class LabPlan:
+    """The runs of an example lab (:func:`plan_lab`'s arguments)."""
+    seed: int
+    systems: list[str]
+    history_causes: list[str]
+    target_causes: list[str]
+    n_normal: int
+    n_per_cause: int
+    n_targets_normal: int
+    start: str
+
+
+def build_lab(plan: LabPlan, *, min_effect: float, min_rel_change: float, progress: bool = False,
+              process_cpu: str = "share"):
     """Simulate a whole lab; yield ``(run_id, archive members, truth)`` per run."""
-    schedule = plan_lab(seed=seed, systems=systems, history_causes=history_causes,
-                        target_causes=target_causes, n_normal=n_normal, n_per_cause=n_per_cause,
-                        n_targets_normal=n_targets_normal, start=start)
+    schedule = plan_lab(**asdict(plan))
     for i, entry in enumerate(schedule):
         run_id, members, truth = simulate_entry(entry, min_effect=min_effect, min_rel_change=min_rel_change,
                                                 process_cpu=process_cpu)

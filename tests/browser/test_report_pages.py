@@ -19,7 +19,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from pipelines import config
-from pipelines.reporting.pages import index_row, render_index, render_run
+from pipelines.reporting.pages import NightIndex, RunPage, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, plain_summary
 
@@ -93,9 +93,9 @@ def pages(tmp_path_factory):
     trends = {c: sparkline([v * 0.9, v * 0.95, v, v * 1.3]) for c, v in base.items()}
     html = render_run(doc, {"version": EVIL, "started_at": "2026-11-21T02:00:00Z",
                                    "environment": {"cpu_model": EVIL, "db_version": "5.1"}}, _charts(),
-                             baseline_envs={"shop-r1": {"cpu_model": "Xeon", "db_version": "5.1"}},
-                             raw_href="../../data/raw/shop-t1.tar.gz", raw_name="shop-t1.tar.gz",
-                             changes=changes, trends=trends)
+                      RunPage(baseline_envs={"shop-r1": {"cpu_model": "Xeon", "db_version": "5.1"}},
+                              raw_href="../../data/raw/shop-t1.tar.gz", raw_name="shop-t1.tar.gz",
+                              changes=changes, trends=trends))
     run_page = root / "runs" / "run.html"
     run_page.write_text(html)
     rows = [index_row(doc) | {"change": "new"},
@@ -106,8 +106,8 @@ def pages(tmp_path_factory):
                                       "score": 0.1 * (d % 5)}}) for d in range(10, 23)]
     decisions = [{"run_id": "shop-t0", "verdict": "fail", "cause": f"missing_index{EVIL}", "by": "ana",
                   "at": "2026-11-21T09:00:00+00:00", "note": EVIL, "previous": {"verdict": None}}]
-    index.write_text(render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL],
-                                         decisions=decisions, trends=night_trends(nights, last=30)))
+    index.write_text(render_index(rows, NightIndex(night="2026-11-22", generated="now", quarantined=[EVIL],
+                                                   decisions=decisions, trends=night_trends(nights, last=30))))
     return run_page, index
 
 

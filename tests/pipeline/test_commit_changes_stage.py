@@ -68,7 +68,7 @@ def test_the_stage_writes_the_contracts_changes_page_and_metrics(tree, capsys):
     assert "New interesting clusters" not in (config.COMMIT_REPORTS / "index.html").read_text()
     summary = run_reports.commit_summary()
     assert summary["changes"] == len(rows) and summary["top"] == rows[0]
-    page = pages.render_index([], night="n", generated="g", quarantined=[], commits=summary)
+    page = pages.render_index([], pages.NightIndex(night="n", generated="g", quarantined=[], commits=summary))
     assert 'href="commits/index.html"' in page and f"{summary['regressions']} regression(s)" in page
 
 

@@ -20,10 +20,9 @@ pytestmark = pytest.mark.slow     # stages end to end
 
 def lonely_target(out, source_system: str = "shop") -> str:
     """One target of a system no other run belongs to (a copy of a simulated target, renamed)."""
-    for run_id, members, truth in labsim.build_lab(seed=5, systems=[source_system], history_causes=[],
-                                                   target_causes=["extra_db_query"], n_normal=0, n_per_cause=0,
-                                                   n_targets_normal=0, start="2026-09-01", min_effect=3.0,
-                                                   min_rel_change=0.05):
+    plan = labsim.LabPlan(seed=5, systems=[source_system], history_causes=[], target_causes=["extra_db_query"],
+                          n_normal=0, n_per_cause=0, n_targets_normal=0, start="2026-09-01")
+    for run_id, members, truth in labsim.build_lab(plan, min_effect=3.0, min_rel_change=0.05):
         meta = json.loads(members["run.json"])
         if meta["verdict"] is None:
             new_id = "lonely-" + run_id

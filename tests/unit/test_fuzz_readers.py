@@ -105,8 +105,8 @@ def test_the_seed_reads(tmp_path, fmt):
 
 
 def _read(path: Path, fmt: str):
-    return collectors.read_file(path, fmt, host=None, timezone="UTC", interval_s=10.0, percentiles=[50, 95],
-                                label_percentiles=[95], max_labels=5)
+    return collectors.read_file(path, fmt, host=None, timezone="UTC",
+                                aggregation=common.Aggregation(10.0, [50, 95], [95], 5))
 
 
 @pytest.mark.parametrize("fmt", sorted(SEEDS))

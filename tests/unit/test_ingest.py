@@ -501,8 +501,7 @@ def test_a_truncated_binary_gatling_log_says_where(tmp_path, cut):
     path = tmp_path / "simulation.log"
     path.write_bytes(bytes(log.out)[:cut])
     with pytest.raises(common.FormatError, match="simulation.log.*(byte|a binary Gatling log)"):
-        collectors.read_file(path, "gatling_binary", host=None, timezone=None, interval_s=10, percentiles=[50],
-                             label_percentiles=[], max_labels=5)
+        collectors.read_file(path, "gatling_binary", host=None, timezone=None, aggregation=common.Aggregation(10, [50], [], 5))
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded"
@@ -513,8 +512,7 @@ def test_sadf_json_and_epoch_times_give_the_counters_of_sadf_d(tmp_path):
     tests/data/recorded/README.md) give the same counters, times and values; -j also the cores."""
     base = RECORDED / "sysstat"
     assert collectors.sniff(base / "sadf-j_u-PALL-r-q-b-w-nDEV-d.json") == "sadf_json"
-    read = {name: collectors.read_file(base / name, fmt, host=None, timezone=None, interval_s=10,
-                                       percentiles=[50], label_percentiles=[], max_labels=5)
+    read = {name: collectors.read_file(base / name, fmt, host=None, timezone=None, aggregation=common.Aggregation(10, [50], [], 5))
             for name, fmt in (("sadf-d_u-PALL-r-q-b-w-nDEV-d.csv", "sadf"),
                               ("sadf-dU_u-PALL-r-q-b-w-nDEV-d.csv", "sadf"),
                               ("sadf-j_u-PALL-r-q-b-w-nDEV-d.json", "sadf_json"))}
@@ -540,7 +538,7 @@ def test_sadf_json_local_times_need_the_timezone(tmp_path):
         stat["timestamp"]["utc"] = 0                      # what sadf -j -t writes
     path = tmp_path / "sar.json"
     path.write_text(json.dumps(doc))
-    kw = dict(host=None, interval_s=10, percentiles=[50], label_percentiles=[], max_labels=5)
+    kw = dict(host=None, aggregation=common.Aggregation(10, [50], [], 5))
     with pytest.raises(common.FormatError, match="local times; set `timezone`"):
         collectors.read_file(path, "sadf_json", timezone=None, **kw)
     utc = collectors.read_file(RECORDED / "sysstat" / "sadf-j_u-PALL-r-q-b-w-nDEV-d.json", "sadf_json",

@@ -38,8 +38,8 @@ def _doc():
 
 def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
     html = pages.render_run(_doc(), {"version": EVIL, "started_at": "2026", "environment": {"os": EVIL}}, None,
-                             baseline_envs={f"b{EVIL}": {"os": "other"}}, raw_href="../../data/raw/x.tar.gz",
-                             raw_name="x.tar.gz")
+        pages.RunPage(baseline_envs={f"b{EVIL}": {"os": "other"}}, raw_href="../../data/raw/x.tar.gz",
+                      raw_name="x.tar.gz"))
     assert "<script" not in html
     assert "&lt;script&gt;" in html
     assert "Unknown cause" in html                       # known: false is said plainly
@@ -50,7 +50,7 @@ def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
 
 def test_index_page_escapes_and_orders():
     rows = [pages.index_row(_doc()) | {"change": "new"}]
-    html = pages.render_index(rows, night="2026-11-22", generated="now", quarantined=[EVIL])
+    html = pages.render_index(rows, pages.NightIndex(night="2026-11-22", generated="now", quarantined=[EVIL]))
     assert "<script" not in html and "1 of 1 runs regressed" in html
 
 
@@ -129,7 +129,7 @@ def test_run_page_leads_with_the_summary_and_the_change():
     doc["summary"] = f"Regression: {counter} 1 → 2"
     changes = {counter: {"baseline": 1.0, "target": 2.0, "change_pct": 100.0, "direction": "changed"}}
     html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
-                             baseline_envs={}, raw_href="x", raw_name="x", changes=changes)
+        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x", changes=changes))
     assert html.index('id="summary"') < html.index('id="cause"') < html.index('id="top-counters"')
     row = html[html.index('id="top-counters"'):html.index('id="method-details"')]
     assert "+100.0 %" in row and "stacking s" not in row                 # the change first, methods in details
@@ -157,11 +157,11 @@ def test_night_trends_by_hand():
 def test_a_short_run_says_it_was_analysed_at_its_own_resolution():
     meta = {"version": "1", "started_at": "2026", "environment": {}}
     kw = dict(baseline_envs={}, raw_href="x", raw_name="x", few_intervals=20)
-    short = pages.render_run(_doc(), meta, None, **kw)                       # 10 intervals of 30 s
+    short = pages.render_run(_doc(), meta, None, pages.RunPage(**kw))                       # 10 intervals of 30 s
     assert 'id="short-run"' in short and "10 intervals of 30 s" in short
     long = _doc()
     long["details"]["n_intervals"] = 20                                       # not fewer than few_intervals
-    assert 'id="short-run"' not in pages.render_run(long, meta, None, **kw)
+    assert 'id="short-run"' not in pages.render_run(long, meta, None, pages.RunPage(**kw))
 
 
 def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
@@ -170,12 +170,13 @@ def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
     doc = _doc()
     doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": "fail", "p_value": 0.0031,
                                           "abstained": None}
-    html = pages.render_run(doc, meta, None, **kw)
+    html = pages.render_run(doc, meta, None, pages.RunPage(**kw))
     row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", html, re.S).group(0)
     assert 'class="tag fail"' in row and "0.930" in row and "p = 0.0031" in row and "36 normal runs" in row
     doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": None, "p_value": None,
                                           "abstained": "the baseline is not of the run's lab (adjusted)"}
-    row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", pages.render_run(doc, meta, None, **kw), re.S).group(0)
+    row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", pages.render_run(doc, meta, None,
+        pages.RunPage(**kw)), re.S).group(0)
     assert "n/a" in row and "abstains: the baseline is not of the run&#39;s lab (adjusted)" in row
 
 
@@ -184,12 +185,12 @@ def test_a_cause_named_by_the_model_of_the_faults_alone_says_its_probability_is_
     meta = {"version": "1", "started_at": "2026", "environment": {}}
     kw = dict(baseline_envs={}, raw_href="x", raw_name="x", few_intervals=20)
     doc = _doc()
-    assert "if it is a fault" not in pages.render_run(doc, meta, None, **kw)
+    assert "if it is a fault" not in pages.render_run(doc, meta, None, pages.RunPage(**kw))
     doc["details"]["cause_prediction"] = {"fault": {"label": "c", "probability": 0.4, "given_a_fault": True}}
-    unknown = pages.render_run(doc, meta, None, **kw)
+    unknown = pages.render_run(doc, meta, None, pages.RunPage(**kw))
     assert "(40 %, if it is a fault), not to be taken as certain" in unknown
     doc["cause"]["known"] = True
-    assert "(probability 40 %, if it is a fault)" in pages.render_run(doc, meta, None, **kw)
+    assert "(probability 40 %, if it is a fault)" in pages.render_run(doc, meta, None, pages.RunPage(**kw))
 
 
 def test_a_runs_raw_archive_link_names_its_own_archive_only(tmp_path, monkeypatch):
@@ -211,19 +212,19 @@ def test_a_run_with_no_baseline_says_so_and_is_not_scored():
            "baseline_status": "none"}
     doc["details"] = {**doc["details"], "no_baseline": "no verified passed run of this system"}
     assert summary.plain_summary(doc, {}) == "Not judged: no verified passed run of this system."
-    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None, baseline_envs={},
-                            raw_href="x", raw_name="x")
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     assert 'id="no-baseline"' in html and "not judged" in html and "--verdict pass|fail" in html
     rows = [{**pages.index_row(doc), "change": "new"}, {**pages.index_row(_doc()), "change": "new"}]
-    index = pages.render_index(rows, night="n", generated="g", quarantined=[])
+    index = pages.render_index(rows, pages.NightIndex(night="n", generated="g", quarantined=[]))
     assert 'id="no-baseline-count">1 run(s) not judged' in index and "1 of 2 runs regressed" in index
 
 
 def test_a_run_compared_with_runs_verified_after_it_says_so():
     doc = _doc()
     doc["details"] = {**doc["details"], "baseline_origin": "later"}
-    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None, baseline_envs={},
-                            raw_href="x", raw_name="x")
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     assert 'id="later-baseline"' in html and "verified since, which started later" in html
     assert "Compared with runs verified after it" in summary.plain_summary({**doc, "verdict": "pass"}, {})
 
@@ -244,7 +245,7 @@ def test_a_run_judged_against_itself_says_where_in_the_run_it_changed():
     # 20 -> 50 is +150 % of the rest of the run, in intervals 3-5 (counted from 1)
     assert text.startswith("Regression within the run: app.latency_ms 20 ms → 50 ms in intervals 3–5 of the run "
                            "(+150 %, worse)")
-    html = pages.render_run(doc, meta, None, baseline_envs={}, raw_href="x", raw_name="x")
+    html = pages.render_run(doc, meta, None, pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     row = re.search(r"<tr><td>within_run</td>.*?</tr>", html, re.S).group(0)
     assert "p = 0.002" in row and "30 normal runs" in row and "4.00 ×" in row
     assert 'id="within-run"' in html and 'id="set-aside-detectors"' in html
@@ -258,11 +259,11 @@ def test_the_page_gives_each_detectors_share_of_the_rate_and_where_it_came_from(
     doc = _doc()
     doc["details"] = {**doc["details"], "detector_weights": {
         "faults": 3, "caught": {"stacking": 3, "control_charts": 0}, "weights": {"stacking": 1.6, "control_charts": 0.4}}}
-    html = pages.render_run(doc, meta, None, baseline_envs={}, raw_href="x", raw_name="x")
+    html = pages.render_run(doc, meta, None, pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     shares = re.search(r'<p id="detector-weights".*?</p>', html, re.S).group(0)
     assert "3 verified fault run(s)" in shares
     assert "<code>stacking</code> 1.60 (3 caught)" in shares and "<code>control_charts</code> 0.40 (0 caught)" in shares
-    equal = pages.render_run(_doc(), meta, None, baseline_envs={}, raw_href="x", raw_name="x")
+    equal = pages.render_run(_doc(), meta, None, pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     assert 'id="detector-weights"' not in equal
 
 
@@ -282,8 +283,8 @@ def test_only_a_flagged_counter_shows_its_size_at_its_strongest():
     doc["details"]["effects"] = {flagged: 0.2, "calm.cpu_pct": 0.2}
     changes = {flagged: {"baseline": 100.0, "target": 101.0, "change_pct": 1.0, "direction": "worse"},
                "calm.cpu_pct": {"baseline": 50.0, "target": 50.5, "change_pct": 1.0, "direction": "changed"}}
-    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None, baseline_envs={},
-                            raw_href="x", raw_name="x", changes=changes)
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x", changes=changes))
     rows = re.findall(r"<tr(?: class=\"flagged\")?><td>.*?</tr>", html.split('id="top-counters"')[1].split("</table>")[0], re.S)
     assert len(rows) == 2
     assert "+1.0 % (+20.0 % at its strongest)" in next(r for r in rows if 'class="flagged"' in r)
