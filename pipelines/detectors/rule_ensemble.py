@@ -668,11 +668,15 @@ def environment_abstention(baseline: list[str], target_env: dict[str, Any], lab:
                                       min_rel_change=ctx.params["min_rel_change"] or 0.0)
 
 
-def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext) -> dict[str, float]:
-    """Each counter's relative change against the reference runs (``effects.effect_sizes``)."""
+def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext,
+                counters: list[str] | None = None) -> dict[str, float]:
+    """Each counter's relative change against the reference runs (``effects.effect_sizes``); of
+    ``counters`` only, when given (each counter's change is its own: the others' are not needed)."""
     if not refs:
         return {}
     sig = ctx.significance
+    if counters is not None:
+        frame = frame[[c for c in counters if c in frame.columns]]
     return effects.effect_sizes(frame, ctx.cache.levels(refs, ctx.reference).median(),
                                 ctx.cache.peaks(refs, ctx.reference).median(),
                                 window_share=float(sig["window_share"]), min_window=int(sig["min_window"]),
@@ -712,8 +716,9 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     target moved by its lab's level (:func:`labs.lab_shift`, from ``lab_runs``: verified run ->
     verdict), or else abstention on environment-dependent counters
     (:func:`environment_abstention`); pruning of rules that the target environment's passed
-    runs break; the three combiners; the practical-change filter.  ``with_single=False`` skips
-    the pooled model (the calibration needs only stacking's score).  ``environment_from``
+    runs break; the three combiners; the practical-change filter.  ``with_single=False`` computes only
+    what stacking's score needs, as the calibration does: no pooled model, and the effects of the
+    flagged counters alone (the practical-change filter reads no other).  ``environment_from``
     (default: the baseline) are the runs whose labs teach which counters follow the
     environment: the cross-lab null (:func:`labs.cross_lab_null`) judges a normal run by the
     other labs only, on the counters a new-lab target is judged on (learned from the whole
@@ -741,7 +746,9 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     result["pruned_rules"] = dropped
     result["single"] = [c for c in result["single"] if c not in env_dependent and c not in set(lab["unstable"])]
     result["environment_dependent"] = env_dependent
-    result["effects"] = run_effects(frame, refs, ctx)
+    flagged = None if with_single else list(dict.fromkeys(c for k in ("single", "bagging", "stacking")
+                                                          for c in result[k]))
+    result["effects"] = run_effects(frame, refs, ctx, flagged)
     practical_changes(result, frame, refs, ctx)
     not_analysed = split_counters(frame, ctx.edges, model_counters)
     if env_dependent:
