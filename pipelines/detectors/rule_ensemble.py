@@ -131,6 +131,9 @@ class Encoded:
     Two sentinel columns end each matrix: all-False (an item or counter the run lacks)
     and all-True (an empty premise slot).  The matrices are column-major: every rule
     evaluation gathers thousands of columns, which is 40x faster from contiguous columns.
+    The bins themselves are not kept: a range item ``counter=lo..hi`` is the union of the
+    run's ``counter=b`` items for b in lo..hi (bins are integers), so a run costs its boolean
+    matrices alone (at 2,000 counters and 1,920 intervals 23 MB, not 54 MB with the bins as floats).
     """
 
     n: int
@@ -138,7 +141,6 @@ class Encoded:
     item_index: dict[str, int]
     observed: np.ndarray
     counter_index: dict[str, int]
-    values: np.ndarray               # the bins themselves (NaN = not observed), for range items
 
     @classmethod
     def of(cls, binned: pd.DataFrame) -> "Encoded":
@@ -148,11 +150,11 @@ class Encoded:
         return cls(n, np.asfortranarray(np.concatenate([onehot.to_numpy(dtype=bool), *pad], axis=1)),
                    {name: i for i, name in enumerate(onehot.columns)},
                    np.asfortranarray(np.concatenate([binned.notna().to_numpy(dtype=bool), *pad], axis=1)),
-                   {name: i for i, name in enumerate(binned.columns)},
-                   binned.to_numpy(dtype=float, na_value=np.nan))
+                   {name: i for i, name in enumerate(binned.columns)})
 
     def add_range_items(self, names) -> None:
-        """Add columns for ``counter=lo..hi`` items not seen yet (the sentinels stay last)."""
+        """Add columns for ``counter=lo..hi`` items not seen yet (the sentinels stay last): an
+        interval holds the item when its bin is one of lo..hi (never when it is missing)."""
         new = [x for x in dict.fromkeys(names) if x is not None and ".." in x and x not in self.item_index]
         if not new:
             return
@@ -160,9 +162,9 @@ class Encoded:
         for name in new:
             counter, span = name.rsplit("=", 1)
             lo, hi = (int(v) for v in span.split(".."))
-            j = self.counter_index.get(counter)
-            v = self.values[:, j] if j is not None else np.full(self.n, np.nan)
-            cols.append((v >= lo) & (v <= hi))
+            held = [self.item_index[b] for b in (rule_mining.item(counter, k) for k in range(lo, hi + 1))
+                    if b in self.item_index]
+            cols.append(self.items[:, held].any(axis=1) if held else np.zeros(self.n, dtype=bool))
         first = self.items.shape[1] - 2
         grown = np.empty((self.n, first + len(cols) + 2), dtype=bool, order="F")   # one copy, column-major
         grown[:, :first] = self.items[:, :first]
@@ -586,8 +588,8 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
     path = single_dir / f"{digest[:16]}.parquet"
     if path.exists():
         return rule_mining.rules_from_frame(pd.read_parquet(path))
-    pooled = pd.concat([frames.at(r, reference) for r in baseline], ignore_index=True)
-    rules = rule_mining.mine_model(bins.apply_edges(pooled, edges), edges, params)
+    binned = bins.apply_edges(pd.concat([frames.at(r, reference) for r in baseline], ignore_index=True), edges)
+    rules = rule_mining.mine_model(binned, edges, params)      # the pooled values freed before the mining
     atomic.write_parquet_atomic(path, rule_mining.rules_to_frame(rules))
     return rules
 

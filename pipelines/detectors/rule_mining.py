@@ -65,15 +65,23 @@ def counter_of(item_name: str) -> str:
 
 def one_hot(binned: pd.DataFrame) -> pd.DataFrame:
     """Transactions as a boolean frame: one column per ``counter=bin`` item that occurs."""
-    arr = binned.to_numpy(dtype=float, na_value=np.nan)
-    names, cols = [], []
-    for j, counter in enumerate(binned.columns):
-        col = arr[:, j]
-        for b in np.unique(col[~np.isnan(col)]):
-            names.append(item(counter, b))
-            cols.append(col == b)
-    # one boolean block, not one per item (thousands of items at 2,000 counters)
-    matrix = np.column_stack(cols) if cols else np.zeros((len(binned), 0), dtype=bool)
+    def column(counter: str) -> np.ndarray:
+        return binned[counter].to_numpy(dtype=float, na_value=np.nan)
+
+    # one boolean block, not one per item (thousands of items at 2,000 counters), filled column by
+    # column: a pooled history's bins are never copied whole (76,800 intervals x 2,000 counters
+    # would be 1.2 GB as floats, and the items' list as much again as the block)
+    found = [(counter, np.unique(col[~np.isnan(col)])) for counter, col in
+             ((counter, column(counter)) for counter in binned.columns)]
+    names = [item(counter, b) for counter, bins_ in found for b in bins_]
+    matrix = np.empty((len(binned), len(names)), dtype=bool)
+    j = 0
+    for counter, bins_ in found:
+        if len(bins_):
+            col = column(counter)
+            for b in bins_:
+                matrix[:, j] = col == b
+                j += 1
     return pd.DataFrame(matrix, index=binned.index, columns=names)
 
 
