@@ -63,25 +63,34 @@ def counter_of(item_name: str) -> str:
     return item_name.rsplit("=", 1)[0]
 
 
+ONE_HOT_CELLS = 1 << 23    # values one_hot converts to floats at a time (64 MiB): a run at once, a pooled history in slices
+
+
 def one_hot(binned: pd.DataFrame) -> pd.DataFrame:
     """Transactions as a boolean frame: one column per ``counter=bin`` item that occurs."""
-    def column(counter: str) -> np.ndarray:
-        return binned[counter].to_numpy(dtype=float, na_value=np.nan)
+    # one boolean block, not one per item (thousands of items at 2,000 counters), filled a slice of
+    # counters at a time: a pooled history's bins are never copied whole (76,800 intervals x 2,000
+    # counters would be 1.2 GB as floats, and a list of the items' columns as much again)
+    width = max(1, ONE_HOT_CELLS // max(1, len(binned)))
+    slices = [list(binned.columns[i:i + width]) for i in range(0, binned.shape[1], width)]
 
-    # one boolean block, not one per item (thousands of items at 2,000 counters), filled column by
-    # column: a pooled history's bins are never copied whole (76,800 intervals x 2,000 counters
-    # would be 1.2 GB as floats, and the items' list as much again as the block)
-    found = [(counter, np.unique(col[~np.isnan(col)])) for counter, col in
-             ((counter, column(counter)) for counter in binned.columns)]
+    def values(counters: list[str]) -> np.ndarray:
+        return binned[counters].to_numpy(dtype=float, na_value=np.nan)
+
+    found = []
+    for counters in slices:
+        arr = values(counters)
+        found += [(counter, np.unique(arr[:, j][~np.isnan(arr[:, j])])) for j, counter in enumerate(counters)]
     names = [item(counter, b) for counter, bins_ in found for b in bins_]
-    matrix = np.empty((len(binned), len(names)), dtype=bool)
-    j = 0
-    for counter, bins_ in found:
-        if len(bins_):
-            col = column(counter)
-            for b in bins_:
-                matrix[:, j] = col == b
-                j += 1
+    matrix = np.empty((len(binned), len(names)), dtype=bool, order="F")      # contiguous columns to fill
+    k, at = 0, 0
+    for counters in slices:
+        arr = values(counters)
+        for j in range(len(counters)):
+            for b in found[k][1]:
+                matrix[:, at] = arr[:, j] == b
+                at += 1
+            k += 1
     return pd.DataFrame(matrix, index=binned.index, columns=names)
 
 

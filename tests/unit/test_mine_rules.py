@@ -19,6 +19,18 @@ def test_one_hot_items():
     assert oh["a.x=1"].tolist() == [False, True, True, False]
 
 
+def test_one_hot_in_slices_of_counters_gives_the_same_items(monkeypatch):
+    frame = binned(**{"a.x": [0, 1, 1, None], "b.y": [2, 2, 2, 2], "c.z": [None, None, None, None],
+                      "d.w": [3, 0, 3, None]})
+    whole = rule_mining.one_hot(frame)
+    monkeypatch.setattr(rule_mining, "ONE_HOT_CELLS", 4)          # one counter of 4 intervals at a time
+    sliced = rule_mining.one_hot(frame)
+    assert sliced.equals(whole)
+    # by hand: an item per bin a counter shows, in counter then bin order; c.z never observed has none
+    assert list(whole.columns) == ["a.x=0", "a.x=1", "b.y=2", "d.w=0", "d.w=3"]
+    assert whole["d.w=3"].tolist() == [True, False, True, False] and whole["b.y=2"].all()
+
+
 def test_usual_range_is_the_narrowest_run_of_bins_holding_the_confidence():
     # counts per bin of a.x: [1, 4, 4, 1] over 10 intervals; 90 % needs bins 0..2 or 1..3 (9 of 10):
     # equal width and support -> the lower one
