@@ -38,7 +38,8 @@ def _doc():
 
 def test_run_page_escapes_everything_from_the_archive_and_is_self_contained():
     html = pages.render_run(_doc(), {"version": EVIL, "started_at": "2026", "environment": {"os": EVIL}}, None,
-        pages.RunPage(baseline_envs={f"b{EVIL}": {"os": "other"}}, raw_href="../../data/raw/x.tar.gz",
+                            pages.RunPage(baseline_envs={f"b{EVIL}": {"os": "other"}},
+                                          raw_href="../../data/raw/x.tar.gz",
                       raw_name="x.tar.gz"))
     assert "<script" not in html
     assert "&lt;script&gt;" in html
@@ -129,7 +130,8 @@ def test_run_page_leads_with_the_summary_and_the_change():
     doc["summary"] = f"Regression: {counter} 1 → 2"
     changes = {counter: {"baseline": 1.0, "target": 2.0, "change_pct": 100.0, "direction": "changed"}}
     html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
-        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x", changes=changes))
+                            pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x",
+                                          changes=changes))
     assert html.index('id="summary"') < html.index('id="cause"') < html.index('id="top-counters"')
     row = html[html.index('id="top-counters"'):html.index('id="method-details"')]
     assert "+100.0 %" in row and "stacking s" not in row                 # the change first, methods in details
@@ -176,7 +178,7 @@ def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
     doc["methods"]["cause_classifier"] = {"score": 0.93, "null_runs": 36, "verdict": None, "p_value": None,
                                           "abstained": "the baseline is not of the run's lab (adjusted)"}
     row = re.search(r"<tr><td>cause_classifier</td>.*?</tr>", pages.render_run(doc, meta, None,
-        pages.RunPage(**kw)), re.S).group(0)
+                                                                               pages.RunPage(**kw)), re.S).group(0)
     assert "n/a" in row and "abstains: the baseline is not of the run&#39;s lab (adjusted)" in row
 
 
@@ -213,7 +215,7 @@ def test_a_run_with_no_baseline_says_so_and_is_not_scored():
     doc["details"] = {**doc["details"], "no_baseline": "no verified passed run of this system"}
     assert summary.plain_summary(doc, {}) == "Not judged: no verified passed run of this system."
     html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
-        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
+                            pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     assert 'id="no-baseline"' in html and "not judged" in html and "--verdict pass|fail" in html
     rows = [{**pages.index_row(doc), "change": "new"}, {**pages.index_row(_doc()), "change": "new"}]
     index = pages.render_index(rows, pages.NightIndex(night="n", generated="g", quarantined=[]))
@@ -224,9 +226,19 @@ def test_a_run_compared_with_runs_verified_after_it_says_so():
     doc = _doc()
     doc["details"] = {**doc["details"], "baseline_origin": "later"}
     html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
-        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
+                            pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
     assert 'id="later-baseline"' in html and "verified since, which started later" in html
     assert "Compared with runs verified after it" in summary.plain_summary({**doc, "verdict": "pass"}, {})
+
+
+def test_a_run_compared_with_its_own_labs_later_runs_says_so():
+    doc = _doc()
+    doc["details"] = {**doc["details"], "baseline_origin": "later_lab"}
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+                            pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
+    assert 'id="later-lab-baseline"' in html and 'id="later-baseline"' not in html
+    assert "Compared with runs of its own lab verified after it" in summary.plain_summary(
+        {**doc, "verdict": "pass"}, {})
 
 
 def test_a_run_judged_against_itself_says_where_in_the_run_it_changed():
@@ -284,7 +296,8 @@ def test_only_a_flagged_counter_shows_its_size_at_its_strongest():
     changes = {flagged: {"baseline": 100.0, "target": 101.0, "change_pct": 1.0, "direction": "worse"},
                "calm.cpu_pct": {"baseline": 50.0, "target": 50.5, "change_pct": 1.0, "direction": "changed"}}
     html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
-        pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x", changes=changes))
+                            pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x",
+                                          changes=changes))
     rows = re.findall(r"<tr(?: class=\"flagged\")?><td>.*?</tr>", html.split('id="top-counters"')[1].split("</table>")[0], re.S)
     assert len(rows) == 2
     assert "+1.0 % (+20.0 % at its strongest)" in next(r for r in rows if 'class="flagged"' in r)
