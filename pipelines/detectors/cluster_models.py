@@ -63,7 +63,7 @@ RESOLUTION = 1e-3     # the smallest prediction error worth telling apart (0.1 %
 # --------------------------------------------------------------------------- pure core
 
 
-def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
+def pearson_distance(frame: pd.DataFrame, rho: np.ndarray | None = None) -> pd.DataFrame:
     """Equation 1 of seed 000 between every pair of columns: ``1 - ρ`` when ``ρ ≥ 0``, else ``|ρ|``.
 
     Without missing values (the frames :func:`complete_columns` makes) ``ρ`` is numpy's
@@ -74,9 +74,12 @@ def pearson_distance(frame: pd.DataFrame) -> pd.DataFrame:
     alone reordered the average-linkage merges; rounded, equal distances stay equal and ties go
     by column order.  Rounding ρ rather than the distance matters at ``ρ = 0``, where equation 1
     jumps from 1 to 0: two uncorrelated counters (``ρ`` of order 1e-17, either sign) were 1
-    apart on one machine and 0 apart on another."""
+    apart on one machine and 0 apart on another.  ``rho``: the frame's correlation matrix, when
+    the caller has it (numpy's, of a frame without missing values)."""
     values = frame.to_numpy(dtype=float)
-    if np.isnan(values).any():
+    if rho is not None:
+        rho = np.triu(rho) + np.triu(rho, 1).T
+    elif np.isnan(values).any():
         rho = frame.corr().to_numpy()
     else:
         with np.errstate(invalid="ignore", divide="ignore"):       # a constant column: NaN, as pandas gives
@@ -93,7 +96,13 @@ def constant_counters(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     return sorted(c for c in old.columns if not (old[c].std(ddof=0) > 0) and not (new[c].std(ddof=0) > 0))
 
 
-def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float = 1e-6) -> list[tuple[str, float]]:
+def varying(frame: pd.DataFrame) -> list[str]:
+    """The counters of ``frame`` that vary (standard deviation above 0), in its column order."""
+    return [c for c in frame.columns if frame[c].std(ddof=0) > 0]
+
+
+def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float = 1e-6,
+                       corr: np.ndarray | None = None) -> list[tuple[str, float]]:
     """Redundancy analysis (§4.1): the counters removed, in order, each with its R² on the rest.
 
     ``R²_j = 1 - 1/(C⁻¹)_jj`` for the correlation matrix ``C`` (+ ``ridge`` on the diagonal) of
@@ -109,12 +118,13 @@ def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float
     inverse's rounding noise, which depends on the BLAS kernel and thread count, so another
     machine removed the other one and built other clusters; rounded, the tie goes by column
     order on every machine (checked with ``OPENBLAS_CORETYPE`` and ``NPY_DISABLE_CPU_FEATURES``,
-    ``tests/unit/test_clusters.py``).
+    ``tests/unit/test_clusters.py``).  ``corr``: numpy's correlation matrix of the counters that
+    vary (:func:`varying`), when the caller has it.
     """
-    cols = [c for c in frame.columns if frame[c].std(ddof=0) > 0]
+    cols = varying(frame)
     if len(cols) < 2:
         return []
-    corr = np.nan_to_num(np.corrcoef(frame[cols].to_numpy(dtype=float), rowvar=False))
+    corr = np.nan_to_num(np.corrcoef(frame[cols].to_numpy(dtype=float), rowvar=False) if corr is None else corr)
     inv = np.linalg.inv(corr + ridge * np.eye(len(cols)))
     p = len(cols)
     diag = np.diag(inv).copy()
@@ -255,12 +265,21 @@ def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, *, r2_threshold: 
     old, new = old[counters], new[counters]
     constant = constant_counters(old, new)
     both = pd.concat([old, new], ignore_index=True).drop(columns=constant)
-    redundant = redundant_counters(both, r2_threshold=r2_threshold, ridge=ridge)
+    cols = varying(both)
+    values = both[cols].to_numpy(dtype=float)
+    rho = None                      # one correlation matrix for the redundancy analysis and the distances
+    if len(cols) >= 2 and not np.isnan(values).any():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
+    redundant = redundant_counters(both, r2_threshold=r2_threshold, ridge=ridge, corr=rho)
     kept = [c for c in both.columns if c not in {r for r, _ in redundant}]
     if not kept:
         return {"verdict": None, "reason": "no counter varies in the baseline or the target", "max_prediction_error": None,
                 "clusters": [], "constant_counters": constant, "redundant_counters": dict(redundant)}
-    distance = pearson_distance(both[kept]).fillna(1.0)
+    at = {c: i for i, c in enumerate(cols)}
+    sub = rho[np.ix_([at[c] for c in kept], [at[c] for c in kept])] if rho is not None and all(c in at for c in kept) \
+        else None
+    distance = pearson_distance(both[kept], sub).fillna(1.0)
     membership, ch = cluster_counters(distance, max_clusters=max_clusters)
     clusters = []
     for label in sorted(set(membership.values())):
