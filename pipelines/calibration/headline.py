@@ -396,7 +396,7 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     return moved[:FALLBACK_FLAGS]
 
 
-def run_score(ev: Evidence, used: dict[str, float | None]) -> float:
+def verdict_score(ev: Evidence, used: dict[str, float | None]) -> float:
     """The run's score: the mean of the methods' scores, or, when the run against itself decided
     alone, its own score ``r`` (its largest contrast over its limit) as ``r / (1 + r)``."""
     if set(used) == {"within_run"}:
@@ -491,7 +491,7 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
     return Verdict(run_id=run.run_id, system=run.system, verdict=verdict,
-                   score=None if unjudged is not None else run_score(ev, used),
+                   score=None if unjudged is not None else verdict_score(ev, used),
                    flagged_counters=flagged,
                    counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
                    cause=cause_of(verdict, predicted), baseline_runs=run.baseline_runs,

@@ -387,7 +387,7 @@ class Charter:
                             lambda runs: self.frames.levels(runs, self.frames.reference), lab_kw, candidates)
 
 
-def run_score(average: pd.Series, *, top_fraction: float, exclude=()) -> float:
+def top_ratio_mean(average: pd.Series, *, top_fraction: float, exclude=()) -> float:
     """Mean average-violation ratio of the top ``top_fraction`` counters (Nguyen 2017 §7.5.2)."""
     a = average.drop(list(exclude), errors="ignore").dropna().sort_values(ascending=False)
     if a.empty:
@@ -481,8 +481,8 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
     counters = len(set().union(*(x.index for x in runs.values()))) if runs else 0
     independent, skipped = capped_filter(independent, counters, max_share=float(params["max_filtered_share"]))
     top = float(params["top_fraction"])
-    scores = {r: run_score(x["average"], top_fraction=top, exclude=independent) for r, x in runs.items()}
-    windows = {r: run_score(x["window"], top_fraction=top, exclude=independent) for r, x in runs.items()}
+    scores = {r: top_ratio_mean(x["average"], top_fraction=top, exclude=independent) for r, x in runs.items()}
+    windows = {r: top_ratio_mean(x["window"], top_fraction=top, exclude=independent) for r, x in runs.items()}
     counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     window_max = pd.DataFrame([x["window"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     threshold = params["threshold"]
@@ -511,8 +511,8 @@ def cross_lab_calibration(passed: list[str], index: dict[str, Any], charter: Cha
         base = chart_baseline({b: envs[b] for b in baseline}, envs[run_id], params["max_baseline_runs"])
         lab = charter.lab(run_id, base, index, verified, lab_kw, candidates=[r for r in passed if r != run_id])
         ratios = charter(base, run_id, lab["shift"])[0].drop(index=labs.not_judged(lab), errors="ignore")
-        return lab["status"], {"run": run_score(ratios["average"], top_fraction=top, exclude=independent),
-                               "window": run_score(ratios["window"], top_fraction=top, exclude=independent)}
+        return lab["status"], {"run": top_ratio_mean(ratios["average"], top_fraction=top, exclude=independent),
+                               "window": top_ratio_mean(ratios["window"], top_fraction=top, exclude=independent)}
     null = labs.cross_lab_null(passed, {r: labs.lab_key(e) for r, e in envs.items()}, lab_runs, chart_across)
     return {status: {"normal_scores": {r: x["run"] for r, x in runs.items()},
                      "window_scores": {r: x["window"] for r, x in runs.items()}} for status, runs in null.items()}
@@ -585,8 +585,8 @@ def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: fl
     over its limit.)
     """
     independent = set(calibration["load_independent"])
-    score = run_score(ratios["average"], top_fraction=top_fraction, exclude=independent)
-    window = run_score(ratios["window"], top_fraction=top_fraction, exclude=independent)
+    score = top_ratio_mean(ratios["average"], top_fraction=top_fraction, exclude=independent)
+    window = top_ratio_mean(ratios["window"], top_fraction=top_fraction, exclude=independent)
     resolution = 1.0 / max(1.0, float(ratios["n"].max()) if len(ratios) else 1.0)
     p_run = pvalues.calibrated_pvalue(score, list(calibration["normal_scores"].values()), resolution=resolution)
     p_window = pvalues.calibrated_pvalue(window, list(calibration["window_scores"].values()), resolution=resolution)

@@ -22,7 +22,7 @@ strongest window (``charts.window_ratio``); here the baseline is the rest of the
 * **its limit**: the largest contrast of that counter among the history's normal runs — a
   counter whose normal runs wander within the run (a periodic job, a garbage collector) needs
   a larger contrast to count than a quiet one;
-* **the run score** (:func:`run_score`): the largest contrast over its limit, among the
+* **the run score** (:func:`largest_ratio`): the largest contrast over its limit, among the
   counters whose contrast also matters (at least ``min_effect``, ``significance.min_effect_pct``:
   practical significance, as every detector's flags); 0 when no counter moved that much;
 * **the p-value**: the score against the same score of each normal run, its limits learned from
@@ -187,7 +187,7 @@ def counter_ratios(changes: dict[str, float], limits: dict[str, float], *, min_e
     return {c: abs(v) / max(limits.get(c, 0.0), min_effect) for c, v in changes.items() if abs(v) >= min_effect}
 
 
-def run_score(changes: dict[str, float], limits: dict[str, float], *, min_effect: float) -> float:
+def largest_ratio(changes: dict[str, float], limits: dict[str, float], *, min_effect: float) -> float:
     """The largest :func:`counter_ratios` of the run; 0 when no counter's change matters."""
     return max(counter_ratios(changes, limits, min_effect=min_effect).values(), default=0.0)
 
@@ -199,7 +199,7 @@ def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, f
     peaks = usual_peaks(contrasts)
     changes = {r: changes_of(v, peaks, floor_share=floor_share) for r, v in contrasts.items()}
     limits = counter_limits(changes)
-    scores = {r: round(run_score(changes[r], limits_without(limits, r), min_effect=min_effect), 6)
+    scores = {r: round(largest_ratio(changes[r], limits_without(limits, r), min_effect=min_effect), 6)
               for r in sorted(changes)}
     return {"peaks": peaks, "limits": limits, "normal_scores": scores, "min_effect": min_effect,
             "floor_share": floor_share}

@@ -88,11 +88,11 @@ def test_unknown_options_are_refused(bad):
         charts.control_limits([pd.DataFrame({"x": [1.0]})], **{**LIMITS, **bad})
 
 
-def test_run_score_is_the_mean_of_the_top_half():
+def test_the_top_ratio_mean_is_the_mean_of_the_top_half():
     avg = pd.Series({"a": 0.5, "b": 0.1, "c": 0.0, "d": 0.3})
-    assert charts.run_score(avg, top_fraction=0.5) == pytest.approx(0.4)          # (0.5 + 0.3) / 2
-    assert charts.run_score(avg, top_fraction=0.5, exclude=["a"]) == pytest.approx(0.2)   # b, c, d: top 2 = 0.3, 0.1
-    assert charts.run_score(pd.Series(dtype=float), top_fraction=0.5) == 0.0
+    assert charts.top_ratio_mean(avg, top_fraction=0.5) == pytest.approx(0.4)          # (0.5 + 0.3) / 2
+    assert charts.top_ratio_mean(avg, top_fraction=0.5, exclude=["a"]) == pytest.approx(0.2)   # b, c, d: top 2 = 0.3, 0.1
+    assert charts.top_ratio_mean(pd.Series(dtype=float), top_fraction=0.5) == 0.0
 
 
 def test_load_independent_counters_from_normal_pairs():

@@ -73,8 +73,8 @@ def test_the_run_score_is_the_largest_change_over_its_limit_among_changes_that_m
     # a: 0.50 / 0.20 = 2.5; b: 0.04 is under min_effect 0.05 (does not matter); c: no limit -> 0.06 / 0.05 = 1.2
     assert within_run.counter_ratios({"a": 0.50, "b": 0.04, "c": -0.06}, limits, min_effect=0.05) == \
         pytest.approx({"a": 2.5, "c": 1.2})
-    assert within_run.run_score({"a": 0.50, "b": 0.04, "c": -0.06}, limits, min_effect=0.05) == pytest.approx(2.5)
-    assert within_run.run_score({"b": 0.04}, limits, min_effect=0.05) == 0.0
+    assert within_run.largest_ratio({"a": 0.50, "b": 0.04, "c": -0.06}, limits, min_effect=0.05) == pytest.approx(2.5)
+    assert within_run.largest_ratio({"b": 0.04}, limits, min_effect=0.05) == 0.0
 
 
 def contrast(window, rest=10.0, peak=11.0):
