@@ -86,10 +86,10 @@ def baseline_choice(run_id: str, index: dict[str, dict[str, Any]], *, window: in
     later = [r for r in passed if index[r]["started_at"] > row["started_at"]]
     chosen, origin = (before[-window:], "before") if before else (later[:window], "later" if later else "none")
     lab = lab_key(row.get("environment"))
-    if any(lab_key(index[r].get("environment")) == lab for r in chosen):
+    own = {r for r in passed if lab_key(index[r].get("environment")) == lab}
+    if not own.isdisjoint(chosen):
         return chosen, origin
-    own_before = [r for r in before if lab_key(index[r].get("environment")) == lab]
-    own_later = [r for r in later if lab_key(index[r].get("environment")) == lab]
+    own_before, own_later = [r for r in before if r in own], [r for r in later if r in own]
     if own_before:
         return own_before[-window:], "before"
     if own_later:

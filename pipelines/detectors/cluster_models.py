@@ -102,7 +102,7 @@ def varying(frame: pd.DataFrame) -> list[str]:
 
 
 def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float = 1e-6,
-                       corr: np.ndarray | None = None) -> list[tuple[str, float]]:
+                       correlated: tuple[list[str], np.ndarray] | None = None) -> list[tuple[str, float]]:
     """Redundancy analysis (§4.1): the counters removed, in order, each with its R² on the rest.
 
     ``R²_j = 1 - 1/(C⁻¹)_jj`` for the correlation matrix ``C`` (+ ``ridge`` on the diagonal) of
@@ -118,10 +118,10 @@ def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float
     inverse's rounding noise, which depends on the BLAS kernel and thread count, so another
     machine removed the other one and built other clusters; rounded, the tie goes by column
     order on every machine (checked with ``OPENBLAS_CORETYPE`` and ``NPY_DISABLE_CPU_FEATURES``,
-    ``tests/unit/test_clusters.py``).  ``corr``: numpy's correlation matrix of the counters that
-    vary (:func:`varying`), when the caller has it.
+    ``tests/unit/test_clusters.py``).  ``correlated``: the counters that vary (:func:`varying`) and
+    numpy's correlation matrix of them, when the caller has them.
     """
-    cols = varying(frame)
+    cols, corr = correlated if correlated is not None else (varying(frame), None)
     if len(cols) < 2:
         return []
     corr = np.nan_to_num(np.corrcoef(frame[cols].to_numpy(dtype=float), rowvar=False) if corr is None else corr)
@@ -271,7 +271,7 @@ def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, *, r2_threshold: 
     if len(cols) >= 2 and not np.isnan(values).any():
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
-    redundant = redundant_counters(both, r2_threshold=r2_threshold, ridge=ridge, corr=rho)
+    redundant = redundant_counters(both, r2_threshold=r2_threshold, ridge=ridge, correlated=(cols, rho))
     kept = [c for c in both.columns if c not in {r for r, _ in redundant}]
     if not kept:
         return {"verdict": None, "reason": "no counter varies in the baseline or the target", "max_prediction_error": None,
@@ -357,17 +357,18 @@ def judge(max_error: float, null: list[float], *, false_alarm_rate: float,
 
 
 def model_runs(old_runs: list[str], run_id: str, frames, params: dict[str, Any],
-               cluster_threshold: float, lab: dict[str, Any] | None = None) -> dict[str, Any]:
-    """:func:`clustered_regression` of one run against the concatenated ``old_runs``; a target
-    in a lab that none of them used is first moved by its lab's level and its unstable
-    counters left out (``labs.lab_shift``, as the control charts do)."""
+               lab: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`clustered_regression` of one run against the concatenated ``old_runs``, not judged
+    (no error threshold: :func:`decide` judges it against the normal runs); a target in a lab that
+    none of them used is first moved by its lab's level and its unstable counters left out
+    (``labs.lab_shift``, as the control charts do)."""
     share = float(params["min_counter_share"])
     old = complete_columns(pd.concat([frames[b] for b in old_runs], ignore_index=True), min_share=share)
     target = labs.shifted(frames[run_id], (lab or {}).get("shift")).reset_index(drop=True)
     new = complete_columns(target.drop(columns=labs.not_judged(lab) if lab else [], errors="ignore"), min_share=share)
     common = [c for c in old.columns if c in new.columns]
     return clustered_regression(old[common], new[common], r2_threshold=float(params["r2_threshold"]),
-                                max_clusters=int(params["max_clusters"]), error_threshold=cluster_threshold,
+                                max_clusters=int(params["max_clusters"]), error_threshold=float("inf"),
                                 error_floor=float(params["error_floor"]), ridge=float(params["ridge"]),
                                 error_trim=float(params["error_trim"]))
 
@@ -396,7 +397,7 @@ def model_against(run_id: str, candidates: list[str], index: dict[str, Any], fra
     envs = {r: index[r].get("environment") or {} for r in [run_id, *candidates, *lab_runs, *teachers]}
     lab = labs.lab_for(run_id, similar, envs, lab_runs, lambda runs: frames.levels(runs, frames.reference),
                        labs.lab_params(hist), teachers)
-    return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, float("inf"), lab)}
+    return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, lab)}
 
 
 def decide(result: dict[str, Any], null: list[float], params: dict[str, Any]) -> dict[str, Any]:

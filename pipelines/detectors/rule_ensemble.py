@@ -685,6 +685,11 @@ def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext,
                                 floor_share=float(sig["floor_share"]))
 
 
+def flagged_union(result: dict[str, Any]) -> list[str]:
+    """The counters any of the three combiners flagged, each once, in the combiners' order."""
+    return list(dict.fromkeys(c for k in ("single", "bagging", "stacking") for c in result[k]))
+
+
 def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[str],
                       ctx: DetectContext) -> None:
     """The practical-change filters on ``result`` (in place): a flagged counter stays flagged when
@@ -693,14 +698,13 @@ def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[st
     the reference runs (:func:`change_magnitude` at least ``min_rel_change``; the others in
     ``small_changes``)."""
     flagged = {k: result[k] for k in ("single", "bagging", "stacking")}
-    union = list(dict.fromkeys(c for k in flagged for c in flagged[k]))
-    _, result["small_effects"] = effects.split_by_effect(union, result["effects"],
+    _, result["small_effects"] = effects.split_by_effect(flagged_union(result), result["effects"],
                                                          float(ctx.significance["min_effect_pct"]))
     result.update({k: [c for c in v if c not in result["small_effects"]] for k, v in flagged.items()})
     result["small_changes"] = {}
     if not (ctx.params["min_rel_change"] and refs):
         return
-    flagged = set(result["single"]) | set(result["bagging"]) | set(result["stacking"])
+    flagged = set(flagged_union(result))
     q = ctx.cache.band(refs, ctx.reference, tuple(ctx.params["change_band_pct"]), sorted(flagged & set(frame.columns)))
     magnitude = {c: change_magnitude(frame[c].to_numpy(dtype=float), result["intervals"].get(c),
                                      float(q.at["low", c]), float(q.at["level", c]), float(q.at["high", c]))
@@ -748,9 +752,7 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     result["pruned_rules"] = dropped
     result["single"] = [c for c in result["single"] if c not in env_dependent and c not in set(lab["unstable"])]
     result["environment_dependent"] = env_dependent
-    flagged = None if with_single else list(dict.fromkeys(c for k in ("single", "bagging", "stacking")
-                                                          for c in result[k]))
-    result["effects"] = run_effects(frame, refs, ctx, flagged)
+    result["effects"] = run_effects(frame, refs, ctx, None if with_single else flagged_union(result))
     practical_changes(result, frame, refs, ctx)
     not_analysed = split_counters(frame, ctx.edges, model_counters)
     if env_dependent:

@@ -77,20 +77,20 @@ def one_hot(binned: pd.DataFrame) -> pd.DataFrame:
     def values(counters: list[str]) -> np.ndarray:
         return binned[counters].to_numpy(dtype=float, na_value=np.nan)
 
-    found = []
-    for counters in slices:
-        arr = values(counters)
-        found += [(counter, np.unique(arr[:, j][~np.isnan(arr[:, j])])) for j, counter in enumerate(counters)]
-    names = [item(counter, b) for counter, bins_ in found for b in bins_]
+    def bins_of(arr: np.ndarray) -> list[np.ndarray]:
+        return [np.unique(col[~np.isnan(col)]) for col in arr.T]
+
+    found = [bins_of(values(counters)) for counters in slices]      # per slice, each counter's bins
+    names = [item(counter, b) for counters, bins_ in zip(slices, found) for counter, seen in zip(counters, bins_)
+             for b in seen]
     matrix = np.empty((len(binned), len(names)), dtype=bool, order="F")      # contiguous columns to fill
-    k, at = 0, 0
-    for counters in slices:
+    at = 0
+    for counters, bins_ in zip(slices, found):
         arr = values(counters)
-        for j in range(len(counters)):
-            for b in found[k][1]:
+        for j, seen in enumerate(bins_):
+            for b in seen:
                 matrix[:, at] = arr[:, j] == b
                 at += 1
-            k += 1
     return pd.DataFrame(matrix, index=binned.index, columns=names)
 
 
