@@ -314,6 +314,30 @@ def test_strongest_windows_equal_a_window_by_window_count():
     assert width == 8 and np.allclose(got, expected, equal_nan=True) and np.isnan(got[5])
 
 
+def test_strongest_windows_of_complete_columns_are_the_largest_window_mean():
+    """Complete columns (every point comparable) take the shortcut (the largest window sum over
+    the width); beside gappy and never-comparable ones, every column is still the definition.
+    By hand: width ceil(0.25·8) = 2, column 0 [0,1,1,0,0,0,1,0]: best window mean 1.0;
+    column 1 [3,0,0,0,0,0,0,5]: 2.5."""
+    complete = np.array([[0, 1, 1, 0, 0, 0, 1, 0], [3, 0, 0, 0, 0, 0, 0, 5]], dtype=float).T
+    assert charts.window_ratio(complete, window_share=0.25).tolist() == [1.0, 2.5]
+    rng = np.random.default_rng(11)
+    values = rng.random((41, 9)) * 1e3
+    values[rng.random((41, 9)) < 0.2] = np.nan
+    values[:, [0, 3, 4]] = rng.random((41, 3)) * 1e3                      # three complete columns
+    values[:, 8] = np.nan                                                # one never comparable
+    width = charts.window_width(41, 0.15)
+    expected = []
+    for j in range(9):
+        means = [np.nanmean(values[i:i + width, j]) for i in range(41 - width + 1)
+                 if np.sum(~np.isnan(values[i:i + width, j])) >= max(1, width // 2)]
+        expected.append(max(means) if means else np.nan)
+    got = charts.window_ratio(values, window_share=0.15)
+    alone = charts.window_ratio(values[:, [0, 3, 4]], window_share=0.15)
+    assert width == 7 and np.allclose(got, expected, equal_nan=True) and np.isnan(got[8])
+    assert np.array_equal(got[[0, 3, 4]], alone)                           # the same with or without the others
+
+
 def test_excursions_say_how_far_below_or_above_the_band_in_its_widths():
     """Baseline 0..100: LCL 1, UCL 99, band 98 wide.  20 intervals, 4 a window (20 %)."""
     limits = charts.control_limits([pd.DataFrame({"x": np.arange(101.0), "flat": np.full(101, 200.0),
