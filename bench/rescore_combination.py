@@ -42,7 +42,7 @@ def within_history_faults(split: Path, system: str) -> dict[str, float]:
     return ((json.loads(path.read_text()).get("within_run") or {}).get("fault_pvalues")) or {}
 
 
-def decide(doc: dict, split: Path, within: str, weights: str, alpha: float) -> str:
+def verdict_under(doc: dict, split: Path, within: str, weights: str, alpha: float) -> str:
     """The target's verdict under a variant (module docstring)."""
     if doc["verdict"] == "no_baseline":
         return "no_baseline"
@@ -81,7 +81,7 @@ def rescore(root: Path, alpha: float) -> dict[tuple[str, str], dict]:
                 path = split / "reports" / "runs" / f"{run_id}.json"
                 if not path.exists():
                     continue
-                said = decide(json.loads(path.read_text()), split, *variant, alpha)
+                said = verdict_under(json.loads(path.read_text()), split, *variant, alpha)
                 fault = target["truth"] == "fail"
                 n += 1
                 right += (said == "fail") == fault

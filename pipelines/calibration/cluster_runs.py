@@ -14,7 +14,7 @@ from pipelines import config, parallel
 from pipelines.calibration import history
 from pipelines.detectors.cluster_models import (
     cross_lab_scores,
-    decide_matched,
+    judge_matched,
     model_against,
     normal_pvalues,
     normal_scores,
@@ -55,7 +55,7 @@ def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: d
 
     def model_fault(run_id: str) -> float | None:
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        result = decide_matched(model_against(run_id, baseline, index, frames, params, hist), null, None, params, run_id)
+        result = judge_matched(model_against(run_id, baseline, index, frames, params, hist), null, None, params, run_id)
         return result.get("p_value") if (result.get("lab") or {}).get("status") == "same_lab" else None
     judged = dict(zip(faults, parallel.map_ordered(model_fault, faults, progress=progress.each())))
     return {r: p for r, p in judged.items() if p is not None}
@@ -79,7 +79,7 @@ def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, An
     done = memo.reuse(config.cluster_path(run_id), key)
     if done is not None:
         return done, True
-    result = decide_matched(model_against(run_id, baseline, index, frames, params, hist),
+    result = judge_matched(model_against(run_id, baseline, index, frames, params, hist),
                             calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
     result["history_faults"] = calibration.get("fault_pvalues")
     result["history_normals"] = calibration.get("normal_pvalues")

@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> None:
     if not args.run_id or (args.undo == bool(args.verdict)):
         parser.error("give a RUN_ID and either --verdict pass|fail or --undo")
     with locks.data_lock("triage"):
-        decide(args)
+        record_decision(args)
 
 
-def decide(args: argparse.Namespace) -> None:
+def record_decision(args: argparse.Namespace) -> None:
     """One decision (or its undo), appended to the triage log."""
     index = manifest.read_valid_index() if config.VALID_INDEX.exists() else {}
     state = triage_state(read_log())

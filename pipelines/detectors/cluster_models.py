@@ -359,7 +359,7 @@ def judge(max_error: float, null: list[float], *, false_alarm_rate: float,
 def model_runs(old_runs: list[str], run_id: str, frames, params: dict[str, Any],
                lab: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`clustered_regression` of one run against the concatenated ``old_runs``, not judged
-    (no error threshold: :func:`decide` judges it against the normal runs); a target in a lab that
+    (no error threshold: :func:`judge_result` judges it against the normal runs); a target in a lab that
     none of them used is first moved by its lab's level and its unstable counters left out
     (``labs.lab_shift``, as the control charts do)."""
     share = float(params["min_counter_share"])
@@ -382,7 +382,7 @@ def model_against(run_id: str, candidates: list[str], index: dict[str, Any], fra
                   hist: dict[str, Any], *, lab_runs: dict[str, str] | None = None,
                   environment_from: list[str] | None = None) -> dict[str, Any]:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
-    when none of them shares its lab), not yet judged: :func:`decide` judges it.  ``lab_runs``
+    when none of them shares its lab), not yet judged: :func:`judge_result` judges it.  ``lab_runs``
     (default: the system's verified runs) may teach its lab's level; ``environment_from``
     (default: the candidates) teaches which counters follow the environment
     (:func:`labs.cross_lab_null` judges a normal run by the other labs on a new-lab target's counters)."""
@@ -400,7 +400,7 @@ def model_against(run_id: str, candidates: list[str], index: dict[str, Any], fra
     return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, lab)}
 
 
-def decide(result: dict[str, Any], null: list[float], params: dict[str, Any]) -> dict[str, Any]:
+def judge_result(result: dict[str, Any], null: list[float], params: dict[str, Any]) -> dict[str, Any]:
     """A :func:`model_against` result judged (:func:`judge`) against the normal runs' largest
     excess errors ``null``, with its flagged counters and counter scores."""
     if result.get("verdict") is None:
@@ -449,13 +449,13 @@ def cross_lab_scores(passed: list[str], index: dict[str, Any], frames, params: d
     return {status: {r: v for r, v in runs.items() if v is not None} for status, runs in null.items()}
 
 
-def decide_matched(result: dict[str, Any], null: dict[str, float], cross: dict[str, dict[str, float]] | None,
+def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[str, dict[str, float]] | None,
                    params: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
-    """:func:`decide` against the null of the run's situation (:func:`labs.matched_null`: the normal
+    """:func:`judge_result` against the null of the run's situation (:func:`labs.matched_null`: the normal
     runs modelled across labs when its baseline is not of its lab), saying which (``null``)."""
     status = (result.get("lab") or {}).get("status") or "same_lab"
     matched, kind = labs.matched_null(status, null, cross, run_id)
-    return {**decide(result, list(matched.values()), params), "null": kind}
+    return {**judge_result(result, list(matched.values()), params), "null": kind}
 
 
 def loo(verified: list[str], passed: list[str], index: dict[str, Any], frames, params: dict[str, Any],
@@ -471,4 +471,4 @@ def loo(verified: list[str], passed: list[str], index: dict[str, Any], frames, p
     cross = None
     if any((results[r].get("lab") or {}).get("status") not in (None, "same_lab") for r in verified):
         cross = cross_lab_scores(passed, index, frames, params, hist, {r: index[r]["verdict"] for r in verified})
-    return {r: decide_matched(results[r], null, cross, params, r) for r in verified}
+    return {r: judge_matched(results[r], null, cross, params, r) for r in verified}

@@ -32,7 +32,7 @@ from pipelines.storage import archive, atomic, manifest
 log = logging.getLogger("regresslab.pull")
 
 
-def decide(entry: manifest.ManifestEntry | None, sha256: str) -> str:
+def archive_status(entry: manifest.ManifestEntry | None, sha256: str) -> str:
     """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
 
     ``changed`` (same run_id, other content) is refused: raw data is immutable.
@@ -318,7 +318,7 @@ class _Pull:
     def _commit(self, location: str, run_id: str, name: str, digest: str, size: int, tmp: Path,
                 marker: str = "") -> None:
         entry = self.manifest.get(run_id)
-        verdict = decide(entry, digest)
+        verdict = archive_status(entry, digest)
         if verdict == "known":
             self.summary["known"].append(run_id)
             if marker and (entry.marker != marker or entry.file != name or entry.size != size):

@@ -171,14 +171,14 @@ def test_a_run_judged_across_labs_is_decided_against_the_normal_runs_modelled_ac
 
     def result(status):
         return {"verdict": "pass", "max_excess_error": 0.2, "clusters": [cluster], "lab": {"status": status}}
-    across = cluster_models.decide_matched(result("insufficient"), same, cross, params, "t")
+    across = cluster_models.judge_matched(result("insufficient"), same, cross, params, "t")
     assert across["null"] == "cross_lab" and across["verdict"] == "pass"
     assert across["p_value"] == pytest.approx(2 / 11, abs=1e-6) and across["cluster_threshold"] == 0.5
-    within = cluster_models.decide_matched(result("same_lab"), same, cross, params, "t")
+    within = cluster_models.judge_matched(result("same_lab"), same, cross, params, "t")
     assert within["null"] == "same_lab" and within["verdict"] == "fail"
     assert within["p_value"] == pytest.approx(1 / 60, abs=1e-6) and within["flagged_counters"] == ["a", "b"]
     # 'adjusted' has no run modelled across labs here: the same-lab null judges it
-    assert cluster_models.decide_matched(result("adjusted"), same, cross, params, "t")["null"] == "same_lab"
+    assert cluster_models.judge_matched(result("adjusted"), same, cross, params, "t")["null"] == "same_lab"
 
 
 def test_constant_counters_and_more_counters_than_intervals():
