@@ -19,7 +19,8 @@ history holds at least ``min_runs`` of them (a second-day target is judged by ho
 did on the second day's normal runs), else every normal run.
 
 Then the **meta-decision** (:func:`choose`): each trusted detector alone, and the trusted ones
-together (weighted Simes or Bonferroni), are replayed on the same record — every verified run of
+together (weighted Simes or Bonferroni) both with and without the detectors whose null needs no
+other run (``SELF_CONTAINED``: the run against itself), are replayed on the same record — every verified run of
 the situation, its own catches left out of the weights that judge it — and the one with the best
 record decides: the share of normal runs passed (false alarms up to the rate are not charged: the
 rate allows them, and one more normal run failed among forty says nothing of a detector) plus the
@@ -46,6 +47,12 @@ from pipelines.calibration import pvalues
 DETECTOR_NAMES = {"stacking": "association rules (stacking)", "control_charts": "control charts",
                   "clustered_regression": "cluster models", "within_run": "the run against itself",
                   "cause_classifier": "cause classifier"}
+
+
+# Detectors whose null needs no other run (the run against itself): the record tries the trusted
+# detectors together both with and without them, so naming one never takes away the combination of
+# the others that the history showed right.
+SELF_CONTAINED = ("within_run",)
 
 
 def loo_pvalues(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
@@ -229,7 +236,8 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
         return Choice((best,), float(p_values[best]), None, standings,
                       reason=("every detector failed more of this history's normal runs than the rate explains; "
                               "the one with the fewest false alarms decides"))
-    candidates = [(d,) for d in trusted] + ([trusted] if len(trusted) > 1 else [])
+    others = tuple(d for d in trusted if d not in SELF_CONTAINED)
+    candidates = [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     best = max(candidates, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))

@@ -45,6 +45,22 @@ def test_two_good_detectors_decide_together_when_their_records_tie():
     assert choice.p_value == pytest.approx(0.04)
 
 
+def test_the_run_against_itself_never_takes_away_the_combination_of_the_others():
+    """40 normal runs, no fault.  ``a`` and ``b`` pass every one (p 0.5); ``within_run`` fails 3
+    (p 0.001), 7.5 % against a rate of 5 %: trusted (P(X >= 3 | 40, 0.05) = 0.32), but charged 2.5 %.
+    Records: a, b and (a, b) pass all (1.0); within_run alone 0.975; (a, b, within_run) fails the
+    same 3 (Simes: 3 x 0.001 = 0.003), 0.975.  The best: (a, b), the tie with a and b alone going to
+    more detectors; without the combination of the others the choice would be a detector alone."""
+    runs = [f"n{i}" for i in range(40)]
+    hist = record.History(normals={"a": {r: 0.5 for r in runs}, "b": {r: 0.5 for r in runs},
+                                   "within_run": {r: (0.001 if r in ("n1", "n2", "n3") else 0.5) for r in runs}},
+                          faults={})
+    choice = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, RULE, lab=None)
+    assert choice.standings["within_run"].trusted and choice.standings["within_run"].normal_failed == 3
+    assert choice.detectors == ("a", "b") and choice.p_value == pytest.approx(0.5)
+    assert choice.candidates == {"a": 1.0, "b": 1.0, "within_run": 0.975, "a+b+within_run": 0.975, "a+b": 1.0}
+
+
 def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
     # "day2" normal runs: the detector failed 3 of 3 there, none of the 10 of day 1
     normals = {"rules": {**{r: 0.5 for r in NORMALS}, "d1": 0.01, "d2": 0.02, "d3": 0.01},
