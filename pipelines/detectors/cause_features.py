@@ -31,6 +31,7 @@ figures on the labelled sets.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from typing import Any
@@ -63,11 +64,62 @@ def pair_features(charter: charts.Charter, target: str, baselines: list[str],
                   shift: pd.Series | None = None) -> pd.DataFrame:
     """Feature rows of ``target`` (moved by ``-shift`` into the baselines' lab, ``labs``) against
     each of ``baselines`` (charted one at a time)."""
+    return pd.DataFrame([{"target": target, "baseline": b, **row}
+                         for b, row in zip(baselines, pair_rows(charter, target, baselines, shift))])
+
+
+def pair_rows(charter: charts.Charter, target: str, baselines: list[str], shift: pd.Series | None = None,
+              known: dict[str, dict[str, float]] | None = None) -> list[dict[str, float]]:
+    """:func:`pair_row` of ``target`` against each of ``baselines``; ``known``: baseline -> its row
+    already computed (:func:`rows_by_key`), not charted again."""
     rows = []
     for b in baselines:
-        ratios, _, _ = charter([b], target, shift, excursions_too=True)
-        rows.append({"target": target, "baseline": b, **pair_row(ratios)})
-    return pd.DataFrame(rows)
+        if known and b in known:
+            rows.append(known[b])
+        else:
+            ratios, _, _ = charter([b], target, shift, excursions_too=True)
+            rows.append(pair_row(ratios))
+    return rows
+
+
+# A feature table keeps, beside each row, the key of what its pair was computed from and the
+# features the row did not have (a counter one of the two runs lacks): the next table reuses the
+# rows whose key it meets, rebuilt exactly as :func:`pair_row` gave them.
+PAIR_KEY, ABSENT = "pair_key", "absent_features"
+
+
+def shift_digest(shift: pd.Series | None) -> str | None:
+    """What identifies a lab shift in a pair's key: its counters and values (exact reprs)."""
+    if shift is None or shift.empty:
+        return None
+    return hashlib.sha256(repr(sorted((str(k), float(v)) for k, v in shift.items())).encode()).hexdigest()
+
+
+def rows_by_key(frame: pd.DataFrame | None) -> dict[str, dict[str, float]]:
+    """The rows of a feature table written with :data:`PAIR_KEY` and :data:`ABSENT`, by pair key:
+    each row's features, those it did not have left out (not NaN).  Nothing from a table without them."""
+    if frame is None or PAIR_KEY not in frame.columns or ABSENT not in frame.columns:
+        return {}
+    cols = feature_columns(frame)
+    values = frame[cols].to_numpy(dtype=float)
+    out = {}
+    for i, (key, absent) in enumerate(zip(frame[PAIR_KEY], frame[ABSENT])):
+        skip = set(json.loads(absent)) if absent else set()
+        out[str(key)] = {c: v for c, v in zip(cols, values[i].tolist()) if c not in skip}
+    return out
+
+
+def with_pair_keys(frame: pd.DataFrame, parts: list[tuple[pd.DataFrame, list[str], list[list[str]]]]) -> pd.DataFrame:
+    """``frame`` (the concatenated ``parts``, in order) with each row's pair key and the features it
+    lacks: ``parts`` are (part, its rows' keys, its rows' absent features within the part), and a
+    row also lacks every feature of the table its part had not."""
+    columns = set(feature_columns(frame))
+    keys, absent = [], []
+    for part, part_keys, part_absent in parts:
+        missing = columns - set(feature_columns(part))
+        keys.extend(part_keys)
+        absent.extend(json.dumps(sorted(missing | set(a))) for a in part_absent)
+    return pd.concat([frame, pd.DataFrame({PAIR_KEY: keys, ABSENT: absent}, index=frame.index)], axis=1)
 
 
 def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any]],
@@ -81,8 +133,11 @@ def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any
 RATIO_SIDES, SHIFT_SIDES = ("lower", "upper"), ("below", "above")
 
 
+FEATURE_PREFIXES = tuple(s + ":" for s in RATIO_SIDES + SHIFT_SIDES)
+
+
 def feature_columns(frame: pd.DataFrame) -> list[str]:
-    return sorted(c for c in frame.columns if c.startswith(tuple(s + ":" for s in RATIO_SIDES + SHIFT_SIDES)))
+    return sorted(c for c in frame.columns if c.startswith(FEATURE_PREFIXES))
 
 
 BLOCKS = ("counters", "kinds", "shifts")

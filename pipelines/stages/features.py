@@ -1,7 +1,10 @@
 """features: violation-ratio and excursion rows of the labelled history.
 
 The features (Nguyen 2017 ch. 8, seed 004) are :mod:`pipelines.detectors.cause_features`;
-this stage writes ``data/processed/features/<system>.parquet``.
+this stage writes ``data/processed/features/<system>.parquet``.  The table is kept whole while the
+verified runs, params and code are the same; when they change, the rows of the pairs whose inputs
+did not (the two runs, the lab shift, the charts' params, the reference load, the code: each row's
+``pair_key``) are taken from the last table, the others charted.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.calibration import history, labs
 from pipelines.detectors import charts
-from pipelines.detectors.cause_features import KEY_COLUMNS, feature_columns, pair_baselines, pair_features
+from pipelines.detectors.cause_features import (KEY_COLUMNS, feature_columns, pair_baselines, pair_rows, rows_by_key,
+                                                shift_digest, with_pair_keys)
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, memo, store
 
@@ -41,22 +45,29 @@ def main() -> None:
             continue
         progress = Progress(log, f"features {system}", len(verified), every=10)
         lab_runs = history.verdicts(index, system, exclude=exclude)
+        known = rows_by_key(pd.read_parquet(path) if path.exists() else None)   # pairs computed before
 
-        def features_of(run_id: str) -> pd.DataFrame:
+        def features_of(run_id: str) -> tuple[pd.DataFrame, list[str], list[list[str]]]:
             pairs = pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
             lab = charter.lab(run_id, pairs, index, lab_runs, labs.lab_params(hist))
-            part = pair_features(charter, run_id, pairs, lab["shift"])
+            keys = [memo.input_key("features", index, {"pair": [run_id, b]}, system=system, control_charts=cc_params,
+                                   shift=shift_digest(lab["shift"]), reference=charter.frames.reference) for b in pairs]
+            rows = pair_rows(charter, run_id, pairs, lab["shift"],
+                             {b: known[k] for b, k in zip(pairs, keys) if k in known})
+            part = pd.DataFrame([{"target": run_id, "baseline": b, **row} for b, row in zip(pairs, rows)])
             if len(part):
                 part["system"] = system
                 part["cause"] = "none" if index[run_id]["verdict"] == "pass" else \
                     (index[run_id].get("cause") or "unknown")
-            return part
-        parts = [part for part in parallel.map_ordered(features_of, verified, progress=progress.each())
-                 if len(part)]                # a run with no passed run to pair it with gives no row
-        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
-        frame = frame[KEY_COLUMNS + feature_columns(frame)]
+            columns = set(feature_columns(part))
+            return part, keys, [sorted(columns - set(row)) for row in rows]
+        parts = [out for out in parallel.map_ordered(features_of, verified, progress=progress.each())
+                 if len(out[0])]              # a run with no passed run to pair it with gives no row
+        frame = pd.concat([p for p, _, _ in parts], ignore_index=True) if parts else pd.DataFrame(columns=KEY_COLUMNS)
+        frame = with_pair_keys(frame[KEY_COLUMNS + feature_columns(frame)], parts)
         memo.write_parquet(path, frame, key)
-        print(f"[features] {system}: {len(frame)} pairs of {len(verified)} runs, "
+        reused = sum(k in known for _, keys, _ in parts for k in keys)
+        print(f"[features] {system}: {len(frame)} pairs of {len(verified)} runs ({reused} kept from the last table), "
               f"{len(feature_columns(frame))} features, causes {sorted(frame['cause'].unique())}")
 
 

@@ -259,3 +259,29 @@ def test_choose_learner_keeps_the_first_unless_another_is_better_by_more_than_a_
     assert causes.choose_learner(perfect, order, 48, 1.6) == "random_forest"     # floor 0.977029
     with pytest.raises(ValueError):
         causes.choose_learner({}, order, 10, 1.0)
+
+
+def test_a_feature_tables_rows_come_back_as_computed_with_what_they_lacked():
+    """Two runs' rows: run x has counter a (one row's lower ratio NaN, but present), run y only b.
+    Concatenated, x's rows show NaN under b and y's under a; kept with their keys and what they
+    lacked, each row comes back as pair_row gave it: NaN where it had NaN, nothing where it had no
+    feature, and a table built again from those rows equals the first."""
+    x_rows = [{"lower:a": 0.1, "upper:a": 0.2}, {"lower:a": np.nan, "upper:a": 0.3}]
+    y_rows = [{"lower:b": 0.5}]
+    parts = []
+    for target, rows, keys in (("x", x_rows, ["k1", "k2"]), ("y", y_rows, ["k3"])):
+        part = pd.DataFrame([{"target": target, "baseline": "p", **r} for r in rows]).assign(system="s", cause="none")
+        parts.append((part, keys, [sorted(set(cause_features.feature_columns(part)) - set(r)) for r in rows]))
+    frame = pd.concat([p for p, _, _ in parts], ignore_index=True)
+    frame = frame[cause_features.KEY_COLUMNS + cause_features.feature_columns(frame)]
+    table = cause_features.with_pair_keys(frame, parts)
+    assert table["absent_features"].tolist() == ['["lower:b"]', '["lower:b"]', '["lower:a", "upper:a"]']
+    back = cause_features.rows_by_key(table)
+    assert set(back) == {"k1", "k2", "k3"} and back["k1"] == {"lower:a": 0.1, "upper:a": 0.2}
+    assert set(back["k2"]) == {"lower:a", "upper:a"} and math.isnan(back["k2"]["lower:a"])
+    assert back["k3"] == {"lower:b": 0.5}
+    again = pd.concat([pd.DataFrame([{"target": t, "baseline": "p", **back[k]} for k in keys])
+                       .assign(system="s", cause="none") for t, keys in (("x", ["k1", "k2"]), ("y", ["k3"]))],
+                      ignore_index=True)
+    assert again[frame.columns].equals(frame)
+    assert cause_features.rows_by_key(frame) == {}                  # a table without keys gives nothing to reuse

@@ -297,6 +297,18 @@ def test_window_ratio_finds_a_regression_in_part_of_the_run():
     assert ratios.loc["x", "sum"] == pytest.approx(0.2) and ratios.loc["x", "window"] == pytest.approx(1.0)
 
 
+def window_by_window(values: np.ndarray, width: int) -> list[float]:
+    """Per column, the largest mean over whole windows of ``width`` rows with at least half of
+    their points comparable (NaN points not counted): the definition, one window at a time."""
+    n, m = values.shape
+    expected = []
+    for j in range(m):
+        means = [np.nanmean(values[i:i + width, j]) for i in range(n - width + 1)
+                 if np.sum(~np.isnan(values[i:i + width, j])) >= max(1, width // 2)]
+        expected.append(max(means) if means else np.nan)
+    return expected
+
+
 def test_strongest_windows_equal_a_window_by_window_count():
     """The running-sum form against the definition, window by window: whole windows of
     ``ceil(0.2·n)`` intervals, at least half of their points comparable, NaN points not counted."""
@@ -305,13 +317,8 @@ def test_strongest_windows_equal_a_window_by_window_count():
     values[rng.random((37, 6)) < 0.25] = np.nan
     values[:, 5] = np.nan                                                  # a counter never comparable
     width = charts.window_width(37, 0.2)
-    expected = []
-    for j in range(6):
-        means = [np.nanmean(values[i:i + width, j]) for i in range(37 - width + 1)
-                 if np.sum(~np.isnan(values[i:i + width, j])) >= max(1, width // 2)]
-        expected.append(max(means) if means else np.nan)
     got = charts.window_ratio(values, window_share=0.2)
-    assert width == 8 and np.allclose(got, expected, equal_nan=True) and np.isnan(got[5])
+    assert width == 8 and np.allclose(got, window_by_window(values, width), equal_nan=True) and np.isnan(got[5])
 
 
 def test_strongest_windows_of_complete_columns_are_the_largest_window_mean():
@@ -327,14 +334,9 @@ def test_strongest_windows_of_complete_columns_are_the_largest_window_mean():
     values[:, [0, 3, 4]] = rng.random((41, 3)) * 1e3                      # three complete columns
     values[:, 8] = np.nan                                                # one never comparable
     width = charts.window_width(41, 0.15)
-    expected = []
-    for j in range(9):
-        means = [np.nanmean(values[i:i + width, j]) for i in range(41 - width + 1)
-                 if np.sum(~np.isnan(values[i:i + width, j])) >= max(1, width // 2)]
-        expected.append(max(means) if means else np.nan)
     got = charts.window_ratio(values, window_share=0.15)
     alone = charts.window_ratio(values[:, [0, 3, 4]], window_share=0.15)
-    assert width == 7 and np.allclose(got, expected, equal_nan=True) and np.isnan(got[8])
+    assert width == 7 and np.allclose(got, window_by_window(values, width), equal_nan=True) and np.isnan(got[8])
     assert np.array_equal(got[[0, 3, 4]], alone)                           # the same with or without the others
 
 
