@@ -64,8 +64,12 @@ def pair_features(charter: charts.Charter, target: str, baselines: list[str],
                   shift: pd.Series | None = None) -> pd.DataFrame:
     """Feature rows of ``target`` (moved by ``-shift`` into the baselines' lab, ``labs``) against
     each of ``baselines`` (charted one at a time)."""
-    return pd.DataFrame([{"target": target, "baseline": b, **row}
-                         for b, row in zip(baselines, pair_rows(charter, target, baselines, shift))])
+    return rows_frame(target, baselines, pair_rows(charter, target, baselines, shift))
+
+
+def rows_frame(target: str, baselines: list[str], rows: list[dict[str, float]]) -> pd.DataFrame:
+    """The table of ``target``'s pairs: a row per baseline, its features those of ``rows``."""
+    return pd.DataFrame([{"target": target, "baseline": b, **row} for b, row in zip(baselines, rows)])
 
 
 def pair_rows(charter: charts.Charter, target: str, baselines: list[str], shift: pd.Series | None = None,

@@ -222,7 +222,8 @@ def strongest_windows(arrays: list[np.ndarray], seen: np.ndarray, *, window_shar
 
 def window_sums_max(values: np.ndarray, width: int) -> np.ndarray:
     """Per column, the largest sum of ``width`` consecutive rows of ``values`` (no NaN): running
-    sums from a zero row, as :func:`strongest_windows` forms them, without copying the array."""
+    sums from a zero row, as :func:`strongest_windows` forms them, the zero row left implicit
+    (no concatenated copy of the sums)."""
     sums = np.cumsum(values, axis=0, dtype=float)
     best = sums[width - 1].copy()                      # the first window: its running sum less 0
     if len(sums) > width:

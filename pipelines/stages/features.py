@@ -16,7 +16,7 @@ from pipelines import config, parallel
 from pipelines.calibration import history, labs
 from pipelines.detectors import charts
 from pipelines.detectors.cause_features import (KEY_COLUMNS, feature_columns, pair_baselines, pair_rows, rows_by_key,
-                                                shift_digest, with_pair_keys)
+                                                rows_frame, shift_digest, with_pair_keys)
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, memo, store
 
@@ -54,7 +54,7 @@ def main() -> None:
                                    shift=shift_digest(lab["shift"]), reference=charter.frames.reference) for b in pairs]
             rows = pair_rows(charter, run_id, pairs, lab["shift"],
                              {b: known[k] for b, k in zip(pairs, keys) if k in known})
-            part = pd.DataFrame([{"target": run_id, "baseline": b, **row} for b, row in zip(pairs, rows)])
+            part = rows_frame(run_id, pairs, rows)
             if len(part):
                 part["system"] = system
                 part["cause"] = "none" if index[run_id]["verdict"] == "pass" else \
