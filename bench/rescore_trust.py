@@ -27,7 +27,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipelines.calibration import headline, labs, record  # noqa: E402 -- after the path is set
+from pipelines.calibration import cause_signatures, headline, labs, record  # noqa: E402 -- after the path is set
 from pipelines.detectors import charts as control_charts, cluster_models, rule_ensemble, within_run  # noqa: E402
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
@@ -74,7 +74,7 @@ def system_history(tree: Path, system: str, index: dict, resolution: float) -> r
 
 
 def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | None,
-            rule: headline.HeadlineRule) -> dict:
+            rule: headline.HeadlineRule, fault_labels: dict | None = None) -> dict:
     """A target's verdict file as the report stage now composes it, from the split's stored stage
     results with each detector's record added (what the stages now write beside them)."""
     processed = tree / "data" / "processed"
@@ -93,7 +93,8 @@ def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | N
     predicted = read(processed / "causes" / f"{run_id}.json") or None
     if predicted is not None and meta_scores:
         predicted["history_normal_scores"] = meta_scores
-    return headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of)).to_json()
+    return headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of),
+                               fault_labels=fault_labels).to_json()
 
 
 def meta_normal_scores(tree: Path, system: str) -> dict | None:
@@ -118,7 +119,8 @@ def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None
         if system not in histories:
             histories[system] = system_history(tree, system, index, rule.classifier_resolution)
             scores[system] = meta_normal_scores(tree, system)
-        doc = compose(tree, run_id, histories[system], scores[system], rule)
+        doc = compose(tree, run_id, histories[system], scores[system], rule,
+                      cause_signatures.fault_labels(index, system))
         labelled = stored[run_id].get("labelled") or []
         out[run_id] = {"truth": truth["verdict"], "record": doc["verdict"],
                        "by": (doc["details"].get("trust") or {}).get("decided_by") or [],
@@ -144,7 +146,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="the detectors the verdict may follow (default: the tree's report.headline_detectors)")
     parser.add_argument("--allowed", type=float, default=None,
                         help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
+    parser.add_argument("--detectors-order", action="store_true",
+                        help="a failed run's counters in the detectors' order alone (no cause signature)")
     args = parser.parse_args(argv)
+    if args.detectors_order:                 # the order before the cause signatures, for the comparison
+        cause_signatures.signature = lambda *a, **kw: None
     if args.allowed is not None:             # a variant of record.choose, for the comparison
         import dataclasses
         chooser = record.choose

@@ -61,11 +61,13 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from pipelines.calibration import cause_signatures
 from pipelines.calibration import effects
 from pipelines.calibration import pvalues
 from pipelines.calibration import record
@@ -427,22 +429,26 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
 
 def verdict_of(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
                rule: HeadlineRule, *, clustered: dict[str, Any] | None = None,
-               lab_of: dict[str, str] | None = None) -> Verdict:
+               lab_of: dict[str, str] | None = None,
+               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> Verdict:
     """The verdict of one run from the stages' result files (the edge: :func:`stage_results.from_stages`,
     then :func:`compose`)."""
     run, results = from_stages(detection, charts, predicted, clustered=clustered,
                                resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate)
-    return compose(run, results, rule, lab_of=lab_of)
+    return compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels)
 
 
 def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
-            lab_of: dict[str, str] | None = None) -> Verdict:
+            lab_of: dict[str, str] | None = None,
+            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> Verdict:
     """The verdict of one run (contract §2) from its detectors' results under ``rule``.
 
     Every detector's own verdict is reported whatever the rule; the run's cause comes from its
     cause prediction (``run.cause_prediction``).  ``lab_of`` (run -> ``labs.lab_key``, the run's and
     its history's) reads the detectors' record in the run's lab (``report.detector_trust: record``,
-    :func:`trusted`)."""
+    :func:`trusted`).  ``fault_labels`` (the system's verified faults and the counters their labels
+    name) put a failed run's counters in the order that explains it
+    (:func:`cause_signatures.explain_order`, the signature of its predicted cause)."""
     ev = gather_evidence(results)
     lab, predicted = run.lab, run.cause_prediction
     unjudged = no_baseline_reason(run.baseline_runs)
@@ -475,6 +481,10 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
                               only_deciders=choice is not None) if verdict == "fail" else []
     if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
         verdict = "pass"
+    cause = cause_of(verdict, predicted)
+    signature = cause_signatures.signature(fault_labels or {}, cause["label"], leave_out=run.run_id) \
+        if verdict == "fail" else None
+    flagged = cause_signatures.explain_order(flagged, signature)
     details = {**run.details, "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
                "combination": rule.combination if rule.verdict_rule == "calibrated" else None,
@@ -488,13 +498,15 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         details["detector_weights"] = weighting
         if choice is not None:
             details["trust"] = choice.to_json()
+    if signature is not None and any(signature.names(c) for c in flagged):
+        details["cause_signature"] = signature.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
     return Verdict(run_id=run.run_id, system=run.system, verdict=verdict,
                    score=None if unjudged is not None else verdict_score(ev, used),
                    flagged_counters=flagged,
                    counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
-                   cause=cause_of(verdict, predicted), baseline_runs=run.baseline_runs,
+                   cause=cause, baseline_runs=run.baseline_runs,
                    baseline_status="none" if not run.baseline_runs else lab["status"],
                    p_value=None if p_value is None else round(p_value, 6),
                    methods=ev.methods, details=details, schema_version=2 if unjudged is not None else 1)

@@ -33,13 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipelines.detectors import charts
+from pipelines.detectors.counter_kinds import counter_kind
 
 log = logging.getLogger("regresslab.features")
 KEY_COLUMNS = ["target", "baseline", "system", "cause"]
@@ -145,15 +145,6 @@ def feature_columns(frame: pd.DataFrame) -> list[str]:
 
 
 BLOCKS = ("counters", "kinds", "shifts")
-
-
-def counter_kind(counter: str) -> tuple[str, str]:
-    """``(component, kind)`` of a counter: the component is the name up to its first dot (``""``
-    without one), the kind the rest with every run of digits folded to ``N``."""
-    component, dot, name = counter.partition(".")
-    if not dot or not name:
-        component, name = "", counter
-    return component, re.sub(r"\d+", "N", name)
 
 
 def kind_features(frame: pd.DataFrame, sides: tuple[str, ...] = RATIO_SIDES) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from pipelines import config, parallel
-from pipelines.calibration import headline, history, labs
+from pipelines.calibration import cause_signatures, headline, history, labs
 from pipelines.detectors import charts, rule_ensemble, within_run
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
@@ -176,6 +176,7 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
     normals = loo_history_faults([r for r in analysed if index[r]["verdict"] == "pass"], analysed, charts or {},
                                  clustered or {}, {})
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
+    fault_labels = cause_signatures.fault_labels(index, system)
     classifier_normals = loo_normal_scores(classified or {})
     for run_id, (result, doc) in analysed.items():
         row = index[run_id]
@@ -201,7 +202,7 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
             head = headline.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
-                                    lab_of=lab_of)
+                                       lab_of=lab_of, fault_labels=fault_labels)
             rows += score_rows(truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
                                failed=head.verdict == "fail")
             rows += classifier_rows(truth, head.to_json(), "loo")

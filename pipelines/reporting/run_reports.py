@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import headline, history, labs
+from pipelines.calibration import cause_signatures, headline, history, labs
 from pipelines.reporting import compare, counter_history, links
 from pipelines.reporting.pages import NightIndex, RunPage, dropped_counters, index_row, render_index, render_run
 from pipelines.reporting.plots import night_trends, sparkline
@@ -46,13 +46,16 @@ def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], pa
                raw: list[str]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
-    params and the code."""
+    params, the counters the system's verified faults name (the order of a failed run's counters:
+    ``cause_signatures``) and the code."""
     inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
                         config.cluster_path(run_id))}
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
+    system = index[run_id]["system"]
+    labels = {r: dataclasses.asdict(lab) for r, lab in sorted(cause_signatures.fault_labels(index, system).items())}
     return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
-                          rule=dataclasses.asdict(rule), inputs=inputs, raw=raw)
+                          rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels)
 
 
 class ReportInputs(NamedTuple):
@@ -96,7 +99,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
-    verdict = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of)
+    verdict = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
+                                  fault_labels=cause_signatures.fault_labels(index, system))
     verdict.details["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])

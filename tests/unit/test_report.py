@@ -319,3 +319,14 @@ def test_a_failed_night_opens_the_index_once_escaped_and_says_what_the_rest_is()
     assert "<title>regresslab — night 2026-11-27 FAILED</title>" in twice
     fresh = mark_night_failed(None, night="2026-11-26", stage="pull", reason="gone")
     assert "FAILED at pull" in fresh and "No run was analysed tonight." in fresh and "last night" not in fresh
+
+
+def test_run_page_says_when_the_counters_follow_the_predicted_causes_signature():
+    doc = _doc()
+    page = pages.RunPage(baseline_envs={}, raw_href="../../data/raw/x.tar.gz", raw_name="x.tar.gz")
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    assert 'id="cause-signature"' not in pages.render_run(doc, meta, None, page)
+    doc["details"]["cause_signature"] = {"cause": f"c{EVIL}", "kinds": ["cpu_usage_m", f"k{EVIL}"], "runs": 3}
+    html = pages.render_run(doc, meta, None, page)
+    assert 'id="cause-signature"' in html and "history’s 3 verified" in html and "<code>cpu_usage_m</code>" in html
+    assert "<script" not in html

@@ -1,0 +1,67 @@
+"""A failed run's counters in the order that explains it: the signature of its predicted cause,
+learned from the history's verified faults, taken in turn with the detectors' order."""
+from __future__ import annotations
+
+from pipelines.calibration import cause_signatures as cs
+from pipelines.calibration import headline
+
+INDEX = {
+    # two verified CPU faults, in different services: their labels name CPU counters
+    "h1": {"system": "shop", "verdict": "fail", "cause": "cpu_hog",
+           "regressed_counters": ["cart.cpu_usage_m", "cart.cpu_usage_rate_pct"]},
+    "h2": {"system": "shop", "verdict": "fail", "cause": "cpu_hog", "regressed_counters": ["ads.cpu_usage_m"]},
+    # a code fault names no counter; a normal run; a target (not verified); another system
+    "h3": {"system": "shop", "verdict": "fail", "cause": "exception", "regressed_counters": []},
+    "h4": {"system": "shop", "verdict": "pass", "cause": "none", "regressed_counters": []},
+    "t1": {"system": "shop", "verdict": None, "cause": None, "regressed_counters": []},
+    "o1": {"system": "other", "verdict": "fail", "cause": "cpu_hog", "regressed_counters": ["db.load_avg"]},
+}
+
+
+def test_fault_labels_are_the_systems_verified_faults_that_name_counters():
+    labels = cs.fault_labels(INDEX, "shop")
+    assert sorted(labels) == ["h1", "h2"]
+    assert labels["h1"] == cs.FaultLabel("cpu_hog", ("cart.cpu_usage_m", "cart.cpu_usage_rate_pct"))
+
+
+def test_a_signature_is_the_kinds_its_causes_faults_named_and_a_run_never_explains_itself():
+    labels = cs.fault_labels(INDEX, "shop")
+    sig = cs.signature(labels, "cpu_hog")
+    assert sig == cs.Signature("cpu_hog", frozenset({"cpu_usage_m", "cpu_usage_rate_pct"}), 2)
+    assert sig.names("frontend.cpu_usage_m") and not sig.names("frontend.latency_p90_s")
+    # h1 judged in leave-one-out: only h2's label is left
+    assert cs.signature(labels, "cpu_hog", leave_out="h1") == cs.Signature("cpu_hog", frozenset({"cpu_usage_m"}), 1)
+    assert cs.signature(labels, "cpu_hog", leave_out="h1").kinds == {"cpu_usage_m"}
+    assert cs.signature(labels, "exception") is None and cs.signature(labels, None) is None
+
+
+def test_the_signatures_counters_come_in_turn_with_the_detectors_order():
+    sig = cs.Signature("cpu_hog", frozenset({"cpu_usage_m"}), 2)
+    flagged = ["frontend.latency_p90_s", "entry.latency_p50_s", "cart.cpu_usage_m", "frontend.latency_p99_s",
+               "ads.cpu_usage_m"]
+    assert cs.explain_order(flagged, sig) == ["cart.cpu_usage_m", "frontend.latency_p90_s", "ads.cpu_usage_m",
+                                              "entry.latency_p50_s", "frontend.latency_p99_s"]
+    # nothing of the signature flagged, or no signature: the detectors' order as it was
+    assert cs.explain_order(flagged[:2], sig) == flagged[:2]
+    assert cs.explain_order(flagged, None) == flagged
+
+
+def test_the_verdict_file_shows_a_failed_runs_counters_in_the_order_of_its_predicted_cause():
+    lab = {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
+    counters = ["frontend.latency_p90_s", "entry.latency_p50_s", "cart.cpu_usage_m"]
+    scores = {"frontend.latency_p90_s": 0.9, "entry.latency_p50_s": 0.8, "cart.cpu_usage_m": 0.7}
+    det = {"run_id": "t1", "system": "shop", "baseline_runs": [{"run_id": "h4", "weight": 1.0}],
+           "counter_scores": scores, "details": {"lab": lab, "effects": {c: 0.5 for c in counters}},
+           "methods": {k: {"verdict": "fail", "flagged_counters": counters, "p_value": 0.001}
+                       for k in headline.RULE_METHODS}}
+    predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "none_probability": 0.1,
+                 "fault": {"label": "cpu_hog", "probability": 0.9}}
+    rule = headline.HeadlineRule(verdict_rule="all", detectors=("stacking",))
+    doc = headline.verdict_of(det, None, predicted, rule, fault_labels=cs.fault_labels(INDEX, "shop")).to_json()
+    assert doc["verdict"] == "fail" and doc["cause"]["label"] == "cpu_hog"
+    assert doc["flagged_counters"] == ["cart.cpu_usage_m", "frontend.latency_p90_s", "entry.latency_p50_s"]
+    assert doc["details"]["cause_signature"] == {"cause": "cpu_hog", "kinds": ["cpu_usage_m", "cpu_usage_rate_pct"],
+                                                 "runs": 2}
+    # without the history's labels: the detectors' order, and no signature on the page
+    plain = headline.verdict_of(det, None, predicted, rule).to_json()
+    assert plain["flagged_counters"] == counters and "cause_signature" not in plain["details"]
