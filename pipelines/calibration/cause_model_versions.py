@@ -18,18 +18,19 @@ from pipelines.detectors import cause_features
 from pipelines.detectors.causes import CODE_VERSION, train_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.train_causes")
 
 
-def verified_history_digest(index: dict[str, Any], system: str) -> str:
+def verified_history_digest(index: ValidIndex, system: str) -> str:
     """A hash of a system's verified runs (id, verdict, cause, validated content)."""
     rows = [(r, index[r].get("verdict"), index[r].get("cause"), index[r].get("_validation_key"))
             for r in history.verified_runs(index, system)]
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
-def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], index: dict[str, Any]) -> dict[str, Any]:
+def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], index: ValidIndex) -> dict[str, Any]:
     """The metadata of the system's model for this training data and these params: the stored
     version when it exists, else a model trained, saved (skops) and described now."""
     digest = cause_features.frame_digest(frame)

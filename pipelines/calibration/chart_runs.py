@@ -29,6 +29,7 @@ from pipelines.detectors.charts import (
 )
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.control_charts")
 
@@ -46,7 +47,7 @@ class SystemCharts:
     """What charting any run of one system reads: the valid-run index, the runs' frames, the
     system's calibration, the ``control_charts`` params, the lab params (``labs.lab_params``) and
     the ``significance`` block."""
-    index: dict[str, Any]
+    index: ValidIndex
     frames: store.FrameStore
     calibration: dict[str, Any]
     params: dict[str, Any]
@@ -102,7 +103,7 @@ def within_calibration(passed: list[str], frames: store.FrameStore, significance
     return within_run.calibrate(dict(zip(passed, contrasts)), **within_run.null_params(significance))
 
 
-def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
                      hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
@@ -128,7 +129,7 @@ def calibrate_system(system: str, index: dict[str, Any], frames: store.FrameStor
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 
-def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
                   hist: dict[str, Any], significance: dict[str, Any], verdicts: dict[str, str]
                   ) -> tuple[dict[str, float], dict[str, float]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
@@ -149,7 +150,7 @@ def fault_pvalues(index: dict[str, Any], frames: store.FrameStore, calibration: 
             {r: v[1] for r, v in judged.items() if v[1] is not None})
 
 
-def chart_one(run_id: str, index: dict[str, Any], frames: store.FrameStore, params: dict[str, Any],
+def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
               hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's

@@ -21,11 +21,12 @@ from pipelines.detectors.cluster_models import (
 )
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.clusters")
 
 
-def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[str, Any],
+def calibrate_system(system: str, index: ValidIndex, frames, params: dict[str, Any],
                      hist: dict[str, Any]) -> dict[str, Any]:
     """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
     an unchanged one (``memo``: the same passed runs, params and code) is kept."""
@@ -45,7 +46,7 @@ def calibrate_system(system: str, index: dict[str, Any], frames, params: dict[st
                              "normal_pvalues": normal_pvalues(null)}, key)
 
 
-def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
+def fault_pvalues(index: ValidIndex, frames, params: dict[str, Any], hist: dict[str, Any],
                   null: dict[str, float], verdicts: dict[str, str]) -> dict[str, float]:
     """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
     against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
@@ -61,12 +62,12 @@ def fault_pvalues(index: dict[str, Any], frames, params: dict[str, Any], hist: d
     return {r: p for r, p in judged.items() if p is not None}
 
 
-def verified_of(index: dict[str, Any], system: str, hist: dict[str, Any]) -> list[str]:
+def verified_of(index: ValidIndex, system: str, hist: dict[str, Any]) -> list[str]:
     """The verified runs of a system: the labs' levels (``labs.lab_shift``) are learned from them."""
     return history.verified_runs(index, system, exclude=set(hist["exclude"]))
 
 
-def cluster_run(run_id: str, index: dict[str, Any], frames, params: dict[str, Any], hist: dict[str, Any],
+def cluster_run(run_id: str, index: ValidIndex, frames, params: dict[str, Any], hist: dict[str, Any],
                 calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """One target's clustered regression models against the most similar passed runs of its
     baseline, judged against its system's calibration, and written; (the result, whether it was

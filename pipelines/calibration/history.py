@@ -9,15 +9,16 @@ names its own ``baseline``.  Analysts remove a run from the repository by listin
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from pipelines.storage.run_records import Environment, ValidIndex
 
 
-def lab_key(env: dict[str, Any] | None) -> str:
+def lab_key(env: Environment | None) -> str:
     """A lab's identity: its whole environment, canonically serialised."""
     return json.dumps(env or {}, sort_keys=True, default=str)
 
 
-def passed_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset(),
+def passed_runs(index: ValidIndex, system: str, *, exclude: set[str] = frozenset(),
                 before: str | None = None, window: int | None = None) -> list[str]:
     """Passed verified runs of ``system``, oldest first, optionally before a time and windowed."""
     runs = [(row["started_at"], rid) for rid, row in index.items()
@@ -28,13 +29,13 @@ def passed_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[s
     return ids[-window:] if window else ids
 
 
-def verified_runs(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset()) -> list[str]:
+def verified_runs(index: ValidIndex, system: str, *, exclude: set[str] = frozenset()) -> list[str]:
     """The runs of ``system`` an analyst has verified (passed or failed), by run_id."""
     return [r for r in sorted(index) if index[r].get("system") == system
             and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
 
 
-def verdicts(index: dict[str, dict[str, Any]], system: str, *, exclude: set[str] = frozenset()) -> dict[str, str]:
+def verdicts(index: ValidIndex, system: str, *, exclude: set[str] = frozenset()) -> dict[str, str]:
     """The verified runs of ``system`` with their verdict (``pass``/``fail``)."""
     return {r: index[r]["verdict"] for r in verified_runs(index, system, exclude=exclude)}
 
@@ -45,13 +46,13 @@ def fault_runs(verdicts: dict[str, str]) -> list[str]:
     return [r for r, v in verdicts.items() if v == "fail"]
 
 
-def targets(index: dict[str, dict[str, Any]]) -> list[str]:
+def targets(index: ValidIndex) -> list[str]:
     """Runs nobody has analysed yet (``verdict`` null), oldest first."""
     return [rid for rid, row in sorted(index.items(), key=lambda kv: (kv[1]["started_at"], kv[0]))
             if row.get("verdict") is None]
 
 
-def usable_baseline(run_id: str, named: list[str], index: dict[str, dict[str, Any]], *,
+def usable_baseline(run_id: str, named: list[str], index: ValidIndex, *,
                     exclude: set[str] = frozenset()) -> list[str]:
     """The runs of a named ``baseline`` that can be one: validated, of the same system, passed,
     started before the run, not the run itself and not excluded (a failed, later or unknown run,
@@ -62,7 +63,7 @@ def usable_baseline(run_id: str, named: list[str], index: dict[str, dict[str, An
             and index[b]["started_at"] < row["started_at"]]
 
 
-def baseline_choice(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
+def baseline_choice(run_id: str, index: ValidIndex, *, window: int,
                     exclude: set[str] = frozenset()) -> tuple[list[str], str]:
     """The passed runs a target is compared with, and where they come from:
 
@@ -97,17 +98,17 @@ def baseline_choice(run_id: str, index: dict[str, dict[str, Any]], *, window: in
     return chosen, origin
 
 
-def baseline_for(run_id: str, index: dict[str, dict[str, Any]], *, window: int,
+def baseline_for(run_id: str, index: ValidIndex, *, window: int,
                  exclude: set[str] = frozenset()) -> list[str]:
     """The prior passed runs a target is compared with (:func:`baseline_choice`)."""
     return baseline_choice(run_id, index, window=window, exclude=exclude)[0]
 
 
-def systems(index: dict[str, dict[str, Any]]) -> list[str]:
+def systems(index: ValidIndex) -> list[str]:
     return sorted({row["system"] for row in index.values()})
 
 
-def most_similar(prior_envs: dict[str, dict[str, Any]], target_env: dict[str, Any]) -> list[str]:
+def most_similar(prior_envs: dict[str, Environment], target_env: Environment) -> list[str]:
     """The prior runs whose environment shares the most components with the target's.
 
     Used to pick the known-good runs of the target's own lab: the reference runs of

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.calibration.history import lab_key
+from pipelines.storage.run_records import Environment
 
 STATUSES = ("same_lab", "adjusted", "insufficient")
 
@@ -68,7 +69,7 @@ def shift_kw(lab_kw: dict[str, Any]) -> dict[str, Any]:
     return {k: lab_kw[k] for k in ("min_runs", "unstable_share", "max_unstable_share")}
 
 
-def lab_shift(target: str, baseline: list[str], envs: dict[str, dict[str, Any]], verdicts: dict[str, str],
+def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
               levels: Callable[[list[str]], pd.DataFrame], *, min_runs: int, unstable_share: float,
               max_unstable_share: float) -> dict[str, Any]:
     """The shift that moves ``target`` into its baseline's lab, or why there is none.
@@ -124,7 +125,7 @@ def lab_shift(target: str, baseline: list[str], envs: dict[str, dict[str, Any]],
     return {"status": "adjusted", "lab_runs": use, "shift": shift, "unstable": unstable, "reason": reason}
 
 
-def lab_for(target: str, baseline: list[str], envs: dict[str, dict[str, Any]], verdicts: dict[str, str],
+def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
             levels: Callable[[list[str]], pd.DataFrame], lab_kw: dict[str, Any],
             candidates: list[str] = ()) -> dict[str, Any]:
     """:func:`lab_shift`, and with an insufficient baseline also the counters whose level differs

@@ -13,6 +13,7 @@ from pipelines import config
 from pipelines.calibration import history, labs
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, analyse, load_pruning, stacking_evidence
 from pipelines.storage import manifest, memo, store
+from pipelines.storage.run_records import ValidIndex
 
 
 def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
@@ -30,7 +31,7 @@ class DetectJob:
 
     run_id: str
     system: str
-    index: dict[str, Any]
+    index: ValidIndex
     baseline: list[str]
     origin: str
     verdicts: dict[str, str]
@@ -39,7 +40,7 @@ class DetectJob:
     key: str
 
     @classmethod
-    def of(cls, run_id: str, index: dict[str, Any] | None = None) -> "DetectJob":
+    def of(cls, run_id: str, index: ValidIndex | None = None) -> "DetectJob":
         params = {block: config.load_params(block) for block in ("detect", "mine_rules", "history", "significance")}
         hist = params["history"]
         index = manifest.read_valid_index() if index is None else index

@@ -33,13 +33,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipelines.detectors import charts
 from pipelines.detectors.counter_kinds import counter_kind
+from pipelines.storage.run_records import Environment
 
 log = logging.getLogger("regresslab.features")
 KEY_COLUMNS = ["target", "baseline", "system", "cause"]
@@ -126,7 +126,7 @@ def with_pair_keys(frame: pd.DataFrame, parts: list[tuple[pd.DataFrame, list[str
     return pd.concat([frame, pd.DataFrame({PAIR_KEY: keys, ABSENT: absent}, index=frame.index)], axis=1)
 
 
-def pair_baselines(run_id: str, passed: list[str], envs: dict[str, dict[str, Any]],
+def pair_baselines(run_id: str, passed: list[str], envs: dict[str, Environment],
                    max_runs: int | None) -> list[str]:
     """The passed runs (never the run itself) whose environment is most like the run's, the
     newest ``max_runs`` of them (``passed`` is oldest first)."""

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.calibration import history, labs, pvalues
+from pipelines.storage.run_records import Environment, ValidIndex
 
 log = logging.getLogger("regresslab.control_charts")
 RATIO_COLUMNS = ["lower", "upper", "average", "sum"]
@@ -405,7 +406,7 @@ class Charter:
         return chart([], labs.shifted(self.frames[target], shift), self.p, modes=self._modes[key],
                      limits=limits, excursions_too=excursions_too)
 
-    def lab(self, target: str, baseline: list[str], index: dict[str, Any], lab_runs: dict[str, str],
+    def lab(self, target: str, baseline: list[str], index: ValidIndex, lab_runs: dict[str, str],
             lab_kw: dict[str, Any], candidates: list[str] = ()) -> dict[str, Any]:
         """:func:`labs.lab_shift` of ``target`` against ``baseline`` (levels at the store's reference).
 
@@ -436,7 +437,7 @@ def load_independent_counters(pair_ratios: list[pd.Series], *, max_ratio: float,
     return sorted(share[share > min_share].index)
 
 
-def chart_baseline(candidates: dict[str, dict[str, Any]], target_env: dict[str, Any], max_runs: int | None
+def chart_baseline(candidates: dict[str, Environment], target_env: Environment, max_runs: int | None
                    ) -> list[str]:
     """The baseline of a chart: the candidates (oldest first) in the environment most like the
     target's, the newest ``max_runs`` of them."""
@@ -444,7 +445,7 @@ def chart_baseline(candidates: dict[str, dict[str, Any]], target_env: dict[str, 
     return base[-max_runs:] if max_runs else base
 
 
-def repeat_pairs(runs: list[str], envs: dict[str, dict[str, Any]], versions: dict[str, str | None]
+def repeat_pairs(runs: list[str], envs: dict[str, Environment], versions: dict[str, str | None]
                  ) -> list[tuple[str, str]]:
     """"We run the same test again" (Nguyen 2017 §5.4): each run with the previous run (in
     ``runs`` order) of the same version in the same lab.  One pair per run, not every pair:
@@ -470,7 +471,7 @@ def chart_params(params: dict[str, Any]) -> ChartParams:
                        window_share=float(params["window_share"]))
 
 
-def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]],
+def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, Environment],
                       versions: dict[str, str | None], *, params: dict[str, Any],
                       charter: Charter | None = None) -> dict[str, Any]:
     """The charts a calibration is made of: each passed run against the others (most similar
@@ -525,7 +526,7 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
             "same_version_pairs": len(pairs)}
 
 
-def cross_lab_calibration(passed: list[str], index: dict[str, Any], charter: Charter, independent: list[str],
+def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter, independent: list[str],
                           params: dict[str, Any], *, lab_runs: dict[str, str], lab_kw: dict[str, Any]
                           ) -> dict[str, dict[str, dict[str, float]]]:
     """The run and window scores of the normal runs charted the way a target whose baseline does
@@ -564,7 +565,7 @@ def matched_calibration(calibration: dict[str, Any], status: str, run_id: str | 
     return {**calibration, "normal_scores": scores, "window_scores": windows, "threshold": threshold}, kind
 
 
-def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, dict[str, Any]], versions: dict[str, str],
+def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], versions: dict[str, str],
               *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
     """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
 

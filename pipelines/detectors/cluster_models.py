@@ -53,6 +53,7 @@ from scipy.stats import ks_2samp
 from pipelines import parallel
 from pipelines.calibration import history, labs, pvalues, record
 from pipelines.progress import Progress
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.clusters")
 DISTANCE_DECIMALS = 10      # pearson_distance's ρ: far above summation-order noise (1e-13), far below any real difference
@@ -373,12 +374,12 @@ def model_runs(old_runs: list[str], run_id: str, frames, params: dict[str, Any],
                                 error_trim=float(params["error_trim"]))
 
 
-def similar_runs(run_id: str, candidates: list[str], index: dict[str, Any], limit: int) -> list[str]:
+def similar_runs(run_id: str, candidates: list[str], index: ValidIndex, limit: int) -> list[str]:
     return history.most_similar({b: index[b].get("environment") or {} for b in candidates if b != run_id},
                                 index[run_id].get("environment") or {})[:limit]
 
 
-def model_against(run_id: str, candidates: list[str], index: dict[str, Any], frames, params: dict[str, Any],
+def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames, params: dict[str, Any],
                   hist: dict[str, Any], *, lab_runs: dict[str, str] | None = None,
                   environment_from: list[str] | None = None) -> dict[str, Any]:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
@@ -419,7 +420,7 @@ def judge_result(result: dict[str, Any], null: list[float], params: dict[str, An
     return {**out, "flagged_counters": flags if out["verdict"] == "fail" else [], "counter_scores": scores}
 
 
-def normal_scores(passed: list[str], index: dict[str, Any], frames, params: dict[str, Any],
+def normal_scores(passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
                   hist: dict[str, Any]) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Every passed run modelled against the others (leave-one-out): its largest excess error
     (the null of the verdict) and its result."""
@@ -430,7 +431,7 @@ def normal_scores(passed: list[str], index: dict[str, Any], frames, params: dict
     return {r: res["max_excess_error"] for r, res in results.items() if res.get("verdict") is not None}, results
 
 
-def cross_lab_scores(passed: list[str], index: dict[str, Any], frames, params: dict[str, Any],
+def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
                      hist: dict[str, Any], lab_runs: dict[str, str]) -> dict[str, dict[str, float]]:
     """The largest excess errors of the normal runs modelled the way a target whose baseline does
     not share its lab is (:func:`labs.cross_lab_null`): against the other labs' passed runs, its
@@ -458,7 +459,7 @@ def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[st
     return {**judge_result(result, list(matched.values()), params), "null": kind}
 
 
-def loo(verified: list[str], passed: list[str], index: dict[str, Any], frames, params: dict[str, Any],
+def loo(verified: list[str], passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
         hist: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Leave-one-out of the clustered models on the verified runs (``evaluate``): each run
     against the other passed runs, judged against the other passed runs' scores — or, for a run

@@ -61,6 +61,7 @@ from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
+from pipelines.storage.run_records import Environment, ValidIndex
 
 log = logging.getLogger("regresslab.detect")
 
@@ -77,7 +78,7 @@ def confidence_change(conf_hist, conf_new):
     return np.clip(1.0 - dot / norm, 0.0, 1.0)
 
 
-def environment_weights(prior_envs: list[dict[str, Any]], target_env: dict[str, Any]) -> np.ndarray:
+def environment_weights(prior_envs: list[Environment], target_env: Environment) -> np.ndarray:
     """Stacking weights ``w_i = l_i / Σ l_j``, ``l_i = sqrt(#equal components)`` (Foo et al. 2015).
 
     A component counts as equal when both environments have the key with the same
@@ -192,7 +193,7 @@ class Model:
 
     run_id: str
     rules: pd.DataFrame
-    environment: dict[str, Any]
+    environment: Environment
     judges: frozenset[str] | None = None
 
 
@@ -336,7 +337,7 @@ def prune_models(models: list[Model], references: list[str], encode: Callable[[s
     return pruned, dropped
 
 
-def detect_run(binned: pd.DataFrame, target_env: dict[str, Any], models: list[Model],
+def detect_run(binned: pd.DataFrame, target_env: Environment, models: list[Model],
                single: pd.DataFrame | None, *, delta_threshold: float, min_premise_intervals: int,
                stacking_threshold: float, max_rules_reported: int = 5) -> dict[str, Any]:
     """Run the three combiners on one target; everything the verdict file and the report need.
@@ -600,7 +601,7 @@ class DetectContext:
     index, the bin edges and the reference load they were learned at, the ``detect`` and
     ``mine_rules`` params, where the per-run and pooled models are cached, the labs' params
     (``labs.lab_params``) and the cache shared by the targets of one process."""
-    index: dict[str, Any]
+    index: ValidIndex
     edges: dict[str, Any]
     reference: float | None
     params: dict[str, Any]
@@ -625,7 +626,7 @@ class DetectContext:
         return self.cache.encoded_run(run_id, self.edges, self.reference, self.tag)
 
     @classmethod
-    def of_system(cls, system: str, index: dict[str, Any], spec: dict[str, Any], cache: DetectCache,
+    def of_system(cls, system: str, index: ValidIndex, spec: dict[str, Any], cache: DetectCache,
                   params: dict[str, Any], mine_params: dict[str, Any], hist: dict[str, Any],
                   significance: dict[str, Any]) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
@@ -654,7 +655,7 @@ def without_counters(models: list[Model], counters) -> list[Model]:
     return [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(counters)) for m in models]
 
 
-def environment_abstention(baseline: list[str], target_env: dict[str, Any], lab: dict[str, Any],
+def environment_abstention(baseline: list[str], target_env: Environment, lab: dict[str, Any],
                            ctx: DetectContext, environment_from: list[str] | None) -> dict[str, float]:
     """The counters every model abstains on for a target in an environment no baseline run
     shares and whose lab's level is unknown: those whose level differs between the labs of

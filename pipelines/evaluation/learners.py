@@ -13,11 +13,12 @@ from pipelines.calibration import history
 from pipelines.detectors import causes
 from pipelines.progress import Progress
 from pipelines.storage import atomic, store
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.evaluate")
 
 
-def compare_learners(index: dict[str, Any]) -> None:
+def compare_learners(index: ValidIndex) -> None:
     """Every learner of ``train_causes.learners`` in leave-one-run-out on the design each system's
     model uses, the night's own learner taken from its model (Nguyen 2017 §8.3-8.5,
     :func:`causes.compare_learners_of`); a learner better than the night's by more than

@@ -23,6 +23,7 @@ from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score
 from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.evaluate")
 
@@ -30,7 +31,7 @@ log = logging.getLogger("regresslab.evaluate")
 # --------------------------------------------------------------------------- pure core
 
 
-def loo_charts(frames: store.FrameStore, index: dict[str, Any], verified: list[str], passed: list[str],
+def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str], passed: list[str],
                *, params: dict[str, Any], lab_kw: dict[str, Any], significance: dict[str, Any]
                ) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
@@ -97,7 +98,7 @@ class LooSystem:
     the labs' and ``significance``)."""
 
     system: str
-    index: dict[str, Any]
+    index: ValidIndex
     frames: store.FrameStore
     exclude: set[str]
     params: dict[str, Any]
@@ -258,7 +259,7 @@ def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "null_fault_scores": sorted(s for n, s in normal.items() if n != r)} for r, v in loo.items()}
 
 
-def anchor_rows(system: str, index: dict[str, Any], frames: store.FrameStore, exclude: set[str],
+def anchor_rows(system: str, index: ValidIndex, frames: store.FrameStore, exclude: set[str],
                 labels: dict[str, dict[str, Any]], *, params: dict[str, Any], window: int,
                 loo: bool = True) -> list[dict[str, Any]]:
     """The anchors (``anchors``) scored like the detectors: in leave-one-out on the verified runs

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.calibration import headline
+from pipelines.storage.run_records import RunRecord, ValidIndex
 
 COMBINERS = ("single", "bagging", "stacking")
 
@@ -55,7 +56,7 @@ class Truth:
     expected: list[str]
 
     @classmethod
-    def of(cls, run_id: str, system: str, row: dict[str, Any]) -> "Truth":
+    def of(cls, run_id: str, system: str, row: RunRecord) -> "Truth":
         """From a verified run's index row or a target's label (``verdict``, ``cause``,
         ``regressed_counters``)."""
         return cls(run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
@@ -99,7 +100,7 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def chart_rows(charts: dict[str, dict[str, Any]], index: dict[str, Any]) -> list[dict[str, Any]]:
+def chart_rows(charts: dict[str, dict[str, Any]], index: ValidIndex) -> list[dict[str, Any]]:
     """:func:`loo_charts` results scored against the truth: one row per run."""
     rows = []
     for run_id, result in charts.items():
@@ -139,7 +140,7 @@ def classifier_rows(truth: Truth, head: dict[str, Any], source: str) -> list[dic
     return score_rows(truth, {"cause_classifier": shown}, head["counter_scores"], source, failed=failed)
 
 
-def cluster_rows(clustered: dict[str, dict[str, Any]], index: dict[str, Any]) -> list[dict[str, Any]]:
+def cluster_rows(clustered: dict[str, dict[str, Any]], index: ValidIndex) -> list[dict[str, Any]]:
     """Leave-one-out rows of the clustered regression models (``cluster_models.loo``)."""
     rows = []
     for run_id, res in clustered.items():

@@ -13,9 +13,10 @@ from pipelines import config
 from pipelines.calibration import headline
 from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
 from pipelines.storage import atomic, store
+from pipelines.storage.run_records import ValidIndex
 
 
-def labelled_targets(index: dict[str, Any], label_files: list[Path]):
+def labelled_targets(index: ValidIndex, label_files: list[Path]):
     """``(run_id, truth)`` of every run of the index that a labels file knows the truth of."""
     for path in label_files:
         if path.exists():
@@ -24,7 +25,7 @@ def labelled_targets(index: dict[str, Any], label_files: list[Path]):
                     yield run_id, truth
 
 
-def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str, Any]]:
+def target_rows(index: ValidIndex, label_files: list[Path]) -> list[dict[str, Any]]:
     rows = []
     for run_id, truth in labelled_targets(index, label_files):
         detection = config.detection_path(run_id)
@@ -55,7 +56,7 @@ def target_rows(index: dict[str, Any], label_files: list[Path]) -> list[dict[str
     return rows
 
 
-def target_cause_figures(index: dict[str, Any], label_files: list[Path]) -> dict[str, Any]:
+def target_cause_figures(index: ValidIndex, label_files: list[Path]) -> dict[str, Any]:
     """How the targets' causes compare with the truth, on the targets that truly failed.
 
     The cause is judged whatever the headline said (cause accuracy on failed targets):

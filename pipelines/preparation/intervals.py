@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.storage.run_records import RunRecord
+
 
 def sampling_period(ts: pd.Series) -> float:
     """Median step between consecutive samples (seconds); 0 for fewer than two samples."""
@@ -133,7 +135,7 @@ def scale_to_load(frame: pd.DataFrame, load_counter: str | None, fits: dict[str,
     return out
 
 
-def normalize_run(host_frames: dict[str, pd.DataFrame], meta: dict[str, Any], *, interval_s: float,
+def normalize_run(host_frames: dict[str, pd.DataFrame], meta: RunRecord, *, interval_s: float,
                   min_intervals: int, load_scaling: bool, min_load_correlation: float
                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Normalise one validated run; return the interval frame and what was decided."""

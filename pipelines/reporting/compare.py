@@ -34,6 +34,7 @@ from scipy.stats import mannwhitneyu     # at import: the report's pool processe
 from pipelines import config
 from pipelines.calibration import effects
 from pipelines.reporting.summary import environment_differences, with_unit, worse_direction
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.compare")
 
@@ -156,7 +157,7 @@ def text_table(result: dict[str, Any], top: int) -> str:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def compare_runs(run_a: str, run_b: str, index: dict[str, dict[str, Any]] | None = None,
+def compare_runs(run_a: str, run_b: str, index: ValidIndex | None = None,
                  frames: dict[str, pd.DataFrame] | None = None) -> tuple[dict[str, Any], str]:
     """(result, page HTML) of two validated and normalised runs, with the params of the night."""
     from pipelines.storage import manifest, store

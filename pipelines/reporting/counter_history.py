@@ -36,6 +36,7 @@ from pipelines import config
 from pipelines.reporting.links import shown_counters, slug
 from pipelines.reporting.plots import sparkline
 from pipelines.reporting.summary import with_unit
+from pipelines.storage.run_records import Environment, RunRecord, ValidIndex
 
 log = logging.getLogger("regresslab.report")
 
@@ -64,7 +65,7 @@ class Point:
     lab: str = ""
 
 
-def run_status(row: dict[str, Any], doc: dict[str, Any] | None, is_target: bool) -> str:
+def run_status(row: RunRecord, doc: dict[str, Any] | None, is_target: bool) -> str:
     """A verified run by its verdict in the history; a target by its night's verdict."""
     if not is_target and row.get("verdict") in ("pass", "fail"):
         return f"verified {row['verdict']}"
@@ -75,7 +76,7 @@ def run_status(row: dict[str, Any], doc: dict[str, Any] | None, is_target: bool)
 LAB_COLOURS = ("#1abc9c", "#3498db", "#9b59b6", "#f1c40f", "#e67e22", "#34495e", "#e84393", "#7f8c8d")
 
 
-def lab_labels(envs: dict[str, dict[str, Any]]) -> dict[str, str]:
+def lab_labels(envs: dict[str, Environment]) -> dict[str, str]:
     """Each run's lab, named by the environment components whose value differs between the runs
     given (``memory_gb=16``): the same counter moves with the hardware (Foo et al. 2015, seed 003
     §3), so the graph says which lab each point ran in.  Empty when every run shares one lab."""
@@ -239,7 +240,7 @@ def recent_runs(nights: int) -> set[str]:
     return out
 
 
-def write_system_pages(index: dict[str, dict[str, Any]], targets: list[str], params: dict[str, Any]
+def write_system_pages(index: ValidIndex, targets: list[str], params: dict[str, Any]
                        ) -> dict[str, dict[str, int]]:
     """Every system's history pages (module docstring); per system, the counters and pages written."""
     from pipelines.reporting.pages import page_environment, style_sheet

@@ -18,6 +18,7 @@ from pipelines import config
 from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
 from pipelines.reporting.summary import change_text, environment_differences, with_unit
+from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
 
 log = logging.getLogger("regresslab.report")
 
@@ -57,7 +58,7 @@ class RunPage:
     ``compare_pages`` (baseline run -> its compare page, ``reports/compare``), and ``history``: each
     counter row linked to its history page (``reports/systems``,
     :mod:`pipelines.reporting.counter_history`)."""
-    baseline_envs: dict[str, dict[str, Any]]
+    baseline_envs: dict[str, Environment]
     raw_href: str
     raw_name: str
     top_n: int = 15
@@ -68,7 +69,7 @@ class RunPage:
     history: bool = False
 
 
-def render_run(doc: dict[str, Any], meta: dict[str, Any], charts: dict[str, Any] | None, page: RunPage) -> str:
+def render_run(doc: dict[str, Any], meta: RunRecord, charts: dict[str, Any] | None, page: RunPage) -> str:
     """The one-page HTML report of one run: the plain summary first, the top counters with
     baseline -> now and the change in their units, the methods' figures in a details section."""
     baseline_envs, raw_href, raw_name, top_n = page.baseline_envs, page.raw_href, page.raw_name, page.top_n
@@ -128,7 +129,7 @@ class NightIndex:
     systems: dict[str, str] | None = None
     reasons: dict[str, str] | None = None
     valid_runs: int | None = None
-    dropped: list[tuple[str, dict[str, Any]]] = ()
+    dropped: list[tuple[str, DroppedCounter]] = ()
     decisions: list[dict[str, Any]] = ()
     trends: list[dict[str, Any]] = ()
     commits: dict[str, Any] | None = None
@@ -184,7 +185,7 @@ def write_failed_night(stage: str, reason: str) -> Path:
     return config.NIGHT_INDEX
 
 
-def dropped_counters(index: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def dropped_counters(index: ValidIndex) -> list[tuple[str, DroppedCounter]]:
     """(run_id, dropped counter) for every valid run: the counters validation left out (contract §1)."""
     return [(run_id, d) for run_id, row in sorted(index.items()) for d in row.get("_dropped_counters") or []]
 

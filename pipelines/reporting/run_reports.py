@@ -18,6 +18,7 @@ from pipelines.reporting.pages import NightIndex, RunPage, dropped_counters, ind
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.report")
 
@@ -41,7 +42,7 @@ def raw_archives(run_id: str) -> list[str]:
             if (config.RAW / name).exists()]
 
 
-def report_key(run_id: str, detection: dict[str, Any], index: dict[str, Any], params: dict[str, Any],
+def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params: dict[str, Any],
                rule: headline.HeadlineRule,
                raw: list[str]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
@@ -66,7 +67,7 @@ class ReportInputs(NamedTuple):
     key: str
 
 
-def report_inputs(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+def report_inputs(run_id: str, index: ValidIndex, params: dict[str, Any], rule: headline.HeadlineRule
                   ) -> ReportInputs:
     detection = atomic.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
@@ -81,7 +82,7 @@ def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
     return None
 
 
-def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule: headline.HeadlineRule
+def report_run(run_id: str, index: ValidIndex, params: dict[str, Any], rule: headline.HeadlineRule
                ) -> dict[str, Any]:
     """One run's report: the one written under the same input key, with its verdict file, when
     there is one (:func:`kept_report`), else :func:`write_report`; its verdict document."""
@@ -90,7 +91,7 @@ def report_run(run_id: str, index: dict[str, Any], params: dict[str, Any], rule:
     return kept if kept is not None else write_report(run_id, inputs, index, params, rule)
 
 
-def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], params: dict[str, Any],
+def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: dict[str, Any],
                  rule: headline.HeadlineRule) -> dict[str, Any]:
     """Compose, write and render one run's report; return its verdict document."""
     detection, raw, key = inputs
@@ -129,7 +130,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: dict[str, Any], param
     return doc
 
 
-def compare_baselines(run_id: str, doc: dict[str, Any], index: dict[str, Any], frames: dict[str, pd.DataFrame],
+def compare_baselines(run_id: str, doc: dict[str, Any], index: ValidIndex, frames: dict[str, pd.DataFrame],
                       pages: int) -> dict[str, str]:
     """The compare pages of the run against its ``pages`` heaviest baseline runs (baseline = A, this
     run = B), written to ``reports/compare``; baseline run -> the link from the run page.  The
@@ -181,7 +182,7 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
 
 
 def write_night_index(rows: dict[str, dict[str, Any]] | None, params: dict[str, Any],
-                      index: dict[str, Any]) -> dict[str, Any]:
+                      index: ValidIndex) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files (``rows``: their index
     rows, read from the verdict files when None); the summary."""
     config.ensure_dirs(config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)

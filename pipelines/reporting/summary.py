@@ -13,14 +13,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.storage.run_records import Environment
 
-def environment_differences(target_env: dict[str, Any], other: dict[str, Any]) -> list[str]:
+
+def environment_differences(target_env: Environment, other: Environment) -> list[str]:
     """``key: theirs -> ours`` for every environment component that differs."""
     keys = sorted(set(target_env) | set(other))
     return [f"{k}: {other.get(k, '—')} → {target_env.get(k, '—')}" for k in keys if other.get(k) != target_env.get(k)]
 
 
-def novel_environment(target_env: dict[str, Any], baseline_envs: list[dict[str, Any]]) -> dict[str, Any]:
+def novel_environment(target_env: Environment, baseline_envs: list[Environment]) -> Environment:
     """The environment components whose value no baseline run shares: the run is on a lab the
     history has not seen, so part of any difference may be the lab's, not the build's."""
     return {k: v for k, v in sorted(target_env.items()) if not any(env.get(k) == v for env in baseline_envs)}

@@ -49,6 +49,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.storage.run_records import Environment
+
 REF_GHZ = 2.6
 
 CPU_MODELS: dict[str, dict[str, float]] = {
@@ -66,7 +68,7 @@ DB_CACHE_GB: dict[str, float] = {
 }
 
 
-def cpu_speed(environment: dict[str, Any]) -> float:
+def cpu_speed(environment: Environment) -> float:
     """Relative speed of one core of the environment's CPU against the 2.6 GHz reference."""
     spec = CPU_MODELS[environment["cpu_model"]]
     return spec["ghz"] * spec["ipc"] / REF_GHZ
@@ -195,7 +197,7 @@ class SystemSpec:
     sampling_periods: dict[str, tuple[int, ...]] = field(default_factory=dict)
     versions: tuple[str, ...] = ()
     environments: tuple[dict[str, Any], ...] = ()
-    new_environment: dict[str, Any] = field(default_factory=dict)
+    new_environment: Environment = field(default_factory=dict)
 
 
 SYSTEMS: dict[str, SystemSpec] = {
@@ -250,7 +252,7 @@ class RunPlan:
     run_id: str
     system: str
     version: str
-    environment: dict[str, Any]
+    environment: Environment
     started_at: datetime
     seed: int
     fault: Fault | None = None
@@ -332,7 +334,7 @@ def _gc_sawtooth(alloc_mb_s: np.ndarray, young_mb: float) -> np.ndarray:
 @dataclass
 class Physics:
     """The queueing state of one run, second by second: what every counter is computed from."""
-    env: dict[str, Any]
+    env: Environment
     fault: str | None
     sev: float
     speed: float
@@ -662,7 +664,7 @@ def host_of(spec: SystemSpec, counter: str) -> str:
 LOADGEN_CORES = 4.0
 
 
-def process_cpu_scale(spec: SystemSpec, counter: str, environment: dict[str, Any]) -> float:
+def process_cpu_scale(spec: SystemSpec, counter: str, environment: Environment) -> float:
     """The factor from a share of the host (0-100) to 100 per busy core, for a process's CPU
     percentages (contract §1: top, pidstat, PerfMon ``Process(*)\\% Processor Time``);
     1 for every other counter."""

@@ -16,6 +16,7 @@ from pipelines.detectors import cause_features, charts
 from pipelines.detectors.causes import predict_cause
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.predict_causes")
 
@@ -27,7 +28,7 @@ def history_fault_scores(meta: dict[str, Any]) -> dict[str, float]:
             if v.get("truth") not in (None, "none") and v.get("fault_score") is not None}
 
 
-def predict_one(run_id: str, index: dict[str, Any], models: store.CauseModels, charter: charts.Charter,
+def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, charter: charts.Charter,
                 cc_params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
     """Predict the cause of one target run and write it."""
     system = index[run_id]["system"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.storage.atomic import read_json
+from pipelines.storage.run_records import ValidIndex
 
 log = logging.getLogger("regresslab.archive")
 
@@ -83,7 +84,7 @@ def append_json_line(path: Path, record: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def read_valid_index(*, every: bool = False) -> dict[str, dict[str, Any]]:
+def read_valid_index(*, every: bool = False) -> ValidIndex:
     """run_id -> the validated run's metadata row (``validate``'s index, where every later stage
     starts), without the runs ``normalize`` could not normalise within its budget (``every``: with
     them, for ``normalize`` itself)."""

@@ -32,6 +32,7 @@ from typing import Any
 
 from pipelines import codebase, config
 from pipelines.storage import atomic
+from pipelines.storage.run_records import ValidIndex
 
 KEY_FIELD = "input_key"
 
@@ -64,13 +65,13 @@ def frame_key(run_id: str) -> str | None:
     return _FRAME_KEYS[version]
 
 
-def run_identity(run_id: str, index: dict[str, dict[str, Any]]) -> list[Any]:
+def run_identity(run_id: str, index: ValidIndex) -> list[Any]:
     """What a stage reads of one run: its normalised frame's key and the index's row of it."""
     row = index.get(run_id) or {}
     return [run_id, frame_key(run_id), {k: row.get(k) for k in INDEX_FIELDS}]
 
 
-def input_key(module: str, index: dict[str, dict[str, Any]], runs: dict[str, list[str]], **parts: Any) -> str:
+def input_key(module: str, index: ValidIndex, runs: dict[str, list[str]], **parts: Any) -> str:
     """The key of one result of stage ``module``: the runs it read (``runs``: role -> run ids, in
     the order the stage uses them), any other input ``parts`` (params, digests of files), and
     the code."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.storage import manifest
+from pipelines.storage.run_records import ValidIndex
 
 VERDICTS = ("pass", "fail")
 
@@ -63,7 +64,7 @@ def triage_state(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {run: stack[-1] for run, stack in stacks.items() if stack}
 
 
-def apply_triage(index: dict[str, dict[str, Any]], state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def apply_triage(index: ValidIndex, state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The valid-run index with the analysts' decisions over the archives' verdicts (the log
     wins); each triaged row says so in ``_triage``. Decisions about runs not in the index
     (quarantined, or not pulled yet) wait."""

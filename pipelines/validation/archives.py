@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from pipelines import config, parallel
 from pipelines.progress import Progress
 from pipelines.storage import atomic, budget, manifest
+from pipelines.storage.run_records import RunRecord, ValidIndex
 from pipelines.validation.checks import valid_host_frames
 from pipelines.validation.suites import (
     SUITE_VERSION,
@@ -130,7 +131,7 @@ def new_validator(params: dict[str, Any]) -> Validator:
 
 
 class Judged(NamedTuple):
-    index: dict[str, Any]                 # run_id -> its index row
+    index: ValidIndex                 # run_id -> its index row
     quarantined: dict[str, Any]           # run_id -> the reason
     validator: Validator | None           # when one was made (an archive was validated now)
     judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
@@ -185,7 +186,7 @@ def judge_all(todo: list[manifest.ManifestEntry], params: dict[str, Any], *, job
                     counts["dropped"] += results[futures[future]][2]
                     progress.step(done, f"{counts['quarantined']} quarantined, "
                                         f"{counts['dropped']} counters dropped")
-    index: dict[str, Any] = {}
+    index: ValidIndex = {}
     quarantined: dict[str, Any] = {}
     for entry in todo:
         status, row, _ = results[entry.run_id]
@@ -201,7 +202,7 @@ def quarantine_reason(failures: list[dict[str, Any]], dropped: list[dict[str, An
     return reason
 
 
-def _index_row(meta: dict[str, Any]) -> dict[str, Any]:
+def _index_row(meta: dict[str, Any]) -> RunRecord:
     row = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
                                     "environment", "baseline", "workload", "regressed_counters", "_hosts")}
     row["_dropped_counters"] = meta.get("_dropped_counters") or []

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
+from pipelines.storage.run_records import Environment
 
 log = logging.getLogger("regresslab.validate")
 
@@ -90,7 +91,7 @@ def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str],
     return pd.DataFrame([row])
 
 
-def host_cores(environment: dict[str, Any] | None, host: str, *, cores_key: str) -> float | None:
+def host_cores(environment: Environment | None, host: str, *, cores_key: str) -> float | None:
     """The CPU count behind a per-process percentage on ``host`` (contract §1), from ``environment``.
 
     A key naming the host (``web01.cpu_cores``, ``web01_cpu_cores``) wins; otherwise the largest
@@ -200,7 +201,7 @@ def _numeric_rows(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> list
     return rows
 
 
-def counter_summary(frames: dict[str, pd.DataFrame], environment: dict[str, Any] | None, *,
+def counter_summary(frames: dict[str, pd.DataFrame], environment: Environment | None, *,
                     units: list[dict[str, str]], host_components: list[str], cores_key: str,
                     slack: float) -> pd.DataFrame:
     """One row per (host, counter): its kind and bounds, and the shares of its samples that are

@@ -1,0 +1,57 @@
+"""run_records: the valid-run index, typed — one row per validated run, the contract's run metadata.
+
+``validate`` writes the index (``data/interim/valid_runs.json``: run id -> row), and every later
+stage starts from it (``manifest.read_valid_index``).  A row is the archive's ``run.json``
+(contract §1) as validated, with what validation learned of the run: the hosts it read and the
+counters it dropped, each with its reason.  The index stays JSON at rest and is read as plain
+dicts; these types say what the rows hold, for readers and for type checkers.
+"""
+from __future__ import annotations
+
+from typing import TypedDict
+
+#: An environment value: the contract's flat map of component to value (``"Xeon E5-2670"``, ``8``).
+EnvironmentValue = str | int | float | bool | None
+#: A run's environment (contract §1): component -> value; keys may differ between runs.
+Environment = dict[str, EnvironmentValue]
+
+
+class Workload(TypedDict, total=False):
+    """The workload of a run: its profile and the counter that measures the offered load, if any."""
+
+    profile: str
+    load_counter: str | None
+
+
+class DroppedCounter(TypedDict, total=False):
+    """A counter validation left out of a run: which host, which checks, and why in a sentence."""
+
+    host: str
+    counter: str
+    checks: list[str]
+    reason: str
+
+
+class RunRecord(TypedDict, total=False):
+    """One validated run (contract §1 ``run.json``, as ``validate`` indexes it).
+
+    ``verdict`` and ``cause`` are the analyst's (null for a target not yet analysed);
+    ``regressed_counters`` the counters verified to show a regression; ``_hosts`` the hosts
+    read, ``_dropped_counters`` the counters left out with their reason."""
+
+    system: str
+    version: str
+    started_at: str
+    duration_s: float
+    verdict: str | None
+    cause: str | None
+    environment: Environment
+    baseline: list[str] | None
+    workload: Workload
+    regressed_counters: list[str]
+    _hosts: list[str]
+    _dropped_counters: list[DroppedCounter]
+
+
+#: The valid-run index: run id -> its row.
+ValidIndex = dict[str, RunRecord]
