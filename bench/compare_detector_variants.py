@@ -49,7 +49,7 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     import pandas as pd
 
     from pipelines import config
-    from pipelines.calibration import history
+    from pipelines.calibration import effects, history
     from pipelines.detectors import rule_ensemble
     from pipelines.storage import manifest, store
     index = manifest.read_valid_index()
@@ -57,7 +57,7 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
     ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
-                                                config.load_params("significance"))
+                                                effects.Significance.from_params(config.load_params("significance")))
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     when = {r: pd.Timestamp(index[r]["started_at"]) for r in passed}
@@ -81,7 +81,7 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
 def cross_lab_null(tree: str, labels_path: str) -> None:
     _root(tree)
     from pipelines import config
-    from pipelines.calibration import history, labs
+    from pipelines.calibration import effects, history, labs
     from pipelines.detectors import rule_ensemble
     from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
@@ -91,7 +91,7 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
         spec = store.read_edges(system)
         cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
         ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
-                                                config.load_params("significance"))
+                                                effects.Significance.from_params(config.load_params("significance")))
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
@@ -140,16 +140,17 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
     one whose null scores are those cross-lab ones."""
     from pipelines import config
-    from pipelines.calibration import history, labs
-    from pipelines.calibration import chart_runs
+    from pipelines.calibration import chart_runs, effects, history, labs
     from pipelines.storage import atomic, store
     params = config.load_params("control_charts")
     frames = store.FrameStore.of_system(system)
     calibration = atomic.read_json(config.calibration_path(system))
 
+    significance = effects.Significance.from_params(config.load_params("significance"))
+
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
         out = chart_runs.chart_run(r, base, chart_runs.SystemCharts(
-            index, frames, calibration, params, labs.lab_params(hist), config.load_params("significance")), lab_runs)
+            index, frames, calibration, params, labs.lab_params(hist), significance), lab_runs)
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
     cross = labs.cross_lab_null(passed, lab_of, verdicts, chart)
@@ -167,7 +168,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
                        window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
         out = chart_runs.chart_run(run_id, baseline, chart_runs.SystemCharts(
-            index, frames, matched, params, labs.lab_params(hist), config.load_params("significance")), verdicts)
+            index, frames, matched, params, labs.lab_params(hist), significance), verdicts)
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
               f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "
               f"unmatched cross-lab {out['p_value']}")

@@ -7,6 +7,7 @@ A result computed under the same input key (``memo``) is kept.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import history, labs
+from pipelines.calibration import effects, history, labs
 from pipelines.detectors import within_run
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
@@ -35,7 +36,7 @@ log = logging.getLogger("regresslab.control_charts")
 
 
 def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
-                    significance: dict[str, Any]) -> dict[str, Any]:
+                    significance: effects.Significance) -> dict[str, Any]:
     """The run against itself (``within_run``): its strongest windows against the rest of it, judged
     by the normal runs' same contrasts; needs no baseline and no lab."""
     contrasts = within_run.window_contrasts(frames[run_id], **within_run.contrast_params(significance))
@@ -51,8 +52,8 @@ class SystemCharts:
     frames: store.FrameStore
     calibration: dict[str, Any]
     params: dict[str, Any]
-    lab_kw: dict[str, Any]
-    significance: dict[str, Any]
+    lab_kw: labs.LabParams
+    significance: effects.Significance
 
 
 def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: dict[str, str]) -> dict[str, Any]:
@@ -93,7 +94,8 @@ def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: 
     return out
 
 
-def within_calibration(passed: list[str], frames: store.FrameStore, significance: dict[str, Any]) -> dict[str, Any]:
+def within_calibration(passed: list[str], frames: store.FrameStore, significance: effects.Significance
+                       ) -> dict[str, Any]:
     """The within-run null (``within_run.calibrate``): every passed run against itself, on the
     stage's processes."""
     kw = within_run.contrast_params(significance)
@@ -104,14 +106,15 @@ def within_calibration(passed: list[str], frames: store.FrameStore, significance
 
 
 def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
-                     hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+                     hist: dict[str, Any], significance: effects.Significance) -> dict[str, Any]:
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     path = config.calibration_path(system)
     key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
-                         control_charts=params, history=hist, reference=frames.reference, significance=significance)
+                         control_charts=params, history=hist, reference=frames.reference,
+                         significance=dataclasses.asdict(significance))
     done = memo.reuse(path, key)
     if done is not None:
         log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
@@ -130,7 +133,7 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
 
 
 def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
-                  hist: dict[str, Any], significance: dict[str, Any], verdicts: dict[str, str]
+                  hist: dict[str, Any], significance: effects.Significance, verdicts: dict[str, str]
                   ) -> tuple[dict[str, float], dict[str, float]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
     p-value and the within-run one (``headline.fault_weights`` learns each detector's share of the
@@ -151,7 +154,7 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict
 
 
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
-              hist: dict[str, Any], significance: dict[str, Any]) -> dict[str, Any]:
+              hist: dict[str, Any], significance: effects.Significance) -> dict[str, Any]:
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's
     verified runs, the calibration, the params and the code) is kept."""
@@ -159,7 +162,8 @@ def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: 
     baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
     lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
     key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
-                         control_charts=params, history=hist, reference=frames.reference, significance=significance,
+                         control_charts=params, history=hist, reference=frames.reference,
+                         significance=dataclasses.asdict(significance),
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.chart_path(run_id), key)
     if done is not None:

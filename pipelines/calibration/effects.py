@@ -13,15 +13,34 @@ part of a run is measured where it is.  It is relative to the level, or, for a c
 level is near zero (idle most of the time), to ``floor_share`` of its usual peak (the median of
 the reference runs' 95th percentiles of ``|x|``): a queue that idles at 0 and peaks at 4 is
 measured against 2, not against 0.  A counter that never moved from 0 in the references and
-moves now has no floor: any change is large.  Pure.
+moves now has no floor: any change is large.  Pure; the thresholds are :class:`Significance`.
 """
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+
+
+@dataclass(frozen=True)
+class Significance:
+    """The ``significance`` params block: when a change is large enough to matter (above)."""
+
+    min_effect_pct: float
+    floor_share: float
+    window_share: float
+    min_window: int
+
+    @classmethod
+    def from_params(cls, block: Mapping[str, Any]) -> "Significance":
+        """The typed block of ``params.yaml: significance`` (checked by ``params_schema``)."""
+        return cls(min_effect_pct=float(block["min_effect_pct"]), floor_share=float(block["floor_share"]),
+                   window_share=float(block["window_share"]), min_window=int(block["min_window"]))
 
 
 def window_length(n_intervals: int, *, window_share: float, min_window: int) -> int:

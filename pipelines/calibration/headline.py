@@ -196,12 +196,12 @@ class HeadlineRule:
             object.__setattr__(self, "detectors", tuple(self.detectors))
 
     @classmethod
-    def from_params(cls, params: dict[str, Any], significance: dict[str, Any] | None = None) -> "HeadlineRule":
+    def from_params(cls, params: dict[str, Any], significance: effects.Significance | None = None) -> "HeadlineRule":
         """The rule of ``params.yaml: report``, and ``significance.min_effect_pct``."""
         return cls(verdict_rule=params["verdict_rule"], flag_rule=params["flag_rule"],
                    false_alarm_rate=float(params["false_alarm_rate"]), detectors=params["headline_detectors"],
                    classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"],
-                   min_effect_pct=float((significance or {}).get("min_effect_pct") or 0.0),
+                   min_effect_pct=significance.min_effect_pct if significance is not None else 0.0,
                    detector_weights=params["detector_weights"], trust=params.get("detector_trust", "none"),
                    trust_level=float(params.get("trust_level", 0.05)))
 

@@ -45,6 +45,7 @@ cross-lab-null`` prints the nulls side by side (docs/results/variants.md).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -56,17 +57,27 @@ from pipelines.storage.run_records import Environment
 STATUSES = ("same_lab", "adjusted", "insufficient")
 
 
-def lab_params(hist: dict[str, Any]) -> dict[str, Any]:
-    """What the stages need of the ``history`` params block about labs: the keyword arguments of
-    :func:`lab_shift` and ``environment_alpha`` (:func:`environment_dependent`)."""
-    return {"min_runs": int(hist["lab_min_runs"]), "unstable_share": float(hist["lab_unstable_share"]),
-            "max_unstable_share": float(hist["lab_max_unstable_share"]),
-            "environment_alpha": float(hist["lab_environment_alpha"])}
+@dataclass(frozen=True)
+class LabParams:
+    """What the stages need of the ``history`` params block about labs: :func:`lab_shift`'s
+    thresholds (:meth:`shift_kw`) and ``environment_alpha`` (:func:`environment_dependent`)."""
+
+    min_runs: int
+    unstable_share: float
+    max_unstable_share: float
+    environment_alpha: float
+
+    def shift_kw(self) -> dict[str, float]:
+        """The keyword arguments of :func:`lab_shift`."""
+        return {"min_runs": self.min_runs, "unstable_share": self.unstable_share,
+                "max_unstable_share": self.max_unstable_share}
 
 
-def shift_kw(lab_kw: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of :func:`lab_shift` among :func:`lab_params`."""
-    return {k: lab_kw[k] for k in ("min_runs", "unstable_share", "max_unstable_share")}
+def lab_params(hist: dict[str, Any]) -> LabParams:
+    """The :class:`LabParams` of a ``history`` params block (its ``lab_*`` keys)."""
+    return LabParams(min_runs=int(hist["lab_min_runs"]), unstable_share=float(hist["lab_unstable_share"]),
+                     max_unstable_share=float(hist["lab_max_unstable_share"]),
+                     environment_alpha=float(hist["lab_environment_alpha"]))
 
 
 def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
@@ -126,17 +137,17 @@ def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], ve
 
 
 def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
-            levels: Callable[[list[str]], pd.DataFrame], lab_kw: dict[str, Any],
+            levels: Callable[[list[str]], pd.DataFrame], lab_kw: LabParams,
             candidates: list[str] = ()) -> dict[str, Any]:
     """:func:`lab_shift`, and with an insufficient baseline also the counters whose level differs
     between the labs of ``candidates`` (the passed history, :func:`environment_dependent`):
     another lab's runs say nothing about them, so they are not judged either (``detect``'s rules
     abstain on them too).  ``lab_kw`` is :func:`lab_params`."""
-    lab = lab_shift(target, baseline, envs, verdicts, levels, **shift_kw(lab_kw))
+    lab = lab_shift(target, baseline, envs, verdicts, levels, **lab_kw.shift_kw())
     lab["environment_dependent"] = []
     if lab["status"] == "insufficient" and len(candidates) > 1:
         dependent = environment_dependent(levels(list(candidates)), [lab_key(envs[r]) for r in candidates],
-                                          alpha=lab_kw["environment_alpha"], min_rel_change=0.0)
+                                          alpha=lab_kw.environment_alpha, min_rel_change=0.0)
         lab["environment_dependent"] = sorted(dependent)
         if dependent:
             lab["reason"] += (f"; {len(dependent)} counter(s) whose level differs between the history's "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines import config
-from pipelines.calibration import history, labs
+from pipelines.calibration import effects, history, labs
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, analyse, load_pruning, stacking_evidence
 from pipelines.storage import manifest, memo, store
 from pipelines.storage.run_records import ValidIndex
@@ -67,7 +67,7 @@ class DetectJob:
             caches[self.system] = DetectCache(store.FrameStore(spec["reference_load"]))
         p = self.params
         ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], p["detect"], p["mine_rules"],
-                                      p["history"], p["significance"])
+                                      p["history"], effects.Significance.from_params(p["significance"]))
         if new_cache:           # a process of its own (a nightly DAG batch): the calibration's pruning masks
             hist = p["history"]
             load_pruning(self.system, ctx, history.passed_runs(self.index, self.system, exclude=set(hist["exclude"]),

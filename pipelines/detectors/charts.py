@@ -407,7 +407,7 @@ class Charter:
                      limits=limits, excursions_too=excursions_too)
 
     def lab(self, target: str, baseline: list[str], index: ValidIndex, lab_runs: dict[str, str],
-            lab_kw: dict[str, Any], candidates: list[str] = ()) -> dict[str, Any]:
+            lab_kw: labs.LabParams, candidates: list[str] = ()) -> dict[str, Any]:
         """:func:`labs.lab_shift` of ``target`` against ``baseline`` (levels at the store's reference).
 
         With an insufficient baseline, the counters whose level differs between the labs of
@@ -527,7 +527,7 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
 
 
 def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter, independent: list[str],
-                          params: dict[str, Any], *, lab_runs: dict[str, str], lab_kw: dict[str, Any]
+                          params: dict[str, Any], *, lab_runs: dict[str, str], lab_kw: labs.LabParams
                           ) -> dict[str, dict[str, dict[str, float]]]:
     """The run and window scores of the normal runs charted the way a target whose baseline does
     not share its lab is (:func:`labs.cross_lab_null`): against the most similar passed runs of

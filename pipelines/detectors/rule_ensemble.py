@@ -43,6 +43,7 @@ cause into ``reports/runs/<run_id>.json``.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -609,8 +610,8 @@ class DetectContext:
     models_dir: Path
     single_dir: Path
     cache: DetectCache
-    lab_kw: dict[str, Any]
-    significance: dict[str, Any]
+    lab_kw: labs.LabParams
+    significance: effects.Significance
 
     @cached_property
     def tag(self) -> str:
@@ -628,7 +629,7 @@ class DetectContext:
     @classmethod
     def of_system(cls, system: str, index: ValidIndex, spec: dict[str, Any], cache: DetectCache,
                   params: dict[str, Any], mine_params: dict[str, Any], hist: dict[str, Any],
-                  significance: dict[str, Any]) -> "DetectContext":
+                  significance: effects.Significance) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
         model folders, the labs' params of ``hist`` (the ``history`` block) and the
         ``significance`` block."""
@@ -667,7 +668,7 @@ def environment_abstention(baseline: list[str], target_env: Environment, lab: di
     teachers = list(environment_from or baseline)
     return labs.environment_dependent(ctx.cache.levels(teachers, ctx.reference),
                                       [labs.lab_key(ctx.index[b].get("environment")) for b in teachers],
-                                      alpha=ctx.lab_kw["environment_alpha"],
+                                      alpha=ctx.lab_kw.environment_alpha,
                                       min_rel_change=ctx.params["min_rel_change"] or 0.0)
 
 
@@ -682,8 +683,8 @@ def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext,
         frame = frame[[c for c in counters if c in frame.columns]]
     return effects.effect_sizes(frame, ctx.cache.levels(refs, ctx.reference).median(),
                                 ctx.cache.peaks(refs, ctx.reference).median(),
-                                window_share=float(sig["window_share"]), min_window=int(sig["min_window"]),
-                                floor_share=float(sig["floor_share"]))
+                                window_share=sig.window_share, min_window=sig.min_window,
+                                floor_share=sig.floor_share)
 
 
 def flagged_union(result: dict[str, Any]) -> list[str]:
@@ -700,7 +701,7 @@ def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[st
     ``small_changes``)."""
     flagged = {k: result[k] for k in ("single", "bagging", "stacking")}
     _, result["small_effects"] = effects.split_by_effect(flagged_union(result), result["effects"],
-                                                         float(ctx.significance["min_effect_pct"]))
+                                                         ctx.significance.min_effect_pct)
     result.update({k: [c for c in v if c not in result["small_effects"]] for k, v in flagged.items()})
     result["small_changes"] = {}
     if not (ctx.params["min_rel_change"] and refs):
@@ -734,7 +735,7 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     target_env = ctx.environment(run_id)
     refs = history.most_similar({b: ctx.environment(b) for b in baseline}, target_env)  # the nearest lab's runs
     lab = labs.lab_shift(run_id, refs, {r: ctx.environment(r) for r in [run_id, *refs, *lab_runs]},
-                         lab_runs, lambda runs: cache.levels(runs, ctx.reference), **labs.shift_kw(ctx.lab_kw))
+                         lab_runs, lambda runs: cache.levels(runs, ctx.reference), **ctx.lab_kw.shift_kw())
     frame = labs.shifted(cache.frames.at(run_id, ctx.reference), lab["shift"])
     models, model_counters = prior_models(baseline, ctx)
     env_dependent = environment_abstention(baseline, target_env, lab, ctx, environment_from)
@@ -827,7 +828,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     path = config.stacking_calibration_path(system)
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
-                         history=hist, significance=ctx.significance)
+                         history=hist, significance=dataclasses.asdict(ctx.significance))
     loaded = load_pruning(system, ctx, passed)       # the masks of the night before, for this night's targets
     done = memo.reuse(path, key)
     if done is not None:        # the same normal runs, bins, params and code: the same scores

@@ -128,17 +128,16 @@ def window_starts(n: int, width: int) -> list[int]:
     return starts if starts[-1] == n - width else [*starts, n - width]
 
 
-def contrast_params(significance: dict[str, Any]) -> dict[str, Any]:
+def contrast_params(significance: effects.Significance) -> dict[str, Any]:
     """The keyword arguments of :func:`window_contrasts` from the ``significance`` params block (one
     definition of a run's window for the effects and this detector)."""
-    return {"window_share": float(significance["window_share"]), "min_window": int(significance["min_window"])}
+    return {"window_share": significance.window_share, "min_window": significance.min_window}
 
 
-def null_params(significance: dict[str, Any]) -> dict[str, Any]:
+def null_params(significance: effects.Significance) -> dict[str, Any]:
     """The keyword arguments of :func:`calibrate` from the ``significance`` params block:
     ``min_effect_pct`` as a share, and ``floor_share``."""
-    return {"min_effect": float(significance["min_effect_pct"]) / 100.0,
-            "floor_share": float(significance["floor_share"])}
+    return {"min_effect": significance.min_effect_pct / 100.0, "floor_share": significance.floor_share}
 
 
 def changes_of(contrasts: dict[str, Contrast], peaks: dict[str, float], *, floor_share: float) -> dict[str, float]:

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from pipelines import config, parallel
-from pipelines.calibration import cause_signatures, headline, history, labs
+from pipelines.calibration import cause_signatures, effects, headline, history, labs
 from pipelines.detectors import charts, rule_ensemble, within_run
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
@@ -32,7 +32,7 @@ log = logging.getLogger("regresslab.evaluate")
 
 
 def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str], passed: list[str],
-               *, params: dict[str, Any], lab_kw: dict[str, Any], significance: dict[str, Any]
+               *, params: dict[str, Any], lab_kw: labs.LabParams, significance: effects.Significance
                ) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
     passed runs (most similar environment), judged by a calibration without it.
@@ -104,8 +104,8 @@ class LooSystem:
     params: dict[str, Any]
     mine_params: dict[str, Any]
     disc_params: dict[str, Any]
-    lab_kw: dict[str, Any]
-    significance: dict[str, Any]
+    lab_kw: labs.LabParams
+    significance: effects.Significance
 
 
 def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:

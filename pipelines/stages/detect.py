@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
-from pipelines.calibration import history
+from pipelines.calibration import effects, history
 from pipelines.calibration.rule_runs import DetectJob, detect_one
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, calibrate_system
 from pipelines.progress import Progress
@@ -28,7 +28,7 @@ def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     """Calibrate stacking for every system; the systems (nightly DAG task)."""
     params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
         config.load_params("history")
-    significance = config.load_params("significance")
+    significance = effects.Significance.from_params(config.load_params("significance"))
     index = manifest.read_valid_index()
     caches = {} if caches is None else caches
     systems = [s for s in history.systems(index) if config.edges_path(s).exists()]

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import headline, history, labs
+from pipelines.calibration import effects, headline, history, labs
 from pipelines.detectors import cluster_models
 from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.learners import compare_learners
@@ -42,7 +42,7 @@ def main() -> None:
     ev_params = config.load_params("evaluate")
     cc_params = config.load_params("control_charts")
     cl_params = config.load_params("clusters")
-    significance = config.load_params("significance")
+    significance = effects.Significance.from_params(config.load_params("significance"))
     rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = manifest.read_valid_index()

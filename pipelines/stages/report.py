@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from pipelines import config, parallel
-from pipelines.calibration import headline, history
+from pipelines.calibration import effects, headline, history
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, junit
 from pipelines.reporting.pages import index_row
@@ -26,7 +26,8 @@ log = logging.getLogger("regresslab.report")
 def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
     params = config.load_params("report")
-    rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
+    significance = effects.Significance.from_params(config.load_params("significance"))
+    rule = headline.HeadlineRule.from_params(params, significance)
     return index_row(report_run(run_id, manifest.read_valid_index(), params, rule))
 
 
@@ -41,7 +42,8 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
     params = config.load_params("report")
-    rule = headline.HeadlineRule.from_params(params, config.load_params("significance"))
+    significance = effects.Significance.from_params(config.load_params("significance"))
+    rule = headline.HeadlineRule.from_params(params, significance)
     index = manifest.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))

@@ -79,3 +79,18 @@ def test_the_strongest_window_is_the_window_by_window_median_to_the_last_bit(wid
     gaps = np.round(rng.normal(100.0, 10.0, 60), 1)
     gaps[[3, 4, 40]] = np.nan                           # missing intervals: left out of their windows
     assert effects.strongest_window_median(gaps, 100.0, width) == _every_window(gaps, 100.0, width)
+
+
+def test_the_significance_block_is_read_once_into_its_typed_record():
+    """params.yaml gives whole numbers where floats are meant (``min_effect_pct: 5``): the record
+    holds each threshold as its type, and the run against itself takes its share of them."""
+    from pipelines.detectors import within_run
+
+    sig = effects.Significance.from_params({"min_effect_pct": 5, "floor_share": 0.5, "window_share": 0.2,
+                                            "min_window": 3.0})
+    assert sig == effects.Significance(min_effect_pct=5.0, floor_share=0.5, window_share=0.2, min_window=3)
+    assert isinstance(sig.min_effect_pct, float) and isinstance(sig.min_window, int)
+    assert within_run.contrast_params(sig) == {"window_share": 0.2, "min_window": 3}
+    assert within_run.null_params(sig) == {"min_effect": 0.05, "floor_share": 0.5}
+    with pytest.raises(KeyError):
+        effects.Significance.from_params({"min_effect_pct": 5})

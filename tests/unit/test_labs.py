@@ -147,3 +147,12 @@ def test_a_new_lab_normal_run_failed_by_the_same_lab_null_passes_the_matched_one
     assert charts.matched_calibration(calibration, "same_lab", "t") == (calibration, "same_lab")
     fixed = {**calibration, "threshold": 0.3, "threshold_from": "params"}
     assert charts.matched_calibration(fixed, "insufficient", "t")[0]["threshold"] == 0.3
+
+
+def test_the_lab_params_are_the_history_blocks_lab_keys_typed():
+    hist = {"lab_min_runs": 3.0, "lab_unstable_share": 0.5, "lab_max_unstable_share": 0.6,
+            "lab_environment_alpha": 0.01, "window": 40}
+    lab = labs.lab_params(hist)
+    assert lab == labs.LabParams(min_runs=3, unstable_share=0.5, max_unstable_share=0.6, environment_alpha=0.01)
+    assert isinstance(lab.min_runs, int)
+    assert lab.shift_kw() == KW                     # lab_shift's keyword arguments, nothing else
