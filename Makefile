@@ -7,9 +7,10 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.9.9
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
-# Each module's bytecode is written the first time a process imports it, so the install compiles
-# nothing and the modules a night never imports are never compiled. A shell that sets
-# PYTHONDONTWRITEBYTECODE would make every process of a night compile all it imports again.
+# The install compiles every module's bytecode once (uv --compile-bytecode: 33 s on 2 cores), so
+# that no process of a night or of the tests compiles what it imports (the test suite's first run
+# on a fresh install took 70 s longer than its second). A shell that sets PYTHONDONTWRITEBYTECODE
+# would make every process compile this project's own modules again.
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test setup browser services bench reset screenshots real-data
@@ -18,7 +19,7 @@ unexport PYTHONDONTWRITEBYTECODE
 $(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt -c constraints.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .     # the `regresslab` command, on this checkout
 	touch $@
 
