@@ -7,6 +7,8 @@ so a page works offline and carries no script.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import math
 import re
@@ -30,6 +32,16 @@ def page_environment():
     import jinja2
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(config.TEMPLATES)), autoescape=True,
                               undefined=jinja2.StrictUndefined)
+
+
+@functools.lru_cache(maxsize=None)
+def templates_digest(directory: Path = config.TEMPLATES) -> str:
+    """A hash of every template and the style sheet (names and bytes): part of a run page's input
+    key, so that a new template renders every page again while the runs' results are kept."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def style_sheet() -> str:

@@ -14,7 +14,8 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.calibration import cause_signatures, headline, history, labs
 from pipelines.reporting import compare, counter_history, links
-from pipelines.reporting.pages import NightIndex, RunPage, dropped_counters, index_row, render_index, render_run
+from pipelines.reporting.pages import (NightIndex, RunPage, dropped_counters, index_row, render_index, render_run,
+                                      templates_digest)
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
@@ -48,7 +49,7 @@ def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
     params, the counters the system's verified faults name (the order of a failed run's counters:
-    ``cause_signatures``) and the code."""
+    ``cause_signatures``), the code and the page's templates (``pages.templates_digest``)."""
     inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
                         config.cluster_path(run_id))}
@@ -56,7 +57,8 @@ def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params
     system = index[run_id]["system"]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(cause_signatures.fault_labels(index, system).items())}
     return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
-                          rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels)
+                          rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels,
+                          templates=templates_digest())
 
 
 class ReportInputs(NamedTuple):

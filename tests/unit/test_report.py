@@ -330,3 +330,21 @@ def test_run_page_says_when_the_counters_follow_the_predicted_causes_signature()
     html = pages.render_run(doc, meta, None, page)
     assert 'id="cause-signature"' in html and "history’s 3 verified" in html and "<code>cpu_usage_m</code>" in html
     assert "<script" not in html
+    assert "the nearest cause, not certain" in html                 # the cause is not known (_doc)
+    doc["cause"]["known"] = True
+    assert "the nearest cause, not certain" not in pages.render_run(doc, meta, None, page)
+
+
+def test_a_changed_template_changes_the_pages_input_key(tmp_path):
+    """A run page is rendered again when a template or the style sheet changes (its key holds their
+    digest), and only then."""
+    (tmp_path / "run.html.j2").write_text("<p>{{ doc.run_id }}</p>")
+    (tmp_path / "style.css").write_text("p { color: black }")
+    first = pages.templates_digest.__wrapped__(tmp_path)
+    assert pages.templates_digest.__wrapped__(tmp_path) == first
+    (tmp_path / "style.css").write_text("p { color: red }")
+    assert pages.templates_digest.__wrapped__(tmp_path) != first
+    (tmp_path / "style.css").write_text("p { color: black }")
+    assert pages.templates_digest.__wrapped__(tmp_path) == first
+    (tmp_path / "new.html.j2").write_text("")
+    assert pages.templates_digest.__wrapped__(tmp_path) != first
