@@ -103,7 +103,8 @@ def meta_normal_scores(tree: Path, system: str) -> dict | None:
     return read(processed / "cause_models" / system / pointer["meta"]).get("null_fault_scores") if pointer else None
 
 
-def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None = None) -> dict:
+def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None = None,
+            signatures: bool = True) -> dict:
     params = yaml.safe_load((tree / "params.yaml").read_text())["report"]
     params = {**params, "headline_detectors": detectors or params["headline_detectors"]}
     rule = headline.HeadlineRule.from_params(params)
@@ -120,7 +121,7 @@ def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None
             histories[system] = system_history(tree, system, index, rule.classifier_resolution)
             scores[system] = meta_normal_scores(tree, system)
         doc = compose(tree, run_id, histories[system], scores[system], rule,
-                      cause_signatures.fault_labels(index, system))
+                      cause_signatures.fault_labels(index, system) if signatures else None)
         labelled = stored[run_id].get("labelled") or []
         out[run_id] = {"truth": truth["verdict"], "record": doc["verdict"],
                        "by": (doc["details"].get("trust") or {}).get("decided_by") or [],
@@ -149,8 +150,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--detectors-order", action="store_true",
                         help="a failed run's counters in the detectors' order alone (no cause signature)")
     args = parser.parse_args(argv)
-    if args.detectors_order:                 # the order before the cause signatures, for the comparison
-        cause_signatures.signature = lambda *a, **kw: None
     if args.allowed is not None:             # a variant of record.choose, for the comparison
         import dataclasses
         chooser = record.choose
@@ -163,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     every = {}
     for result in sorted(args.out.glob("*/*/result.json")):
         tree = result.parent
-        rows = list(rescore(tree, args.level, args.min_runs, args.detectors).values())
+        rows = list(rescore(tree, args.level, args.min_runs, args.detectors, signatures=not args.detectors_order).values())
         every[f"{tree.parent.name}/{tree.name}"] = rows
         acc = {m: accuracy(rows, m) for m in methods}
         best = max(DETECTORS.values(), key=lambda m: acc[m][0])

@@ -44,8 +44,8 @@ def raw_archives(run_id: str) -> list[str]:
 
 
 def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params: dict[str, Any],
-               rule: headline.HeadlineRule,
-               raw: list[str]) -> str:
+               rule: headline.HeadlineRule, raw: list[str],
+               fault_labels: dict[str, cause_signatures.FaultLabel]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
     params, the counters the system's verified faults name (the order of a failed run's counters:
@@ -54,8 +54,7 @@ def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
                         config.cluster_path(run_id))}
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
-    system = index[run_id]["system"]
-    labels = {r: dataclasses.asdict(lab) for r, lab in sorted(cause_signatures.fault_labels(index, system).items())}
+    labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
     return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
                           rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels,
                           templates=templates_digest())
@@ -63,9 +62,11 @@ def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params
 
 class ReportInputs(NamedTuple):
     """What a run's report is made from, read once: its detection result, its own archives in
-    ``data/raw`` and the input key they give (:func:`report_key`)."""
+    ``data/raw``, its system's verified fault labels (``cause_signatures``) and the input key they
+    give (:func:`report_key`)."""
     detection: dict[str, Any]
     raw: list[str]
+    fault_labels: dict[str, cause_signatures.FaultLabel]
     key: str
 
 
@@ -73,7 +74,8 @@ def report_inputs(run_id: str, index: ValidIndex, params: dict[str, Any], rule: 
                   ) -> ReportInputs:
     detection = atomic.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
-    return ReportInputs(detection, raw, report_key(run_id, detection, index, params, rule, raw))
+    labels = cause_signatures.fault_labels(index, index[run_id]["system"])
+    return ReportInputs(detection, raw, labels, report_key(run_id, detection, index, params, rule, raw, labels))
 
 
 def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
@@ -96,14 +98,14 @@ def report_run(run_id: str, index: ValidIndex, params: dict[str, Any], rule: hea
 def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: dict[str, Any],
                  rule: headline.HeadlineRule) -> dict[str, Any]:
     """Compose, write and render one run's report; return its verdict document."""
-    detection, raw, key = inputs
+    detection, raw, labels, key = inputs
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     verdict = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                                  fault_labels=cause_signatures.fault_labels(index, system))
+                                  fault_labels=labels)
     verdict.details["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
