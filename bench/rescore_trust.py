@@ -14,7 +14,9 @@ record as the stages now do (``record.loo_pvalues`` with each detector's own p-v
 every target's verdict file again with ``headline.verdict_of`` from the stored stage results and that
 record (``report.detector_trust: record``), and prints, per set and split, the verdict so composed
 beside the stored headline and each detector alone, each set's worst case and its gap to the best
-detector alone, and where the first counters shown name a labelled one.  Nothing is re-run.
+detector alone, and where the first counters shown name a labelled one; each detector alone is its p-value in the
+composed verdict file, so a tree whose stage results were computed again (one stage run again on
+each split) is scored as it now stands.  Nothing is re-run.
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ from pipelines.detectors import charts as control_charts, cluster_models, rule_e
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
              "cause_classifier": "cause_classifier", "within_run": "within_run"}
+
+ALONE = {"stacking": "stacking", "control_charts": "control_charts", "within_run": "within_run",
+         "cluster_models": "clustered_regression", "cause_classifier": "cause_classifier"}
 
 
 def read(path: Path) -> dict:
@@ -123,11 +128,14 @@ def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None
         doc = compose(tree, run_id, histories[system], scores[system], rule,
                       cause_signatures.fault_labels(index, system) if signatures else None)
         labelled = stored[run_id].get("labelled") or []
+        p_values = doc["details"].get("p_values") or {}
+        alone = {name: "fail" if p_values.get(key) is not None and p_values[key] <= params["false_alarm_rate"] else "pass"
+                 for name, key in ALONE.items()}       # each detector alone, from the stage results read
         out[run_id] = {"truth": truth["verdict"], "record": doc["verdict"],
                        "by": (doc["details"].get("trust") or {}).get("decided_by") or [],
                        "first_counters": (doc["flagged_counters"] or list(doc.get("counter_scores") or {}))[:5],
                        "stored_first": stored[run_id].get("first_counters") or [], "labelled": labelled,
-                       **stored[run_id]["said"]}
+                       **stored[run_id]["said"], **alone}
     return out
 
 

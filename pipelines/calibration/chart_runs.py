@@ -94,15 +94,16 @@ def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: 
     return out
 
 
-def within_calibration(passed: list[str], frames: store.FrameStore, significance: effects.Significance
-                       ) -> dict[str, Any]:
+def within_calibration(passed: list[str], frames: store.FrameStore, significance: effects.Significance,
+                       false_alarm_rate: float) -> dict[str, Any]:
     """The within-run null (``within_run.calibrate``): every passed run against itself, on the
-    stage's processes."""
+    stage's processes; ``within_run.choose_limits`` then reads its record."""
     kw = within_run.contrast_params(significance)
     progress = Progress(log, "within-run calibration", len(passed), what="normal runs")
     contrasts = parallel.map_ordered(lambda r: within_run.window_contrasts(frames[r], **kw), passed,
                                      progress=progress.each())
-    return within_run.calibrate(dict(zip(passed, contrasts)), **within_run.null_params(significance))
+    return within_run.calibrate(dict(zip(passed, contrasts)), **within_run.null_params(significance),
+                                false_alarm_rate=false_alarm_rate)
 
 
 def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
@@ -124,9 +125,11 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
                             {r: index[r].get("version") for r in passed}, params=params, charter=charter)
     calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
                                                      lab_runs=verdicts, lab_kw=labs.lab_params(hist))
-    calibration["within_run"] = within_calibration(passed, frames, significance)
-    calibration["fault_pvalues"], calibration["within_run"]["fault_pvalues"] = fault_pvalues(
-        index, frames, calibration, params, hist, significance, verdicts)
+    rate = float(params["false_alarm_rate"])
+    calibration["within_run"] = within_calibration(passed, frames, significance, rate)
+    calibration["fault_pvalues"], within_faults = fault_pvalues(index, frames, calibration, params, hist,
+                                                                significance, verdicts)
+    calibration["within_run"] = within_run.choose_limits(calibration["within_run"], within_faults, false_alarm_rate=rate)
     calibration["normal_pvalues"] = normal_pvalues(calibration, {r: len(frames[r]) for r in calibration["normal_scores"]})
     calibration["within_run"]["normal_pvalues"] = within_run.normal_pvalues(calibration["within_run"]["normal_scores"])
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
@@ -134,23 +137,24 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
 
 def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
                   hist: dict[str, Any], significance: effects.Significance, verdicts: dict[str, str]
-                  ) -> tuple[dict[str, float], dict[str, float]]:
+                  ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
-    p-value and the within-run one (``headline.fault_weights`` learns each detector's share of the
-    rate from them), on the stage's processes."""
+    p-value, and the within-run one under each of its limits (``within_run.LIMITS_BY``: limits ->
+    run -> p); ``headline.fault_weights`` learns each detector's share of the rate from them, and
+    ``within_run.choose_limits`` the limits; on the stage's processes."""
     faults = history.fault_runs(verdicts)
     progress = Progress(log, "control_charts calibration faults", len(faults), what="fault runs")
     charting = SystemCharts(index, frames, calibration, params, labs.lab_params(hist), significance)
 
-    def chart_fault(run_id: str) -> tuple[float | None, float | None]:
+    def chart_fault(run_id: str) -> tuple[float | None, dict[str, float]]:
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
         out = chart_run(run_id, baseline, charting, verdicts)
         if out.get("verdict") is None or (out.get("lab") or {}).get("status") != "same_lab":
-            return None, None
-        return out.get("p_value"), (out.get("within_run") or {}).get("p_value")
+            return None, {}
+        return out.get("p_value"), (out.get("within_run") or {}).get("limits_p_values") or {}
     judged = dict(zip(faults, parallel.map_ordered(chart_fault, faults, progress=progress.each())))
     return ({r: v[0] for r, v in judged.items() if v[0] is not None},
-            {r: v[1] for r, v in judged.items() if v[1] is not None})
+            {by: {r: v[1][by] for r, v in judged.items() if by in v[1]} for by in within_run.LIMITS_BY})
 
 
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],

@@ -19,7 +19,8 @@ from pipelines.detectors.protocol import DetectorResult
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
 CHART_OPTIONAL = ("p_value", "window_ratio", "false_alarm_rate", "load_independent_skipped", "null")
-WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes")
+WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes",
+                 "limits_by")
 
 
 def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolution: float,

@@ -20,3 +20,11 @@ def counter_kind(counter: str) -> tuple[str, str]:
     if not dot or not name:
         component, name = "", counter
     return component, re.sub(r"\d+", "N", name)
+
+
+def counter_metric(counter: str) -> str:
+    """The metric a counter measures, whichever component: its name without the component prefix
+    (``cartservice.cpu_usage_m`` -> ``cpu_usage_m``; no digit folded, so ``server.m01`` and
+    ``server.m02`` stay two metrics); the whole name without a prefix."""
+    _, dot, name = counter.partition(".")
+    return name if dot and name else counter

@@ -43,9 +43,12 @@ import numpy as np
 import pandas as pd
 
 from pipelines.calibration import effects, pvalues, record
+from pipelines.detectors.counter_kinds import counter_metric
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
 RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)
+LIMITS_BY = ("counter", "metric")   # a counter's limit: its own largest normal change, or its metric's in any component
+FORWARD_MIN = 5           # forward in time, a normal run is judged once this many runs came before it
 
 
 @dataclass(frozen=True)
@@ -191,17 +194,109 @@ def largest_ratio(changes: dict[str, float], limits: dict[str, float], *, min_ef
     return max(counter_ratios(changes, limits, min_effect=min_effect).values(), default=0.0)
 
 
-def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, floor_share: float) -> dict[str, Any]:
-    """The null of the normal runs ``contrasts`` (run -> counter -> :class:`Contrast`): each
-    counter's usual peak (:func:`usual_peaks`), its limits (:func:`counter_limits`) and each run's
-    score against the limits of the others."""
+def metric_maxima(changes: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """run -> counter -> change  =>  run -> metric -> the largest ``|change|`` of that metric in the run,
+    over its components (``counter_kinds.counter_metric``)."""
+    out: dict[str, dict[str, float]] = {}
+    for run, counters in changes.items():
+        largest: dict[str, float] = {}
+        for counter, change in counters.items():
+            metric = counter_metric(counter)
+            largest[metric] = max(largest.get(metric, 0.0), abs(change))
+        out[run] = largest
+    return out
+
+
+def run_limits(calibration: dict[str, Any], changes: dict[str, float], leave_out: str | None,
+               limits_by: str) -> dict[str, float]:
+    """Each counter's limit (:func:`limits_without` ``leave_out``): its own largest normal change
+    (``counter``), or the largest normal change of its metric in any component (``metric``)."""
+    if limits_by == "counter":
+        return limits_without(calibration["limits"], leave_out)
+    metric = limits_without(calibration["metric_limits"], leave_out)
+    return {c: metric.get(counter_metric(c), 0.0) for c in changes}
+
+
+def forward_failures(changes: dict[str, dict[str, float]], runs: list[str], limits_by: str, *, min_effect: float,
+                     false_alarm_rate: float) -> dict[str, bool]:
+    """Each normal run from the ``FORWARD_MIN``-th on (``runs`` oldest first) judged as a later target
+    is: by the limits and the leave-one-out null of the runs before it alone; run -> failed.  A
+    variant whose limits hold within the history but not forward in time (a slow drift the
+    leave-one-out null absorbs) shows it here."""
+    keyed = {r: changes[r] for r in runs} if limits_by == "counter" else metric_maxima({r: changes[r] for r in runs})
+    names = sorted({k for r in runs for k in keyed[r]})
+    at = {k: i for i, k in enumerate(names)}
+    size = np.zeros((len(runs), len(names)))            # |change| per run and key (0: absent, never a limit)
+    for i, r in enumerate(runs):
+        for k, v in keyed[r].items():
+            size[i, at[k]] = abs(v)
+    own = [np.array([at[counter_metric(c)] if limits_by == "metric" else at[c] for c in changes[r]], dtype=int)
+           for r in runs]
+    magnitude = [np.abs(np.array(list(changes[r].values()), dtype=float)) for r in runs]
+
+    def score(i: int, limits: np.ndarray) -> float:
+        values, limit = magnitude[i], np.maximum(limits[own[i]] if len(own[i]) else np.zeros(0), min_effect)
+        mattered = values >= min_effect
+        return float(np.max(values[mattered] / limit[mattered])) if mattered.any() else 0.0
+
+    out: dict[str, bool] = {}
+    for i in range(FORWARD_MIN, len(runs)):
+        before = size[:i]
+        order = np.argsort(-before, axis=0, kind="stable")
+        top, second = before[order[0], np.arange(len(names))], before[order[1], np.arange(len(names))]
+        null = [score(q, np.where(order[0] == q, second, top)) for q in range(i)]
+        p = pvalues.calibrated_pvalue(score(i, top), null, resolution=RESOLUTION)
+        out[runs[i]] = bool(p <= false_alarm_rate)
+    return out
+
+
+def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, floor_share: float,
+              false_alarm_rate: float | None = None) -> dict[str, Any]:
+    """The null of the normal runs ``contrasts`` (run -> counter -> :class:`Contrast`, oldest first):
+    each counter's usual peak (:func:`usual_peaks`), its limits (:func:`counter_limits`) and those of
+    its metric over the components (``metric_limits``), and under each (``LIMITS_BY``) each run's
+    score against the limits of the others (``scores``) and, given the ``false_alarm_rate``, each
+    later run judged by the runs before it (``forward``, :func:`forward_failures`).  The limits
+    used are the counter's own (``limits_by``) until :func:`choose_limits` reads the record."""
     peaks = usual_peaks(contrasts)
     changes = {r: changes_of(v, peaks, floor_share=floor_share) for r, v in contrasts.items()}
     limits = counter_limits(changes)
-    scores = {r: round(largest_ratio(changes[r], limits_without(limits, r), min_effect=min_effect), 6)
-              for r in sorted(changes)}
-    return {"peaks": peaks, "limits": limits, "normal_scores": scores, "min_effect": min_effect,
-            "floor_share": floor_share}
+    calibration: dict[str, Any] = {"peaks": peaks, "limits": limits, "metric_limits": counter_limits(metric_maxima(changes)),
+                                   "min_effect": min_effect, "floor_share": floor_share}
+    scores = {by: {r: round(largest_ratio(changes[r], run_limits(calibration, changes[r], r, by), min_effect=min_effect), 6)
+                   for r in sorted(changes)} for by in LIMITS_BY}
+    forward = {} if false_alarm_rate is None else \
+        {by: forward_failures(changes, list(contrasts), by, min_effect=min_effect, false_alarm_rate=false_alarm_rate)
+         for by in LIMITS_BY}
+    return {**calibration, "scores": scores, "forward": forward, "limits_by": "counter",
+            "normal_scores": scores["counter"]}
+
+
+def choose_limits(calibration: dict[str, Any], fault_pvalues: dict[str, dict[str, float]], *,
+                  false_alarm_rate: float, leave_out: str | None = None) -> dict[str, Any]:
+    """The limits this system's record supports (``fault_pvalues``: limits -> verified fault -> its
+    p-value; ``leave_out``: a run judged in leave-one-out, whose own verdict never counts).  A
+    counter's metric in every component sets its limit instead of the counter alone when, on the
+    history, that catches more faults net of the normal runs it fails (each judged by the others)
+    *and* fails no more normal runs forward in time (:func:`forward_failures`): a system whose
+    requests time out now here, now there (TrainTicket) has normal runs with one wild latency each,
+    in whichever service, and a target with one more must not fail for it.  Otherwise, and without
+    a forward record, each counter's own.  The calibration with ``limits_by``, its ``normal_scores``
+    and ``fault_pvalues`` those of the chosen limits, and the ``record`` of each."""
+    rec = {}
+    for by in LIMITS_BY:
+        normal = {r: p for r, p in normal_pvalues(calibration["scores"][by]).items() if r != leave_out}
+        faults = {r: p for r, p in (fault_pvalues.get(by) or {}).items() if r != leave_out}
+        forward = {r: f for r, f in (calibration.get("forward") or {}).get(by, {}).items() if r != leave_out}
+        rec[by] = {"normal_failed": sum(p <= false_alarm_rate for p in normal.values()), "normal_runs": len(normal),
+                   "faults_caught": sum(p <= false_alarm_rate for p in faults.values()), "faults": len(faults),
+                   "forward_failed": sum(forward.values()), "forward_judged": len(forward)}
+    own, metric = rec["counter"], rec["metric"]
+    better = metric["faults_caught"] - metric["normal_failed"] > own["faults_caught"] - own["normal_failed"]
+    holds = bool(calibration.get("forward")) and metric["forward_failed"] <= own["forward_failed"]
+    by = "metric" if better and holds else "counter"
+    return {**calibration, "limits_by": by, "normal_scores": calibration["scores"][by],
+            "fault_pvalues": dict(fault_pvalues.get(by) or {}), "limits_record": rec}
 
 
 def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
@@ -212,31 +307,39 @@ def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
 
 def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_alarm_rate: float,
           leave_out: str | None = None, top: int = 20) -> dict[str, Any]:
-    """A run's within-run evidence against ``calibration`` (:func:`calibrate`; ``leave_out``: the
-    run is one of its normal runs, judged by the others).  The verdict fails at ``p <=
-    false_alarm_rate``; the flagged counters are those beyond their limit (ratio > 1) whose change
-    matters, most extreme first, with their windows (``changes``, the ``top`` first);
-    ``counter_scores`` are ``r / (1 + r)`` of those ratios.  No verdict with fewer than 2 normal
-    runs to calibrate on, or a run too short to contrast."""
+    """A run's within-run evidence against ``calibration`` (:func:`calibrate`, its ``limits_by``;
+    ``leave_out``: the run is one of its normal runs, judged by the others).  The verdict fails at
+    ``p <= false_alarm_rate``; the flagged counters are those beyond their limit (ratio > 1) whose
+    change matters, most extreme first, with their windows (``changes``, the ``top`` first);
+    ``counter_scores`` are ``r / (1 + r)`` of those ratios; ``limits_p_values`` the run's p-value
+    under each of ``LIMITS_BY`` (the record of a verified fault, :func:`choose_limits`).  No verdict
+    with fewer than 2 normal runs to calibrate on, or a run too short to contrast."""
     min_effect = float(calibration["min_effect"])
-    null = [v for r, v in calibration["normal_scores"].items() if r != leave_out]
+    by = calibration.get("limits_by") or "counter"
+    scores = calibration.get("scores") or {"counter": calibration["normal_scores"]}
+    nulls = {b: [v for r, v in normal.items() if r != leave_out] for b, normal in scores.items()}
+    null = nulls[by]
     out: dict[str, Any] = {"verdict": None, "score": None, "p_value": None, "normal_runs": len(null),
-                           "flagged_counters": [], "counter_scores": {}, "changes": {}}
+                           "flagged_counters": [], "counter_scores": {}, "changes": {}, "limits_by": by}
     if len(null) < 2:
         return {**out, "reason": f"{len(null)} normal run(s) to calibrate on (2 needed)"}
     if not contrasts:
         return {**out, "reason": "the run is too short to compare a window of it with the rest"}
     changes = changes_of(contrasts, calibration["peaks"], floor_share=float(calibration["floor_share"]))
-    ratios = counter_ratios(changes, limits_without(calibration["limits"], leave_out), min_effect=min_effect)
+    ratios_by = {b: counter_ratios(changes, run_limits(calibration, changes, leave_out, b), min_effect=min_effect)
+                 for b in nulls}
+    p_by = {b: round(float(pvalues.calibrated_pvalue(max(r.values(), default=0.0), nulls[b], resolution=RESOLUTION)), 6)
+            for b, r in ratios_by.items()}
+    ratios = ratios_by[by]
     score = max(ratios.values(), default=0.0)
-    p = pvalues.calibrated_pvalue(score, null, resolution=RESOLUTION)
-    failed = bool(p <= false_alarm_rate)
+    failed = bool(p_by[by] <= false_alarm_rate)
     beyond = sorted((c for c, r in ratios.items() if r > 1.0), key=lambda c: (-ratios[c], c))
     shown = {c: {"change_pct": round(100.0 * changes[c], 2), "ratio": round(ratios[c], 4),
                  "window": [contrasts[c].start, contrasts[c].start + contrasts[c].width - 1],
                  "window_median": round(contrasts[c].window_median, 6), "rest_median": round(contrasts[c].rest_median, 6)}
              for c in beyond[:top]}
-    return {**out, "verdict": "fail" if failed else "pass", "score": round(score, 4), "p_value": round(float(p), 6),
+    return {**out, "verdict": "fail" if failed else "pass", "score": round(score, 4), "p_value": p_by[by],
             "false_alarm_rate": false_alarm_rate, "flagged_counters": beyond if failed else [],
             "counters_beyond_limit": beyond, "changes": shown,
-            "counter_scores": {c: round(r / (1.0 + r), 4) for c, r in sorted(ratios.items())}}
+            "counter_scores": {c: round(r / (1.0 + r), 4) for c, r in sorted(ratios.items())},
+            "limits_p_values": p_by}

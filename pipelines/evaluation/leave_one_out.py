@@ -47,7 +47,8 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     across labs (:func:`charts.matched_calibration`, charted once, the first time a run
     needs them; the held-out run's own score left out).  Returns per run the
     :func:`charts.judge` result (with its ``counter_scores``), and under ``within_run`` the run
-    against itself (``within_run.judge``, its limits and null without the held-out run).
+    against itself (``within_run.judge``, its limits and null without the held-out run, and its
+    limits chosen on the record of the other verified runs: ``within_run.choose_limits``).
     """
     runs = list(dict.fromkeys(verified + passed))
     envs = {r: index[r].get("environment") or {} for r in runs}
@@ -58,7 +59,12 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
                                              charter=charter)
     kw = within_run.contrast_params(significance)
     contrasts = {r: within_run.window_contrasts(frames[r], **kw) for r in runs}
-    within_null = within_run.calibrate({r: contrasts[r] for r in passed}, **within_run.null_params(significance))
+    rate = float(params["false_alarm_rate"])
+    within_null = within_run.calibrate({r: contrasts[r] for r in passed}, **within_run.null_params(significance),
+                                       false_alarm_rate=rate)
+    judged_faults = {r: within_run.judge(contrasts[r], within_null, false_alarm_rate=rate).get("limits_p_values") or {}
+                     for r in verified if index[r]["verdict"] == "fail"}
+    within_faults = {by: {r: p[by] for r, p in judged_faults.items() if by in p} for by in within_run.LIMITS_BY}
     cross: dict[str, Any] | None = None          # the cross-lab null, charted the first time a run needs it
     out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
@@ -80,8 +86,8 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
                                       counter_flag_floor=float(params["counter_flag_floor"]),
                                       false_alarm_rate=float(params["false_alarm_rate"]))
         result["lab"], result["null"] = labs.summary(lab), null
-        result["within_run"] = within_run.judge(contrasts[run_id], within_null,
-                                                false_alarm_rate=float(params["false_alarm_rate"]),
+        chosen = within_run.choose_limits(within_null, within_faults, false_alarm_rate=rate, leave_out=run_id)
+        result["within_run"] = within_run.judge(contrasts[run_id], chosen, false_alarm_rate=rate,
                                                 leave_out=run_id if run_id in passed else None)
         out[run_id] = result
         progress.step(i)

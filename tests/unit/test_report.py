@@ -264,6 +264,13 @@ def test_a_run_judged_against_itself_says_where_in_the_run_it_changed():
     assert "The verdict rests on the run against itself" in html
     calm = {**doc, "verdict": "pass", "flagged_counters": []}
     assert summary.plain_summary(calm, {}).startswith("No regression found within the run; it was not compared")
+    assert "that counter's largest in the normal runs" in row and "in any component" not in row
+    # limits of the counter's metric in any component (the system's record chose them): the page says so
+    doc["methods"]["within_run"]["limits_by"] = "metric"
+    html = pages.render_run(doc, meta, None, pages.RunPage(baseline_envs={}, raw_href="x", raw_name="x"))
+    row = re.search(r"<tr><td>within_run</td>.*?</tr>", html, re.S).group(0)
+    assert "the largest change of that counter's metric in any component of the normal runs" in row
+    assert "more than their metric did in any component of any normal run" in html
 
 
 def test_the_page_gives_each_detectors_share_of_the_rate_and_where_it_came_from():

@@ -128,3 +128,83 @@ def test_a_fault_inside_the_run_stands_out_from_normal_runs_in_another_lab():
                             false_alarm_rate=0.05)
     assert quiet["verdict"] == "pass" and loud["verdict"] == "fail"
     assert loud["changes"]["cpu_pct"]["change_pct"] > 50 and math.isfinite(loud["p_value"])
+
+
+def test_a_wild_latency_that_moves_between_services_is_within_its_metrics_limit():
+    """Each normal run has one service whose latency doubles (+100 %), never the same one twice;
+    a target where a third service's does is unusual for that counter, not for the system."""
+    quiet = contrast(10.2)                                   # +2 %: below the 5 % that matters
+    normal = {"n1": {"a.lat": contrast(20.0), "b.lat": quiet, "c.lat": quiet},
+              "n2": {"a.lat": quiet, "b.lat": contrast(20.0), "c.lat": quiet},
+              "n3": {"a.lat": contrast(10.6), "b.lat": quiet, "c.lat": contrast(10.6)}}   # +6 % in two
+    cal = within_run.calibrate(normal, min_effect=0.05, floor_share=FLOOR)
+    # metric limits: n1 and n2 each hold 1.0 for "lat", n3 0.06 -> largest 1.0 (n1), second 1.0
+    assert cal["metric_limits"]["lat"] == [pytest.approx(1.0), "n1", pytest.approx(1.0)]
+    # c.lat's own limit is n3's 6 %: +100 % there is 16.7 times it; the metric's limit is 100 %
+    target = {"a.lat": quiet, "b.lat": quiet, "c.lat": contrast(20.0)}
+    own = within_run.judge(target, cal, false_alarm_rate=0.05)
+    assert own["limits_by"] == "counter" and own["score"] == pytest.approx(1.0 / 0.06, abs=1e-3)
+    # the normal runs under their own limits, each without its own: n1's a.lat 1.0 / 0.06 (n3's),
+    # n2's b.lat 1.0 / 0.05 (its limit 2 %, below the 5 % that matters), n3's c.lat 0.06 / 0.05
+    assert cal["scores"]["counter"] == pytest.approx({"n1": 1.0 / 0.06, "n2": 20.0, "n3": 1.2}, abs=1e-6)
+    assert own["counters_beyond_limit"] == ["c.lat"]
+    pooled = within_run.judge(target, {**cal, "limits_by": "metric"}, false_alarm_rate=0.05)
+    assert pooled["score"] == pytest.approx(1.0) and pooled["counters_beyond_limit"] == []
+    # under each limits, the p-value against that limits' own null (the normal runs' scores)
+    for by in within_run.LIMITS_BY:
+        expected = pvalues.calibrated_pvalue(1.0 / 0.06 if by == "counter" else 1.0, list(cal["scores"][by].values()),
+                                             resolution=within_run.RESOLUTION)
+        assert own["limits_p_values"][by] == pytest.approx(expected, abs=1e-6)
+    # the normal runs under the metric's limits, each without its own: n1 1.0 / 1.0 (n2's), n2 the
+    # same, n3 0.06 / 1.0 = 0.06
+    assert cal["scores"]["metric"] == pytest.approx({"n1": 1.0, "n2": 1.0, "n3": 0.06})
+
+
+def record_calibration(forward_metric_failed=()):
+    """Ten normal runs scoring alike (none fails) under both limits, a forward record of five."""
+    scores = {f"n{i}": 1.0 for i in range(10)}
+    forward = {"counter": {f"n{i}": False for i in range(5, 10)},
+               "metric": {f"n{i}": f"n{i}" in forward_metric_failed for i in range(5, 10)}}
+    return {"scores": {"counter": scores, "metric": scores}, "forward": forward, "limits_by": "counter",
+            "normal_scores": scores}
+
+
+def test_the_metrics_limits_are_taken_where_the_record_shows_them_better_and_holding_forward():
+    faults = {"counter": {"f1": 0.20, "f2": 0.01, "f3": 0.30}, "metric": {"f1": 0.01, "f2": 0.01, "f3": 0.30}}
+    chosen = within_run.choose_limits(record_calibration(), faults, false_alarm_rate=0.05)
+    assert chosen["limits_by"] == "metric" and chosen["fault_pvalues"] == faults["metric"]
+    assert chosen["limits_record"]["metric"]["faults_caught"] == 2 and chosen["limits_record"]["counter"]["faults_caught"] == 1
+    # one more normal run failed forward in time under the metric's limits: the counter's own
+    drifting = within_run.choose_limits(record_calibration(("n7",)), faults, false_alarm_rate=0.05)
+    assert drifting["limits_by"] == "counter" and drifting["fault_pvalues"] == faults["counter"]
+    assert drifting["limits_record"]["metric"]["forward_failed"] == 1
+    # no forward record at all (calibrated without a rate): the counter's own
+    assert within_run.choose_limits({**record_calibration(), "forward": {}}, faults,
+                                    false_alarm_rate=0.05)["limits_by"] == "counter"
+    # judged in leave-one-out, f1's own catch does not count: one each, the counter's own
+    assert within_run.choose_limits(record_calibration(), faults, false_alarm_rate=0.05,
+                                    leave_out="f1")["limits_by"] == "counter"
+
+
+def test_forward_failures_judge_each_run_by_the_runs_before_it():
+    """The vectorised forward record against its definition: each run from the fifth on, scored by
+    the limits of the runs before it, against their scores each without its own."""
+    rng = np.random.default_rng(7)
+    runs = [f"r{i}" for i in range(9)]
+    names = ["a.lat", "b.lat", "c.lat", "a.cpu", "b.cpu"]
+    changes = {r: {c: float(v) for c, v in zip(names, rng.normal(0, 0.1, len(names)))} for r in runs}
+    changes["r7"]["b.lat"] = 1.5                                     # one wild latency, late: +150 %
+    for by in within_run.LIMITS_BY:
+        got = within_run.forward_failures(changes, runs, by, min_effect=0.05, false_alarm_rate=0.05)
+        expected = {}
+        for i in range(within_run.FORWARD_MIN, len(runs)):
+            before = {r: changes[r] for r in runs[:i]}
+            cal = {"limits": within_run.counter_limits(before),
+                   "metric_limits": within_run.counter_limits(within_run.metric_maxima(before))}
+            null = [within_run.largest_ratio(before[q], within_run.run_limits(cal, before[q], q, by), min_effect=0.05)
+                    for q in before]
+            score = within_run.largest_ratio(changes[runs[i]], within_run.run_limits(cal, changes[runs[i]], None, by),
+                                             min_effect=0.05)
+            expected[runs[i]] = pvalues.calibrated_pvalue(score, null, resolution=within_run.RESOLUTION) <= 0.05
+        assert got == expected and list(got) == runs[within_run.FORWARD_MIN:]
+        assert expected["r7"] and sum(expected.values()) == 1      # the late wild run, and it alone
