@@ -57,7 +57,7 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
     ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
-                                                effects.Significance.from_params(config.load_params("significance")))
+                                                effects.Significance.load())
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
     when = {r: pd.Timestamp(index[r]["started_at"]) for r in passed}
@@ -91,7 +91,7 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
         spec = store.read_edges(system)
         cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
         ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
-                                                effects.Significance.from_params(config.load_params("significance")))
+                                                effects.Significance.load())
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
@@ -146,7 +146,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     frames = store.FrameStore.of_system(system)
     calibration = atomic.read_json(config.calibration_path(system))
 
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
         out = chart_runs.chart_run(r, base, chart_runs.SystemCharts(

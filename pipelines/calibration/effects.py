@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines import config
+
 
 @dataclass(frozen=True)
 class Significance:
@@ -41,6 +43,12 @@ class Significance:
         """The typed block of ``params.yaml: significance`` (checked by ``params_schema``)."""
         return cls(min_effect_pct=float(block["min_effect_pct"]), floor_share=float(block["floor_share"]),
                    window_share=float(block["window_share"]), min_window=int(block["min_window"]))
+
+    @classmethod
+    def load(cls) -> "Significance":
+        """The project's ``significance`` block (``config.load_params``), typed: the one loading
+        site of the stages, the compare pages and the benches."""
+        return cls.from_params(config.load_params("significance"))
 
 
 def window_length(n_intervals: int, *, window_share: float, min_window: int) -> int:

@@ -171,7 +171,7 @@ def compare_runs(run_a: str, run_b: str, index: ValidIndex | None = None,
     frames = frames or {}
     fa = frames[run_a] if run_a in frames else store.load_normalized(run_a)
     fb = frames[run_b] if run_b in frames else store.load_normalized(run_b)
-    report, sig = config.load_params("report"), effects.Significance.from_params(config.load_params("significance"))
+    report, sig = config.load_params("report"), effects.Significance.load()
     alpha = float(report["false_alarm_rate"])
     result = compare_frames(fa, fb, report["directions"], min_effect_pct=sig.min_effect_pct,
                             floor_share=sig.floor_share, alpha=alpha)

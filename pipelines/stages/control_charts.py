@@ -23,7 +23,7 @@ log = logging.getLogger("regresslab.control_charts")
 @locks.holding("control_charts calibration")
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     return store.calibrate_every_system(
         lambda system, index, frames, params, hist: calibrate_system(system, index, frames, params, hist, significance),
         config.load_params("control_charts"), config.load_params("history"))
@@ -41,7 +41,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     the data folder and one frame store per system, so the history's frames are read once for the batch."""
     index = manifest.read_valid_index()
     params, hist = config.load_params("control_charts"), config.load_params("history")
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     frames: dict[str, store.FrameStore] = {}
 
     def one(run_id: str) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
     params, hist = config.load_params("control_charts"), config.load_params("history")
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     index = manifest.read_valid_index()
     todo = history.targets(index)
     atomic.prune_outputs(config.CONTROL_CHARTS / "calibration", history.systems(index))

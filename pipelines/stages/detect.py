@@ -28,7 +28,7 @@ def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     """Calibrate stacking for every system; the systems (nightly DAG task)."""
     params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
         config.load_params("history")
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     index = manifest.read_valid_index()
     caches = {} if caches is None else caches
     systems = [s for s in history.systems(index) if config.edges_path(s).exists()]

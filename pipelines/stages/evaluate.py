@@ -42,7 +42,7 @@ def main() -> None:
     ev_params = config.load_params("evaluate")
     cc_params = config.load_params("control_charts")
     cl_params = config.load_params("clusters")
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = manifest.read_valid_index()

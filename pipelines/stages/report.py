@@ -26,7 +26,7 @@ log = logging.getLogger("regresslab.report")
 def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
     params = config.load_params("report")
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     rule = headline.HeadlineRule.from_params(params, significance)
     return index_row(report_run(run_id, manifest.read_valid_index(), params, rule))
 
@@ -42,7 +42,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
     params = config.load_params("report")
-    significance = effects.Significance.from_params(config.load_params("significance"))
+    significance = effects.Significance.load()
     rule = headline.HeadlineRule.from_params(params, significance)
     index = manifest.read_valid_index()
     todo = history.targets(index)
