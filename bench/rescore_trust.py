@@ -31,12 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from pipelines.calibration import cause_signatures, headline, labs, record  # noqa: E402 -- after the path is set
 from pipelines.detectors import charts as control_charts, cluster_models, rule_ensemble, within_run  # noqa: E402
+from robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
              "cause_classifier": "cause_classifier", "within_run": "within_run"}
-
-ALONE = {"stacking": "stacking", "control_charts": "control_charts", "within_run": "within_run",
-         "cluster_models": "clustered_regression", "cause_classifier": "cause_classifier"}
 
 
 def read(path: Path) -> dict:

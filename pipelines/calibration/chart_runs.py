@@ -131,7 +131,6 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
                                                                 significance, verdicts)
     calibration["within_run"] = within_run.choose_limits(calibration["within_run"], within_faults, false_alarm_rate=rate)
     calibration["normal_pvalues"] = normal_pvalues(calibration, {r: len(frames[r]) for r in calibration["normal_scores"]})
-    calibration["within_run"]["normal_pvalues"] = within_run.normal_pvalues(calibration["within_run"]["normal_scores"])
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 

@@ -255,7 +255,8 @@ def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, f
     """The null of the normal runs ``contrasts`` (run -> counter -> :class:`Contrast`, oldest first):
     each counter's usual peak (:func:`usual_peaks`), its limits (:func:`counter_limits`) and those of
     its metric over the components (``metric_limits``), and under each (``LIMITS_BY``) each run's
-    score against the limits of the others (``scores``) and, given the ``false_alarm_rate``, each
+    score against the limits of the others (``scores``, their p-values ``normal_pvalues_by``: the
+    record of its false alarms) and, given the ``false_alarm_rate``, each
     later run judged by the runs before it (``forward``, :func:`forward_failures`).  The limits
     used are the counter's own (``limits_by``) until :func:`choose_limits` reads the record."""
     peaks = usual_peaks(contrasts)
@@ -268,8 +269,9 @@ def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, f
     forward = {} if false_alarm_rate is None else \
         {by: forward_failures(changes, list(contrasts), by, min_effect=min_effect, false_alarm_rate=false_alarm_rate)
          for by in LIMITS_BY}
-    return {**calibration, "scores": scores, "forward": forward, "limits_by": "counter",
-            "normal_scores": scores["counter"]}
+    pvalues_by = {by: normal_pvalues(scores[by]) for by in LIMITS_BY}
+    return {**calibration, "scores": scores, "normal_pvalues_by": pvalues_by, "forward": forward,
+            "limits_by": "counter", "normal_scores": scores["counter"], "normal_pvalues": pvalues_by["counter"]}
 
 
 def choose_limits(calibration: dict[str, Any], fault_pvalues: dict[str, dict[str, float]], *,
@@ -281,11 +283,12 @@ def choose_limits(calibration: dict[str, Any], fault_pvalues: dict[str, dict[str
     *and* fails no more normal runs forward in time (:func:`forward_failures`): a system whose
     requests time out now here, now there (TrainTicket) has normal runs with one wild latency each,
     in whichever service, and a target with one more must not fail for it.  Otherwise, and without
-    a forward record, each counter's own.  The calibration with ``limits_by``, its ``normal_scores``
-    and ``fault_pvalues`` those of the chosen limits, and the ``record`` of each."""
+    a forward record, each counter's own.  The calibration with ``limits_by``, its ``normal_scores``,
+    ``normal_pvalues`` and ``fault_pvalues`` those of the chosen limits, and the record of each
+    (``limits_record``)."""
     rec = {}
     for by in LIMITS_BY:
-        normal = {r: p for r, p in normal_pvalues(calibration["scores"][by]).items() if r != leave_out}
+        normal = {r: p for r, p in calibration["normal_pvalues_by"][by].items() if r != leave_out}
         faults = {r: p for r, p in (fault_pvalues.get(by) or {}).items() if r != leave_out}
         forward = {r: f for r, f in (calibration.get("forward") or {}).get(by, {}).items() if r != leave_out}
         rec[by] = {"normal_failed": sum(p <= false_alarm_rate for p in normal.values()), "normal_runs": len(normal),
@@ -296,6 +299,7 @@ def choose_limits(calibration: dict[str, Any], fault_pvalues: dict[str, dict[str
     holds = bool(calibration.get("forward")) and metric["forward_failed"] <= own["forward_failed"]
     by = "metric" if better and holds else "counter"
     return {**calibration, "limits_by": by, "normal_scores": calibration["scores"][by],
+            "normal_pvalues": calibration["normal_pvalues_by"][by],
             "fault_pvalues": dict(fault_pvalues.get(by) or {}), "limits_record": rec}
 
 
@@ -315,9 +319,8 @@ def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_
     under each of ``LIMITS_BY`` (the record of a verified fault, :func:`choose_limits`).  No verdict
     with fewer than 2 normal runs to calibrate on, or a run too short to contrast."""
     min_effect = float(calibration["min_effect"])
-    by = calibration.get("limits_by") or "counter"
-    scores = calibration.get("scores") or {"counter": calibration["normal_scores"]}
-    nulls = {b: [v for r, v in normal.items() if r != leave_out] for b, normal in scores.items()}
+    by = calibration["limits_by"]
+    nulls = {b: [v for r, v in normal.items() if r != leave_out] for b, normal in calibration["scores"].items()}
     null = nulls[by]
     out: dict[str, Any] = {"verdict": None, "score": None, "p_value": None, "normal_runs": len(null),
                            "flagged_counters": [], "counter_scores": {}, "changes": {}, "limits_by": by}

@@ -165,8 +165,9 @@ def record_calibration(forward_metric_failed=()):
     scores = {f"n{i}": 1.0 for i in range(10)}
     forward = {"counter": {f"n{i}": False for i in range(5, 10)},
                "metric": {f"n{i}": f"n{i}" in forward_metric_failed for i in range(5, 10)}}
-    return {"scores": {"counter": scores, "metric": scores}, "forward": forward, "limits_by": "counter",
-            "normal_scores": scores}
+    normal = within_run.normal_pvalues(scores)
+    return {"scores": {"counter": scores, "metric": scores}, "normal_pvalues_by": {"counter": normal, "metric": normal},
+            "forward": forward, "limits_by": "counter", "normal_scores": scores, "normal_pvalues": normal}
 
 
 def test_the_metrics_limits_are_taken_where_the_record_shows_them_better_and_holding_forward():
