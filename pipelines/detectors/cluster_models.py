@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -62,6 +63,96 @@ RESOLUTION = 1e-3     # the smallest prediction error worth telling apart (0.1 %
 
 
 # --------------------------------------------------------------------------- pure core
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What :func:`clustered_regression` needs of the ``clusters`` params block: the redundancy
+    analysis' R² threshold and ridge, the largest cut of the dendrogram, and the prediction
+    error's threshold, floor and trimmed share."""
+
+    r2_threshold: float
+    max_clusters: int
+    error_threshold: float
+    error_floor: float
+    ridge: float = 1e-6
+    error_trim: float = 0.0
+
+    @classmethod
+    def of(cls, params: dict[str, Any], error_threshold: float = float("inf")) -> "ModelSettings":
+        """The settings of a ``clusters`` params block, with ``error_threshold`` (default: none, the
+        result is judged afterwards against the normal runs)."""
+        return cls(r2_threshold=float(params["r2_threshold"]), max_clusters=int(params["max_clusters"]),
+                   error_threshold=error_threshold, error_floor=float(params["error_floor"]),
+                   ridge=float(params["ridge"]), error_trim=float(params["error_trim"]))
+
+
+@dataclass(frozen=True)
+class Moments:
+    """One run's sufficient statistics for correlations over several runs: its intervals ``n``,
+    each counter's mean, the centred cross-products ``(X - mean)ᵀ(X - mean)``, and which counters
+    have no gap (``complete``).  ``columns`` maps a counter to its row of them."""
+
+    n: int
+    mean: np.ndarray
+    gram: np.ndarray
+    complete: np.ndarray
+    columns: dict[str, int]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> "Moments":
+        values = frame.to_numpy(dtype=float)
+        mean = values.mean(axis=0)
+        centred = values - mean
+        return cls(n=len(values), mean=mean, gram=centred.T @ centred,
+                   complete=~np.isnan(values).any(axis=0), columns={str(c): i for i, c in enumerate(frame.columns)})
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.gram.nbytes + self.mean.nbytes + self.complete.nbytes)
+
+
+def pooled_correlation(parts: list[Moments], cols: list[str]) -> np.ndarray | None:
+    """numpy's correlation matrix (``np.corrcoef``) of ``cols`` over the runs of ``parts`` stacked,
+    from each run's moments: the centred cross-products of the stack are the runs' own plus
+    ``n_r (mean_r - mean)(mean_r - mean)ᵀ`` (Chan, Golub and LeVeque's pairwise update), then scaled
+    as ``np.corrcoef`` scales them.  A run's moments serve every model it enters (the calibration
+    models each normal run against its ten most similar others), where ``np.corrcoef`` of the stack
+    computes each run's products again in every model.  The floats differ from ``np.corrcoef``'s by
+    summation order (~1e-15), below the rounding the models apply before they compare
+    (``DISTANCE_DECIMALS``, ``R2_DECIMALS``).  None when a run lacks a counter, has a gap in one,
+    or a counter does not vary over the stack (the caller computes ``np.corrcoef`` then)."""
+    if not parts or len(cols) < 2:
+        return None
+    rows = []
+    for part in parts:
+        idx = [part.columns.get(c) for c in cols]
+        if any(i is None for i in idx):
+            return None
+        idx_arr = np.asarray(idx)
+        if not part.complete[idx_arr].all():
+            return None
+        rows.append(idx_arr)
+    counts = np.array([part.n for part in parts], dtype=float)
+    total = counts.sum()
+    means = np.stack([part.mean[idx] for part, idx in zip(parts, rows)])
+    grand = counts @ means / total
+    shift = (means - grand) * np.sqrt(counts)[:, None]
+    products = shift.T @ shift
+    for part, idx in zip(parts, rows):
+        if len(idx) == len(part.columns) and (idx == np.arange(len(idx))).all():
+            products += part.gram                       # every counter of the run, in its order: no copy
+        else:
+            products += part.gram.take(idx, axis=0).take(idx, axis=1)
+    cov = products / (total - 1.0)
+    d = np.diag(cov)
+    if not (np.isfinite(d).all() and (d > 0).all()):
+        return None
+    stddev = np.sqrt(d)
+    cov /= stddev[:, None]
+    cov /= stddev[None, :]
+    np.clip(cov, -1, 1, out=cov)
+    return cov
 
 
 def pearson_distance(frame: pd.DataFrame, rho: np.ndarray | None = None) -> pd.DataFrame:
@@ -252,16 +343,19 @@ def prediction_error(new: pd.DataFrame, target: str, model: tuple[float, dict[st
     return trimmed_mean(np.abs(y - pred), trim) / max(trimmed_mean(np.abs(y), trim), floor)
 
 
-def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, *, r2_threshold: float, max_clusters: int,
-                         error_threshold: float, error_floor: float, ridge: float = 1e-6,
-                         error_trim: float = 0.0) -> dict[str, Any]:
+def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, settings: ModelSettings, *,
+                         correlation: Callable[[list[str]], np.ndarray | None] | None = None) -> dict[str, Any]:
     """Seed 000's whole approach for one target (``new``) against its baseline (``old``).
 
     Both frames hold one row per interval and the same counters (no missing values).  Returns
-    the verdict (``fail`` when the largest cluster error is over ``error_threshold``), the
+    the verdict (``fail`` when the largest cluster error is over ``settings.error_threshold``), the
     largest error, every cluster (counters, target counter, KS p-value, error) worst first,
-    the counters removed and why, and the Calinski-Harabasz index per ``k``.
+    the counters removed and why, and the Calinski-Harabasz index per ``k``.  ``correlation``:
+    numpy's correlation matrix of the given counters over ``old`` and ``new`` stacked, when the
+    caller has it from the runs' moments (:func:`pooled_correlation`), else None.
     """
+    r2_threshold, max_clusters, error_threshold = settings.r2_threshold, settings.max_clusters, settings.error_threshold
+    error_floor, ridge, error_trim = settings.error_floor, settings.ridge, settings.error_trim
     counters = [c for c in old.columns if c in new.columns]
     old, new = old[counters], new[counters]
     constant = constant_counters(old, new)
@@ -270,8 +364,10 @@ def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, *, r2_threshold: 
     values = both[cols].to_numpy(dtype=float)
     rho = None                      # one correlation matrix for the redundancy analysis and the distances
     if len(cols) >= 2 and not np.isnan(values).any():
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
+        rho = correlation(cols) if correlation is not None else None
+        if rho is None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = np.atleast_2d(np.corrcoef(values, rowvar=False))
     redundant = redundant_counters(both, r2_threshold=r2_threshold, ridge=ridge, correlated=(cols, rho))
     kept = [c for c in both.columns if c not in {r for r, _ in redundant}]
     if not kept:
@@ -365,13 +461,23 @@ def model_runs(old_runs: list[str], run_id: str, frames, params: dict[str, Any],
     (``labs.lab_shift``, as the control charts do)."""
     share = float(params["min_counter_share"])
     old = complete_columns(pd.concat([frames[b] for b in old_runs], ignore_index=True), min_share=share)
-    target = labs.shifted(frames[run_id], (lab or {}).get("shift")).reset_index(drop=True)
+    shift = (lab or {}).get("shift")
+    target = labs.shifted(frames[run_id], shift).reset_index(drop=True)
     new = complete_columns(target.drop(columns=labs.not_judged(lab) if lab else [], errors="ignore"), min_share=share)
     common = [c for c in old.columns if c in new.columns]
-    return clustered_regression(old[common], new[common], r2_threshold=float(params["r2_threshold"]),
-                                max_clusters=int(params["max_clusters"]), error_threshold=float("inf"),
-                                error_floor=float(params["error_floor"]), ridge=float(params["ridge"]),
-                                error_trim=float(params["error_trim"]))
+    moved = shift is not None and not shift.empty
+    parts = [run_moments(frames, b) for b in old_runs] + [Moments.of(target) if moved else run_moments(frames, run_id)]
+    return clustered_regression(old[common], new[common], ModelSettings.of(params),
+                                correlation=lambda cols: pooled_correlation(parts, cols))
+
+
+def run_moments(frames, run_id: str) -> Moments:
+    """A run's :class:`Moments` at the store's reference load, kept by the store while its budget
+    allows (``FrameStore.derived``: a run enters the models of its ten most similar runs)."""
+    derived = getattr(frames, "derived", None)
+    if derived is None:
+        return Moments.of(frames[run_id])
+    return derived(("moments", run_id), lambda: Moments.of(frames[run_id]))
 
 
 def similar_runs(run_id: str, candidates: list[str], index: ValidIndex, limit: int) -> list[str]:

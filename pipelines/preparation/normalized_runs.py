@@ -38,7 +38,7 @@ def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]
     """A validated run's host frames and metadata (only this stage reads them)."""
     run_dir = config.valid_dir(run_id)
     meta = atomic.read_json(run_dir / "meta.json")
-    frames = {h: pd.read_parquet(run_dir / f"{h}.parquet") for h in meta["_hosts"]}
+    frames = {h: atomic.read_parquet(run_dir / f"{h}.parquet") for h in meta["_hosts"]}
     return frames, meta
 
 

@@ -189,3 +189,17 @@ def test_a_long_line_is_found_without_copying():
     assert archive.longest_line(b"a,b\n1,2\n", 3) == 0                 # no line over 3 bytes
     assert archive.longest_line(b"ab\n" + b"x" * 10 + b"\nz", 5) == 10
     assert archive.longest_line(b"x" * 10, 5) == 10                      # the last line has no newline
+
+
+def test_a_parquet_frame_reads_back_as_pandas_reads_it(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame({"web01.cpu_pct": [1.5, np.nan, 3.25], "host": ["a", "b", "a"], "n": [1, 2, 3]},
+                         index=pd.Index([10, 20, 30], name="interval"))
+    path = tmp_path / "frame.parquet"
+    atomic.write_parquet_atomic(path, frame)
+    back = atomic.read_parquet(path)
+    pd.testing.assert_frame_equal(back, frame)
+    pd.testing.assert_frame_equal(back, pd.read_parquet(path))
+    assert list(back.dtypes) == list(pd.read_parquet(path).dtypes)

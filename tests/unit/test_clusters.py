@@ -86,7 +86,7 @@ def test_calinski_harabasz_from_distances_by_hand():
 
 
 def test_the_running_example_gives_the_papers_clusters_targets_and_verdict():
-    result = cluster_models.clustered_regression(OLD, NEW, **PARAMS)
+    result = cluster_models.clustered_regression(OLD, NEW, cluster_models.ModelSettings(**PARAMS))
     groups = {frozenset(c["counters"]): c for c in result["clusters"]}
     assert set(groups) == {frozenset({"CPU Privileged", "IO read byte/sec"}),
                            frozenset({"IO write op/sec", "Memory Private byte"}),
@@ -136,12 +136,12 @@ def test_a_broken_correlation_that_per_counter_checks_miss_is_caught():
         assert ks_2samp(old[col], new[col]).pvalue > 0.5
         assert abs(new[col].median() / old[col].median() - 1) < 0.05
         assert new[col].between(old[col].min() - 20, old[col].max() + 20).mean() > 0.95
-    result = cluster_models.clustered_regression(old, new, **PARAMS)
+    result = cluster_models.clustered_regression(old, new, cluster_models.ModelSettings(**PARAMS))
     worst = result["clusters"][0]
     assert set(worst["counters"]) == {"a", "b"} and worst["regression"] and worst["error"] > 0.5
     assert result["verdict"] == "fail" and result["max_prediction_error"] == worst["error"]
     assert set(result["clusters"][1]["counters"]) == {"c", "d"} and result["clusters"][1]["error"] < 0.15
-    same = cluster_models.clustered_regression(old, run(0.0), **PARAMS)     # b still follows a
+    same = cluster_models.clustered_regression(old, run(0.0), cluster_models.ModelSettings(**PARAMS))     # b still follows a
     assert same["verdict"] == "pass" and same["max_prediction_error"] < 0.15
 
 
@@ -186,7 +186,7 @@ def test_constant_counters_and_more_counters_than_intervals():
     old = pd.DataFrame(rng.normal(100, 5, (6, 12)), columns=[f"k{i}" for i in range(12)]).assign(flat=1.0)
     new = old + rng.normal(0, 0.5, old.shape)
     new["flat"] = 1.0
-    result = cluster_models.clustered_regression(old, new, **PARAMS)
+    result = cluster_models.clustered_regression(old, new, cluster_models.ModelSettings(**PARAMS))
     assert result["constant_counters"] == ["flat"]
     assert all(np.isfinite(c["error"]) for c in result["clusters"])
     assert result["verdict"] == "pass"
@@ -320,3 +320,76 @@ def test_with_gaps_every_counter_gets_its_p_value():
     new = pd.DataFrame({"a": [9.0, 8.0, 7.0, 6.0, 5.0], "b": [1.5, 2.5, 3.5, 4.5, 5.5]})
     got, want = cluster_models.select_target(old, new, ["a", "b"]), _select_by_every_p_value(old, new, ["a", "b"])
     assert got[0] == want[0] and np.array_equal(got[1], want[1], equal_nan=True)
+
+
+def _runs(seed: int, means: tuple[float, ...]) -> list[pd.DataFrame]:
+    """Runs of three counters that follow one factor, each run at its own level."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for level in means:
+        f = rng.normal(size=50)
+        out.append(pd.DataFrame({"a": level + f + rng.normal(0, 0.2, 50), "b": 2 * level - f + rng.normal(0, 0.5, 50),
+                                 "c": level * 10 + rng.normal(0, 1, 50)}))
+    return out
+
+
+def test_the_pooled_correlation_is_numpys_of_the_stacked_runs():
+    """Each run's own centred products plus n_r (mean_r - mean)(mean_r - mean)ᵀ: the correlation of
+    the runs stacked, whatever their levels, for any subset and order of counters."""
+    runs = _runs(11, (10.0, 50.0, 1000.0))
+    parts = [cluster_models.Moments.of(r) for r in runs]
+    stacked = pd.concat(runs, ignore_index=True)
+    for cols in (["a", "b", "c"], ["c", "a"]):
+        expected = np.corrcoef(stacked[cols].to_numpy(), rowvar=False)
+        assert np.allclose(cluster_models.pooled_correlation(parts, cols), expected, rtol=0, atol=1e-12)
+    # two runs of two intervals by hand: a = 1, 3 | 5, 7 and b = 2, 2 | 4, 8 -> means 4, 4;
+    # centred a = -3 -1 1 3, b = -2 -2 0 4: sum ab = 6 + 2 + 0 + 12 = 20, sum aa = 20, sum bb = 24
+    hand = [cluster_models.Moments.of(pd.DataFrame({"a": [1.0, 3.0], "b": [2.0, 2.0]})),
+            cluster_models.Moments.of(pd.DataFrame({"a": [5.0, 7.0], "b": [4.0, 8.0]}))]
+    assert cluster_models.pooled_correlation(hand, ["a", "b"])[0, 1] == pytest.approx(20 / np.sqrt(20 * 24), abs=1e-15)
+
+
+def test_the_pooled_correlation_says_none_where_a_run_cannot_give_it():
+    runs = _runs(12, (1.0, 2.0))
+    gap = runs[1].copy()
+    gap.iloc[3, 0] = np.nan
+    assert cluster_models.pooled_correlation([cluster_models.Moments.of(runs[0]), cluster_models.Moments.of(gap)],
+                                             ["a", "b"]) is None               # a gap in a counter asked for
+    assert cluster_models.pooled_correlation([cluster_models.Moments.of(runs[0]), cluster_models.Moments.of(gap)],
+                                             ["b", "c"]) is not None           # not in those asked for
+    assert cluster_models.pooled_correlation([cluster_models.Moments.of(runs[0][["a", "b"]])], ["a", "c"]) is None
+    flat = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [5.0, 5.0, 5.0]})
+    assert cluster_models.pooled_correlation([cluster_models.Moments.of(flat)], ["a", "b"]) is None   # b never moves
+
+
+def test_the_models_are_the_same_from_the_runs_moments():
+    runs = _runs(13, (5.0, 5.5, 6.0, 5.2))
+    old, new = pd.concat(runs[:3], ignore_index=True), runs[3]
+    parts = [cluster_models.Moments.of(r) for r in runs]
+    settings = cluster_models.ModelSettings(**PARAMS)
+    plain = cluster_models.clustered_regression(old, new, settings)
+    pooled = cluster_models.clustered_regression(old, new, settings,
+                                                 correlation=lambda cols: cluster_models.pooled_correlation(parts, cols))
+    assert pooled == plain
+
+
+def test_a_frame_store_keeps_what_is_derived_within_its_budget():
+    from pipelines.storage.store import FrameStore
+
+    store = FrameStore(None, derived_budget=3 * 8 * 10)          # three arrays of ten floats
+    calls: list[str] = []
+
+    def make(name: str):
+        def compute():
+            calls.append(name)
+            return np.zeros(10)
+        return compute
+    for name in ("r1", "r2", "r3"):
+        store.derived(("m", name), make(name))
+    store.derived(("m", "r1"), make("r1"))                       # kept: not computed again, now the newest used
+    store.derived(("m", "r4"), make("r4"))                       # over the budget: r2, the least recently used, goes
+    store.derived(("m", "r2"), make("r2"))
+    assert calls == ["r1", "r2", "r3", "r4", "r2"]
+    store.derived(("big",), lambda: np.zeros(100))               # larger than the budget: returned, not kept
+    store.derived(("m", "r4"), make("r4"))
+    assert calls[-1] == "r2"
