@@ -172,7 +172,7 @@ def target_rows(m, index, system, run_id, cc_params, hist, charter, pooled, shap
     if not pairs:
         return None
     lab = charter.lab(run_id, pairs, index, m["history"].verdicts(index, system, exclude=set(hist["exclude"])),
-                      m["labs"].lab_params(hist))
+                      m["labs"].lab_params(m["history"].HistoryParams.of(hist)))
     return rows_against(m, charter, run_id, pairs, lab["shift"], pooled, shapes)
 
 
@@ -187,7 +187,7 @@ def pooled_table(m, index, system, cc_params, hist, charter, shapes=False):
     parts = []
     for run_id in m["history"].verified_runs(index, system, exclude=exclude):
         pairs = m["features"].pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
-        lab = charter.lab(run_id, pairs, index, lab_runs, m["labs"].lab_params(hist))
+        lab = charter.lab(run_id, pairs, index, lab_runs, m["labs"].lab_params(m["history"].HistoryParams.of(hist)))
         part = rows_against(m, charter, run_id, pairs, lab["shift"], not shapes, shapes)
         part["system"] = system
         part["cause"] = "none" if index[run_id]["verdict"] == "pass" else (index[run_id].get("cause") or "unknown")

@@ -56,7 +56,7 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
+    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, history.HistoryParams.of(hist),
                                                 effects.Significance.load())
     passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
     verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
@@ -90,7 +90,7 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     for system in history.systems(index):
         spec = store.read_edges(system)
         cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
+        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, history.HistoryParams.of(hist),
                                                 effects.Significance.load())
         passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
         verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
@@ -150,7 +150,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
         out = chart_runs.chart_run(r, base, chart_runs.SystemCharts(
-            index, frames, calibration, params, labs.lab_params(hist), significance), lab_runs)
+            index, frames, calibration, params, labs.lab_params(history.HistoryParams.of(hist)), significance), lab_runs)
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
     cross = labs.cross_lab_null(passed, lab_of, verdicts, chart)
@@ -168,7 +168,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
                        window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
         baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
         out = chart_runs.chart_run(run_id, baseline, chart_runs.SystemCharts(
-            index, frames, matched, params, labs.lab_params(hist), significance), verdicts)
+            index, frames, matched, params, labs.lab_params(history.HistoryParams.of(hist)), significance), verdicts)
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
               f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "
               f"unmatched cross-lab {out['p_value']}")

@@ -107,14 +107,14 @@ def within_calibration(passed: list[str], frames: store.FrameStore, significance
 
 
 def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
-                     hist: dict[str, Any], significance: effects.Significance) -> dict[str, Any]:
+                     hist: history.HistoryParams, significance: effects.Significance) -> dict[str, Any]:
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
-    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
-    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    passed = hist.passed(index, system)
+    verdicts = hist.verdicts(index, system)
     path = config.calibration_path(system)
     key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
-                         control_charts=params, history=hist, reference=frames.reference,
+                         control_charts=params, history=hist.block, reference=frames.reference,
                          significance=dataclasses.asdict(significance))
     done = memo.reuse(path, key)
     if done is not None:
@@ -135,7 +135,7 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
 
 
 def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
-                  hist: dict[str, Any], significance: effects.Significance, verdicts: dict[str, str]
+                  hist: history.HistoryParams, significance: effects.Significance, verdicts: dict[str, str]
                   ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
     p-value, and the within-run one under each of its limits (``within_run.LIMITS_BY``: limits ->
@@ -146,7 +146,7 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict
     charting = SystemCharts(index, frames, calibration, params, labs.lab_params(hist), significance)
 
     def chart_fault(run_id: str) -> tuple[float | None, dict[str, float]]:
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        baseline = hist.baseline(run_id, index)
         out = chart_run(run_id, baseline, charting, verdicts)
         if out.get("verdict") is None or (out.get("lab") or {}).get("status") != "same_lab":
             return None, {}
@@ -157,15 +157,15 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict
 
 
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
-              hist: dict[str, Any], significance: effects.Significance) -> dict[str, Any]:
+              hist: history.HistoryParams, significance: effects.Significance) -> dict[str, Any]:
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's
     verified runs, the calibration, the params and the code) is kept."""
     calibration = atomic.read_json(config.calibration_path(index[run_id]["system"]))
-    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-    lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
+    baseline = hist.baseline(run_id, index)
+    lab_runs = hist.verdicts(index, index[run_id]["system"])
     key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
-                         control_charts=params, history=hist, reference=frames.reference,
+                         control_charts=params, history=hist.block, reference=frames.reference,
                          significance=dataclasses.asdict(significance),
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.chart_path(run_id), key)

@@ -27,26 +27,26 @@ log = logging.getLogger("regresslab.clusters")
 
 
 def calibrate_system(system: str, index: ValidIndex, frames, params: dict[str, Any],
-                     hist: dict[str, Any]) -> dict[str, Any]:
+                     hist: history.HistoryParams) -> dict[str, Any]:
     """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
     an unchanged one (``memo``: the same passed runs, params and code) is kept."""
-    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+    passed = hist.passed(index, system)
     path = config.cluster_calibration_path(system)
     key = memo.input_key("clusters", index, {"passed": passed, "verified": verified_of(index, system, hist)},
-                         system=system, clusters=params, history=hist, reference=frames.reference)
+                         system=system, clusters=params, history=hist.block, reference=frames.reference)
     done = memo.reuse(path, key)
     if done is not None:
         log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     null, _ = normal_scores(passed, index, frames, params, hist)
-    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    verdicts = hist.verdicts(index, system)
     cross = cross_lab_scores(passed, index, frames, params, hist, verdicts)
     return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
                              "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts),
                              "normal_pvalues": normal_pvalues(null)}, key)
 
 
-def fault_pvalues(index: ValidIndex, frames, params: dict[str, Any], hist: dict[str, Any],
+def fault_pvalues(index: ValidIndex, frames, params: dict[str, Any], hist: history.HistoryParams,
                   null: dict[str, float], verdicts: dict[str, str]) -> dict[str, float]:
     """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
     against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
@@ -55,27 +55,27 @@ def fault_pvalues(index: ValidIndex, frames, params: dict[str, Any], hist: dict[
     progress = Progress(log, "clusters calibration faults", len(faults), what="fault runs")
 
     def model_fault(run_id: str) -> float | None:
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        baseline = hist.baseline(run_id, index)
         result = judge_matched(model_against(run_id, baseline, index, frames, params, hist), null, None, params, run_id)
         return result.get("p_value") if (result.get("lab") or {}).get("status") == "same_lab" else None
     judged = dict(zip(faults, parallel.map_ordered(model_fault, faults, progress=progress.each())))
     return {r: p for r, p in judged.items() if p is not None}
 
 
-def verified_of(index: ValidIndex, system: str, hist: dict[str, Any]) -> list[str]:
+def verified_of(index: ValidIndex, system: str, hist: history.HistoryParams) -> list[str]:
     """The verified runs of a system: the labs' levels (``labs.lab_shift``) are learned from them."""
-    return history.verified_runs(index, system, exclude=set(hist["exclude"]))
+    return hist.verified(index, system)
 
 
-def cluster_run(run_id: str, index: ValidIndex, frames, params: dict[str, Any], hist: dict[str, Any],
+def cluster_run(run_id: str, index: ValidIndex, frames, params: dict[str, Any], hist: history.HistoryParams,
                 calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """One target's clustered regression models against the most similar passed runs of its
     baseline, judged against its system's calibration, and written; (the result, whether it was
     reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""
-    baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+    baseline = hist.baseline(run_id, index)
     key = memo.input_key("clusters", index, {"target": [run_id], "baseline": baseline,
                                              "verified": verified_of(index, index[run_id]["system"], hist)},
-                         clusters=params, history=hist, reference=frames.reference,
+                         clusters=params, history=hist.block, reference=frames.reference,
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.cluster_path(run_id), key)
     if done is not None:

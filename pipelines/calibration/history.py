@@ -9,7 +9,11 @@ names its own ``baseline``.  Analysts remove a run from the repository by listin
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from pipelines import config
 from pipelines.storage.run_records import Environment, ValidIndex
 
 
@@ -119,3 +123,41 @@ def most_similar(prior_envs: dict[str, Environment], target_env: Environment) ->
     equal = {r: sum(1 for k, v in target_env.items() if k in env and env[k] == v) for r, env in prior_envs.items()}
     best = max(equal.values())
     return [r for r, e in equal.items() if e == best]
+
+
+@dataclass(frozen=True)
+class HistoryParams:
+    """The ``history`` params block, typed: the newest ``window`` passed runs of a system are its
+    history, less the runs an analyst removed (``exclude``); ``block`` is the block as validated
+    (the input keys hash it, ``labs.lab_params`` reads its labs' keys).  The runs it makes a
+    system's history (:meth:`passed`, :meth:`verified`, :meth:`verdicts`) and a target's baseline
+    (:meth:`baseline`, :meth:`baseline_choice`)."""
+
+    window: int
+    exclude: frozenset[str]
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "HistoryParams":
+        return cls(window=int(block["window"]), exclude=frozenset(block.get("exclude") or ()), block=dict(block))
+
+    @classmethod
+    def load(cls) -> "HistoryParams":
+        """The project's ``history`` block (``config.load_params``), typed: the stages' one loading site."""
+        return cls.of(config.load_params("history"))
+
+    def passed(self, index: ValidIndex, system: str) -> list[str]:
+        """:func:`passed_runs` of the window."""
+        return passed_runs(index, system, exclude=set(self.exclude), window=self.window)
+
+    def verified(self, index: ValidIndex, system: str) -> list[str]:
+        return verified_runs(index, system, exclude=set(self.exclude))
+
+    def verdicts(self, index: ValidIndex, system: str) -> dict[str, str]:
+        return verdicts(index, system, exclude=set(self.exclude))
+
+    def baseline_choice(self, run_id: str, index: ValidIndex) -> tuple[list[str], str]:
+        return baseline_choice(run_id, index, window=self.window, exclude=set(self.exclude))
+
+    def baseline(self, run_id: str, index: ValidIndex) -> list[str]:
+        return baseline_for(run_id, index, window=self.window, exclude=set(self.exclude))

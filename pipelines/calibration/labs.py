@@ -51,7 +51,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from pipelines.calibration.history import lab_key
+from pipelines.calibration.history import HistoryParams, lab_key
 from pipelines.storage.run_records import Environment
 
 STATUSES = ("same_lab", "adjusted", "insufficient")
@@ -73,11 +73,12 @@ class LabParams:
                 "max_unstable_share": self.max_unstable_share}
 
 
-def lab_params(hist: dict[str, Any]) -> LabParams:
-    """The :class:`LabParams` of a ``history`` params block (its ``lab_*`` keys)."""
-    return LabParams(min_runs=int(hist["lab_min_runs"]), unstable_share=float(hist["lab_unstable_share"]),
-                     max_unstable_share=float(hist["lab_max_unstable_share"]),
-                     environment_alpha=float(hist["lab_environment_alpha"]))
+def lab_params(hist: HistoryParams) -> LabParams:
+    """The :class:`LabParams` of the ``history`` params block (its ``lab_*`` keys)."""
+    block = hist.block
+    return LabParams(min_runs=int(block["lab_min_runs"]), unstable_share=float(block["lab_unstable_share"]),
+                     max_unstable_share=float(block["lab_max_unstable_share"]),
+                     environment_alpha=float(block["lab_environment_alpha"]))
 
 
 def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],

@@ -42,15 +42,15 @@ class DetectJob:
     @classmethod
     def of(cls, run_id: str, index: ValidIndex | None = None) -> "DetectJob":
         params = {block: config.load_params(block) for block in ("detect", "mine_rules", "history", "significance")}
-        hist = params["history"]
+        hist = history.HistoryParams.of(params["history"])
         index = manifest.read_valid_index() if index is None else index
         system = index[run_id]["system"]
-        baseline, origin = history.baseline_choice(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
-        verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+        baseline, origin = hist.baseline_choice(run_id, index)
+        verdicts = hist.verdicts(index, system)
         calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
         key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
                              edges=memo.file_digest(config.edges_path(system)), detect=params["detect"],
-                             mine_rules=params["mine_rules"], history=hist, significance=params["significance"],
+                             mine_rules=params["mine_rules"], history=hist.block, significance=params["significance"],
                              calibration=calibration.get(memo.KEY_FIELD) or calibration)
         return cls(run_id, system, index, baseline, origin, verdicts, calibration, params, key)
 
@@ -66,12 +66,11 @@ class DetectJob:
         if new_cache:
             caches[self.system] = DetectCache(store.FrameStore(spec["reference_load"]))
         p = self.params
+        hist = history.HistoryParams.of(p["history"])
         ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], p["detect"], p["mine_rules"],
-                                      p["history"], effects.Significance.from_params(p["significance"]))
+                                      hist, effects.Significance.from_params(p["significance"]))
         if new_cache:           # a process of its own (a nightly DAG batch): the calibration's pruning masks
-            hist = p["history"]
-            load_pruning(self.system, ctx, history.passed_runs(self.index, self.system, exclude=set(hist["exclude"]),
-                                                               window=hist["window"]))
+            load_pruning(self.system, ctx, hist.passed(self.index, self.system))
         result, doc = analyse(self.run_id, self.baseline, ctx, lab_runs=self.verdicts)
         null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
                                        self.calibration.get("cross_lab_scores"), self.run_id)

@@ -486,7 +486,7 @@ def similar_runs(run_id: str, candidates: list[str], index: ValidIndex, limit: i
 
 
 def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames, params: dict[str, Any],
-                  hist: dict[str, Any], *, lab_runs: dict[str, str] | None = None,
+                  hist: history.HistoryParams, *, lab_runs: dict[str, str] | None = None,
                   environment_from: list[str] | None = None) -> dict[str, Any]:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
     when none of them shares its lab), not yet judged: :func:`judge_result` judges it.  ``lab_runs``
@@ -499,7 +499,7 @@ def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames,
         return {**out, "verdict": None, "reason": "no passed run in the baseline", "max_prediction_error": None,
                 "max_excess_error": None, "clusters": []}
     if lab_runs is None:
-        lab_runs = history.verdicts(index, index[run_id]["system"], exclude=set(hist["exclude"]))
+        lab_runs = hist.verdicts(index, index[run_id]["system"])
     teachers = [c for c in (candidates if environment_from is None else environment_from) if c != run_id]
     envs = {r: index[r].get("environment") or {} for r in [run_id, *candidates, *lab_runs, *teachers]}
     lab = labs.lab_for(run_id, similar, envs, lab_runs, lambda runs: frames.levels(runs, frames.reference),
@@ -527,7 +527,7 @@ def judge_result(result: dict[str, Any], null: list[float], params: dict[str, An
 
 
 def normal_scores(passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
-                  hist: dict[str, Any]) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+                  hist: history.HistoryParams) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Every passed run modelled against the others (leave-one-out): its largest excess error
     (the null of the verdict) and its result."""
     progress = Progress(log, "clusters calibration", len(passed), what="normal runs")
@@ -538,7 +538,7 @@ def normal_scores(passed: list[str], index: ValidIndex, frames, params: dict[str
 
 
 def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
-                     hist: dict[str, Any], lab_runs: dict[str, str]) -> dict[str, dict[str, float]]:
+                     hist: history.HistoryParams, lab_runs: dict[str, str]) -> dict[str, dict[str, float]]:
     """The largest excess errors of the normal runs modelled the way a target whose baseline does
     not share its lab is (:func:`labs.cross_lab_null`): against the other labs' passed runs, its
     lab's level learned or unknown, the counters that follow the environment learned from every
@@ -566,7 +566,7 @@ def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[st
 
 
 def loo(verified: list[str], passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
-        hist: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        hist: history.HistoryParams) -> dict[str, dict[str, Any]]:
     """Leave-one-out of the clustered models on the verified runs (``evaluate``): each run
     against the other passed runs, judged against the other passed runs' scores — or, for a run
     whose baseline is not of its lab, against the passed runs modelled across labs (modelled only

@@ -628,7 +628,7 @@ class DetectContext:
 
     @classmethod
     def of_system(cls, system: str, index: ValidIndex, spec: dict[str, Any], cache: DetectCache,
-                  params: dict[str, Any], mine_params: dict[str, Any], hist: dict[str, Any],
+                  params: dict[str, Any], mine_params: dict[str, Any], hist: history.HistoryParams,
                   significance: effects.Significance) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
         model folders, the labs' params of ``hist`` (the ``history`` block) and the
@@ -808,7 +808,7 @@ def load_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
     return len(pairs)
 
 
-def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> dict[str, Any]:
+def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParams) -> dict[str, Any]:
     """The stacking scores of the history's normal runs, each against the models of the others
     (the null of :func:`stacking_pvalue`); written to ``config.stacking_calibration_path``.
     With passed runs in several labs, also ``cross_lab_scores``: each normal run judged by the
@@ -822,13 +822,12 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
     a normal run looks slightly more normal than a new one would, so the null is a little
     low and the p-values a little strict, never lenient)."""
     index, params, mine_params = ctx.index, ctx.params, ctx.mine_params
-    exclude = set(hist["exclude"])
-    passed = history.passed_runs(index, system, exclude=exclude, window=hist["window"])
-    verdicts = history.verdicts(index, system, exclude=exclude)
+    passed = hist.passed(index, system)
+    verdicts = hist.verdicts(index, system)
     path = config.stacking_calibration_path(system)
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
-                         history=hist, significance=dataclasses.asdict(ctx.significance))
+                         history=hist.block, significance=dataclasses.asdict(ctx.significance))
     loaded = load_pruning(system, ctx, passed)       # the masks of the night before, for this night's targets
     done = memo.reuse(path, key)
     if done is not None:        # the same normal runs, bins, params and code: the same scores
@@ -866,7 +865,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: dict[str, Any]) -> d
 
     def judge_fault(run_id: str) -> float | None:
         """A verified fault run judged as a target of its lab is: its stacking p-value (None outside its lab)."""
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=exclude)
+        baseline = hist.baseline(run_id, index)
         if not baseline:
             return None
         result, doc = analyse(run_id, baseline, ctx, lab_runs=verdicts, with_single=False)

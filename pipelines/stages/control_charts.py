@@ -26,7 +26,7 @@ def calibrate_all() -> list[str]:
     significance = effects.Significance.load()
     return store.calibrate_every_system(
         lambda system, index, frames, params, hist: calibrate_system(system, index, frames, params, hist, significance),
-        config.load_params("control_charts"), config.load_params("history"))
+        config.load_params("control_charts"), history.HistoryParams.load())
 
 
 def run_one(run_id: str) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder and one frame store per system, so the history's frames are read once for the batch."""
     index = manifest.read_valid_index()
-    params, hist = config.load_params("control_charts"), config.load_params("history")
+    params, hist = config.load_params("control_charts"), history.HistoryParams.load()
     significance = effects.Significance.load()
     frames: dict[str, store.FrameStore] = {}
 
@@ -58,7 +58,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
-    params, hist = config.load_params("control_charts"), config.load_params("history")
+    params, hist = config.load_params("control_charts"), history.HistoryParams.load()
     significance = effects.Significance.load()
     index = manifest.read_valid_index()
     todo = history.targets(index)

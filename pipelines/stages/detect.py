@@ -27,7 +27,7 @@ log = logging.getLogger("regresslab.detect")
 def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     """Calibrate stacking for every system; the systems (nightly DAG task)."""
     params, mine_params, hist = config.load_params("detect"), config.load_params("mine_rules"), \
-        config.load_params("history")
+        history.HistoryParams.load()
     significance = effects.Significance.load()
     index = manifest.read_valid_index()
     caches = {} if caches is None else caches

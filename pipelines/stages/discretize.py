@@ -22,11 +22,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.EDGES)
     params = config.load_params("discretize")
-    hist = config.load_params("history")
+    hist = history.HistoryParams.load()
     index = manifest.read_valid_index()
     atomic.prune_outputs(config.EDGES, history.systems(index))
     for system in history.systems(index):
-        training = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+        training = hist.passed(index, system)
         key = memo.input_key("discretize", index, {"training": training}, discretize=params)
         spec = memo.reuse(config.edges_path(system), key)
         reused = spec is not None

@@ -46,8 +46,8 @@ def main() -> None:
     rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = manifest.read_valid_index()
-    hist = config.load_params("history")
-    exclude = set(hist["exclude"])
+    hist = history.HistoryParams.load()
+    exclude = set(hist.exclude)
     labels = dict(labelled_targets(index, label_files))
     rows, cc_rows = [], []
     for system in history.systems(index):
@@ -63,7 +63,7 @@ def main() -> None:
                         significance)
         rows += loo_system(loo, charts, rule, clustered=clustered,
                            classified=loo_classified(store.latest_model_meta(system)))
-        rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist["window"])
+        rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist.window)
     cc_frame = pd.DataFrame(cc_rows)
     cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}
     for system, g in (cc_frame.groupby("system") if len(cc_frame) else []):

@@ -27,8 +27,8 @@ log = logging.getLogger("regresslab.features")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params = config.load_params("control_charts")
-    hist = config.load_params("history")
-    exclude = set(hist["exclude"])
+    hist = history.HistoryParams.load()
+    exclude = set(hist.exclude)
     config.ensure_dirs(config.FEATURES)
     index = manifest.read_valid_index()
     atomic.prune_outputs(config.FEATURES, history.systems(index), suffix=".parquet")
@@ -39,7 +39,7 @@ def main() -> None:
         verified = history.verified_runs(index, system, exclude=exclude)
         path = config.features_path(system)
         key = memo.input_key("features", index, {"passed": passed, "verified": verified}, system=system,
-                             control_charts=cc_params, history=hist, reference=charter.frames.reference)
+                             control_charts=cc_params, history=hist.block, reference=charter.frames.reference)
         if memo.reuse_parquet(path, key):     # the same verified runs, params and code: the same pairs
             print(f"[features] {system}: {len(verified)} verified runs unchanged, table kept")
             continue

@@ -29,7 +29,7 @@ def history_fault_scores(meta: dict[str, Any]) -> dict[str, float]:
 
 
 def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, charter: charts.Charter,
-                cc_params: dict[str, Any], hist: dict[str, Any]) -> dict[str, Any]:
+                cc_params: dict[str, Any], hist: history.HistoryParams) -> dict[str, Any]:
     """Predict the cause of one target run and write it."""
     system = index[run_id]["system"]
     loaded = models[system]
@@ -38,13 +38,13 @@ def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, chart
     else:
         model, meta = loaded
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        baseline = hist.baseline(run_id, index)
         pairs = cause_features.pair_baselines(run_id, baseline, envs, cc_params["max_baseline_runs"])
         if not pairs:
             result = {"label": None, "probability": None, "known": False, "reason": "no passed baseline run"}
         else:
             lab = charter.lab(run_id, pairs, index,
-                              history.verdicts(index, system, exclude=set(hist["exclude"])), labs.lab_params(hist))
+                              hist.verdicts(index, system), labs.lab_params(hist))
             result = predict_cause(model, cause_features.pair_features(charter, run_id, pairs, lab["shift"]),
                                    meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
                                    blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"),
@@ -71,7 +71,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder, the cause models and one charter per system, loaded once for the batch."""
     index = manifest.read_valid_index()
-    cc_params, hist = config.load_params("control_charts"), config.load_params("history")
+    cc_params, hist = config.load_params("control_charts"), history.HistoryParams.load()
     models = store.CauseModels()
     charters: dict[str, charts.Charter] = {}
 
@@ -89,7 +89,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CAUSES)
-    cc_params, hist = config.load_params("control_charts"), config.load_params("history")
+    cc_params, hist = config.load_params("control_charts"), history.HistoryParams.load()
     index = manifest.read_valid_index()
     todo = history.targets(index)
     atomic.prune_outputs(config.CAUSES, todo)

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.calibration import labs
+from pipelines.calibration import history, labs
 from pipelines.detectors import charts
 
 A = {"cpu": "xeon", "db": "5.1"}
@@ -152,7 +152,21 @@ def test_a_new_lab_normal_run_failed_by_the_same_lab_null_passes_the_matched_one
 def test_the_lab_params_are_the_history_blocks_lab_keys_typed():
     hist = {"lab_min_runs": 3.0, "lab_unstable_share": 0.5, "lab_max_unstable_share": 0.6,
             "lab_environment_alpha": 0.01, "window": 40}
-    lab = labs.lab_params(hist)
+    lab = labs.lab_params(history.HistoryParams.of(hist))
     assert lab == labs.LabParams(min_runs=3, unstable_share=0.5, max_unstable_share=0.6, environment_alpha=0.01)
     assert isinstance(lab.min_runs, int)
     assert lab.shift_kw() == KW                     # lab_shift's keyword arguments, nothing else
+
+
+def test_the_history_block_typed_makes_the_same_runs_as_its_keys():
+    """HistoryParams' runs are those of the history functions called with the block's window and
+    exclusions: three passed runs, the oldest excluded, a window of one."""
+    index = {f"r{i}": {"system": "s", "verdict": v, "started_at": f"2026-01-0{i + 1}T00:00:00Z", "environment": {}}
+             for i, v in enumerate(["pass", "pass", "fail", "pass"])}
+    index["t"] = {"system": "s", "verdict": None, "started_at": "2026-01-09T00:00:00Z", "environment": {}}
+    hist = history.HistoryParams.of({"window": 1, "exclude": ["r0"], "lab_min_runs": 3})
+    assert hist.passed(index, "s") == ["r3"]
+    assert hist.verified(index, "s") == ["r1", "r2", "r3"]
+    assert hist.verdicts(index, "s") == {"r1": "pass", "r2": "fail", "r3": "pass"}
+    assert hist.baseline("t", index) == ["r3"] and hist.baseline_choice("t", index) == (["r3"], "before")
+    assert hist.block == {"window": 1, "exclude": ["r0"], "lab_min_runs": 3}      # the block itself, for the keys
