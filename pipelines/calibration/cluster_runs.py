@@ -13,6 +13,7 @@ from typing import Any
 from pipelines import config, parallel
 from pipelines.calibration import history
 from pipelines.detectors.cluster_models import (
+    ClusterParams,
     cross_lab_scores,
     judge_matched,
     model_against,
@@ -26,14 +27,19 @@ from pipelines.storage.run_records import ValidIndex
 log = logging.getLogger("regresslab.clusters")
 
 
-def calibrate_system(system: str, index: ValidIndex, frames, params: dict[str, Any],
+def load_params() -> ClusterParams:
+    """The project's ``clusters`` block (``config.load_params``), typed: the stages' one loading site."""
+    return ClusterParams.of(config.load_params("clusters"))
+
+
+def calibrate_system(system: str, index: ValidIndex, frames, params: ClusterParams,
                      hist: history.HistoryParams) -> dict[str, Any]:
     """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
     an unchanged one (``memo``: the same passed runs, params and code) is kept."""
     passed = hist.passed(index, system)
     path = config.cluster_calibration_path(system)
     key = memo.input_key("clusters", index, {"passed": passed, "verified": verified_of(index, system, hist)},
-                         system=system, clusters=params, history=hist.block, reference=frames.reference)
+                         system=system, clusters=params.block, history=hist.block, reference=frames.reference)
     done = memo.reuse(path, key)
     if done is not None:
         log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
@@ -46,7 +52,7 @@ def calibrate_system(system: str, index: ValidIndex, frames, params: dict[str, A
                              "normal_pvalues": normal_pvalues(null)}, key)
 
 
-def fault_pvalues(index: ValidIndex, frames, params: dict[str, Any], hist: history.HistoryParams,
+def fault_pvalues(index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
                   null: dict[str, float], verdicts: dict[str, str]) -> dict[str, float]:
     """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
     against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
@@ -67,7 +73,7 @@ def verified_of(index: ValidIndex, system: str, hist: history.HistoryParams) -> 
     return hist.verified(index, system)
 
 
-def cluster_run(run_id: str, index: ValidIndex, frames, params: dict[str, Any], hist: history.HistoryParams,
+def cluster_run(run_id: str, index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
                 calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """One target's clustered regression models against the most similar passed runs of its
     baseline, judged against its system's calibration, and written; (the result, whether it was
@@ -75,7 +81,7 @@ def cluster_run(run_id: str, index: ValidIndex, frames, params: dict[str, Any], 
     baseline = hist.baseline(run_id, index)
     key = memo.input_key("clusters", index, {"target": [run_id], "baseline": baseline,
                                              "verified": verified_of(index, index[run_id]["system"], hist)},
-                         clusters=params, history=hist.block, reference=frames.reference,
+                         clusters=params.block, history=hist.block, reference=frames.reference,
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.cluster_path(run_id), key)
     if done is not None:

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -79,12 +80,34 @@ class ModelSettings:
     error_trim: float = 0.0
 
     @classmethod
-    def of(cls, params: dict[str, Any], error_threshold: float = float("inf")) -> "ModelSettings":
+    def of(cls, params: Mapping[str, Any], error_threshold: float = float("inf")) -> "ModelSettings":
         """The settings of a ``clusters`` params block, with ``error_threshold`` (default: none, the
         result is judged afterwards against the normal runs)."""
         return cls(r2_threshold=float(params["r2_threshold"]), max_clusters=int(params["max_clusters"]),
                    error_threshold=error_threshold, error_floor=float(params["error_floor"]),
                    ridge=float(params["ridge"]), error_trim=float(params["error_trim"]))
+
+
+@dataclass(frozen=True)
+class ClusterParams:
+    """The ``clusters`` params block, typed: the counters kept (present in ``min_counter_share`` of
+    the intervals), the most similar passed runs a model is fitted on (``max_baseline_runs``), the
+    verdict's rate (``false_alarm_rate``) or the paper's fixed ``error_threshold``, and the models'
+    own :class:`ModelSettings`; ``block`` is the block as validated (the input keys hash it)."""
+
+    min_counter_share: float
+    max_baseline_runs: int
+    false_alarm_rate: float
+    error_threshold: float | None
+    model: ModelSettings
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "ClusterParams":
+        fixed = block.get("error_threshold")
+        return cls(min_counter_share=float(block["min_counter_share"]), max_baseline_runs=int(block["max_baseline_runs"]),
+                   false_alarm_rate=float(block["false_alarm_rate"]), error_threshold=None if fixed is None else float(fixed),
+                   model=ModelSettings.of(block), block=dict(block))
 
 
 @dataclass(frozen=True)
@@ -453,13 +476,13 @@ def judge(max_error: float, null: list[float], *, false_alarm_rate: float,
 # --------------------------------------------------------------------------- I/O shell
 
 
-def model_runs(old_runs: list[str], run_id: str, frames, params: dict[str, Any],
+def model_runs(old_runs: list[str], run_id: str, frames, params: ClusterParams,
                lab: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`clustered_regression` of one run against the concatenated ``old_runs``, not judged
     (no error threshold: :func:`judge_result` judges it against the normal runs); a target in a lab that
     none of them used is first moved by its lab's level and its unstable counters left out
     (``labs.lab_shift``, as the control charts do)."""
-    share = float(params["min_counter_share"])
+    share = params.min_counter_share
     old = complete_columns(pd.concat([frames[b] for b in old_runs], ignore_index=True), min_share=share)
     shift = (lab or {}).get("shift")
     target = labs.shifted(frames[run_id], shift).reset_index(drop=True)
@@ -467,7 +490,7 @@ def model_runs(old_runs: list[str], run_id: str, frames, params: dict[str, Any],
     common = [c for c in old.columns if c in new.columns]
     moved = shift is not None and not shift.empty
     parts = [run_moments(frames, b) for b in old_runs] + [Moments.of(target) if moved else run_moments(frames, run_id)]
-    return clustered_regression(old[common], new[common], ModelSettings.of(params),
+    return clustered_regression(old[common], new[common], params.model,
                                 correlation=lambda cols: pooled_correlation(parts, cols))
 
 
@@ -485,7 +508,7 @@ def similar_runs(run_id: str, candidates: list[str], index: ValidIndex, limit: i
                                 index[run_id].get("environment") or {})[:limit]
 
 
-def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames, params: dict[str, Any],
+def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames, params: ClusterParams,
                   hist: history.HistoryParams, *, lab_runs: dict[str, str] | None = None,
                   environment_from: list[str] | None = None) -> dict[str, Any]:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
@@ -493,7 +516,7 @@ def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames,
     (default: the system's verified runs) may teach its lab's level; ``environment_from``
     (default: the candidates) teaches which counters follow the environment
     (:func:`labs.cross_lab_null` judges a normal run by the other labs on a new-lab target's counters)."""
-    similar = similar_runs(run_id, candidates, index, int(params["max_baseline_runs"]))
+    similar = similar_runs(run_id, candidates, index, params.max_baseline_runs)
     out: dict[str, Any] = {"run_id": run_id, "system": index[run_id]["system"], "baseline_runs": similar}
     if not similar:
         return {**out, "verdict": None, "reason": "no passed run in the baseline", "max_prediction_error": None,
@@ -507,15 +530,13 @@ def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames,
     return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, lab)}
 
 
-def judge_result(result: dict[str, Any], null: list[float], params: dict[str, Any]) -> dict[str, Any]:
+def judge_result(result: dict[str, Any], null: list[float], params: ClusterParams) -> dict[str, Any]:
     """A :func:`model_against` result judged (:func:`judge`) against the normal runs' largest
     excess errors ``null``, with its flagged counters and counter scores."""
     if result.get("verdict") is None:
         return {**result, "flagged_counters": [], "counter_scores": {}}
-    fixed = params.get("error_threshold")
-    fixed = None if fixed is None else float(fixed)
-    decision = judge(result["max_excess_error"], null, false_alarm_rate=float(params["false_alarm_rate"]),
-                     error_threshold=fixed)
+    decision = judge(result["max_excess_error"], null, false_alarm_rate=params.false_alarm_rate,
+                     error_threshold=params.error_threshold)
     threshold = decision["cluster_threshold"] if decision["cluster_threshold"] is not None else float("inf")
     clusters = [{**c, "regression": bool(c["excess_error"] > threshold)} for c in result["clusters"]]
     out = {**result, **decision, "clusters": clusters, "error_threshold": decision["cluster_threshold"]}
@@ -526,7 +547,7 @@ def judge_result(result: dict[str, Any], null: list[float], params: dict[str, An
     return {**out, "flagged_counters": flags if out["verdict"] == "fail" else [], "counter_scores": scores}
 
 
-def normal_scores(passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
+def normal_scores(passed: list[str], index: ValidIndex, frames, params: ClusterParams,
                   hist: history.HistoryParams) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Every passed run modelled against the others (leave-one-out): its largest excess error
     (the null of the verdict) and its result."""
@@ -537,7 +558,7 @@ def normal_scores(passed: list[str], index: ValidIndex, frames, params: dict[str
     return {r: res["max_excess_error"] for r, res in results.items() if res.get("verdict") is not None}, results
 
 
-def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
+def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: ClusterParams,
                      hist: history.HistoryParams, lab_runs: dict[str, str]) -> dict[str, dict[str, float]]:
     """The largest excess errors of the normal runs modelled the way a target whose baseline does
     not share its lab is (:func:`labs.cross_lab_null`): against the other labs' passed runs, its
@@ -557,7 +578,7 @@ def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: dict[
 
 
 def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[str, dict[str, float]] | None,
-                   params: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
+                   params: ClusterParams, run_id: str | None = None) -> dict[str, Any]:
     """:func:`judge_result` against the null of the run's situation (:func:`labs.matched_null`: the normal
     runs modelled across labs when its baseline is not of its lab), saying which (``null``)."""
     status = (result.get("lab") or {}).get("status") or "same_lab"
@@ -565,7 +586,7 @@ def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[st
     return {**judge_result(result, list(matched.values()), params), "null": kind}
 
 
-def loo(verified: list[str], passed: list[str], index: ValidIndex, frames, params: dict[str, Any],
+def loo(verified: list[str], passed: list[str], index: ValidIndex, frames, params: ClusterParams,
         hist: history.HistoryParams) -> dict[str, dict[str, Any]]:
     """Leave-one-out of the clustered models on the verified runs (``evaluate``): each run
     against the other passed runs, judged against the other passed runs' scores — or, for a run

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.calibration import history
-from pipelines.calibration.cluster_runs import calibrate_system, cluster_run, stored_calibration
+from pipelines.calibration.cluster_runs import calibrate_system, cluster_run, load_params, stored_calibration
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
 
@@ -23,7 +23,7 @@ log = logging.getLogger("regresslab.clusters")
 @locks.holding("clusters calibration")
 def calibrate_all() -> list[str]:
     """Calibrate every system; the systems (nightly DAG task)."""
-    return store.calibrate_every_system(calibrate_system, config.load_params("clusters"),
+    return store.calibrate_every_system(calibrate_system, load_params(),
                                         history.HistoryParams.load())
 
 
@@ -38,7 +38,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder, one frame store and one calibration per system, read once for the batch."""
     index = manifest.read_valid_index()
-    params, hist = config.load_params("clusters"), history.HistoryParams.load()
+    params, hist = load_params(), history.HistoryParams.load()
     shared: dict[str, tuple[store.FrameStore, dict[str, Any]]] = {}
 
     def one(run_id: str) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CLUSTERS / "calibration")
-    params, hist = config.load_params("clusters"), history.HistoryParams.load()
+    params, hist = load_params(), history.HistoryParams.load()
     index = manifest.read_valid_index()
     todo = history.targets(index)
     atomic.prune_outputs(config.CLUSTERS / "calibration", history.systems(index))

@@ -41,7 +41,7 @@ def main() -> None:
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")
     cc_params = config.load_params("control_charts")
-    cl_params = config.load_params("clusters")
+    cl_params = cluster_models.ClusterParams.of(config.load_params("clusters"))
     significance = effects.Significance.load()
     rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
     label_files = [config.ROOT / p for p in ev_params["labels"]]

@@ -87,6 +87,7 @@ class FrameStore:
         self._levels: dict[tuple, pd.Series] = {}
         self._derived: OrderedDict[tuple, Any] = OrderedDict()
         self._derived_budget = derived_budget
+        self._derived_bytes = 0
 
     @classmethod
     def of_system(cls, system: str) -> "FrameStore":
@@ -118,8 +119,10 @@ class FrameStore:
         size = int(getattr(value, "nbytes", 0))
         if size <= self._derived_budget:
             self._derived[key] = value
-            while sum(int(getattr(v, "nbytes", 0)) for v in self._derived.values()) > self._derived_budget:
-                self._derived.popitem(last=False)
+            self._derived_bytes += size
+            while self._derived_bytes > self._derived_budget:
+                _, gone = self._derived.popitem(last=False)
+                self._derived_bytes -= int(getattr(gone, "nbytes", 0))
         return value
 
     def levels(self, runs: list[str], reference: float | None) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import ks_2samp
 
+from pipelines import params_schema
 from pipelines.detectors import cluster_models
 
 # Table 1 of seed 000 (Shang et al. 2015): 8 counters, 8 observations, old and new version.
@@ -167,7 +168,8 @@ def test_a_run_judged_across_labs_is_decided_against_the_normal_runs_modelled_ac
     cluster = {"counters": ["a", "b"], "target_counter": "a", "error": 0.25, "excess_error": 0.2}
     same = {f"n{i}": 0.0 for i in range(59)}
     cross = {"insufficient": {**{f"n{i}": 0.0 for i in range(9)}, "n9": 0.5}, "adjusted": {}}
-    params = {"false_alarm_rate": 0.05, "error_threshold": None}
+    params = cluster_models.ClusterParams.of({**params_schema.defaults()["clusters"], "false_alarm_rate": 0.05,
+                                              "error_threshold": None})
 
     def result(status):
         return {"verdict": "pass", "max_excess_error": 0.2, "clusters": [cluster], "lab": {"status": status}}
