@@ -177,9 +177,9 @@ def write_parquet_atomic(path: str | Path, frame: pd.DataFrame) -> None:
 
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
-    """A frame :func:`write_parquet_atomic` wrote (pyarrow's reader of one file, as ``pd.read_parquet``
-    reads it, without the dataset discovery ``pd.read_parquet`` starts for every file: a normalised
-    run of 2,000 counters, 106 -> 87 ms)."""
+    """A frame :func:`write_parquet_atomic` wrote, as ``pd.read_parquet`` reads it, by pyarrow's
+    reader of one file: ``pd.read_parquet`` starts a dataset discovery for every file, a fifth of
+    the time of reading a normalised run (docs/operations/performance.md)."""
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as handle:
