@@ -53,13 +53,14 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     from pipelines.detectors import rule_ensemble
     from pipelines.storage import manifest, store
     index = manifest.read_valid_index()
-    params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
+    params, mine = config.load_params("detect"), config.load_params("mine_rules")
+    hist = history.HistoryParams.load()
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, history.HistoryParams.of(hist),
+    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
                                                 effects.Significance.load())
-    passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
-    verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+    passed = hist.passed(index, system)
+    verdicts = hist.verdicts(index, system)
     when = {r: pd.Timestamp(index[r]["started_at"]) for r in passed}
     scores = {}
     for r in passed:
@@ -86,14 +87,15 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
     index = manifest.read_valid_index()
-    params, mine, hist = (config.load_params(k) for k in ("detect", "mine_rules", "history"))
+    params, mine = config.load_params("detect"), config.load_params("mine_rules")
+    hist = history.HistoryParams.load()
     for system in history.systems(index):
         spec = store.read_edges(system)
         cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, history.HistoryParams.of(hist),
+        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
                                                 effects.Significance.load())
-        passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
-        verdicts = history.verdicts(index, system, exclude=set(hist["exclude"]))
+        passed = hist.passed(index, system)
+        verdicts = hist.verdicts(index, system)
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
 
         def stacking(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
@@ -140,7 +142,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
     one whose null scores are those cross-lab ones."""
     from pipelines import config
-    from pipelines.calibration import chart_runs, effects, history, labs
+    from pipelines.calibration import chart_runs, effects, labs
     from pipelines.storage import atomic, store
     params = config.load_params("control_charts")
     frames = store.FrameStore.of_system(system)
@@ -150,7 +152,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
 
     def chart(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str | None, dict[str, float]]:
         out = chart_runs.chart_run(r, base, chart_runs.SystemCharts(
-            index, frames, calibration, params, labs.lab_params(history.HistoryParams.of(hist)), significance), lab_runs)
+            index, frames, calibration, params, labs.lab_params(hist), significance), lab_runs)
         return (out.get("lab") or {}).get("status"), {"run": out.get("violation_ratio"),
                                                        "window": out.get("window_ratio")}
     cross = labs.cross_lab_null(passed, lab_of, verdicts, chart)
@@ -166,9 +168,9 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
             continue
         matched = dict(calibration, normal_scores={r: x["run"] for r, x in null.items()},
                        window_scores={r: x["window"] for r, x in null.items()}, cross_lab=None)
-        baseline = history.baseline_for(run_id, index, window=hist["window"], exclude=set(hist["exclude"]))
+        baseline = hist.baseline(run_id, index)
         out = chart_runs.chart_run(run_id, baseline, chart_runs.SystemCharts(
-            index, frames, matched, params, labs.lab_params(history.HistoryParams.of(hist)), significance), verdicts)
+            index, frames, matched, params, labs.lab_params(hist), significance), verdicts)
         print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): run {doc.get('violation_ratio')}, "
               f"window {doc.get('window_ratio')}; chart p nightly ({doc.get('null')} null) {doc.get('p_value')}, "
               f"unmatched cross-lab {out['p_value']}")
@@ -188,14 +190,14 @@ def peak(tree: str, labels_path: str) -> None:
     from pipelines.storage import atomic, manifest, store
     labels = json.loads(Path(labels_path).read_text())
     index = manifest.read_valid_index()
-    params, hist = config.load_params("control_charts"), config.load_params("history")
+    params, hist = config.load_params("control_charts"), history.HistoryParams.load()
     alpha = float(config.load_params("report")["false_alarm_rate"])
     combination = config.load_params("report")["combination"]
     floor = float(params["counter_flag_floor"])
     rows = []
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
-        passed = history.passed_runs(index, system, exclude=set(hist["exclude"]), window=hist["window"])
+        passed = hist.passed(index, system)
         parts = charts.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                                      {r: index[r].get("version") for r in passed}, params=params)
         windows = pd.DataFrame({r: x["window"] for r, x in parts["runs"].items()}).T

@@ -497,10 +497,7 @@ def model_runs(old_runs: list[str], run_id: str, frames, params: ClusterParams,
 def run_moments(frames, run_id: str) -> Moments:
     """A run's :class:`Moments` at the store's reference load, kept by the store while its budget
     allows (``FrameStore.derived``: a run enters the models of its ten most similar runs)."""
-    derived = getattr(frames, "derived", None)
-    if derived is None:
-        return Moments.of(frames[run_id])
-    return derived(("moments", run_id), lambda: Moments.of(frames[run_id]))
+    return frames.derived(("moments", run_id), lambda: Moments.of(frames[run_id]))
 
 
 def similar_runs(run_id: str, candidates: list[str], index: ValidIndex, limit: int) -> list[str]:

@@ -52,7 +52,7 @@ def main() -> None:
     rows, cc_rows = [], []
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
-        verified = history.verified_runs(index, system, exclude=exclude)
+        verified = hist.verified(index, system)
         passed = history.passed_runs(index, system, exclude=exclude)
         charts = loo_charts(frames, index, verified, passed, params=cc_params,
                             lab_kw=labs.lab_params(hist), significance=significance)

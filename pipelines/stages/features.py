@@ -28,15 +28,14 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     cc_params = config.load_params("control_charts")
     hist = history.HistoryParams.load()
-    exclude = set(hist.exclude)
     config.ensure_dirs(config.FEATURES)
     index = manifest.read_valid_index()
     atomic.prune_outputs(config.FEATURES, history.systems(index), suffix=".parquet")
     for system in history.systems(index):
         charter = charts.Charter(store.FrameStore.of_system(system), cc_params)
-        passed = history.passed_runs(index, system, exclude=exclude)
+        passed = history.passed_runs(index, system, exclude=set(hist.exclude))
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
-        verified = history.verified_runs(index, system, exclude=exclude)
+        verified = hist.verified(index, system)
         path = config.features_path(system)
         key = memo.input_key("features", index, {"passed": passed, "verified": verified}, system=system,
                              control_charts=cc_params, history=hist.block, reference=charter.frames.reference)
@@ -44,7 +43,7 @@ def main() -> None:
             print(f"[features] {system}: {len(verified)} verified runs unchanged, table kept")
             continue
         progress = Progress(log, f"features {system}", len(verified), every=10)
-        lab_runs = history.verdicts(index, system, exclude=exclude)
+        lab_runs = hist.verdicts(index, system)
         known = rows_by_key(pd.read_parquet(path) if path.exists() else None)   # pairs computed before
 
         def features_of(run_id: str) -> tuple[pd.DataFrame, list[str], list[list[str]]]:
