@@ -281,6 +281,11 @@ def pruning_masks_path(system: str) -> Path:
     return paths().stacking_calibration / f"{identifier(system, 'system')}.pruning.npz"
 
 
+def run_summaries_path(system: str) -> Path:
+    """The medians and peaks of a system's passed runs (``rule_ensemble.save_summaries``)."""
+    return paths().stacking_calibration / f"{identifier(system, 'system')}.levels.npz"
+
+
 def detection_path(run_id: str) -> Path:
     return paths().detections / f"{identifier(run_id, 'run_id')}.json"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.calibration import effects, history, labs
-from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, analyse, load_pruning, stacking_evidence
+from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, analyse, load_kept, stacking_evidence
 from pipelines.storage import manifest, memo, store
 from pipelines.storage.run_records import ValidIndex
 
@@ -69,8 +69,8 @@ class DetectJob:
         hist = history.HistoryParams.of(p["history"])
         ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], p["detect"], p["mine_rules"],
                                       hist, effects.Significance.from_params(p["significance"]))
-        if new_cache:           # a process of its own (a nightly DAG batch): the calibration's pruning masks
-            load_pruning(self.system, ctx, hist.passed(self.index, self.system))
+        if new_cache:           # a process of its own (a nightly DAG batch): the calibration's masks and levels
+            load_kept(self.system, ctx, hist.passed(self.index, self.system))
         result, doc = analyse(self.run_id, self.baseline, ctx, lab_runs=self.verdicts)
         null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
                                        self.calibration.get("cross_lab_scores"), self.run_id)

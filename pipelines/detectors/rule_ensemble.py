@@ -571,8 +571,7 @@ class DetectCache:
         the whole pool is 80 M values, and only the flagged counters need a band)."""
         key = (reference, tuple(refs), tuple(pct), tuple(counters))
         if key not in self.bands:
-            frames = [self.frames.at(r, reference) for r in refs]
-            pooled = pd.concat([f[[c for c in counters if c in f.columns]] for f in frames], ignore_index=True)
+            pooled = pd.concat([self.frames.columns_at(r, reference, counters) for r in refs], ignore_index=True)
             q = pooled.quantile([pct[0] / 100.0, 0.5, pct[1] / 100.0])
             self.bands[key] = q.set_axis(["low", "level", "high"], axis=0)
         return self.bands[key]
@@ -767,22 +766,23 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     return result, doc
 
 
-def pruning_key(system: str, ctx: DetectContext, passed: list[str]) -> str:
-    """The input key of the pruning masks between ``passed`` (``memo``): the runs (their frames'
-    keys: their models and encodings), the edges and reference load (``ctx.tag``), the params of
-    detection and mining, and the code."""
+def passed_runs_key(system: str, ctx: DetectContext, passed: list[str]) -> str:
+    """The input key of what detect keeps of a system's ``passed`` runs between nights (``memo``),
+    the pruning masks between them and their levels: the runs (their frames' keys: their models,
+    encodings and levels), the edges and reference load (``ctx.tag``), the params of detection and
+    mining, and the code."""
     return memo.input_key("detect", ctx.index, {"passed": passed}, system=system, tag=ctx.tag, detect=ctx.params,
                           mine_rules=ctx.mine_params)
 
 
 def save_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
-    """Write the masks ``ctx.cache.unstable`` holds between ``passed`` (under :func:`pruning_key`),
+    """Write the masks ``ctx.cache.unstable`` holds between ``passed`` (under :func:`passed_runs_key`),
     atomically, for the next night's targets, whose references and models are these runs; how many."""
     inside = set(passed)
     pairs = sorted((m, r) for (tag, m, r) in ctx.cache.unstable if tag == ctx.tag and m in inside and r in inside)
     masks = [np.asarray(ctx.cache.unstable[(ctx.tag, m, r)], dtype=bool) for m, r in pairs]
     with atomic.atomic_path(config.pruning_masks_path(system)) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, key=np.array(pruning_key(system, ctx, passed)),
+        np.savez_compressed(fh, key=np.array(passed_runs_key(system, ctx, passed)),
                             pairs=np.array(pairs, dtype=str).reshape(-1, 2),
                             offsets=np.cumsum([0, *(len(x) for x in masks)]),
                             masks=np.concatenate(masks) if masks else np.zeros(0, dtype=bool))
@@ -798,7 +798,7 @@ def load_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
         return 0
     try:
         with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != pruning_key(system, ctx, passed):
+            if str(z["key"]) != passed_runs_key(system, ctx, passed):
                 return 0
             pairs, offsets, masks = z["pairs"], z["offsets"], z["masks"]
     except Exception:           # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
@@ -806,6 +806,26 @@ def load_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
     for i, (m, r) in enumerate(pairs):
         ctx.cache.unstable.setdefault((ctx.tag, str(m), str(r)), masks[offsets[i]:offsets[i + 1]].copy())
     return len(pairs)
+
+
+def save_summaries(system: str, ctx: DetectContext, passed: list[str]) -> int:
+    """Write the medians and peaks the frame store holds of ``passed`` (``FrameStore.save_summaries``,
+    under :func:`passed_runs_key`), for the next night's targets, whose reference runs these are:
+    a new target's effects would otherwise read every reference run again; how many series."""
+    return ctx.cache.frames.save_summaries(config.run_summaries_path(system), passed,
+                                           passed_runs_key(system, ctx, passed))
+
+
+def load_summaries(system: str, ctx: DetectContext, passed: list[str]) -> int:
+    """The series :func:`save_summaries` wrote, into the frame store, when written under the key of
+    these runs, edges, params and code; how many (0: none, or another key's)."""
+    return ctx.cache.frames.load_summaries(config.run_summaries_path(system), passed_runs_key(system, ctx, passed))
+
+
+def load_kept(system: str, ctx: DetectContext, passed: list[str]) -> tuple[int, int]:
+    """What a night before kept of ``passed`` for this night's targets: the pruning masks
+    (:func:`load_pruning`) and the runs' levels (:func:`load_summaries`); how many of each."""
+    return load_pruning(system, ctx, passed), load_summaries(system, ctx, passed)
 
 
 def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParams) -> dict[str, Any]:
@@ -828,11 +848,11 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
                          history=hist.block, significance=dataclasses.asdict(ctx.significance))
-    loaded = load_pruning(system, ctx, passed)       # the masks of the night before, for this night's targets
+    masks, levels = load_kept(system, ctx, passed)     # kept by the night before, for this night's targets
     done = memo.reuse(path, key)
     if done is not None:        # the same normal runs, bins, params and code: the same scores
-        log.info("detect calibration %s: %d normal runs unchanged, reused (%d pruning masks)", system, len(passed),
-                 loaded)
+        log.info("detect calibration %s: %d normal runs unchanged, reused (%d pruning masks, %d run levels)",
+                 system, len(passed), masks, levels)
         return done
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
     faults = history.fault_runs(verdicts)
@@ -847,6 +867,9 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     for r in passed:            # loaded here once, before the processes fork: they share them, not load them again
         ctx.cache.model(r, ctx.edges, ctx.mine_params, ctx.models_dir, ctx.reference, ctx.tag)
         ctx.encoded(r)
+    ctx.cache.levels(passed, ctx.reference)             # every run is some analysis' reference: its levels too
+    ctx.cache.peaks(passed, ctx.reference)
+    save_summaries(system, ctx, passed)
     # every pruning mask between the passed runs, each once, before the analyses fork (each process
     # would otherwise evaluate the pairs its analyses meet, the same pair in several processes); kept
     # for the next night's targets, whose models and references are these runs

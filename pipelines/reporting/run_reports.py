@@ -113,7 +113,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: d
     shown = list(dict.fromkeys(verdict.flagged_counters + list(verdict.counter_scores)[:top_n]))
     by_start = sorted((b["run_id"] for b in verdict.baseline_runs),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
-    changes, trends, frames = run_changes(run_id, by_start, shown, params["directions"])
+    changes, trends, frames = run_changes(run_id, by_start, shown, params["directions"],
+                                          whole=set(compared_baselines(verdict.baseline_runs, int(params["compare_pages"]))))
     verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
                                                                     user_facing=params["user_facing"])}
     verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"],
@@ -140,8 +141,7 @@ def compare_baselines(run_id: str, doc: dict[str, Any], index: ValidIndex, frame
     run = B), written to ``reports/compare``; baseline run -> the link from the run page.  The
     pages are written on every core when the run's report is written in the stage's own
     process (one at a time inside a worker)."""
-    chosen = [b["run_id"] for b in sorted(doc["baseline_runs"], key=lambda b: (-b["weight"], b["run_id"]))[:pages]
-              if b["run_id"] in frames]
+    chosen = [b for b in compared_baselines(doc["baseline_runs"], pages) if b in frames]
 
     def page(baseline: str) -> str:
         _, html = compare.compare_runs(baseline, run_id, index, frames)
@@ -150,25 +150,40 @@ def compare_baselines(run_id: str, doc: dict[str, Any], index: ValidIndex, frame
     return dict(zip(chosen, parallel.map_ordered(page, chosen)))
 
 
+def compared_baselines(baseline_runs: list[dict[str, Any]], pages: int) -> list[str]:
+    """The ``pages`` heaviest runs of a verdict's ``baseline_runs``: those a compare page shows."""
+    return [b["run_id"] for b in sorted(baseline_runs, key=lambda b: (-b["weight"], b["run_id"]))[:pages]]
+
+
 def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
+                whole: set[str] = frozenset(),
                 ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None], dict[str, pd.DataFrame]]:
     """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
     the collector's): this run's median per counter, and the median of the baseline runs'
     intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
-    this run's, so a slow drift over releases is visible; and the frames read (run -> frame)."""
+    this run's, so a slow drift over releases is visible; and the whole frames read (run ->
+    frame): this run's and those of the baseline runs in ``whole`` (the others are read for the
+    counters shown alone)."""
     target_frame = store.load_normalized(run_id)
-    frames = {b: store.load_normalized(b) for b in baseline_runs if config.frame_path(b).exists()}
-    if not frames:
-        return {}, {}, {run_id: target_frame}
 
     def shown(frame: pd.DataFrame) -> pd.DataFrame:     # the medians of the counters shown, not of all 2,000
         return frame[[c for c in counters if c in frame.columns]]
+
+    def read(b: str) -> pd.DataFrame:
+        if b in whole:
+            return store.load_normalized(b)
+        path = config.frame_path(b)
+        stored = set(atomic.parquet_columns(path))
+        return atomic.read_parquet(path, columns=[c for c in counters if c in stored])
+    frames = {b: read(b) for b in baseline_runs if config.frame_path(b).exists()}
+    if not frames:
+        return {}, {}, {run_id: target_frame}
     baseline = pd.concat([shown(f) for f in frames.values()], ignore_index=True).median()
     target = shown(target_frame).median()
     changes = counter_changes(counters, target, baseline, directions)
     medians = {b: shown(f).median() for b, f in frames.items()}
     trends = {c: sparkline([medians[b].get(c) for b in frames] + [target.get(c)]) for c in counters}
-    return changes, trends, {**frames, run_id: target_frame}
+    return changes, trends, {**{b: f for b, f in frames.items() if b in whole}, run_id: target_frame}
 
 
 def quarantine_reasons(limit: int = 400) -> dict[str, str]:

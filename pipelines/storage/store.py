@@ -141,6 +141,63 @@ class FrameStore:
                 self._levels[(r, reference, "peak")] = self.at(r, reference).abs().quantile(0.95)
         return pd.DataFrame({r: self._levels[(r, reference, "peak")] for r in runs}).T
 
+    def columns_at(self, run_id: str, reference: float | None, columns: list[str]) -> pd.DataFrame:
+        """The run at ``reference``, ``columns`` only (those it has, in that order), as
+        ``self.at(run_id, reference)[columns]``: from the kept frame when the store holds it, else
+        read from disk with only those columns and the load counter (each counter is scaled by
+        the load alone), and not kept."""
+        if run_id in self._normalized or (reference == self.reference and run_id in self._scaled):
+            frame = self.at(run_id, reference)
+            return frame[[c for c in columns if c in frame.columns]]
+        info = read_info(run_id)
+        load = info.get("load_counter")
+        stored = set(atomic.parquet_columns(config.frame_path(run_id)))
+        wanted = [c for c in columns if c in stored]
+        read = atomic.read_parquet(config.frame_path(run_id),
+                                   columns=wanted + ([load] if load in stored and load not in wanted else []))
+        return scale_to_load(read, load, info.get("load_fits") or {}, reference)[wanted]
+
+    # the runs' medians and peaks kept between nights (``save_summaries``): a new target's effects
+    # are measured against its reference runs' levels, which would read every reference run again
+    SUMMARY_KINDS = {"level": (), "peak": ("peak",)}
+
+    def save_summaries(self, path: Path, runs: list[str], key: str) -> int:
+        """Write the medians and peaks this store holds of ``runs`` at its reference load to
+        ``path`` under ``key`` (an input key of the runs' frames, the reference and the code),
+        atomically, with numpy alone (no pickle); how many series."""
+        held = [(r, kind, self._levels[(r, self.reference, *suffix)]) for r in runs
+                for kind, suffix in self.SUMMARY_KINDS.items() if (r, self.reference, *suffix) in self._levels]
+        vocabulary = sorted({str(c) for _, _, s in held for c in s.index})
+        position = {c: i for i, c in enumerate(vocabulary)}
+        with atomic.atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(
+                fh, key=np.array(key), runs=np.array([r for r, _, _ in held], dtype=str),
+                kinds=np.array([k for _, k, _ in held], dtype=str), vocabulary=np.array(vocabulary, dtype=str),
+                offsets=np.cumsum([0, *(len(s) for _, _, s in held)]),
+                counters=np.array([position[str(c)] for _, _, s in held for c in s.index], dtype=np.int64),
+                values=np.concatenate([s.to_numpy(dtype=float) for _, _, s in held]) if held else np.zeros(0))
+        return len(held)
+
+    def load_summaries(self, path: Path, key: str) -> int:
+        """The series :meth:`save_summaries` wrote, kept as :meth:`levels` and :meth:`peaks` would
+        keep them, when written under ``key``; how many (0: none, or another key's).  Read with
+        ``allow_pickle=False``; a torn or foreign file is ignored (the levels are computed again)."""
+        if not path.exists():
+            return 0
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["key"]) != key:
+                    return 0
+                runs, kinds, vocabulary = z["runs"], z["kinds"], z["vocabulary"].astype(object)
+                offsets, counters, values = z["offsets"], z["counters"], z["values"]
+        except Exception:           # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
+            return 0
+        for i, (run_id, kind) in enumerate(zip(runs, kinds)):
+            span = slice(offsets[i], offsets[i + 1])
+            entry = (str(run_id), self.reference, *self.SUMMARY_KINDS[str(kind)])
+            self._levels.setdefault(entry, pd.Series(values[span], index=pd.Index(vocabulary[counters[span]])))
+        return len(runs)
+
 
 # --------------------------------------------------------------------------- cause models
 

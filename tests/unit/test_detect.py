@@ -274,3 +274,53 @@ def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params
     assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
     config.pruning_masks_path("s").write_bytes(b"not an npz")                   # torn: computed again
     assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
+
+
+def test_run_levels_are_kept_for_the_next_night_and_a_band_reads_only_its_counters(tree):
+    """Three runs written as normalize writes them, one with a load-scaled counter: the levels and
+    peaks the store computes are written and read back equal (values, counters, order, dtype) in
+    a new store under the same key, refused under another; a run's columns read alone equal those
+    columns of the whole run at the reference (the load counter scales them, read or not)."""
+    from pipelines import config
+    from pipelines.storage import atomic, store
+    rng = np.random.default_rng(3)
+    runs = ["s-1", "s-2", "s-3"]
+    for i, r in enumerate(runs):
+        load = 100.0 + 10 * i + rng.normal(0, 1, 40)
+        frame = pd.DataFrame({"h.load": load, "h.cpu": 0.5 * load + rng.normal(0, 1, 40),
+                              "h.mem": rng.normal(50, 5, 40), **({"h.extra": np.arange(40.0)} if i == 2 else {})})
+        frame.loc[3, "h.mem"] = np.nan
+        config.frame_path(r).parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_parquet_atomic(config.frame_path(r), frame)
+        atomic.write_json_atomic(config.info_path(r), {"run_id": r, "key": f"frame-{r}", "load_counter": "h.load",
+                                                       "load_fits": {"h.cpu": [0.5, 0.0]}})
+    night = store.FrameStore(110.0)
+    levels, peaks = night.levels(runs, 110.0), night.peaks(runs, 110.0)
+    path = tree / "s.levels.npz"
+    assert night.save_summaries(path, runs[:2] + ["s-9"], "key-1") == 4        # s-3 not asked, s-9 not held
+    assert night.save_summaries(path, runs, "key-1") == 6
+    nxt = store.FrameStore(110.0)
+    assert nxt.load_summaries(path, "key-2") == 0 and not nxt._levels
+    assert nxt.load_summaries(path, "key-1") == 6
+    for r in runs:          # read back, not computed: no frame was read
+        assert r not in nxt._normalized
+    pd.testing.assert_frame_equal(nxt.levels(runs, 110.0), levels)
+    pd.testing.assert_frame_equal(nxt.peaks(runs, 110.0), peaks)
+    assert list(nxt.levels(["s-3"], 110.0).columns) == ["h.load", "h.cpu", "h.mem", "h.extra"]
+    assert not nxt._normalized
+    path.write_bytes(b"torn")
+    assert store.FrameStore(110.0).load_summaries(path, "key-1") == 0
+    # the scaled counter by hand: x * (0.5 * 110) / (0.5 * load)
+    whole = store.FrameStore(110.0)["s-2"]
+    assert whole["h.cpu"].to_numpy() == pytest.approx(
+        atomic.read_parquet(config.frame_path("s-2"))["h.cpu"].to_numpy() * 110.0 / load_of("s-2"))
+    for cols in (["h.cpu"], ["h.mem", "h.cpu", "h.gone"], ["h.load"]):
+        alone = store.FrameStore(110.0).columns_at("s-2", 110.0, cols)
+        pd.testing.assert_frame_equal(alone, whole[[c for c in cols if c != "h.gone"]])
+        assert list(alone.columns) == [c for c in cols if c != "h.gone"]
+
+
+def load_of(run_id: str) -> np.ndarray:
+    from pipelines import config
+    from pipelines.storage import atomic
+    return atomic.read_parquet(config.frame_path(run_id))["h.load"].to_numpy()

@@ -355,3 +355,27 @@ def test_a_changed_template_changes_the_pages_input_key(tmp_path):
     assert pages.templates_digest.__wrapped__(tmp_path) == first
     (tmp_path / "new.html.j2").write_text("")
     assert pages.templates_digest.__wrapped__(tmp_path) != first
+
+
+def test_run_changes_read_whole_only_the_frames_a_compare_page_shows(tree):
+    """Target t (cpu 12 for 4 intervals), baseline runs a (cpu 8, 10, 12, 14) and b (cpu 10 x4):
+    the baseline's median over 8 intervals is 10, the target's 12, +20 %; the sparkline has
+    a's median 11, b's 10, then 12. Only b asked whole: the frames returned are t's and b's,
+    each with every counter; a was read for its shown counter only, and the changes are the same
+    as with every frame whole."""
+    import pandas as pd
+
+    from pipelines import config
+    from pipelines.storage import atomic
+    frames = {"t": {"h.cpu": [12.0] * 4, "h.mem": [1.0] * 4}, "a": {"h.cpu": [8.0, 10.0, 12.0, 14.0], "h.mem": [2.0] * 4},
+              "b": {"h.cpu": [10.0] * 4, "h.mem": [3.0] * 4}}
+    for run_id, columns in frames.items():
+        config.frame_path(run_id).parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_parquet_atomic(config.frame_path(run_id), pd.DataFrame(columns))
+    directions = [{"counter": "cpu", "worse": "up"}]
+    changes, trends, read = run_reports.run_changes("t", ["a", "b"], ["h.cpu"], directions, whole={"b"})
+    assert set(read) == {"t", "b"} and all(list(f.columns) == ["h.cpu", "h.mem"] for f in read.values())
+    assert changes["h.cpu"] == {"baseline": 10.0, "target": 12.0, "change_pct": 20.0, "direction": "worse"}
+    everything = run_reports.run_changes("t", ["a", "b"], ["h.cpu"], directions, whole={"a", "b"})
+    assert (changes, trends) == everything[:2] and set(everything[2]) == {"t", "a", "b"}
+    assert trends == {"h.cpu": plots.sparkline([11.0, 10.0, 12.0])}
