@@ -143,8 +143,9 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     one whose null scores are those cross-lab ones."""
     from pipelines import config
     from pipelines.calibration import chart_runs, effects, labs
+    from pipelines.detectors import charts
     from pipelines.storage import atomic, store
-    params = config.load_params("control_charts")
+    params = charts.ControlChartParams.load()
     frames = store.FrameStore.of_system(system)
     calibration = atomic.read_json(config.calibration_path(system))
 
@@ -190,10 +191,10 @@ def peak(tree: str, labels_path: str) -> None:
     from pipelines.storage import atomic, manifest, store
     labels = json.loads(Path(labels_path).read_text())
     index = manifest.read_valid_index()
-    params, hist = config.load_params("control_charts"), history.HistoryParams.load()
+    params, hist = charts.ControlChartParams.load(), history.HistoryParams.load()
     alpha = float(config.load_params("report")["false_alarm_rate"])
     combination = config.load_params("report")["combination"]
-    floor = float(params["counter_flag_floor"])
+    floor = params.counter_flag_floor
     rows = []
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)

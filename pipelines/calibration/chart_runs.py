@@ -20,6 +20,7 @@ from pipelines.detectors import within_run
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
     Charter,
+    ControlChartParams,
     calibrate,
     chart_baseline,
     chart_series,
@@ -35,12 +36,12 @@ from pipelines.storage.run_records import ValidIndex
 log = logging.getLogger("regresslab.control_charts")
 
 
-def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: ControlChartParams,
                     significance: effects.Significance) -> dict[str, Any]:
     """The run against itself (``within_run``): its strongest windows against the rest of it, judged
     by the normal runs' same contrasts; needs no baseline and no lab."""
     contrasts = within_run.window_contrasts(frames[run_id], **within_run.contrast_params(significance))
-    return within_run.judge(contrasts, calibration["within_run"], false_alarm_rate=float(params["false_alarm_rate"]))
+    return within_run.judge(contrasts, calibration["within_run"], false_alarm_rate=params.false_alarm_rate)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class SystemCharts:
     index: ValidIndex
     frames: store.FrameStore
     calibration: dict[str, Any]
-    params: dict[str, Any]
+    params: ControlChartParams
     lab_kw: labs.LabParams
     significance: effects.Significance
 
@@ -65,20 +66,17 @@ def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: 
     index, frames, calibration, params = system.index, system.frames, system.calibration, system.params
     lab_kw, significance = system.lab_kw, system.significance
     env = index[run_id].get("environment") or {}
-    base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env,
-                          params["max_baseline_runs"])
+    base = chart_baseline({b: index[b].get("environment") or {} for b in baseline}, env, params.max_baseline_runs)
     within = within_evidence(run_id, frames, calibration, params, significance)
     if not base:
         return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline", "within_run": within}
-    charter = Charter(frames, params)
+    charter = Charter(frames, params.chart)
     lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=baseline)
     target = labs.shifted(frames[run_id], lab["shift"])
     ratios, limits, modes = charter(base, run_id, lab["shift"])
     ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
     matched, null = matched_calibration(calibration, lab["status"], run_id)
-    out = judge(ratios, matched, top_fraction=float(params["top_fraction"]),
-                counter_flag_floor=float(params["counter_flag_floor"]),
-                false_alarm_rate=float(params["false_alarm_rate"]))
+    out = judge(ratios, matched, **params.judge_kw())
     out["null"] = null
     within["history_faults"] = calibration["within_run"].get("fault_pvalues")
     within["history_normals"] = calibration["within_run"].get("normal_pvalues")
@@ -88,7 +86,7 @@ def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: 
         "ratios": {c: {k: (None if pd.isna(row[k]) else round(float(row[k]), 4)) for k in RATIO_COLUMNS}
                    for c, row in ratios.sort_values(["average", "sum"], ascending=False).iterrows()},
         "multimodal": modes,
-        "charts": chart_series(ratios, limits, target, top=int(params["plot_top"])),
+        "charts": chart_series(ratios, limits, target, top=params.plot_top),
         "within_run": within,
     })
     return out
@@ -106,7 +104,7 @@ def within_calibration(passed: list[str], frames: store.FrameStore, significance
                                 false_alarm_rate=false_alarm_rate)
 
 
-def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
+def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
                      hist: history.HistoryParams, significance: effects.Significance) -> dict[str, Any]:
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
@@ -114,18 +112,18 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
     verdicts = hist.verdicts(index, system)
     path = config.calibration_path(system)
     key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
-                         control_charts=params, history=hist.block, reference=frames.reference,
+                         control_charts=params.block, history=hist.block, reference=frames.reference,
                          significance=dataclasses.asdict(significance))
     done = memo.reuse(path, key)
     if done is not None:
         log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
-    charter = Charter(frames, params)
+    charter = Charter(frames, params.chart)
     calibration = calibrate({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                             {r: index[r].get("version") for r in passed}, params=params, charter=charter)
     calibration["cross_lab"] = cross_lab_calibration(passed, index, charter, calibration["load_independent"], params,
                                                      lab_runs=verdicts, lab_kw=labs.lab_params(hist))
-    rate = float(params["false_alarm_rate"])
+    rate = params.false_alarm_rate
     calibration["within_run"] = within_calibration(passed, frames, significance, rate)
     calibration["fault_pvalues"], within_faults = fault_pvalues(index, frames, calibration, params, hist,
                                                                 significance, verdicts)
@@ -134,7 +132,7 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 
-def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: dict[str, Any],
+def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: ControlChartParams,
                   hist: history.HistoryParams, significance: effects.Significance, verdicts: dict[str, str]
                   ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
@@ -156,7 +154,7 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict
             {by: {r: v[1][by] for r, v in judged.items() if by in v[1]} for by in within_run.LIMITS_BY})
 
 
-def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: dict[str, Any],
+def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
               hist: history.HistoryParams, significance: effects.Significance) -> dict[str, Any]:
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's
@@ -165,7 +163,7 @@ def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: 
     baseline = hist.baseline(run_id, index)
     lab_runs = hist.verdicts(index, index[run_id]["system"])
     key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
-                         control_charts=params, history=hist.block, reference=frames.reference,
+                         control_charts=params.block, history=hist.block, reference=frames.reference,
                          significance=dataclasses.asdict(significance),
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.chart_path(run_id), key)

@@ -37,12 +37,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pipelines import config
 from pipelines.calibration import history, labs, pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
 
@@ -340,7 +342,7 @@ def baseline_limits(baseline: list[pd.DataFrame], modes: dict[str, dict[str, Any
 
 @dataclass(frozen=True)
 class ChartParams:
-    """How a target is charted (the ``control_charts`` block, :func:`chart_params`): the limits
+    """How a target is charted (of the ``control_charts`` block, :class:`ControlChartParams`): the limits
     (``method`` percentile or sigma, ``lower_pct``/``upper_pct`` or ``sigma``, ``scope`` run or
     interval), the multimodal filter (``max_dip``, ``min_mode_share``), and the strongest window's
     share of the run (``window_share``)."""
@@ -359,6 +361,58 @@ class ChartParams:
         """The keyword arguments of :func:`baseline_limits`."""
         return {"method": self.method, "lower_pct": self.lower_pct, "upper_pct": self.upper_pct, "sigma": self.sigma,
                 "scope": self.scope}
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "ChartParams":
+        """The charting settings of the ``control_charts`` block."""
+        return cls(method=block["method"], lower_pct=float(block["lower_pct"]), upper_pct=float(block["upper_pct"]),
+                   sigma=float(block["sigma"]), scope=block["scope"], multimodal_filter=bool(block["multimodal_filter"]),
+                   max_dip=float(block["multimodal_max_dip"]), min_mode_share=float(block["multimodal_min_share"]),
+                   window_share=float(block["window_share"]))
+
+
+@dataclass(frozen=True)
+class ControlChartParams:
+    """The ``control_charts`` block, typed: how a chart is drawn (:class:`ChartParams`), the
+    newest similar passed runs a target is charted against (``max_baseline_runs``, all when
+    None), the load-independent filter (a counter over ``load_independent_ratio`` in more than
+    ``load_independent_share`` of the repeat pairs, at most ``max_filtered_share`` of the
+    counters set aside), the run score's ``top_fraction``, the verdict's ``false_alarm_rate`` or
+    the paper's fixed ``threshold``, the counters' ``counter_flag_floor``, the charts a page
+    plots (``plot_top``); ``block`` is the block as validated (the input keys hash it)."""
+
+    chart: ChartParams
+    max_baseline_runs: int | None
+    load_independent_ratio: float
+    load_independent_share: float
+    max_filtered_share: float
+    top_fraction: float
+    false_alarm_rate: float
+    threshold: float | None
+    counter_flag_floor: float
+    plot_top: int
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "ControlChartParams":
+        runs, fixed = block["max_baseline_runs"], block["threshold"]
+        return cls(chart=ChartParams.of(block), max_baseline_runs=None if runs is None else int(runs),
+                   load_independent_ratio=float(block["load_independent_ratio"]),
+                   load_independent_share=float(block["load_independent_share"]),
+                   max_filtered_share=float(block["max_filtered_share"]), top_fraction=float(block["top_fraction"]),
+                   false_alarm_rate=float(block["false_alarm_rate"]), threshold=None if fixed is None else float(fixed),
+                   counter_flag_floor=float(block["counter_flag_floor"]), plot_top=int(block["plot_top"]),
+                   block=dict(block))
+
+    @classmethod
+    def load(cls) -> "ControlChartParams":
+        """The project's ``control_charts`` block (``config.load_params``), typed: the stages' one loading site."""
+        return cls.of(config.load_params("control_charts"))
+
+    def judge_kw(self) -> dict[str, float]:
+        """The keyword arguments of :func:`judge`."""
+        return {"top_fraction": self.top_fraction, "counter_flag_floor": self.counter_flag_floor,
+                "false_alarm_rate": self.false_alarm_rate}
 
 
 def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, p: ChartParams, *,
@@ -386,8 +440,8 @@ class Charter:
     and are kept; per-interval limits (``scope: interval``) would be a frame per baseline set, and
     are recomputed."""
 
-    def __init__(self, frames, params: dict[str, Any]):
-        self.frames, self.p, self._modes, self._limits = frames, chart_params(params), {}, {}
+    def __init__(self, frames, p: ChartParams):
+        self.frames, self.p, self._modes, self._limits = frames, p, {}, {}
 
     def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None, *,
                  excursions_too: bool = False):
@@ -462,26 +516,16 @@ def repeat_pairs(runs: list[str], envs: dict[str, Environment], versions: dict[s
     return pairs
 
 
-def chart_params(params: dict[str, Any]) -> ChartParams:
-    """:class:`ChartParams` from the stage's params block."""
-    return ChartParams(method=params["method"], lower_pct=float(params["lower_pct"]),
-                       upper_pct=float(params["upper_pct"]), sigma=float(params["sigma"]),
-                       scope=params["scope"], multimodal_filter=bool(params["multimodal_filter"]),
-                       max_dip=float(params["multimodal_max_dip"]), min_mode_share=float(params["multimodal_min_share"]),
-                       window_share=float(params["window_share"]))
-
-
 def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, Environment],
-                      versions: dict[str, str | None], *, params: dict[str, Any],
+                      versions: dict[str, str | None], *, params: ControlChartParams,
                       charter: Charter | None = None) -> dict[str, Any]:
     """The charts a calibration is made of: each passed run against the others (most similar
     environment, newest ``max_baseline_runs``), and each repeat pair (:func:`repeat_pairs`)."""
-    charter = charter or Charter(frames, params)
+    charter = charter or Charter(frames, params.chart)
     pairs = {(a, b): charter([a], b)[0]["sum"] for a, b in repeat_pairs(list(frames), envs, versions)}
     runs = {}
     for run_id in frames:
-        base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id],
-                              params["max_baseline_runs"])
+        base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id], params.max_baseline_runs)
         if base:
             runs[run_id] = charter(base, run_id)[0][["average", "sum", "window"]]
     return {"pairs": pairs, "runs": runs}
@@ -496,7 +540,7 @@ def capped_filter(removed: list[str], counters: int, *, max_share: float) -> tup
     return removed, None
 
 
-def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out: str | None = None
+def calibration_from(parts: dict[str, Any], *, params: ControlChartParams, leave_out: str | None = None
                      ) -> dict[str, Any]:
     """A calibration from its charts, optionally without one run (its own chart and its pairs).
 
@@ -506,18 +550,18 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
     ``params.threshold``.
     """
     pairs = [v for (a, b), v in parts["pairs"].items() if leave_out not in (a, b)]
-    independent = load_independent_counters(pairs, max_ratio=float(params["load_independent_ratio"]),
-                                            min_share=float(params["load_independent_share"]))
+    independent = load_independent_counters(pairs, max_ratio=params.load_independent_ratio,
+                                            min_share=params.load_independent_share)
     runs = {r: x for r, x in parts["runs"].items() if r != leave_out}
     counters = len(set().union(*(x.index for x in runs.values()))) if runs else 0
-    independent, skipped = capped_filter(independent, counters, max_share=float(params["max_filtered_share"]))
-    top = float(params["top_fraction"])
+    independent, skipped = capped_filter(independent, counters, max_share=params.max_filtered_share)
+    top = params.top_fraction
     scores = {r: top_ratio_mean(x["average"], top_fraction=top, exclude=independent) for r, x in runs.items()}
     windows = {r: top_ratio_mean(x["window"], top_fraction=top, exclude=independent) for r, x in runs.items()}
     counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     window_max = pd.DataFrame([x["window"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
-    threshold = params["threshold"]
-    return {"threshold": float(threshold) if threshold is not None else (max(scores.values()) if scores else 0.0),
+    threshold = params.threshold
+    return {"threshold": threshold if threshold is not None else (max(scores.values()) if scores else 0.0),
             "threshold_from": "params" if threshold is not None else "max over normal runs",
             "normal_scores": scores, "window_scores": windows, "load_independent": independent,
             "load_independent_skipped": skipped,
@@ -527,7 +571,7 @@ def calibration_from(parts: dict[str, Any], *, params: dict[str, Any], leave_out
 
 
 def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter, independent: list[str],
-                          params: dict[str, Any], *, lab_runs: dict[str, str], lab_kw: labs.LabParams
+                          params: ControlChartParams, *, lab_runs: dict[str, str], lab_kw: labs.LabParams
                           ) -> dict[str, dict[str, dict[str, float]]]:
     """The run and window scores of the normal runs charted the way a target whose baseline does
     not share its lab is (:func:`labs.cross_lab_null`): against the most similar passed runs of
@@ -536,10 +580,10 @@ def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter
     new-lab target's are from the whole history), scored without ``independent`` counters as
     :func:`judge` scores a target.  ``{status: {"normal_scores", "window_scores"}}``."""
     envs = {r: index[r].get("environment") or {} for r in {*passed, *lab_runs}}
-    top = float(params["top_fraction"])
+    top = params.top_fraction
 
     def chart_across(run_id: str, baseline: list[str], verified: dict[str, str]) -> tuple[str, dict[str, float]]:
-        base = chart_baseline({b: envs[b] for b in baseline}, envs[run_id], params["max_baseline_runs"])
+        base = chart_baseline({b: envs[b] for b in baseline}, envs[run_id], params.max_baseline_runs)
         lab = charter.lab(run_id, base, index, verified, lab_kw, candidates=[r for r in passed if r != run_id])
         ratios = charter(base, run_id, lab["shift"])[0].drop(index=labs.not_judged(lab), errors="ignore")
         return lab["status"], {"run": top_ratio_mean(ratios["average"], top_fraction=top, exclude=independent),
@@ -566,7 +610,7 @@ def matched_calibration(calibration: dict[str, Any], status: str, run_id: str | 
 
 
 def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], versions: dict[str, str],
-              *, params: dict[str, Any], charter: Charter | None = None) -> dict[str, Any]:
+              *, params: ControlChartParams, charter: Charter | None = None) -> dict[str, Any]:
     """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
 
     Each passed run is charted against the others (most similar environments); the run

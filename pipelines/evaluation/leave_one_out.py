@@ -32,7 +32,7 @@ log = logging.getLogger("regresslab.evaluate")
 
 
 def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str], passed: list[str],
-               *, params: dict[str, Any], lab_kw: labs.LabParams, significance: effects.Significance
+               *, params: charts.ControlChartParams, lab_kw: labs.LabParams, significance: effects.Significance
                ) -> dict[str, dict[str, Any]]:
     """Leave-one-out on the labelled history: each verified run charted against the other
     passed runs (most similar environment), judged by a calibration without it.
@@ -54,12 +54,12 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     envs = {r: index[r].get("environment") or {} for r in runs}
     versions = {r: index[r].get("version") for r in runs}
     lab_runs = {r: index[r]["verdict"] for r in verified}
-    charter = charts.Charter(frames, params)
+    charter = charts.Charter(frames, params.chart)
     parts = charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
                                              charter=charter)
     kw = within_run.contrast_params(significance)
     contrasts = {r: within_run.window_contrasts(frames[r], **kw) for r in runs}
-    rate = float(params["false_alarm_rate"])
+    rate = params.false_alarm_rate
     within_null = within_run.calibrate({r: contrasts[r] for r in passed}, **within_run.null_params(significance),
                                        false_alarm_rate=rate)
     judged_faults = {r: within_run.judge(contrasts[r], within_null, false_alarm_rate=rate).get("limits_p_values") or {}
@@ -72,7 +72,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
         others = [r for r in passed if r != run_id]
         calibration = charts.calibration_from(parts, params=params,
                                                       leave_out=run_id if run_id in passed else None)
-        base = charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params["max_baseline_runs"])
+        base = charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params.max_baseline_runs)
         lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=others)
         ratios, _, _ = charter(base, run_id, lab["shift"])
         ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
@@ -82,9 +82,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
                                                          lab_runs=lab_runs, lab_kw=lab_kw)
         calibration, null = charts.matched_calibration({**calibration, "cross_lab": cross},
                                                                lab["status"], run_id)
-        result = charts.judge(ratios, calibration, top_fraction=float(params["top_fraction"]),
-                                      counter_flag_floor=float(params["counter_flag_floor"]),
-                                      false_alarm_rate=float(params["false_alarm_rate"]))
+        result = charts.judge(ratios, calibration, **params.judge_kw())
         result["lab"], result["null"] = labs.summary(lab), null
         chosen = within_run.choose_limits(within_null, within_faults, false_alarm_rate=rate, leave_out=run_id)
         result["within_run"] = within_run.judge(contrasts[run_id], chosen, false_alarm_rate=rate,

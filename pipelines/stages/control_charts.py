@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 from pipelines import config, parallel
 from pipelines.calibration import effects, history
 from pipelines.calibration.chart_runs import calibrate_system, chart_one
+from pipelines.detectors.charts import ControlChartParams
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
 
@@ -26,7 +27,7 @@ def calibrate_all() -> list[str]:
     significance = effects.Significance.load()
     return store.calibrate_every_system(
         lambda system, index, frames, params, hist: calibrate_system(system, index, frames, params, hist, significance),
-        config.load_params("control_charts"), history.HistoryParams.load())
+        ControlChartParams.load(), history.HistoryParams.load())
 
 
 def run_one(run_id: str) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder and one frame store per system, so the history's frames are read once for the batch."""
     index = manifest.read_valid_index()
-    params, hist = config.load_params("control_charts"), history.HistoryParams.load()
+    params, hist = ControlChartParams.load(), history.HistoryParams.load()
     significance = effects.Significance.load()
     frames: dict[str, store.FrameStore] = {}
 
@@ -58,7 +59,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CONTROL_CHARTS / "calibration", config.CONTROL_CHARTS / "runs")
-    params, hist = config.load_params("control_charts"), history.HistoryParams.load()
+    params, hist = ControlChartParams.load(), history.HistoryParams.load()
     significance = effects.Significance.load()
     index = manifest.read_valid_index()
     todo = history.targets(index)

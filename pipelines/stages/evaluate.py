@@ -16,6 +16,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import effects, headline, history, labs
 from pipelines.detectors import cluster_models
+from pipelines.detectors.charts import ControlChartParams
 from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.learners import compare_learners
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
@@ -40,7 +41,7 @@ def main() -> None:
     mine_params = config.load_params("mine_rules")
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")
-    cc_params = config.load_params("control_charts")
+    cc_params = ControlChartParams.load()
     cl_params = cluster_models.ClusterParams.of(config.load_params("clusters"))
     significance = effects.Significance.load()
     rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)

@@ -26,19 +26,19 @@ log = logging.getLogger("regresslab.features")
 @locks.holding("features")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cc_params = config.load_params("control_charts")
+    cc_params = charts.ControlChartParams.load()
     hist = history.HistoryParams.load()
     config.ensure_dirs(config.FEATURES)
     index = manifest.read_valid_index()
     atomic.prune_outputs(config.FEATURES, history.systems(index), suffix=".parquet")
     for system in history.systems(index):
-        charter = charts.Charter(store.FrameStore.of_system(system), cc_params)
+        charter = charts.Charter(store.FrameStore.of_system(system), cc_params.chart)
         passed = history.passed_runs(index, system, exclude=set(hist.exclude))
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
         verified = hist.verified(index, system)
         path = config.features_path(system)
         key = memo.input_key("features", index, {"passed": passed, "verified": verified}, system=system,
-                             control_charts=cc_params, history=hist.block, reference=charter.frames.reference)
+                             control_charts=cc_params.block, history=hist.block, reference=charter.frames.reference)
         if memo.reuse_parquet(path, key):     # the same verified runs, params and code: the same pairs
             print(f"[features] {system}: {len(verified)} verified runs unchanged, table kept")
             continue
@@ -47,9 +47,9 @@ def main() -> None:
         known = rows_by_key(pd.read_parquet(path) if path.exists() else None)   # pairs computed before
 
         def features_of(run_id: str) -> tuple[pd.DataFrame, list[str], list[list[str]]]:
-            pairs = pair_baselines(run_id, passed, envs, cc_params["max_baseline_runs"])
+            pairs = pair_baselines(run_id, passed, envs, cc_params.max_baseline_runs)
             lab = charter.lab(run_id, pairs, index, lab_runs, labs.lab_params(hist))
-            keys = [memo.input_key("features", index, {"pair": [run_id, b]}, system=system, control_charts=cc_params,
+            keys = [memo.input_key("features", index, {"pair": [run_id, b]}, system=system, control_charts=cc_params.block,
                                    shift=shift_digest(lab["shift"]), reference=charter.frames.reference) for b in pairs]
             rows = pair_rows(charter, run_id, pairs, lab["shift"],
                              {b: known[k] for b, k in zip(pairs, keys) if k in known})

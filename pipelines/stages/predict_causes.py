@@ -29,7 +29,7 @@ def history_fault_scores(meta: dict[str, Any]) -> dict[str, float]:
 
 
 def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, charter: charts.Charter,
-                cc_params: dict[str, Any], hist: history.HistoryParams) -> dict[str, Any]:
+                cc_params: charts.ControlChartParams, hist: history.HistoryParams) -> dict[str, Any]:
     """Predict the cause of one target run and write it."""
     system = index[run_id]["system"]
     loaded = models[system]
@@ -39,7 +39,7 @@ def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, chart
         model, meta = loaded
         envs = {r: index[r].get("environment") or {} for r in index if index[r]["system"] == system}
         baseline = hist.baseline(run_id, index)
-        pairs = cause_features.pair_baselines(run_id, baseline, envs, cc_params["max_baseline_runs"])
+        pairs = cause_features.pair_baselines(run_id, baseline, envs, cc_params.max_baseline_runs)
         if not pairs:
             result = {"label": None, "probability": None, "known": False, "reason": "no passed baseline run"}
         else:
@@ -71,14 +71,14 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder, the cause models and one charter per system, loaded once for the batch."""
     index = manifest.read_valid_index()
-    cc_params, hist = config.load_params("control_charts"), history.HistoryParams.load()
+    cc_params, hist = charts.ControlChartParams.load(), history.HistoryParams.load()
     models = store.CauseModels()
     charters: dict[str, charts.Charter] = {}
 
     def one(run_id: str) -> dict[str, Any]:
         system = index[run_id]["system"]
         if system not in charters:
-            charters[system] = charts.Charter(store.FrameStore.of_system(system), cc_params)
+            charters[system] = charts.Charter(store.FrameStore.of_system(system), cc_params.chart)
         return predict_one(run_id, index, models, charters[system], cc_params, hist)
 
     with locks.data_lock("predict_causes batch", shared=True):
@@ -89,14 +89,14 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.CAUSES)
-    cc_params, hist = config.load_params("control_charts"), history.HistoryParams.load()
+    cc_params, hist = charts.ControlChartParams.load(), history.HistoryParams.load()
     index = manifest.read_valid_index()
     todo = history.targets(index)
     atomic.prune_outputs(config.CAUSES, todo)
     progress = Progress(log, "predict_causes", len(todo))
     models = store.CauseModels()
     for system in history.systems(index):
-        charter = charts.Charter(store.FrameStore.of_system(system), cc_params)
+        charter = charts.Charter(store.FrameStore.of_system(system), cc_params.chart)
         models[system], models.fault_model(system)     # loaded once, before the processes share them
         parallel.map_ordered(lambda run_id: predict_one(run_id, index, models, charter, cc_params, hist),
                              [t for t in todo if index[t]["system"] == system],

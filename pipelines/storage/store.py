@@ -56,7 +56,7 @@ def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
     return FrameStore(reference)[run_id]
 
 
-def calibrate_every_system(calibrate, params: dict[str, Any], hist: history.HistoryParams) -> list[str]:
+def calibrate_every_system(calibrate, params: Any, hist: history.HistoryParams) -> list[str]:
     """``calibrate(system, index, frames, params, hist)`` for every system of the valid runs, each
     with its own :class:`FrameStore`; the systems (the nightly DAG's calibration tasks)."""
     index = manifest.read_valid_index()

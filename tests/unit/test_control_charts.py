@@ -146,16 +146,16 @@ def test_charter_keeps_each_baseline_sets_modes_and_limits_and_charts_as_chart_d
     params = {"method": "percentile", "lower_pct": 1, "upper_pct": 99, "sigma": 3, "scope": "run",
               "multimodal_filter": True, "multimodal_max_dip": MODES["max_dip"],
               "multimodal_min_share": MODES["min_share"], "window_share": 0.2}
-    charter = charts.Charter(frames, params)
+    charter = charts.Charter(frames, charts.ChartParams.of(params))
     for target in ("t1", "t2", "t1"):                    # the second and third charts reuse the limits
         got, limits, modes = charter(["b2", "b1"], target, excursions_too=True)
         want, want_limits, want_modes = charts.chart([frames["b1"], frames["b2"]], frames[target],
-                                                     charts.chart_params(params), excursions_too=True)
+                                                     charts.ChartParams.of(params), excursions_too=True)
         pd.testing.assert_frame_equal(got, want)
         pd.testing.assert_frame_equal(limits.ucl, want_limits.ucl)
         assert modes == want_modes and "x" in modes
     assert list(charter._limits) == [("b1", "b2")]
-    interval = charts.Charter(frames, {**params, "scope": "interval"})
+    interval = charts.Charter(frames, charts.ChartParams.of({**params, "scope": "interval"}))
     interval(["b1"], "t2")
     assert interval._limits == {}                          # a frame per baseline set is not kept
 

@@ -70,7 +70,7 @@ def test_the_chart_of_a_shifted_target_sees_no_lab_difference():
     frames = {**base, "t": pd.DataFrame({"x": 20 + rng.normal(0, 0.05, 30)})}
     params = {"method": "percentile", "lower_pct": 1, "upper_pct": 99, "sigma": 3, "scope": "run",
               "multimodal_filter": False, "multimodal_max_dip": 0.5, "multimodal_min_share": 0.02, "window_share": 0.2}
-    charter = charts.Charter(frames, params)
+    charter = charts.Charter(frames, charts.ChartParams.of(params))
     unshifted, _, _ = charter(list(base), "t")
     shifted, _, _ = charter(list(base), "t", pd.Series({"x": 10.0}))
     assert unshifted.at["x", "upper"] == 1.0
