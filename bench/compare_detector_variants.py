@@ -53,7 +53,7 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     from pipelines.detectors import rule_ensemble
     from pipelines.storage import manifest, store
     index = manifest.read_valid_index()
-    params, mine = config.load_params("detect"), config.load_params("mine_rules")
+    params, mine = rule_ensemble.DetectParams.load(), config.load_params("mine_rules")
     hist = history.HistoryParams.load()
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
@@ -87,7 +87,7 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
     index = manifest.read_valid_index()
-    params, mine = config.load_params("detect"), config.load_params("mine_rules")
+    params, mine = rule_ensemble.DetectParams.load(), config.load_params("mine_rules")
     hist = history.HistoryParams.load()
     for system in history.systems(index):
         spec = store.read_edges(system)

@@ -47,7 +47,8 @@ import dataclasses
 import json
 import logging
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -596,6 +597,44 @@ def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, A
 
 
 @dataclass(frozen=True)
+class DetectParams:
+    """The ``detect`` block, typed: a rule's change (``delta_threshold``) over at least
+    ``min_premise_intervals`` of its premise, stacking's ``stacking_threshold``, pruning rules the
+    known-good runs break (``prune_unstable_rules``), abstaining on the counters that follow the
+    environment for a target in a new one (``new_environment_abstain``), and the practical-change
+    filter (``min_rel_change`` outside the reference runs' ``change_band_pct`` percentiles; none when
+    0 or None); ``block`` is the block as validated (the input keys hash it)."""
+
+    delta_threshold: float
+    min_premise_intervals: int
+    stacking_threshold: float
+    prune_unstable_rules: bool
+    new_environment_abstain: bool
+    min_rel_change: float | None
+    change_band_pct: tuple[float, float]
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "DetectParams":
+        change = block["min_rel_change"]
+        return cls(delta_threshold=float(block["delta_threshold"]), min_premise_intervals=int(block["min_premise_intervals"]),
+                   stacking_threshold=float(block["stacking_threshold"]),
+                   prune_unstable_rules=bool(block["prune_unstable_rules"]),
+                   new_environment_abstain=bool(block["new_environment_abstain"]),
+                   min_rel_change=None if change is None else float(change),
+                   change_band_pct=tuple(block["change_band_pct"]), block=dict(block))
+
+    @classmethod
+    def load(cls) -> "DetectParams":
+        """The project's ``detect`` block (``config.load_params``), typed: the stages' one loading site."""
+        return cls.of(config.load_params("detect"))
+
+    def rule_kw(self) -> dict[str, float]:
+        """How a rule is judged broken (:func:`prune_models`, :func:`detect_run`)."""
+        return {"delta_threshold": self.delta_threshold, "min_premise_intervals": self.min_premise_intervals}
+
+
+@dataclass(frozen=True)
 class DetectContext:
     """What the ensembles need of a system besides the target and its baseline: the valid runs'
     index, the bin edges and the reference load they were learned at, the ``detect`` and
@@ -604,7 +643,7 @@ class DetectContext:
     index: ValidIndex
     edges: dict[str, Any]
     reference: float | None
-    params: dict[str, Any]
+    params: DetectParams
     mine_params: dict[str, Any]
     models_dir: Path
     single_dir: Path
@@ -627,7 +666,7 @@ class DetectContext:
 
     @classmethod
     def of_system(cls, system: str, index: ValidIndex, spec: dict[str, Any], cache: DetectCache,
-                  params: dict[str, Any], mine_params: dict[str, Any], hist: history.HistoryParams,
+                  params: DetectParams, mine_params: dict[str, Any], hist: history.HistoryParams,
                   significance: effects.Significance) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
         model folders, the labs' params of ``hist`` (the ``history`` block) and the
@@ -661,14 +700,14 @@ def environment_abstention(baseline: list[str], target_env: Environment, lab: di
     shares and whose lab's level is unknown: those whose level differs between the labs of
     ``environment_from`` (default: the baseline), ``labs.environment_dependent``."""
     envs = [ctx.environment(b) for b in baseline]
-    if not (ctx.params["new_environment_abstain"] and baseline and target_env not in envs
+    if not (ctx.params.new_environment_abstain and baseline and target_env not in envs
             and lab["status"] != "adjusted"):
         return {}
     teachers = list(environment_from or baseline)
     return labs.environment_dependent(ctx.cache.levels(teachers, ctx.reference),
                                       [labs.lab_key(ctx.index[b].get("environment")) for b in teachers],
                                       alpha=ctx.lab_kw.environment_alpha,
-                                      min_rel_change=ctx.params["min_rel_change"] or 0.0)
+                                      min_rel_change=ctx.params.min_rel_change or 0.0)
 
 
 def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext,
@@ -703,15 +742,15 @@ def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[st
                                                          ctx.significance.min_effect_pct)
     result.update({k: [c for c in v if c not in result["small_effects"]] for k, v in flagged.items()})
     result["small_changes"] = {}
-    if not (ctx.params["min_rel_change"] and refs):
+    if not (ctx.params.min_rel_change and refs):
         return
     flagged = set(flagged_union(result))
-    q = ctx.cache.band(refs, ctx.reference, tuple(ctx.params["change_band_pct"]), sorted(flagged & set(frame.columns)))
+    q = ctx.cache.band(refs, ctx.reference, ctx.params.change_band_pct, sorted(flagged & set(frame.columns)))
     magnitude = {c: change_magnitude(frame[c].to_numpy(dtype=float), result["intervals"].get(c),
                                      float(q.at["low", c]), float(q.at["level", c]), float(q.at["high", c]))
                  for c in flagged if c in frame.columns and c in q.columns}
     kept, result["small_changes"] = practical_filter({k: result[k] for k in ("single", "bagging", "stacking")},
-                                                     magnitude, ctx.params["min_rel_change"])
+                                                     magnitude, ctx.params.min_rel_change)
     result.update(kept)
 
 
@@ -740,16 +779,13 @@ def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: d
     env_dependent = environment_abstention(baseline, target_env, lab, ctx, environment_from)
     models = without_counters(models, [*env_dependent, *lab["unstable"]])
     dropped: dict[str, int] = {}
-    if params["prune_unstable_rules"] and models:
-        models, dropped = prune_models(models, refs, ctx.encoded, delta_threshold=params["delta_threshold"],
-                                       min_premise_intervals=params["min_premise_intervals"], memo=cache.unstable,
+    if params.prune_unstable_rules and models:
+        models, dropped = prune_models(models, refs, ctx.encoded, **params.rule_kw(), memo=cache.unstable,
                                        memo_tag=ctx.tag)
     single = (single_model(baseline, ctx.edges, ctx.mine_params, ctx.single_dir, cache.frames, ctx.reference)
               if baseline and with_single else None)
     result = detect_run(bins.apply_edges(frame, ctx.edges), target_env, models, single,
-                        delta_threshold=params["delta_threshold"],
-                        min_premise_intervals=params["min_premise_intervals"],
-                        stacking_threshold=params["stacking_threshold"])
+                        **params.rule_kw(), stacking_threshold=params.stacking_threshold)
     result["pruned_rules"] = dropped
     result["single"] = [c for c in result["single"] if c not in env_dependent and c not in set(lab["unstable"])]
     result["environment_dependent"] = env_dependent
@@ -771,7 +807,7 @@ def passed_runs_key(system: str, ctx: DetectContext, passed: list[str]) -> str:
     the pruning masks between them and their levels: the runs (their frames' keys: their models,
     encodings and levels), the edges and reference load (``ctx.tag``), the params of detection and
     mining, and the code."""
-    return memo.input_key("detect", ctx.index, {"passed": passed}, system=system, tag=ctx.tag, detect=ctx.params,
+    return memo.input_key("detect", ctx.index, {"passed": passed}, system=system, tag=ctx.tag, detect=ctx.params.block,
                           mine_rules=ctx.mine_params)
 
 
@@ -846,7 +882,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     verdicts = hist.verdicts(index, system)
     path = config.stacking_calibration_path(system)
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
-                         edges=memo.file_digest(config.edges_path(system)), detect=params, mine_rules=mine_params,
+                         edges=memo.file_digest(config.edges_path(system)), detect=params.block, mine_rules=mine_params,
                          history=hist.block, significance=dataclasses.asdict(ctx.significance))
     masks, levels = load_kept(system, ctx, passed)     # kept by the night before, for this night's targets
     done = memo.reuse(path, key)
@@ -873,10 +909,10 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     # every pruning mask between the passed runs, each once, before the analyses fork (each process
     # would otherwise evaluate the pairs its analyses meet, the same pair in several processes); kept
     # for the next night's targets, whose models and references are these runs
-    if params["prune_unstable_rules"]:
+    if params.prune_unstable_rules:
         masks = Progress(log, f"detect pruning {system}", len(passed), what="reference runs")
         fill_unstable(prior_models(passed, ctx)[0], passed, ctx.encoded, ctx.cache.unstable, memo_tag=ctx.tag,
-                      delta_threshold=params["delta_threshold"], min_premise_intervals=params["min_premise_intervals"],
+                      **params.rule_kw(),
                       progress=masks.each())
         save_pruning(system, ctx, passed)
 

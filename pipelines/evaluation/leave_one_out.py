@@ -105,7 +105,7 @@ class LooSystem:
     index: ValidIndex
     frames: store.FrameStore
     exclude: set[str]
-    params: dict[str, Any]
+    params: rule_ensemble.DetectParams
     mine_params: dict[str, Any]
     disc_params: dict[str, Any]
     lab_kw: labs.LabParams

@@ -172,9 +172,7 @@ def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], dire
     def read(b: str) -> pd.DataFrame:
         if b in whole:
             return store.load_normalized(b)
-        path = config.frame_path(b)
-        stored = set(atomic.parquet_columns(path))
-        return atomic.read_parquet(path, columns=[c for c in counters if c in stored])
+        return atomic.read_parquet(config.frame_path(b), columns=counters)
     frames = {b: read(b) for b in baseline_runs if config.frame_path(b).exists()}
     if not frames:
         return {}, {}, {run_id: target_frame}

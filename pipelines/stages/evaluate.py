@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.calibration import effects, headline, history, labs
-from pipelines.detectors import cluster_models
+from pipelines.detectors import cluster_models, rule_ensemble
 from pipelines.detectors.charts import ControlChartParams
 from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.learners import compare_learners
@@ -37,7 +37,7 @@ def learners_main() -> None:
 @locks.holding("evaluate")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    params = config.load_params("detect")
+    params = rule_ensemble.DetectParams.load()
     mine_params = config.load_params("mine_rules")
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")

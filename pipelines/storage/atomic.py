@@ -177,23 +177,17 @@ def write_parquet_atomic(path: str | Path, frame: pd.DataFrame) -> None:
 
 
 def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """A frame :func:`write_parquet_atomic` wrote (its ``columns`` only, when given), as
-    ``pd.read_parquet`` reads it, by pyarrow's reader of one file: ``pd.read_parquet`` starts a
-    dataset discovery for every file, a fifth of the time of reading a normalised run
-    (docs/operations/performance.md)."""
+    """A frame :func:`write_parquet_atomic` wrote, as ``pd.read_parquet`` reads it, by pyarrow's
+    reader of one file: ``pd.read_parquet`` starts a dataset discovery for every file, a fifth of
+    the time of reading a normalised run (docs/operations/performance.md).  With ``columns``,
+    those of them the frame has, in that order, and nothing else read from the file."""
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as handle:
+        if columns is not None:
+            names = set(handle.schema_arrow.names)
+            columns = [c for c in dict.fromkeys(columns) if c in names]
         return handle.read(columns=columns, use_pandas_metadata=True).to_pandas()
-
-
-def parquet_columns(path: str | Path) -> list[str]:
-    """The data columns of a frame :func:`write_parquet_atomic` wrote (its schema alone is read)."""
-    import pyarrow.parquet as pq
-
-    with pq.ParquetFile(path) as handle:
-        index = {c for c in (handle.schema_arrow.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)}
-        return [name for name in handle.schema_arrow.names if name not in index]
 
 
 def read_json(path: str | Path) -> Any:

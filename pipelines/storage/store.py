@@ -142,19 +142,17 @@ class FrameStore:
         return pd.DataFrame({r: self._levels[(r, reference, "peak")] for r in runs}).T
 
     def columns_at(self, run_id: str, reference: float | None, columns: list[str]) -> pd.DataFrame:
-        """The run at ``reference``, ``columns`` only (those it has, in that order), as
+        """The run at ``reference``, ``columns`` only (those it has, each once, in that order), as
         ``self.at(run_id, reference)[columns]``: from the kept frame when the store holds it, else
         read from disk with only those columns and the load counter (each counter is scaled by
         the load alone), and not kept."""
         if run_id in self._normalized or (reference == self.reference and run_id in self._scaled):
             frame = self.at(run_id, reference)
-            return frame[[c for c in columns if c in frame.columns]]
+            return frame[[c for c in dict.fromkeys(columns) if c in frame.columns]]
         info = read_info(run_id)
         load = info.get("load_counter")
-        stored = set(atomic.parquet_columns(config.frame_path(run_id)))
-        wanted = [c for c in columns if c in stored]
-        read = atomic.read_parquet(config.frame_path(run_id),
-                                   columns=wanted + ([load] if load in stored and load not in wanted else []))
+        read = atomic.read_parquet(config.frame_path(run_id), columns=[*columns, *([load] if load else [])])   # each once
+        wanted = [c for c in dict.fromkeys(columns) if c in read.columns]
         return scale_to_load(read, load, info.get("load_fits") or {}, reference)[wanted]
 
     # the runs' medians and peaks kept between nights (``save_summaries``): a new target's effects

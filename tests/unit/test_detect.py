@@ -250,10 +250,13 @@ def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params
 
     def ctx(params):
         return rule_ensemble.DetectContext(index=index, edges={"x.cpu": {"edges": [0.0, 1.0], "k": 1}}, reference=1.0,
-                                           params=params, mine_params={"min_support": 0.1}, models_dir=tree,
+                                           params=rule_ensemble.DetectParams.of(params),
+                                           mine_params={"min_support": 0.1}, models_dir=tree,
                                            single_dir=tree, cache=rule_ensemble.DetectCache(store.FrameStore(1.0)),
                                            lab_kw={}, significance={})
-    params = {"delta_threshold": 0.1, "min_premise_intervals": 10}
+    params = {"delta_threshold": 0.1, "min_premise_intervals": 10, "stacking_threshold": 0.5,
+              "prune_unstable_rules": True, "new_environment_abstain": True, "min_rel_change": 0.02,
+              "change_band_pct": [5, 95]}
     night = ctx(params)
     masks = {("s-1", "s-2"): np.array([True, False, True]), ("s-2", "s-1"): np.array([False, False]),
              ("s-3", "s-1"): np.array([], dtype=bool)}
@@ -324,3 +327,13 @@ def load_of(run_id: str) -> np.ndarray:
     from pipelines import config
     from pipelines.storage import atomic
     return atomic.read_parquet(config.frame_path(run_id))["h.load"].to_numpy()
+
+
+def test_a_frame_read_in_part_gives_the_columns_it_has_each_once_in_the_order_asked(tree):
+    from pipelines.storage import atomic
+    path = tree / "f.parquet"
+    atomic.write_parquet_atomic(path, pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0], "c": [5.0, 6.0]}))
+    part = atomic.read_parquet(path, columns=["c", "gone", "a", "c"])
+    assert list(part.columns) == ["c", "a"] and part["c"].tolist() == [5.0, 6.0] and part["a"].tolist() == [1.0, 2.0]
+    assert list(atomic.read_parquet(path, columns=[]).columns) == [] and len(atomic.read_parquet(path, columns=[])) == 2
+    pd.testing.assert_frame_equal(atomic.read_parquet(path), pd.read_parquet(path))
