@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -43,7 +44,40 @@ def raw_archives(run_id: str) -> list[str]:
             if (config.RAW / name).exists()]
 
 
-def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params: dict[str, Any],
+@dataclasses.dataclass(frozen=True)
+class ReportParams:
+    """The pages' share of the ``report`` block, typed: the counters a run page lists first
+    (``top_counters``) and the intervals below which it warns (``few_intervals``), the compare
+    pages per run (``compare_pages``), the nights the index's trend shows (``trend_nights``), the
+    night's name (``night``, today when empty), the JUnit file (``junit``), the counters users
+    feel (``user_facing``) and which way each counter gets worse (``directions``); ``block`` is the
+    block as validated (the input keys hash it; the headline's rule, ``HeadlineRule``, and the
+    systems' pages read it too)."""
+
+    top_counters: int
+    few_intervals: int
+    compare_pages: int
+    trend_nights: int
+    night: Any
+    junit: str | None
+    user_facing: Any
+    directions: list[dict[str, str]]
+    block: Mapping[str, Any] = dataclasses.field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "ReportParams":
+        return cls(top_counters=int(block["top_counters"]), few_intervals=int(block["few_intervals"]),
+                   compare_pages=int(block["compare_pages"]), trend_nights=int(block["trend_nights"]),
+                   night=block["night"], junit=block["junit"], user_facing=block["user_facing"],
+                   directions=block["directions"], block=dict(block))
+
+    @classmethod
+    def load(cls) -> "ReportParams":
+        """The project's ``report`` block (``config.load_params``), typed: the stage's one loading site."""
+        return cls.of(config.load_params("report"))
+
+
+def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params: ReportParams,
                rule: headline.HeadlineRule, raw: list[str],
                fault_labels: dict[str, cause_signatures.FaultLabel]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
@@ -55,7 +89,7 @@ def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params
                         config.cluster_path(run_id))}
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
-    return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params,
+    return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params.block,
                           rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels,
                           templates=templates_digest())
 
@@ -70,7 +104,7 @@ class ReportInputs(NamedTuple):
     key: str
 
 
-def report_inputs(run_id: str, index: ValidIndex, params: dict[str, Any], rule: headline.HeadlineRule
+def report_inputs(run_id: str, index: ValidIndex, params: ReportParams, rule: headline.HeadlineRule
                   ) -> ReportInputs:
     detection = atomic.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
@@ -86,7 +120,7 @@ def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
     return None
 
 
-def report_run(run_id: str, index: ValidIndex, params: dict[str, Any], rule: headline.HeadlineRule
+def report_run(run_id: str, index: ValidIndex, params: ReportParams, rule: headline.HeadlineRule
                ) -> dict[str, Any]:
     """One run's report: the one written under the same input key, with its verdict file, when
     there is one (:func:`kept_report`), else :func:`write_report`; its verdict document."""
@@ -95,7 +129,7 @@ def report_run(run_id: str, index: ValidIndex, params: dict[str, Any], rule: hea
     return kept if kept is not None else write_report(run_id, inputs, index, params, rule)
 
 
-def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: dict[str, Any],
+def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: ReportParams,
                  rule: headline.HeadlineRule) -> dict[str, Any]:
     """Compose, write and render one run's report; return its verdict document."""
     detection, raw, labels, key = inputs
@@ -109,27 +143,27 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: d
     verdict.details["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
-    top_n = int(params["top_counters"])
+    top_n = params.top_counters
     shown = list(dict.fromkeys(verdict.flagged_counters + list(verdict.counter_scores)[:top_n]))
     by_start = sorted((b["run_id"] for b in verdict.baseline_runs),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
-    changes, trends, frames = run_changes(run_id, by_start, shown, params["directions"],
-                                          whole=set(compared_baselines(verdict.baseline_runs, int(params["compare_pages"]))))
+    changes, trends, frames = run_changes(run_id, by_start, shown, params.directions,
+                                          whole=set(compared_baselines(verdict.baseline_runs, params.compare_pages)))
     verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
-                                                                    user_facing=params["user_facing"])}
-    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params["user_facing"],
-                                    directions=params["directions"])
+                                                                    user_facing=params.user_facing)}
+    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params.user_facing,
+                                    directions=params.directions)
     # counters validation left out of this run, with the reason (check, host, counter, examples)
     verdict.dropped_counters = [{k: d.get(k) for k in ("host", "counter", "reason")}
                                 for d in index[run_id].get("_dropped_counters") or []]
     doc = verdict.to_json()
     atomic.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
-    compared = compare_baselines(run_id, doc, index, frames, int(params["compare_pages"]))
+    compared = compare_baselines(run_id, doc, index, frames, params.compare_pages)
     page = RunPage(baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                   for b in doc["baseline_runs"]},
                    raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
-                   trends=trends, few_intervals=int(params["few_intervals"]), compare_pages=compared, history=True)
+                   trends=trends, few_intervals=params.few_intervals, compare_pages=compared, history=True)
     html = render_run(doc, index[run_id], charts, page)
     atomic.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
     return doc
@@ -198,7 +232,7 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
     return out
 
 
-def write_night_index(rows: dict[str, dict[str, Any]] | None, params: dict[str, Any],
+def write_night_index(rows: dict[str, dict[str, Any]] | None, params: ReportParams,
                       index: ValidIndex) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files (``rows``: their index
     rows, read from the verdict files when None); the summary."""
@@ -207,7 +241,7 @@ def write_night_index(rows: dict[str, dict[str, Any]] | None, params: dict[str, 
         rows = {r: index_row(atomic.read_json(config.run_report_path(r))) for r in history.targets(index)
                 if config.run_report_path(r).exists()}
     now = pd.Timestamp.now(tz="UTC")
-    night = str(params["night"] or now.date())
+    night = str(params.night or now.date())
     earlier = sorted(p for p in config.NIGHTS.glob("*.json") if p.stem < night) if config.NIGHTS.exists() else []
     previous = atomic.read_json(earlier[-1])["runs"] if earlier else None
     changes = night_changes(rows, previous)
@@ -219,13 +253,13 @@ def write_night_index(rows: dict[str, dict[str, Any]] | None, params: dict[str, 
     missing = (store.read_optional(config.PULL_SUMMARY) or {}).get("missing_sources") or []
     atomic.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
     history_nights = []
-    for path in earlier[-(int(params["trend_nights"]) - 1):]:
+    for path in earlier[-(params.trend_nights - 1):]:
         try:
             history_nights.append((path.stem, atomic.read_json(path)["runs"]))
         except (OSError, ValueError, KeyError):
             continue                                   # an unreadable old night is left out of the trend
-    trends = night_trends(history_nights + [(night, rows)], last=int(params["trend_nights"]))
-    systems = counter_history.write_system_pages(index, history.targets(index), params)
+    trends = night_trends(history_nights + [(night, rows)], last=params.trend_nights)
+    systems = counter_history.write_system_pages(index, history.targets(index), params.block)
     decisions = sorted(triage_log.triage_state(triage_log.read_log()).values(), key=lambda d: d.get("at") or "",
                        reverse=True)
     page = NightIndex(night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"), quarantined=quarantined,

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from pipelines import config, parallel
-from pipelines.preparation.normalized_runs import (close_workers, expected_key, is_current, normalize_within_budget,
-                                                   process_worker)
+from pipelines.preparation.normalized_runs import (NormalizeParams, close_workers, expected_key, is_current,
+                                                   normalize_within_budget, process_worker)
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest
 
@@ -23,7 +23,7 @@ log = logging.getLogger("regresslab.normalize")
 
 def pending_runs() -> list[str]:
     """Validated runs not normalised yet (or normalised under other params): tonight's fan-out."""
-    params = config.load_params("normalize")
+    params = NormalizeParams.load()
     index = manifest.read_valid_index(every=True)
     return [r for r in sorted(index, key=lambda r: (index[r]["started_at"], r))
             if not is_current(r, expected_key(r, params))]
@@ -40,7 +40,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any] | None]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder and one budgeted child per process for all its runs (a child per run costs a fork
     each)."""
-    params = config.load_params("normalize")
+    params = NormalizeParams.load()
     with locks.data_lock("normalize batch", shared=True):
         try:
             yield lambda run_id: normalize_within_budget(run_id, params, process_worker(params))
@@ -51,7 +51,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any] | None]]:
 @locks.holding("normalize")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    params = config.load_params("normalize")
+    params = NormalizeParams.load()
     index = manifest.read_valid_index(every=True)
     config.NORMALIZED.mkdir(parents=True, exist_ok=True)
     progress = Progress(log, "normalize", len(index), every=25)

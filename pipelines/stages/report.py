@@ -16,7 +16,8 @@ from pipelines.calibration import effects, headline, history
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, junit
 from pipelines.reporting.pages import index_row
-from pipelines.reporting.run_reports import kept_report, report_inputs, report_run, write_night_index, write_report
+from pipelines.reporting.run_reports import (ReportParams, kept_report, report_inputs, report_run, write_night_index,
+                                             write_report)
 from pipelines.storage import atomic, locks, manifest
 
 log = logging.getLogger("regresslab.report")
@@ -25,25 +26,25 @@ log = logging.getLogger("regresslab.report")
 @locks.holding("report", shared=True)
 def run_one(run_id: str) -> dict[str, Any]:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
-    params = config.load_params("report")
+    params = ReportParams.load()
     significance = effects.Significance.load()
-    rule = headline.HeadlineRule.from_params(params, significance)
+    rule = headline.HeadlineRule.from_params(params.block, significance)
     return index_row(report_run(run_id, manifest.read_valid_index(), params, rule))
 
 
 @locks.holding("report index")
 def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
-    return write_night_index(rows, config.load_params("report"), manifest.read_valid_index())
+    return write_night_index(rows, ReportParams.load(), manifest.read_valid_index())
 
 
 @locks.holding("report")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.RUN_REPORTS, config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)
-    params = config.load_params("report")
+    params = ReportParams.load()
     significance = effects.Significance.load()
-    rule = headline.HeadlineRule.from_params(params, significance)
+    rule = headline.HeadlineRule.from_params(params.block, significance)
     index = manifest.read_valid_index()
     todo = history.targets(index)
     progress = Progress(log, "report", len(todo))
@@ -67,8 +68,8 @@ def main() -> None:
     rows.update({r: row for r, (row, _) in zip(fresh, written)})
     summary = write_index({r: rows[r] for r in todo})
     print(f"[report] {summary['runs']} runs, {len(summary['failed'])} regressed -> {config.NIGHT_INDEX}")
-    if params["junit"]:
-        target = config.ROOT / params["junit"]
+    if params.junit:
+        target = config.ROOT / params.junit
         docs = {r: atomic.read_json(config.run_report_path(r)) for r in todo}
         atomic.write_text_atomic(target, junit.night_xml(summary["night"], docs, index=config.NIGHT_INDEX))
         print(f"[report] JUnit XML of the night: {target}")

@@ -77,7 +77,8 @@ def test_a_process_registers_its_budgeted_childs_exit_once_however_many_batches_
     import multiprocessing.util
 
     from pipelines.preparation import normalized_runs as normalize
-    params = {"max_memory_mb": 256, "max_seconds": 30}
+    params = normalize.NormalizeParams.of({"interval_s": 30, "min_intervals": 5, "load_scaling": True,
+                                           "min_load_correlation": 0.6, "max_memory_mb": 256, "max_seconds": 30})
     registered = len(multiprocessing.util._finalizer_registry)
     for _ in range(3):
         worker = normalize.process_worker(params)
