@@ -817,11 +817,10 @@ def save_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
     inside = set(passed)
     pairs = sorted((m, r) for (tag, m, r) in ctx.cache.unstable if tag == ctx.tag and m in inside and r in inside)
     masks = [np.asarray(ctx.cache.unstable[(ctx.tag, m, r)], dtype=bool) for m, r in pairs]
-    with atomic.atomic_path(config.pruning_masks_path(system)) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, key=np.array(passed_runs_key(system, ctx, passed)),
-                            pairs=np.array(pairs, dtype=str).reshape(-1, 2),
-                            offsets=np.cumsum([0, *(len(x) for x in masks)]),
-                            masks=np.concatenate(masks) if masks else np.zeros(0, dtype=bool))
+    atomic.write_keyed_npz(config.pruning_masks_path(system), passed_runs_key(system, ctx, passed),
+                           pairs=np.array(pairs, dtype=str).reshape(-1, 2),
+                           offsets=np.cumsum([0, *(len(x) for x in masks)]),
+                           masks=np.concatenate(masks) if masks else np.zeros(0, dtype=bool))
     return len(pairs)
 
 
@@ -829,16 +828,11 @@ def load_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
     """The masks :func:`save_pruning` wrote, into ``ctx.cache.unstable``, when written under the
     key of these runs, edges, params and code; how many (0: none, or another key's).  Read with
     ``allow_pickle=False``; a torn or foreign file is ignored (the masks are computed again)."""
-    path = config.pruning_masks_path(system)
-    if not path.exists():
+    kept = atomic.read_keyed_npz(config.pruning_masks_path(system), passed_runs_key(system, ctx, passed),
+                                 ("pairs", "offsets", "masks"))
+    if kept is None:
         return 0
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if str(z["key"]) != passed_runs_key(system, ctx, passed):
-                return 0
-            pairs, offsets, masks = z["pairs"], z["offsets"], z["masks"]
-    except Exception:           # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
-        return 0
+    pairs, offsets, masks = kept["pairs"], kept["offsets"], kept["masks"]
     for i, (m, r) in enumerate(pairs):
         ctx.cache.unstable.setdefault((ctx.tag, str(m), str(r)), masks[offsets[i]:offsets[i + 1]].copy())
     return len(pairs)
@@ -884,11 +878,11 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          edges=memo.file_digest(config.edges_path(system)), detect=params.block, mine_rules=mine_params,
                          history=hist.block, significance=dataclasses.asdict(ctx.significance))
-    masks, levels = load_kept(system, ctx, passed)     # kept by the night before, for this night's targets
+    kept_masks, kept_levels = load_kept(system, ctx, passed)     # kept by the night before, for this night's targets
     done = memo.reuse(path, key)
     if done is not None:        # the same normal runs, bins, params and code: the same scores
         log.info("detect calibration %s: %d normal runs unchanged, reused (%d pruning masks, %d run levels)",
-                 system, len(passed), masks, levels)
+                 system, len(passed), kept_masks, kept_levels)
         return done
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
     faults = history.fault_runs(verdicts)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 _UMASK = os.umask(0o022)
@@ -188,6 +189,26 @@ def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataF
             names = set(handle.schema_arrow.names)
             columns = [c for c in dict.fromkeys(columns) if c in names]
         return handle.read(columns=columns, use_pandas_metadata=True).to_pandas()
+
+
+def write_keyed_npz(path: str | Path, key: str, **arrays: np.ndarray) -> None:
+    """``arrays`` written atomically with numpy alone (compressed, no pickle) under ``key``, the
+    input key of what they were computed from: :func:`read_keyed_npz` gives them back under it."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, key=np.array(key), **arrays)
+
+
+def read_keyed_npz(path: str | Path, key: str, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+    """The arrays ``names`` :func:`write_keyed_npz` wrote under ``key``; None when the file is
+    missing, was written under another key, lacks one of them, or is torn or foreign (what it
+    held is computed again, never trusted; read with ``allow_pickle=False``)."""
+    if not Path(path).exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in names} if str(z["key"]) == key else None
+    except Exception:           # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
+        return None
 
 
 def read_json(path: str | Path) -> Any:

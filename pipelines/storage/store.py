@@ -146,7 +146,7 @@ class FrameStore:
         ``self.at(run_id, reference)[columns]``: from the kept frame when the store holds it, else
         read from disk with only those columns and the load counter (each counter is scaled by
         the load alone), and not kept."""
-        if run_id in self._normalized or (reference == self.reference and run_id in self._scaled):
+        if run_id in self._normalized:             # every frame the store keeps, scaled or not
             frame = self.at(run_id, reference)
             return frame[[c for c in dict.fromkeys(columns) if c in frame.columns]]
         info = read_info(run_id)
@@ -167,29 +167,23 @@ class FrameStore:
                 for kind, suffix in self.SUMMARY_KINDS.items() if (r, self.reference, *suffix) in self._levels]
         vocabulary = sorted({str(c) for _, _, s in held for c in s.index})
         position = {c: i for i, c in enumerate(vocabulary)}
-        with atomic.atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez_compressed(
-                fh, key=np.array(key), runs=np.array([r for r, _, _ in held], dtype=str),
-                kinds=np.array([k for _, k, _ in held], dtype=str), vocabulary=np.array(vocabulary, dtype=str),
-                offsets=np.cumsum([0, *(len(s) for _, _, s in held)]),
-                counters=np.array([position[str(c)] for _, _, s in held for c in s.index], dtype=np.int64),
-                values=np.concatenate([s.to_numpy(dtype=float) for _, _, s in held]) if held else np.zeros(0))
+        atomic.write_keyed_npz(
+            path, key, runs=np.array([r for r, _, _ in held], dtype=str),
+            kinds=np.array([k for _, k, _ in held], dtype=str), vocabulary=np.array(vocabulary, dtype=str),
+            offsets=np.cumsum([0, *(len(s) for _, _, s in held)]),
+            counters=np.array([position[str(c)] for _, _, s in held for c in s.index], dtype=np.int64),
+            values=np.concatenate([s.to_numpy(dtype=float) for _, _, s in held]) if held else np.zeros(0))
         return len(held)
 
     def load_summaries(self, path: Path, key: str) -> int:
         """The series :meth:`save_summaries` wrote, kept as :meth:`levels` and :meth:`peaks` would
         keep them, when written under ``key``; how many (0: none, or another key's).  Read with
         ``allow_pickle=False``; a torn or foreign file is ignored (the levels are computed again)."""
-        if not path.exists():
+        kept = atomic.read_keyed_npz(path, key, ("runs", "kinds", "vocabulary", "offsets", "counters", "values"))
+        if kept is None or not set(map(str, kept["kinds"])) <= set(self.SUMMARY_KINDS):
             return 0
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                if str(z["key"]) != key:
-                    return 0
-                runs, kinds, vocabulary = z["runs"], z["kinds"], z["vocabulary"].astype(object)
-                offsets, counters, values = z["offsets"], z["counters"], z["values"]
-        except Exception:           # noqa: BLE001 -- a torn or foreign file is recomputed, never trusted
-            return 0
+        runs, kinds, vocabulary = kept["runs"], kept["kinds"], kept["vocabulary"].astype(object)
+        offsets, counters, values = kept["offsets"], kept["counters"], kept["values"]
         for i, (run_id, kind) in enumerate(zip(runs, kinds)):
             span = slice(offsets[i], offsets[i + 1])
             entry = (str(run_id), self.reference, *self.SUMMARY_KINDS[str(kind)])
