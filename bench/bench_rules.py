@@ -34,7 +34,7 @@ from pipelines.detectors import rule_ensemble, rule_mining
 from pipelines.preparation import bins
 
 # the project's own mining params (params.yaml: mine_rules); the algorithm varies per case
-PARAMS = {k: v for k, v in config.load_params("mine_rules").items() if k != "algorithm"}
+PARAMS = config.load_params("mine_rules")
 DISC = config.load_params("discretize")          # bins as the pipeline learns them (open edge bins, log span)
 
 
@@ -71,7 +71,7 @@ def case_mine(n_counters: int, n_intervals: int, algorithm: str) -> dict:
     edges = bins.edges_for([frame], DISC)
     binned = bins.apply_edges(frame, edges)
     t0 = time.perf_counter()
-    rules = rule_mining.mine_model(binned, edges, dict(PARAMS, algorithm=algorithm))
+    rules = rule_mining.mine_model(binned, edges, rule_mining.MiningParams.of({**PARAMS, "algorithm": algorithm}))
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "rules": int(len(rules)), "stationarity": int((rules["premise"].map(len) == 0).sum())}
 
@@ -79,7 +79,7 @@ def case_mine(n_counters: int, n_intervals: int, algorithm: str) -> dict:
 def case_detect(n_counters: int, n_intervals: int, history: int) -> dict:
     runs = [synthetic_run(n_counters, n_intervals, seed=100 + i) for i in range(history)]
     edges = bins.edges_for(runs, DISC)
-    params = dict(PARAMS, algorithm="apriori")
+    params = rule_mining.MiningParams.of({**PARAMS, "algorithm": "apriori"})
     t0 = time.perf_counter()
     models = [rule_ensemble.Model(f"r{i}", rule_mining.mine_model(bins.apply_edges(r, edges), edges, params),
                            {"cpu": "a" if i % 2 else "b", "mem": 16}) for i, r in enumerate(runs)]

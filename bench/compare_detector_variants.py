@@ -50,10 +50,10 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
 
     from pipelines import config
     from pipelines.calibration import effects, history
-    from pipelines.detectors import rule_ensemble
+    from pipelines.detectors import rule_ensemble, rule_mining
     from pipelines.storage import manifest, store
     index = manifest.read_valid_index()
-    params, mine = rule_ensemble.DetectParams.load(), config.load_params("mine_rules")
+    params, mine = rule_ensemble.DetectParams.load(), rule_mining.MiningParams.load()
     hist = history.HistoryParams.load()
     spec = store.read_edges(system)
     cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
@@ -83,11 +83,11 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     _root(tree)
     from pipelines import config
     from pipelines.calibration import effects, history, labs
-    from pipelines.detectors import rule_ensemble
+    from pipelines.detectors import rule_ensemble, rule_mining
     from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
     index = manifest.read_valid_index()
-    params, mine = rule_ensemble.DetectParams.load(), config.load_params("mine_rules")
+    params, mine = rule_ensemble.DetectParams.load(), rule_mining.MiningParams.load()
     hist = history.HistoryParams.load()
     for system in history.systems(index):
         spec = store.read_edges(system)

@@ -241,6 +241,7 @@ def score_split() -> dict:
     """In a split's tree: each target's truth against every method's verdict."""
     from pipelines import config
     from pipelines.calibration import history
+    from pipelines.evaluation.anchors import AnchorParams
     from pipelines.evaluation.leave_one_out import anchor_rows
     from pipelines.storage import manifest, store
 
@@ -265,7 +266,7 @@ def score_split() -> dict:
         if not mine:
             continue
         judged = anchor_rows(system, index, store.FrameStore(None), set(hist["exclude"]), mine,
-                             params=ev["anchors"], window=hist["window"], loo=False)
+                             params=AnchorParams.of(ev["anchors"]), window=hist["window"], loo=False)
         for row in judged:
             rows[row["run_id"]]["said"][row["combiner"]] = "fail" if row["flagged"] else "pass"
     for row in rows.values():

@@ -11,6 +11,7 @@ from typing import Any
 
 from pipelines import config
 from pipelines.calibration import effects, history, labs
+from pipelines.detectors import rule_mining
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, DetectParams, analyse, load_kept, stacking_evidence
 from pipelines.storage import manifest, memo, store
 from pipelines.storage.run_records import ValidIndex
@@ -68,7 +69,7 @@ class DetectJob:
         p = self.params
         hist = history.HistoryParams.of(p["history"])
         ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], DetectParams.of(p["detect"]),
-                                      p["mine_rules"],
+                                      rule_mining.MiningParams.of(p["mine_rules"]),
                                       hist, effects.Significance.from_params(p["significance"]))
         if new_cache:           # a process of its own (a nightly DAG batch): the calibration's masks and levels
             load_kept(self.system, ctx, hist.passed(self.index, self.system))

@@ -542,11 +542,11 @@ class DetectCache:
         self.bands: dict[tuple, pd.DataFrame] = {}
         self.models: dict[tuple, pd.DataFrame] = {}
 
-    def model(self, run_id: str, edges: dict[str, Any], mine_params: dict[str, Any], directory,
+    def model(self, run_id: str, edges: dict[str, Any], mine_params: rule_mining.MiningParams, directory,
               reference: float | None, tag: str) -> pd.DataFrame:
         """The rule model of a prior run under the edges ``tag`` names, read from its file once
         (the stacking calibration reads every model once per held-out run)."""
-        key = (tag, run_id, json.dumps(mine_params, sort_keys=True), str(directory))
+        key = (tag, run_id, json.dumps(dict(mine_params.block), sort_keys=True), str(directory))
         if key not in self.models:
             self.models[key] = rule_mining.mine_for_run(run_id, edges, mine_params, directory, reference)
         return self.models[key]
@@ -578,13 +578,13 @@ class DetectCache:
         return self.bands[key]
 
 
-def single_model(baseline: list[str], edges: dict[str, Any], params: dict[str, Any], single_dir,
+def single_model(baseline: list[str], edges: dict[str, Any], params: rule_mining.MiningParams, single_dir,
                  frames: store.FrameStore, reference: float | None) -> pd.DataFrame:
     """The pooled model of all baseline runs (cached by the baseline's content keys)."""
     import hashlib
 
     keys = [store.read_info(r)["key"] for r in baseline]
-    digest = hashlib.sha256(json.dumps([keys, bins.edges_digest(edges), params, reference,
+    digest = hashlib.sha256(json.dumps([keys, bins.edges_digest(edges), dict(params.block), reference,
                                         rule_mining.CODE_VERSION],
                                        sort_keys=True).encode()).hexdigest()
     path = single_dir / f"{digest[:16]}.parquet"
@@ -644,7 +644,7 @@ class DetectContext:
     edges: dict[str, Any]
     reference: float | None
     params: DetectParams
-    mine_params: dict[str, Any]
+    mine_params: rule_mining.MiningParams
     models_dir: Path
     single_dir: Path
     cache: DetectCache
@@ -666,7 +666,7 @@ class DetectContext:
 
     @classmethod
     def of_system(cls, system: str, index: ValidIndex, spec: dict[str, Any], cache: DetectCache,
-                  params: DetectParams, mine_params: dict[str, Any], hist: history.HistoryParams,
+                  params: DetectParams, mine_params: rule_mining.MiningParams, hist: history.HistoryParams,
                   significance: effects.Significance) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
         model folders, the labs' params of ``hist`` (the ``history`` block) and the
@@ -808,7 +808,7 @@ def passed_runs_key(system: str, ctx: DetectContext, passed: list[str]) -> str:
     encodings and levels), the edges and reference load (``ctx.tag``), the params of detection and
     mining, and the code."""
     return memo.input_key("detect", ctx.index, {"passed": passed}, system=system, tag=ctx.tag, detect=ctx.params.block,
-                          mine_rules=ctx.mine_params)
+                          mine_rules=ctx.mine_params.block)
 
 
 def save_pruning(system: str, ctx: DetectContext, passed: list[str]) -> int:
@@ -876,7 +876,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     verdicts = hist.verdicts(index, system)
     path = config.stacking_calibration_path(system)
     key = memo.input_key("detect", index, {"passed": passed, "verified": list(verdicts)}, system=system,
-                         edges=memo.file_digest(config.edges_path(system)), detect=params.block, mine_rules=mine_params,
+                         edges=memo.file_digest(config.edges_path(system)), detect=params.block, mine_rules=mine_params.block,
                          history=hist.block, significance=dataclasses.asdict(ctx.significance))
     kept_masks, kept_levels = load_kept(system, ctx, passed)     # kept by the night before, for this night's targets
     done = memo.reuse(path, key)

@@ -38,7 +38,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -50,6 +51,36 @@ from pipelines.storage import atomic, store
 log = logging.getLogger("regresslab.mine_rules")
 CODE_VERSION = 2
 RULE_COLUMNS = ["premise", "consequent", "support", "confidence", "lift"]
+
+
+@dataclass(frozen=True)
+class MiningParams:
+    """The ``mine_rules`` block, typed: the rules' ``min_support`` and ``min_confidence``, their
+    itemsets' ``max_len``, the miner (``algorithm``: apriori or fpgrowth), and the bounds on the
+    rules kept per consequent and the items given to mlxtend (None: no bound); ``block`` is the
+    block as validated (the models' file names and the input keys hash it)."""
+
+    algorithm: str
+    min_support: float
+    min_confidence: float
+    max_len: int
+    max_rules_per_consequent: int | None
+    max_mined_items: int | None
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "MiningParams":
+        def bound(key: str) -> int | None:
+            return None if block.get(key) is None else int(block[key])
+        return cls(algorithm=str(block["algorithm"]), min_support=float(block["min_support"]),
+                   min_confidence=float(block["min_confidence"]), max_len=int(block["max_len"]),
+                   max_rules_per_consequent=bound("max_rules_per_consequent"),
+                   max_mined_items=bound("max_mined_items"), block=dict(block))
+
+    @classmethod
+    def load(cls) -> "MiningParams":
+        """The project's ``mine_rules`` block (``config.load_params``), typed: the stages' one loading site."""
+        return cls.of(config.load_params("mine_rules"))
 
 
 # --------------------------------------------------------------------------- pure core
@@ -172,19 +203,19 @@ def mine_rules(onehot: pd.DataFrame, *, min_support: float, min_confidence: floa
     return out
 
 
-def mine_model(binned: pd.DataFrame, edges: dict[str, dict[str, Any]], params: dict[str, Any]) -> pd.DataFrame:
+def mine_model(binned: pd.DataFrame, edges: dict[str, dict[str, Any]], params: MiningParams) -> pd.DataFrame:
     """One run's (or a pooled history's) model: stationarity rules plus mined rules."""
-    return mine_rules(one_hot(binned), min_support=params["min_support"], min_confidence=params["min_confidence"],
-                      max_len=params["max_len"], algorithm=params["algorithm"],
-                      max_rules_per_consequent=params["max_rules_per_consequent"],
-                      max_mined_items=params["max_mined_items"],
+    return mine_rules(one_hot(binned), min_support=params.min_support, min_confidence=params.min_confidence,
+                      max_len=params.max_len, algorithm=params.algorithm,
+                      max_rules_per_consequent=params.max_rules_per_consequent,
+                      max_mined_items=params.max_mined_items,
                       stationarity=usual_ranges(binned, {c: e["k"] for c, e in edges.items()},
-                                                min_confidence=params["min_confidence"]))
+                                                min_confidence=params.min_confidence))
 
 
-def model_key(run_key: str, edges: dict[str, dict[str, Any]], params: dict[str, Any],
+def model_key(run_key: str, edges: dict[str, dict[str, Any]], params: MiningParams,
               reference: float | None = None) -> str:
-    blob = json.dumps({"run": run_key, "edges": bins.edges_digest(edges), "params": params,
+    blob = json.dumps({"run": run_key, "edges": bins.edges_digest(edges), "params": dict(params.block),
                        "reference_load": reference, "code": CODE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -205,7 +236,7 @@ def rules_from_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, Any], directory,
+def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: MiningParams, directory,
                reference: float | None = None) -> tuple:
     """Where the model of ``run_id`` under ``edges`` is cached, and the edges of its own counters."""
     info = store.read_info(run_id)
@@ -214,7 +245,7 @@ def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, 
     return directory / f"{config.identifier(run_id, 'run_id')}.{key[:16]}.parquet", own_edges
 
 
-def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: dict[str, Any],
+def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: MiningParams,
                  directory, reference: float | None = None) -> pd.DataFrame:
     """The model of one run under ``edges`` (and the reference load of its system), from the
     cache when its inputs are unchanged."""

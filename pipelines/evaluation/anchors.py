@@ -24,12 +24,33 @@ Pure functions: frames in, dicts out.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 ANCHORS = ("anchor_chart", "anchor_mannwhitney", "anchor_median")
+
+
+@dataclass(frozen=True)
+class AnchorParams:
+    """The ``evaluate.anchors`` block, typed: the plain chart's percentiles and top fraction, the
+    Mann-Whitney family-wise ``alpha``, the median threshold's ``median_change``."""
+
+    lower_pct: float
+    upper_pct: float
+    top_fraction: float
+    alpha: float
+    median_change: float
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "AnchorParams":
+        return cls(**{k: float(block[k]) for k in ("lower_pct", "upper_pct", "top_fraction", "alpha", "median_change")})
+
+    def chart_kw(self) -> dict[str, float]:
+        """The plain chart's own (:func:`plain_chart`, :func:`plain_chart_null`)."""
+        return {"lower_pct": self.lower_pct, "upper_pct": self.upper_pct, "top_fraction": self.top_fraction}
 
 
 def _judged(flagged: list[str], scores: dict[str, float]) -> dict[str, Any]:
@@ -131,11 +152,10 @@ def median_threshold(baseline: list[pd.DataFrame], target: pd.DataFrame, *, chan
 
 
 def judge_anchors(baseline: list[pd.DataFrame], target: pd.DataFrame, chart_threshold: float,
-                  *, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every anchor's judgement of one run (``params``: the ``evaluate.anchors`` block)."""
+                  *, params: AnchorParams) -> dict[str, dict[str, Any]]:
+    """Every anchor's judgement of one run."""
     return {
-        "anchor_chart": plain_chart(baseline, target, chart_threshold, lower_pct=params["lower_pct"],
-                                    upper_pct=params["upper_pct"], top_fraction=params["top_fraction"]),
-        "anchor_mannwhitney": mann_whitney(baseline, target, alpha=params["alpha"]),
-        "anchor_median": median_threshold(baseline, target, change=params["median_change"]),
+        "anchor_chart": plain_chart(baseline, target, chart_threshold, **params.chart_kw()),
+        "anchor_mannwhitney": mann_whitney(baseline, target, alpha=params.alpha),
+        "anchor_median": median_threshold(baseline, target, change=params.median_change),
     }

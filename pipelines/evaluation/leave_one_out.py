@@ -18,6 +18,7 @@ from typing import Any
 from pipelines import config, parallel
 from pipelines.calibration import cause_signatures, effects, headline, history, labs
 from pipelines.detectors import charts, rule_ensemble, within_run
+from pipelines.detectors.rule_mining import MiningParams
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
 from pipelines.preparation import bins
@@ -106,7 +107,7 @@ class LooSystem:
     frames: store.FrameStore
     exclude: set[str]
     params: rule_ensemble.DetectParams
-    mine_params: dict[str, Any]
+    mine_params: MiningParams
     disc_params: dict[str, Any]
     lab_kw: labs.LabParams
     significance: effects.Significance
@@ -264,14 +265,14 @@ def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def anchor_rows(system: str, index: ValidIndex, frames: store.FrameStore, exclude: set[str],
-                labels: dict[str, dict[str, Any]], *, params: dict[str, Any], window: int,
+                labels: dict[str, dict[str, Any]], *, params: anchors.AnchorParams, window: int,
                 loo: bool = True) -> list[dict[str, Any]]:
     """The anchors (``anchors``) scored like the detectors: in leave-one-out on the verified runs
     (the other passed runs are the baseline; unless ``loo`` is false), and on the targets whose
     truth is known (their baseline as the pipeline chooses it; a target with no baseline is not
     judged).  Frames are the normalised ones, not load-scaled."""
     raw = {r: frames.at(r, None) for r in index if index[r]["system"] == system}
-    kw = {k: params[k] for k in ("lower_pct", "upper_pct", "top_fraction")}
+    kw = params.chart_kw()
     rows = []
 
     def score(run_id: str, baseline: list[str], threshold: float, truth: dict[str, Any], source: str) -> None:

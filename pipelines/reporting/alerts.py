@@ -32,7 +32,7 @@ import socket
 import urllib.request
 from dataclasses import dataclass
 from email.message import EmailMessage
-from typing import Any
+from typing import Any, Mapping
 
 from pipelines import config
 from pipelines.storage import atomic
@@ -123,38 +123,72 @@ def is_skip(reason: str) -> bool:
 # --------------------------------------------------------------------------- channels (I/O)
 
 
-def send_email(message: Message, params: dict[str, Any], context: dict | None = None) -> str:
+@dataclass(frozen=True)
+class AlertParams:
+    """The ``alerts`` block, typed (``params.yaml``: each key's meaning beside it).  :meth:`of` fills
+    a key a caller leaves out with its default, as the schema does for ``params.yaml``."""
+
+    enabled: bool = False
+    to: tuple[str, ...] = ()
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user: str | None = None
+    smtp_password_env: str = ""
+    smtp_conn_id: str = "smtp_default"
+    from_email: str | None = None
+    webhook_url_env: str = ""
+    index_url: str | None = None
+    top_runs: int = 5
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "AlertParams":
+        def text(key: str, default: str | None) -> str | None:
+            return str(block[key]) if block.get(key) else default
+        return cls(enabled=bool(block.get("enabled")), to=tuple(str(t) for t in block.get("to") or ()),
+                   smtp_host=text("smtp_host", None), smtp_port=int(block.get("smtp_port") or 25),
+                   smtp_starttls=bool(block.get("smtp_starttls")), smtp_user=text("smtp_user", None),
+                   smtp_password_env=text("smtp_password_env", ""), smtp_conn_id=text("smtp_conn_id", "smtp_default"),
+                   from_email=text("from_email", None), webhook_url_env=text("webhook_url_env", ""),
+                   index_url=text("index_url", None), top_runs=int(block.get("top_runs", 5)))
+
+    @classmethod
+    def load(cls, params: Mapping[str, Any] | None = None) -> "AlertParams":
+        """``params`` (an alerts block) typed, or the project's block when None."""
+        return cls.of(config.load_params("alerts") if params is None else params)
+
+
+def send_email(message: Message, params: AlertParams, context: dict | None = None) -> str:
     """The message to ``alerts.to``; what was done."""
-    to = list(params.get("to") or [])
+    to = list(params.to)
     if not to:
         return "e-mail: no recipient (alerts.to)"
-    if not params.get("smtp_host"):
+    if not params.smtp_host:
         try:
             from airflow.providers.smtp.notifications.smtp import SmtpNotifier
         except ImportError:
             return "e-mail: no SMTP server (alerts.smtp_host) and no Airflow connection to fall back on"
-        SmtpNotifier(smtp_conn_id=params.get("smtp_conn_id") or "smtp_default", to=to,
-                     from_email=params.get("from_email"), subject=message.subject,
+        SmtpNotifier(smtp_conn_id=params.smtp_conn_id, to=to, from_email=params.from_email, subject=message.subject,
                      html_content=message.html).notify(context or {})
-        return f"e-mail sent to {', '.join(to)} through the Airflow connection {params.get('smtp_conn_id')}"
+        return f"e-mail sent to {', '.join(to)} through the Airflow connection {params.smtp_conn_id}"
     mail = EmailMessage()
     mail["Subject"] = message.subject
-    mail["From"] = params.get("from_email") or f"regresslab@{socket.getfqdn()}"
+    mail["From"] = params.from_email or f"regresslab@{socket.getfqdn()}"
     mail["To"] = ", ".join(to)
     mail.set_content(message.text)
     mail.add_alternative(message.html, subtype="html")
-    with smtplib.SMTP(params["smtp_host"], int(params.get("smtp_port") or 25), timeout=30) as smtp:
-        if params.get("smtp_starttls"):
+    with smtplib.SMTP(params.smtp_host, params.smtp_port, timeout=30) as smtp:
+        if params.smtp_starttls:
             smtp.starttls()
-        if params.get("smtp_user"):
-            smtp.login(params["smtp_user"], os.environ.get(params.get("smtp_password_env") or "", ""))
+        if params.smtp_user:
+            smtp.login(params.smtp_user, os.environ.get(params.smtp_password_env, "") if params.smtp_password_env else "")
         smtp.send_message(mail)
-    return f"e-mail sent to {', '.join(to)} through {params['smtp_host']}"
+    return f"e-mail sent to {', '.join(to)} through {params.smtp_host}"
 
 
-def send_webhook(message: Message, params: dict[str, Any]) -> str:
+def send_webhook(message: Message, params: AlertParams) -> str:
     """The message to the webhook whose URL is in the environment variable ``alerts.webhook_url_env``."""
-    name = params.get("webhook_url_env") or ""
+    name = params.webhook_url_env
     url = os.environ.get(name, "") if name else ""
     if not url:
         return f"webhook: none (the environment variable {name or '(alerts.webhook_url_env)'} is not set)"
@@ -167,7 +201,7 @@ def send_webhook(message: Message, params: dict[str, Any]) -> str:
     return f"webhook: posted ({status})"
 
 
-def deliver(message: Message, params: dict[str, Any], context: dict | None = None) -> str:
+def deliver(message: Message, params: AlertParams, context: dict | None = None) -> str:
     """Send ``message`` on every configured channel; one line per channel.  A failing channel is
     logged and reported, never raised: an alert must not fail the night it reports."""
     said = []
@@ -184,12 +218,13 @@ def deliver(message: Message, params: dict[str, Any], context: dict | None = Non
 # --------------------------------------------------------------------------- the three alerts
 
 
-def notify_night(summary: dict[str, Any], params: dict[str, Any] | None = None, context: dict | None = None) -> str:
+def notify_night(summary: dict[str, Any], params: Mapping[str, Any] | None = None, context: dict | None = None) -> str:
     """The night's alert when it has failed runs and alerts are on; what was done, as text.
 
-    ``summary`` is what ``stages.report.write_index`` returned (the nightly DAG's ``night_index``)."""
-    params = params if params is not None else config.load_params("alerts")
-    if not params.get("enabled"):
+    ``summary`` is what ``stages.report.write_index`` returned (the nightly DAG's ``night_index``);
+    ``params`` an alerts block (None: the project's)."""
+    params = AlertParams.load(params)
+    if not params.enabled:
         return "alerts are off (params.yaml: alerts.enabled)"
     if not summary.get("failed"):
         return "no failed run: no alert"
@@ -197,19 +232,19 @@ def notify_night(summary: dict[str, Any], params: dict[str, Any] | None = None, 
     rows = atomic.read_json(night_file)["runs"] if night_file.exists() else {
         r: {"run_id": r, "verdict": "fail"} for r in summary["failed"]}
     message = night_message(summary["night"], rows, quarantined=len(summary.get("quarantined") or []),
-                            index_url=params.get("index_url"), top=int(params.get("top_runs", 5)))
+                            index_url=params.index_url, top=params.top_runs)
     return f"{message.subject}: " + deliver(message, params, context)
 
 
-def notify_stopped(stage: str, reason: str, *, where: str, params: dict[str, Any] | None = None,
+def notify_stopped(stage: str, reason: str, *, where: str, params: Mapping[str, Any] | None = None,
                    context: dict | None = None) -> str:
     """The alert of a night that did not finish: failed at ``stage`` for ``reason``, or skipped
     (:func:`is_skip`); ``where`` names the run (the DAG run, or ``dvc repro``)."""
     try:
-        params = params if params is not None else config.load_params("alerts")
+        params = AlertParams.load(params)
     except Exception as exc:            # noqa: BLE001 -- a broken params.yaml is what failed: say so in the log
         return f"alerts: params.yaml unreadable ({exc}); no alert"
-    if not params.get("enabled"):
+    if not params.enabled:
         return "alerts are off (params.yaml: alerts.enabled)"
-    message = stopped_message(stage, reason, skipped=is_skip(reason), where=where, index_url=params.get("index_url"))
+    message = stopped_message(stage, reason, skipped=is_skip(reason), where=where, index_url=params.index_url)
     return f"{message.subject}: " + deliver(message, params, context)

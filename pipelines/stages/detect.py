@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 from pipelines import config, parallel
 from pipelines.calibration import effects, history
 from pipelines.calibration.rule_runs import DetectJob, detect_one
+from pipelines.detectors.rule_mining import MiningParams
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, DetectParams, calibrate_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
@@ -26,7 +27,7 @@ log = logging.getLogger("regresslab.detect")
 @locks.holding("detect calibration")
 def calibrate_all(caches: dict[str, DetectCache] | None = None) -> list[str]:
     """Calibrate stacking for every system; the systems (nightly DAG task)."""
-    params, mine_params, hist = DetectParams.load(), config.load_params("mine_rules"), \
+    params, mine_params, hist = DetectParams.load(), MiningParams.load(), \
         history.HistoryParams.load()
     significance = effects.Significance.load()
     index = manifest.read_valid_index()

@@ -16,7 +16,9 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import effects, headline, history, labs
 from pipelines.detectors import cluster_models, rule_ensemble
+from pipelines.detectors.rule_mining import MiningParams
 from pipelines.detectors.charts import ControlChartParams
+from pipelines.evaluation.anchors import AnchorParams
 from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.learners import compare_learners
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
@@ -38,7 +40,7 @@ def learners_main() -> None:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = rule_ensemble.DetectParams.load()
-    mine_params = config.load_params("mine_rules")
+    mine_params = MiningParams.load()
     disc_params = config.load_params("discretize")
     ev_params = config.load_params("evaluate")
     cc_params = ControlChartParams.load()
@@ -64,7 +66,8 @@ def main() -> None:
                         significance)
         rows += loo_system(loo, charts, rule, clustered=clustered,
                            classified=loo_classified(store.latest_model_meta(system)))
-        rows += anchor_rows(system, index, frames, exclude, labels, params=ev_params["anchors"], window=hist.window)
+        rows += anchor_rows(system, index, frames, exclude, labels, params=AnchorParams.of(ev_params["anchors"]),
+                            window=hist.window)
     cc_frame = pd.DataFrame(cc_rows)
     cc_metrics = {"loo": summarize_runs(cc_frame)} if len(cc_frame) else {}
     for system, g in (cc_frame.groupby("system") if len(cc_frame) else []):

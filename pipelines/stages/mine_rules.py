@@ -11,7 +11,7 @@ from typing import Any
 
 from pipelines import config, parallel
 from pipelines.calibration import history
-from pipelines.detectors.rule_mining import mine_for_run, model_path
+from pipelines.detectors.rule_mining import MiningParams, mine_for_run, model_path
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
 
@@ -20,7 +20,7 @@ log = logging.getLogger("regresslab.mine_rules")
 
 def pending_models() -> list[str]:
     """The training runs (of every system's edges) whose model is not cached yet: tonight's fan-out."""
-    params = config.load_params("mine_rules")
+    params = MiningParams.load()
     out = []
     for system in history.systems(manifest.read_valid_index()):
         spec = store.read_edges(system)
@@ -32,7 +32,7 @@ def pending_models() -> list[str]:
 @locks.holding("mine_rules", shared=True)
 def run_one(run_id: str) -> int:
     """Mine (or find cached) the model of one training run; its number of rules (nightly DAG task)."""
-    params = config.load_params("mine_rules")
+    params = MiningParams.load()
     system = manifest.read_valid_index()[run_id]["system"]
     spec = store.read_edges(system)
     return int(len(mine_for_run(run_id, spec["counters"], params, config.models_dir(system), spec["reference_load"])))
@@ -41,7 +41,7 @@ def run_one(run_id: str) -> int:
 @locks.holding("mine_rules")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    params = config.load_params("mine_rules")
+    params = MiningParams.load()
     index = manifest.read_valid_index()
     summary = {}
     for system in history.systems(index):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pipelines.calibration import history, labs
-from pipelines.detectors import rule_ensemble
+from pipelines.detectors import rule_ensemble, rule_mining
 
 
 def test_confidence_change_from_0_9_to_0_2():
@@ -251,7 +251,9 @@ def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params
     def ctx(params):
         return rule_ensemble.DetectContext(index=index, edges={"x.cpu": {"edges": [0.0, 1.0], "k": 1}}, reference=1.0,
                                            params=rule_ensemble.DetectParams.of(params),
-                                           mine_params={"min_support": 0.1}, models_dir=tree,
+                                           mine_params=rule_mining.MiningParams.of({"algorithm": "apriori", "min_support": 0.1,
+                                                                                      "min_confidence": 0.9, "max_len": 2}),
+                                           models_dir=tree,
                                            single_dir=tree, cache=rule_ensemble.DetectCache(store.FrameStore(1.0)),
                                            lab_kw={}, significance={})
     params = {"delta_threshold": 0.1, "min_premise_intervals": 10, "stacking_threshold": 0.5,
