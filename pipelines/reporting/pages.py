@@ -19,7 +19,7 @@ from typing import Any
 from pipelines import config
 from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
-from pipelines.reporting.summary import change_text, environment_differences, with_unit
+from pipelines.reporting.summary import change_text, environment_differences, signed_pct, with_unit
 from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
 
 log = logging.getLogger("regresslab.report")
@@ -58,7 +58,7 @@ def change_cell(change: dict[str, Any] | None, effect: float | None) -> str:
         return "—"
     text = f"{change['change_pct']:+.1f} %"
     if effect is not None and math.isfinite(effect) and abs(100.0 * effect - change["change_pct"]) >= 1.0:
-        text += f" ({100.0 * effect:+.1f} % at its strongest)"
+        text += f" ({signed_pct(100.0 * effect)} at its strongest)"
     return text
 
 

@@ -42,7 +42,7 @@ def counter_changes(counters: list[str], target: pd.Series, baseline: pd.Series,
     """What a person reads first (contract §2 ``counter_changes``): per counter, the baseline
     runs' median and this run's, in the counter's own unit, the signed change in % of the
     baseline (``None`` when the baseline is 0), and ``worse``, ``better`` or ``changed`` (the
-    counter's direction unknown, or no change)."""
+    counter's direction unknown, or no change at the tenth of a percent shown)."""
     out: dict[str, dict[str, Any]] = {}
     for c in counters:
         b, t = baseline.get(c), target.get(c)
@@ -50,7 +50,7 @@ def counter_changes(counters: list[str], target: pd.Series, baseline: pd.Series,
             continue
         pct = None if b == 0 else 100.0 * (t - b) / abs(b)
         worse = worse_direction(c, directions)
-        if worse is None or t == b:
+        if worse is None or t == b or (pct is not None and round(pct, 1) == 0.0):
             direction = "changed"
         else:
             direction = "worse" if (t > b) == (worse == "up") else "better"
@@ -79,6 +79,12 @@ def with_unit(counter: str, value: float) -> str:
                 return f"{value:.3g} {prefix}{'/s' if unit == 'B/s' else ''}"
     number = f"{float(f'{value:.3g}'):,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
     return f"{number} {unit}".strip() if unit != "%" else f"{number} %"
+
+
+def signed_pct(pct: float) -> str:
+    """``+4.4 %``; a change under a tenth of a percent with two significant digits (``+0.03 %``),
+    never a bare ``+0.0 %``."""
+    return f"{pct:+.1f} %" if pct == 0 or abs(pct) >= 0.05 else f"{pct:+.2g} %"
 
 
 def change_text(counter: str, change: dict[str, Any]) -> str:
@@ -132,8 +138,8 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, to
         text = "No regression found"
         small = list((doc.get("details", {}).get("set_aside_small") or {}).items())
         if small:
-            text += (f" ({len(small)} unusual change(s) too small to matter, the largest "
-                     + ", ".join(f"{c} {pct:+.1f} %" for c, pct in small[:2] if pct is not None) + ")")
+            text += (f" ({len(small)} unusual change(s) too small to matter; the largest, each at its strongest: "
+                     + ", ".join(f"{c} {signed_pct(pct)}" for c, pct in small[:2] if pct is not None) + ")")
         pattern = doc.get("details", {}).get("fault_pattern")
         if pattern:
             text += (f", but the cause classifier sees the pattern of {pattern['label']} "

@@ -80,6 +80,15 @@ def test_counter_changes_by_hand():
     assert ch["app.errors_count"]["direction"] == "worse"
     assert ch["redis.hit_pct"]["direction"] == "changed" and ch["redis.hit_pct"]["change_pct"] == 0.0
     assert "missing.x" not in ch
+    tiny = summary.counter_changes(["app.response_time_ms"], pd.Series({"app.response_time_ms": 24.004}),
+                                   pd.Series({"app.response_time_ms": 24.0}), DIRECTIONS)["app.response_time_ms"]
+    assert tiny["change_pct"] == 0.0 and tiny["direction"] == "changed"     # +0.017 % shown as +0.0 %: not "worse"
+    assert summary.signed_pct(4.44) == "+4.4 %" and summary.signed_pct(-0.0312) == "-0.031 %"
+    assert summary.signed_pct(0.0) == "+0.0 %"
+    small = {"verdict": "pass", "details": {"set_aside_small": {"app.response_time_ms": 0.82, "redis.hit_pct": 0.03}}}
+    assert summary.plain_summary(small, {}) == (
+        "No regression found (2 unusual change(s) too small to matter; the largest, each at its strongest: "
+        "app.response_time_ms +0.8 %, redis.hit_pct +0.03 %).")
 
 
 def test_directions_of_the_shipped_table():
