@@ -32,12 +32,13 @@ from pipelines.detectors.charts import (
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import ChartResult, WithinRunResult
 
 log = logging.getLogger("regresslab.control_charts")
 
 
 def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: ControlChartParams,
-                    significance: effects.Significance) -> dict[str, Any]:
+                    significance: effects.Significance) -> WithinRunResult:
     """The run against itself (``within_run``): its strongest windows against the rest of it, judged
     by the normal runs' same contrasts; needs no baseline and no lab."""
     contrasts = within_run.window_contrasts(frames[run_id], **within_run.contrast_params(significance))
@@ -57,7 +58,7 @@ class SystemCharts:
     significance: effects.Significance
 
 
-def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: dict[str, str]) -> dict[str, Any]:
+def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: dict[str, str]) -> ChartResult:
     """Control charts of one target against the most similar runs of its baseline, and the run
     against itself (:func:`within_evidence`); the result file.
 
@@ -155,7 +156,7 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict
 
 
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
-              hist: history.HistoryParams, significance: effects.Significance) -> dict[str, Any]:
+              hist: history.HistoryParams, significance: effects.Significance) -> ChartResult:
     """Chart one target against its baseline with its system's calibration; write the result.
     A result computed under the same input key (``memo``: the run, its baseline, the lab's
     verified runs, the calibration, the params and the code) is kept."""

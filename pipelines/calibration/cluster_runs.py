@@ -23,6 +23,7 @@ from pipelines.detectors.cluster_models import (
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import ClusterResult
 
 log = logging.getLogger("regresslab.clusters")
 
@@ -74,7 +75,7 @@ def verified_of(index: ValidIndex, system: str, hist: history.HistoryParams) -> 
 
 
 def cluster_run(run_id: str, index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
-                calibration: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+                calibration: dict[str, Any]) -> tuple[ClusterResult, bool]:
     """One target's clustered regression models against the most similar passed runs of its
     baseline, judged against its system's calibration, and written; (the result, whether it was
     reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""

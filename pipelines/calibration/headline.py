@@ -75,6 +75,9 @@ from pipelines.calibration.stage_results import (  # noqa: F401  (the stages' ed
     RULE_METHODS, RunJudged, classifier_evidence, classifier_history_faults, classifier_history_normals,
     classifier_pvalue, clustered_summary, from_stages, lab_status)
 from pipelines.detectors.protocol import DetectorResult
+from pipelines.storage.run_records import DroppedCounter
+from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, RuleDetection, WeightedRun,
+                                           WithinRunResult)
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
@@ -120,7 +123,7 @@ def combine_scores(*scores: dict[str, float]) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
+def cause_of(verdict: str, predicted: CausePrediction | None) -> Cause:
     """The contract's ``cause`` for the headline verdict.
 
     A failed run gets the most probable fault cause; it is ``known`` only when the
@@ -138,7 +141,7 @@ def cause_of(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any]:
     return {"label": fault.get("label"), "probability": fault.get("probability"), "known": known}
 
 
-def fault_pattern(verdict: str, predicted: dict[str, Any] | None) -> dict[str, Any] | None:
+def fault_pattern(verdict: str, predicted: CausePrediction | None) -> dict[str, Any] | None:
     """A passed run in which the cause classifier nevertheless sees a fault it knows: its own top
     class is a fault with a probability of at least its ``tau``.  The verdict stays the
     detectors' (the contract's ``cause`` stays ``none``), but the report must not print "none" as
@@ -218,15 +221,15 @@ class Verdict:
     score: float
     flagged_counters: list[str]
     counter_scores: dict[str, float]
-    cause: dict[str, Any]
-    baseline_runs: list[dict[str, Any]]
+    cause: Cause
+    baseline_runs: list[WeightedRun]
     baseline_status: str
     p_value: float | None
     methods: dict[str, dict[str, Any]]
     details: dict[str, Any]
     counter_changes: dict[str, dict[str, Any]] | None = None
     summary: str | None = None
-    dropped_counters: list[dict[str, Any]] | None = None
+    dropped_counters: list[DroppedCounter] | None = None
     schema_version: int = 1
 
     def to_json(self) -> dict[str, Any]:
@@ -252,7 +255,7 @@ class Evidence:
     chart_scores: dict[str, float] = field(default_factory=dict)
     cluster_flags: list[str] = field(default_factory=list)
     over_limit: list[str] = field(default_factory=list)
-    within: dict[str, Any] | None = None
+    within: WithinRunResult | None = None
     history_faults: dict[str, dict[str, float | None]] = field(default_factory=dict)
     history_normals: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -407,7 +410,7 @@ def verdict_score(ev: Evidence, used: dict[str, float | None]) -> float:
     return round(float(np.mean(ev.scores)), 4)
 
 
-def no_baseline_reason(baseline_runs: list[dict[str, Any]]) -> str | None:
+def no_baseline_reason(baseline_runs: list[WeightedRun]) -> str | None:
     """Why the history holds nothing the run can honestly be judged against, or None: no passed run
     of its system at all (``history.baseline_choice``: none before it, none verified after it)."""
     if not baseline_runs:
@@ -427,8 +430,8 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
     return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id)
 
 
-def verdict_of(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None,
-               rule: HeadlineRule, *, clustered: dict[str, Any] | None = None,
+def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
+               rule: HeadlineRule, *, clustered: ClusterResult | None = None,
                lab_of: dict[str, str] | None = None,
                fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> Verdict:
     """The verdict of one run from the stages' result files (the edge: :func:`stage_results.from_stages`,

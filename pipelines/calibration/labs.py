@@ -46,13 +46,14 @@ cross-lab-null`` prints the nulls side by side (docs/results/variants.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import numpy as np
 import pandas as pd
 
 from pipelines.calibration.history import HistoryParams, lab_key
 from pipelines.storage.run_records import Environment
+from pipelines.storage.stage_files import LabSummary
 
 STATUSES = ("same_lab", "adjusted", "insufficient")
 
@@ -81,9 +82,22 @@ def lab_params(hist: HistoryParams) -> LabParams:
                      environment_alpha=float(block["lab_environment_alpha"]))
 
 
+
+class LabShift(TypedDict, total=False):
+    """What :func:`lab_shift` found (in memory): the lab ``status``, the verified runs of the lab that
+    taught its level, why, the counters too ``unstable`` in the lab to judge, those whose level
+    follows the environment (:func:`lab_for`), and the ``shift`` per counter (None: none)."""
+
+    status: str
+    lab_runs: list[str]
+    reason: str | None
+    unstable: list[str]
+    environment_dependent: list[str]
+    shift: pd.Series | None
+
 def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
               levels: Callable[[list[str]], pd.DataFrame], *, min_runs: int, unstable_share: float,
-              max_unstable_share: float) -> dict[str, Any]:
+              max_unstable_share: float) -> LabShift:
     """The shift that moves ``target`` into its baseline's lab, or why there is none.
 
     Parameters
@@ -139,7 +153,7 @@ def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], ve
 
 def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
             levels: Callable[[list[str]], pd.DataFrame], lab_kw: LabParams,
-            candidates: list[str] = ()) -> dict[str, Any]:
+            candidates: list[str] = ()) -> LabShift:
     """:func:`lab_shift`, and with an insufficient baseline also the counters whose level differs
     between the labs of ``candidates`` (the passed history, :func:`environment_dependent`):
     another lab's runs say nothing about them, so they are not judged either (``detect``'s rules
@@ -210,12 +224,12 @@ def shifted(frame: pd.DataFrame, shift: pd.Series | None) -> pd.DataFrame:
     return frame - shift.reindex(frame.columns).fillna(0.0)
 
 
-def not_judged(result: dict[str, Any]) -> list[str]:
+def not_judged(result: LabShift) -> list[str]:
     """The counters a :func:`lab_shift` result (with its ``environment_dependent``) leaves out."""
     return sorted(set(result["unstable"]) | set(result.get("environment_dependent") or []))
 
 
-def summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
+def summary(result: LabShift, *, top: int = 10) -> LabSummary:
     """What the verdict file keeps of a :func:`lab_shift` result (JSON-ready)."""
     shift = result.get("shift")
     largest = {}

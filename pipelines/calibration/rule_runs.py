@@ -15,6 +15,7 @@ from pipelines.detectors import rule_mining
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, DetectParams, analyse, load_kept, stacking_evidence
 from pipelines.storage import manifest, memo, store
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import RuleDetection
 
 
 def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
@@ -55,11 +56,11 @@ class DetectJob:
                              calibration=calibration.get(memo.KEY_FIELD) or calibration)
         return cls(run_id, system, index, baseline, origin, verdicts, calibration, params, key)
 
-    def reused(self) -> dict[str, Any] | None:
+    def reused(self) -> RuleDetection | None:
         """The verdict document written under this key, if any."""
         return memo.reuse(config.detection_path(self.run_id), self.key)
 
-    def compute(self, caches: dict[str, DetectCache] | None = None) -> dict[str, Any]:
+    def compute(self, caches: dict[str, DetectCache] | None = None) -> RuleDetection:
         """Analyse the target and write its verdict document; ``caches``: one :class:`DetectCache` per system."""
         spec = store.read_edges(self.system)
         caches = {} if caches is None else caches

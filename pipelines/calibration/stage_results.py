@@ -15,6 +15,8 @@ import numpy as np
 
 from pipelines.calibration import pvalues, record
 from pipelines.detectors.protocol import DetectorResult
+from pipelines.storage.stage_files import (CausePrediction, ChartResult, ClusterResult, LabSummary, RuleDetection,
+                                           WeightedRun, WithinRunResult)
 
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
@@ -23,7 +25,7 @@ WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate
                  "limits_by")
 
 
-def classifier_evidence(predicted: dict[str, Any] | None, status: str, *, resolution: float,
+def classifier_evidence(predicted: CausePrediction | None, status: str, *, resolution: float,
                         false_alarm_rate: float) -> dict[str, Any] | None:
     """The cause classifier's evidence that a run is a fault: its fault score ``1 − P(none)``, the
     p-value of that score against the leave-one-out fault scores of the history's normal runs
@@ -58,7 +60,7 @@ def classifier_pvalue(score: float, null: list[float], *, resolution: float) -> 
     return 1.0 if score <= 0.5 else pvalues.calibrated_pvalue(score, null, resolution=resolution)
 
 
-def classifier_history_faults(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
+def classifier_history_faults(predicted: CausePrediction | None, *, resolution: float) -> dict[str, float] | None:
     """The classifier's p-value on each verified fault run of the history: its leave-one-out fault
     score (``history_fault_scores``, from the model trained without it) against the normal runs'
     (``headline.fault_weights``); None when the prediction carries none."""
@@ -68,7 +70,7 @@ def classifier_history_faults(predicted: dict[str, Any] | None, *, resolution: f
     return {r: classifier_pvalue(float(v), null, resolution=resolution) for r, v in predicted["history_fault_scores"].items()}
 
 
-def classifier_history_normals(predicted: dict[str, Any] | None, *, resolution: float) -> dict[str, float] | None:
+def classifier_history_normals(predicted: CausePrediction | None, *, resolution: float) -> dict[str, float] | None:
     """The classifier's p-value on each verified normal run of the history: its leave-one-out fault
     score against the other normal runs' (``record``); None when the prediction carries none."""
     scores = (predicted or {}).get("history_normal_scores")
@@ -77,7 +79,7 @@ def classifier_history_normals(predicted: dict[str, Any] | None, *, resolution: 
     return record.loo_pvalues(scores, lambda s, null: classifier_pvalue(s, null, resolution=resolution))
 
 
-def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict[str, Any]:
+def lab_status(detection: RuleDetection, charts: ChartResult | None) -> LabSummary:
     """How the run's baseline relates to its lab (``labs``): the control charts' finding, else the
     rules'; ``insufficient`` when either found nothing to learn the run's lab from."""
     found = [x for x in ((charts or {}).get("lab"), detection.get("details", {}).get("lab")) if x]
@@ -88,7 +90,7 @@ def lab_status(detection: dict[str, Any], charts: dict[str, Any] | None) -> dict
     return found[0] if found else {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
 
 
-def clustered_summary(result: dict[str, Any], *, top: int = 10) -> dict[str, Any]:
+def clustered_summary(result: ClusterResult, *, top: int = 10) -> dict[str, Any]:
     """What the verdict file keeps of a ``clusters`` result (contract §2: verdict and
     ``max_prediction_error``): the worst ``top`` clusters with their counters and errors."""
     keys = ("counters", "target_counter", "ks_p_value", "error", "baseline_error", "excess_error", "regression")
@@ -109,13 +111,13 @@ class RunJudged:
 
     run_id: str
     system: str
-    baseline_runs: list[dict[str, Any]]
+    baseline_runs: list[WeightedRun]
     details: dict[str, Any]
-    lab: dict[str, Any]
-    cause_prediction: dict[str, Any] | None = None
+    lab: LabSummary
+    cause_prediction: CausePrediction | None = None
 
 
-def rules_result(detection: dict[str, Any]) -> DetectorResult:
+def rules_result(detection: RuleDetection) -> DetectorResult:
     """``detect``'s result: stacking decides; bagging and the single model are on its page."""
     page = {k: dict(detection["methods"][k]) for k in RULE_METHODS}        # copies: the flags are filtered
     stacking = page["association_rules_stacking"]
@@ -127,14 +129,14 @@ def rules_result(detection: dict[str, Any]) -> DetectorResult:
                           history_normals=stacking.pop("history_normals", None), page=page)
 
 
-def recorded(doc: dict[str, Any], reason: str | None = None) -> DetectorResult:
+def recorded(doc: ChartResult | ClusterResult | WithinRunResult, reason: str | None = None) -> DetectorResult:
     """A stage file's result before its judgement is read: whether it judged the run (a verdict),
     and its record on the history."""
     return DetectorResult(judged=bool(doc.get("verdict")), history_faults=doc.get("history_faults"),
                           history_normals=doc.get("history_normals"), reason=reason)
 
 
-def charts_result(charts: dict[str, Any] | None) -> DetectorResult | None:
+def charts_result(charts: ChartResult | None) -> DetectorResult | None:
     """``control_charts``' result (None when the stage wrote none for the run)."""
     if charts is None:
         return None
@@ -153,7 +155,7 @@ def charts_result(charts: dict[str, Any] | None) -> DetectorResult | None:
     return out
 
 
-def clusters_result(clustered: dict[str, Any] | None) -> DetectorResult | None:
+def clusters_result(clustered: ClusterResult | None) -> DetectorResult | None:
     """``clusters``' result: the cluster models' largest excess error against the normal runs'."""
     if clustered is None:
         return None
@@ -165,7 +167,7 @@ def clusters_result(clustered: dict[str, Any] | None) -> DetectorResult | None:
     return out
 
 
-def within_result(charts: dict[str, Any] | None) -> DetectorResult | None:
+def within_result(charts: ChartResult | None) -> DetectorResult | None:
     """The run against itself (computed by ``control_charts``)."""
     within = (charts or {}).get("within_run")
     if not within:
@@ -179,7 +181,7 @@ def within_result(charts: dict[str, Any] | None) -> DetectorResult | None:
     return out
 
 
-def classifier_result(predicted: dict[str, Any] | None, status: str, *, resolution: float,
+def classifier_result(predicted: CausePrediction | None, status: str, *, resolution: float,
                       false_alarm_rate: float) -> DetectorResult | None:
     """The cause classifier as a detector (:func:`classifier_evidence`; its record from the
     leave-one-out fault scores of the history's runs)."""
@@ -194,8 +196,8 @@ def classifier_result(predicted: dict[str, Any] | None, status: str, *, resoluti
     return out
 
 
-def from_stages(detection: dict[str, Any], charts: dict[str, Any] | None, predicted: dict[str, Any] | None, *,
-                clustered: dict[str, Any] | None, resolution: float, false_alarm_rate: float
+def from_stages(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None, *,
+                clustered: ClusterResult | None, resolution: float, false_alarm_rate: float
                 ) -> tuple[RunJudged, dict[str, DetectorResult]]:
     """The run and every detector's result, from the stages' files of one run."""
     lab = lab_status(detection, charts)

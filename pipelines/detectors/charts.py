@@ -47,6 +47,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import history, labs, pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
+from pipelines.storage.stage_files import ChartResult
 
 log = logging.getLogger("regresslab.control_charts")
 RATIO_COLUMNS = ["lower", "upper", "average", "sum"]
@@ -461,7 +462,7 @@ class Charter:
                      limits=limits, excursions_too=excursions_too)
 
     def lab(self, target: str, baseline: list[str], index: ValidIndex, lab_runs: dict[str, str],
-            lab_kw: labs.LabParams, candidates: list[str] = ()) -> dict[str, Any]:
+            lab_kw: labs.LabParams, candidates: list[str] = ()) -> labs.LabShift:
         """:func:`labs.lab_shift` of ``target`` against ``baseline`` (levels at the store's reference).
 
         With an insufficient baseline, the counters whose level differs between the labs of
@@ -640,7 +641,7 @@ def normal_pvalues(calibration: dict[str, Any], intervals: dict[str, int]) -> di
 
 
 def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
-          counter_flag_floor: float, false_alarm_rate: float) -> dict[str, Any]:
+          counter_flag_floor: float, false_alarm_rate: float) -> ChartResult:
     """Run verdict, score, p-value and flagged counters of one target from its violation ratios.
 
     Two scores, each turned into a p-value against its null distribution from the history's

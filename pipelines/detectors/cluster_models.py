@@ -56,6 +56,7 @@ from pipelines import parallel
 from pipelines.calibration import history, labs, pvalues, record
 from pipelines.progress import Progress
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import ClusterResult
 
 log = logging.getLogger("regresslab.clusters")
 DISTANCE_DECIMALS = 10      # pearson_distance's ρ: far above summation-order noise (1e-13), far below any real difference
@@ -367,7 +368,7 @@ def prediction_error(new: pd.DataFrame, target: str, model: tuple[float, dict[st
 
 
 def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, settings: ModelSettings, *,
-                         correlation: Callable[[list[str]], np.ndarray | None] | None = None) -> dict[str, Any]:
+                         correlation: Callable[[list[str]], np.ndarray | None] | None = None) -> ClusterResult:
     """Seed 000's whole approach for one target (``new``) against its baseline (``old``).
 
     Both frames hold one row per interval and the same counters (no missing values).  Returns
@@ -426,7 +427,7 @@ def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, settings: ModelSe
             "redundant_counters": dict(redundant), "calinski_harabasz": {str(k): v for k, v in ch.items()}}
 
 
-def flagged(result: dict[str, Any]) -> tuple[list[str], dict[str, float]]:
+def flagged(result: ClusterResult) -> tuple[list[str], dict[str, float]]:
     """The counters of the clusters over the threshold (each cluster's target first) and every
     clustered counter's score (its cluster's error)."""
     flags: list[str] = []
@@ -477,7 +478,7 @@ def judge(max_error: float, null: list[float], *, false_alarm_rate: float,
 
 
 def model_runs(old_runs: list[str], run_id: str, frames, params: ClusterParams,
-               lab: dict[str, Any] | None = None) -> dict[str, Any]:
+               lab: labs.LabShift | None = None) -> ClusterResult:
     """:func:`clustered_regression` of one run against the concatenated ``old_runs``, not judged
     (no error threshold: :func:`judge_result` judges it against the normal runs); a target in a lab that
     none of them used is first moved by its lab's level and its unstable counters left out
@@ -507,14 +508,14 @@ def similar_runs(run_id: str, candidates: list[str], index: ValidIndex, limit: i
 
 def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames, params: ClusterParams,
                   hist: history.HistoryParams, *, lab_runs: dict[str, str] | None = None,
-                  environment_from: list[str] | None = None) -> dict[str, Any]:
+                  environment_from: list[str] | None = None) -> ClusterResult:
     """One run's models against the most similar of ``candidates`` (moved by its lab's level
     when none of them shares its lab), not yet judged: :func:`judge_result` judges it.  ``lab_runs``
     (default: the system's verified runs) may teach its lab's level; ``environment_from``
     (default: the candidates) teaches which counters follow the environment
     (:func:`labs.cross_lab_null` judges a normal run by the other labs on a new-lab target's counters)."""
     similar = similar_runs(run_id, candidates, index, params.max_baseline_runs)
-    out: dict[str, Any] = {"run_id": run_id, "system": index[run_id]["system"], "baseline_runs": similar}
+    out: ClusterResult = {"run_id": run_id, "system": index[run_id]["system"], "baseline_runs": similar}
     if not similar:
         return {**out, "verdict": None, "reason": "no passed run in the baseline", "max_prediction_error": None,
                 "max_excess_error": None, "clusters": []}
@@ -527,7 +528,7 @@ def model_against(run_id: str, candidates: list[str], index: ValidIndex, frames,
     return {**out, "lab": labs.summary(lab), **model_runs(similar, run_id, frames, params, lab)}
 
 
-def judge_result(result: dict[str, Any], null: list[float], params: ClusterParams) -> dict[str, Any]:
+def judge_result(result: ClusterResult, null: list[float], params: ClusterParams) -> ClusterResult:
     """A :func:`model_against` result judged (:func:`judge`) against the normal runs' largest
     excess errors ``null``, with its flagged counters and counter scores."""
     if result.get("verdict") is None:
@@ -574,8 +575,8 @@ def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: Clust
     return {status: {r: v for r, v in runs.items() if v is not None} for status, runs in null.items()}
 
 
-def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[str, dict[str, float]] | None,
-                   params: ClusterParams, run_id: str | None = None) -> dict[str, Any]:
+def judge_matched(result: ClusterResult, null: dict[str, float], cross: dict[str, dict[str, float]] | None,
+                   params: ClusterParams, run_id: str | None = None) -> ClusterResult:
     """:func:`judge_result` against the null of the run's situation (:func:`labs.matched_null`: the normal
     runs modelled across labs when its baseline is not of its lab), saying which (``null``)."""
     status = (result.get("lab") or {}).get("status") or "same_lab"
@@ -584,7 +585,7 @@ def judge_matched(result: dict[str, Any], null: dict[str, float], cross: dict[st
 
 
 def loo(verified: list[str], passed: list[str], index: ValidIndex, frames, params: ClusterParams,
-        hist: history.HistoryParams) -> dict[str, dict[str, Any]]:
+        hist: history.HistoryParams) -> dict[str, ClusterResult]:
     """Leave-one-out of the clustered models on the verified runs (``evaluate``): each run
     against the other passed runs, judged against the other passed runs' scores — or, for a run
     whose baseline is not of its lab, against the passed runs modelled across labs (modelled only

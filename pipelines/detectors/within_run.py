@@ -44,6 +44,7 @@ import pandas as pd
 
 from pipelines.calibration import effects, pvalues, record
 from pipelines.detectors.counter_kinds import counter_metric
+from pipelines.storage.stage_files import WithinRunResult
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
 RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)
@@ -310,7 +311,7 @@ def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
 
 
 def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_alarm_rate: float,
-          leave_out: str | None = None, top: int = 20) -> dict[str, Any]:
+          leave_out: str | None = None, top: int = 20) -> WithinRunResult:
     """A run's within-run evidence against ``calibration`` (:func:`calibrate`, its ``limits_by``;
     ``leave_out``: the run is one of its normal runs, judged by the others).  The verdict fails at
     ``p <= false_alarm_rate``; the flagged counters are those beyond their limit (ratio > 1) whose
@@ -322,7 +323,7 @@ def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_
     by = calibration["limits_by"]
     nulls = {b: [v for r, v in normal.items() if r != leave_out] for b, normal in calibration["scores"].items()}
     null = nulls[by]
-    out: dict[str, Any] = {"verdict": None, "score": None, "p_value": None, "normal_runs": len(null),
+    out: WithinRunResult = {"verdict": None, "score": None, "p_value": None, "normal_runs": len(null),
                            "flagged_counters": [], "counter_scores": {}, "changes": {}, "limits_by": by}
     if len(null) < 2:
         return {**out, "reason": f"{len(null)} normal run(s) to calibrate on (2 needed)"}

@@ -21,6 +21,7 @@ from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import RuleDetection
 
 log = logging.getLogger("regresslab.report")
 
@@ -77,7 +78,7 @@ class ReportParams:
         return cls.of(config.load_params("report"))
 
 
-def report_key(run_id: str, detection: dict[str, Any], index: ValidIndex, params: ReportParams,
+def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params: ReportParams,
                rule: headline.HeadlineRule, raw: list[str],
                fault_labels: dict[str, cause_signatures.FaultLabel]) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
@@ -98,7 +99,7 @@ class ReportInputs(NamedTuple):
     """What a run's report is made from, read once: its detection result, its own archives in
     ``data/raw``, its system's verified fault labels (``cause_signatures``) and the input key they
     give (:func:`report_key`)."""
-    detection: dict[str, Any]
+    detection: RuleDetection
     raw: list[str]
     fault_labels: dict[str, cause_signatures.FaultLabel]
     key: str

@@ -1,0 +1,175 @@
+"""stage_files: the detectors' per-run result files, typed — what each stage writes and the verdict reads.
+
+``detect`` writes a run's detection (``data/processed/detections/<run>.json``), ``control_charts``
+its charts with the run against itself inside (``control_charts/runs/<run>.json``), ``clusters``
+its cluster models (``clusters/<run>.json``) and ``predict_causes`` its cause prediction
+(``causes/<run>.json``); ``report`` reads the four into one
+:class:`~pipelines.detectors.protocol.DetectorResult` per detector
+(:mod:`pipelines.calibration.stage_results`) and composes the verdict.  The files stay JSON at
+rest and are read as plain dicts, as the valid-run index is (:mod:`run_records`); these types say
+what they hold, for readers and for type checkers.  Every detector's file carries its **record**
+on the system's history: ``history_faults`` and ``history_normals`` (run -> its leave-one-out
+p-value), or, for the cause classifier, the scores they come from.
+"""
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class LabSummary(TypedDict, total=False):
+    """How a run's baseline relates to its lab (``labs.summary``): ``status`` (``same_lab``,
+    ``other_lab``, ``insufficient``), the lab's verified runs, why, and the counters whose level
+    follows the lab (not judged across labs) with the largest shifts."""
+
+    status: str
+    lab_runs: list[str]
+    reason: str | None
+    unstable_counters: list[str]
+    environment_dependent: list[str]
+    largest_shifts: dict[str, float]
+
+
+class Cause(TypedDict):
+    """The contract's ``cause`` of a run (§2): the most probable cause, its probability, and whether
+    it is ``known`` (certain enough to present as the cause, else the nearest one)."""
+
+    label: str | None
+    probability: float | None
+    known: bool
+
+
+class WeightedRun(TypedDict):
+    """A baseline run of the rules and its weight in stacking (its environment's similarity)."""
+
+    run_id: str
+    weight: float
+
+
+class RuleDetection(TypedDict, total=False):
+    """``detect``'s file: the association-rule ensembles' verdict (stacking decides; bagging and the
+    single model beside it in ``methods``), the flagged counters and their scores, the baseline,
+    and the rules' ``details`` (effects, lab, violated rules)."""
+
+    run_id: str
+    system: str
+    baseline_runs: list[WeightedRun]
+    verdict: str
+    score: float
+    counter_scores: dict[str, float]
+    flagged_counters: list[str]
+    methods: dict[str, dict[str, Any]]
+    details: dict[str, Any]
+    cause: Cause
+    schema_version: int
+    input_key: str
+
+
+class WithinRunResult(TypedDict, total=False):
+    """The run against itself (``within_run.judge``): its score (the largest change between a window
+    and the rest of the run over that counter's limit), p-value against the normal runs' own, the
+    counters beyond their limit and their changes, and which limits (``limits_by``) it used."""
+
+    verdict: str | None
+    score: float | None
+    p_value: float | None
+    normal_runs: int
+    flagged_counters: list[str]
+    counter_scores: dict[str, float]
+    changes: dict[str, dict[str, Any]]
+    limits_by: str
+    false_alarm_rate: float
+    counters_beyond_limit: list[str]
+    limits_p_values: dict[str, float]
+    reason: str | None
+    history_faults: dict[str, float] | None
+    history_normals: dict[str, float] | None
+
+
+class ChartResult(TypedDict, total=False):
+    """``control_charts``' file: the run's violation ratios against its baseline's limits, the run
+    score (``violation_ratio``: the top counters' average ratio; ``window_ratio`` its strongest
+    window's), its p-value against the ``null`` the lab status chose, the flagged counters, the
+    ratios and plotted series of the top counters, and the run against itself (``within_run``)."""
+
+    run_id: str
+    system: str
+    verdict: str | None
+    reason: str
+    violation_ratio: float
+    window_ratio: float
+    p_value: float | None
+    p_run: float
+    p_window: float
+    false_alarm_rate: float
+    threshold: float
+    flagged_counters: list[str]
+    counters_over_limit: list[str]
+    load_independent_counters: list[str]
+    load_independent_skipped: str | None
+    counter_scores: dict[str, float]
+    null: str
+    history_faults: dict[str, float] | None
+    history_normals: dict[str, float] | None
+    baseline_runs: list[str]
+    lab: LabSummary
+    ratios: dict[str, dict[str, float | None]]
+    multimodal: dict[str, Any]
+    charts: dict[str, Any]
+    within_run: WithinRunResult
+    input_key: str
+
+
+class ClusterResult(TypedDict, total=False):
+    """``clusters``' file: the cluster models fitted on the baseline and their prediction errors on
+    the run (Shang et al. 2015), the largest error above the models' own fit against the normal
+    runs' (``p_value``), the counters of the worst-predicted clusters and the models' make-up."""
+
+    run_id: str
+    system: str
+    baseline_runs: list[str]
+    lab: LabSummary
+    verdict: str | None
+    reason: str
+    max_prediction_error: float
+    max_excess_error: float
+    error_threshold: float
+    clusters: list[dict[str, Any]]
+    constant_counters: list[str]
+    redundant_counters: dict[str, Any]
+    calinski_harabasz: dict[str, float]
+    p_value: float | None
+    threshold_from: str
+    cluster_threshold: float
+    false_alarm_rate: float
+    normal_runs: int
+    flagged_counters: list[str]
+    counter_scores: dict[str, float]
+    null: str
+    history_faults: dict[str, float] | None
+    history_normals: dict[str, float] | None
+    input_key: str
+
+
+class CausePrediction(TypedDict, total=False):
+    """``predict_causes``' file: the most probable cause (``label``, ``probability``, ``known`` when
+    above the model's ``tau``), the probability of no fault and the run's fault score, and the
+    history's leave-one-out fault scores the classifier is judged as a detector by
+    (``null_fault_scores``: its normal runs'; ``history_fault_scores``, ``history_normal_scores``)."""
+
+    run_id: str
+    label: str
+    probability: float
+    known: bool
+    tau: float
+    fault: dict[str, Any]
+    none_probability: float
+    fault_score: float
+    alternatives: list[dict[str, Any]]
+    pairs: int
+    features_not_in_model: int
+    baseline_runs: list[str]
+    null_fault_scores: list[float]
+    history_fault_scores: dict[str, float]
+    history_normal_scores: dict[str, float]
+    model_version: str
+    learner: str
