@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -32,12 +31,12 @@ from pipelines.detectors.charts import (
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import ChartResult, WithinRunResult
+from pipelines.storage.stage_files import ChartCalibration, ChartResult, WithinRunCalibration, WithinRunResult
 
 log = logging.getLogger("regresslab.control_charts")
 
 
-def within_evidence(run_id: str, frames: store.FrameStore, calibration: dict[str, Any], params: ControlChartParams,
+def within_evidence(run_id: str, frames: store.FrameStore, calibration: ChartCalibration, params: ControlChartParams,
                     significance: effects.Significance) -> WithinRunResult:
     """The run against itself (``within_run``): its strongest windows against the rest of it, judged
     by the normal runs' same contrasts; needs no baseline and no lab."""
@@ -52,7 +51,7 @@ class SystemCharts:
     the ``significance`` block."""
     index: ValidIndex
     frames: store.FrameStore
-    calibration: dict[str, Any]
+    calibration: ChartCalibration
     params: ControlChartParams
     lab_kw: labs.LabParams
     significance: effects.Significance
@@ -94,7 +93,7 @@ def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: 
 
 
 def within_calibration(passed: list[str], frames: store.FrameStore, significance: effects.Significance,
-                       false_alarm_rate: float) -> dict[str, Any]:
+                       false_alarm_rate: float) -> WithinRunCalibration:
     """The within-run null (``within_run.calibrate``): every passed run against itself, on the
     stage's processes; ``within_run.choose_limits`` then reads its record."""
     kw = within_run.contrast_params(significance)
@@ -106,7 +105,7 @@ def within_calibration(passed: list[str], frames: store.FrameStore, significance
 
 
 def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
-                     hist: history.HistoryParams, significance: effects.Significance) -> dict[str, Any]:
+                     hist: history.HistoryParams, significance: effects.Significance) -> ChartCalibration:
     """Calibrate one system on its history and write the calibration file; an unchanged one
     (``memo``: the same passed runs, params and code) is kept."""
     passed = hist.passed(index, system)
@@ -133,7 +132,7 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
     return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
 
 
-def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: dict[str, Any], params: ControlChartParams,
+def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: ChartCalibration, params: ControlChartParams,
                   hist: history.HistoryParams, significance: effects.Significance, verdicts: dict[str, str]
                   ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'

@@ -8,7 +8,6 @@ its baseline under that calibration (Shang et al. 2015, seed 000; the models the
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from pipelines import config, parallel
 from pipelines.calibration import history
@@ -23,7 +22,7 @@ from pipelines.detectors.cluster_models import (
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import ClusterResult
+from pipelines.storage.stage_files import Calibration, ClusterResult
 
 log = logging.getLogger("regresslab.clusters")
 
@@ -34,7 +33,7 @@ def load_params() -> ClusterParams:
 
 
 def calibrate_system(system: str, index: ValidIndex, frames, params: ClusterParams,
-                     hist: history.HistoryParams) -> dict[str, Any]:
+                     hist: history.HistoryParams) -> Calibration:
     """The null distribution of the largest excess error (:func:`normal_scores`), written per system;
     an unchanged one (``memo``: the same passed runs, params and code) is kept."""
     passed = hist.passed(index, system)
@@ -75,7 +74,7 @@ def verified_of(index: ValidIndex, system: str, hist: history.HistoryParams) -> 
 
 
 def cluster_run(run_id: str, index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
-                calibration: dict[str, Any]) -> tuple[ClusterResult, bool]:
+                calibration: Calibration) -> tuple[ClusterResult, bool]:
     """One target's clustered regression models against the most similar passed runs of its
     baseline, judged against its system's calibration, and written; (the result, whether it was
     reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""
@@ -94,7 +93,7 @@ def cluster_run(run_id: str, index: ValidIndex, frames, params: ClusterParams, h
     return memo.write(config.cluster_path(run_id), result, key), False
 
 
-def stored_calibration(system: str, index, frames, params, hist) -> dict[str, Any]:
+def stored_calibration(system: str, index, frames, params, hist) -> Calibration:
     """The system's stored calibration, or a new one (:func:`calibrate_system`)."""
     path = config.cluster_calibration_path(system)
     return atomic.read_json(path) if path.exists() else calibrate_system(system, index, frames, params, hist)

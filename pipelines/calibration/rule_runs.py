@@ -15,7 +15,7 @@ from pipelines.detectors import rule_mining
 from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, DetectParams, analyse, load_kept, stacking_evidence
 from pipelines.storage import manifest, memo, store
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import RuleDetection
+from pipelines.storage.stage_files import Calibration, RuleDetection
 
 
 def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
@@ -37,7 +37,7 @@ class DetectJob:
     baseline: list[str]
     origin: str
     verdicts: dict[str, str]
-    calibration: dict[str, Any]
+    calibration: Calibration
     params: dict[str, dict[str, Any]]
     key: str
 

@@ -47,7 +47,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import history, labs, pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
-from pipelines.storage.stage_files import ChartResult
+from pipelines.storage.stage_files import ChartCalibration, ChartResult
 
 log = logging.getLogger("regresslab.control_charts")
 RATIO_COLUMNS = ["lower", "upper", "average", "sum"]
@@ -594,7 +594,7 @@ def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter
                      "window_scores": {r: x["window"] for r, x in runs.items()}} for status, runs in null.items()}
 
 
-def matched_calibration(calibration: dict[str, Any], status: str, run_id: str | None = None
+def matched_calibration(calibration: ChartCalibration, status: str, run_id: str | None = None
                         ) -> tuple[dict[str, Any], str]:
     """The calibration a run is judged by: its null scores those of the normal runs charted across
     labs as ``status`` (:func:`cross_lab_calibration`, without ``run_id``) when the run's baseline
@@ -623,7 +623,7 @@ def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], ver
                             params=params)
 
 
-def normal_pvalues(calibration: dict[str, Any], intervals: dict[str, int]) -> dict[str, float]:
+def normal_pvalues(calibration: ChartCalibration, intervals: dict[str, int]) -> dict[str, float]:
     """Each normal run's charts p-value against the others' run and window scores, as
     :func:`judge` computes a target's (Bonferroni of the two; resolution one interval of the run):
     the charts' record of false alarms (``calibration.record``)."""
@@ -640,7 +640,7 @@ def normal_pvalues(calibration: dict[str, Any], intervals: dict[str, int]) -> di
     return out
 
 
-def judge(ratios: pd.DataFrame, calibration: dict[str, Any], *, top_fraction: float,
+def judge(ratios: pd.DataFrame, calibration: ChartCalibration, *, top_fraction: float,
           counter_flag_floor: float, false_alarm_rate: float) -> ChartResult:
     """Run verdict, score, p-value and flagged counters of one target from its violation ratios.
 

@@ -64,6 +64,7 @@ from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import Environment, ValidIndex
+from pipelines.storage.stage_files import Calibration
 
 log = logging.getLogger("regresslab.detect")
 
@@ -858,7 +859,7 @@ def load_kept(system: str, ctx: DetectContext, passed: list[str]) -> tuple[int, 
     return load_pruning(system, ctx, passed), load_summaries(system, ctx, passed)
 
 
-def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParams) -> dict[str, Any]:
+def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParams) -> Calibration:
     """The stacking scores of the history's normal runs, each against the models of the others
     (the null of :func:`stacking_pvalue`); written to ``config.stacking_calibration_path``.
     With passed runs in several labs, also ``cross_lab_scores``: each normal run judged by the

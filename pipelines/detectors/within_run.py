@@ -44,7 +44,7 @@ import pandas as pd
 
 from pipelines.calibration import effects, pvalues, record
 from pipelines.detectors.counter_kinds import counter_metric
-from pipelines.storage.stage_files import WithinRunResult
+from pipelines.storage.stage_files import WithinRunCalibration, WithinRunResult
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
 RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)
@@ -208,7 +208,7 @@ def metric_maxima(changes: dict[str, dict[str, float]]) -> dict[str, dict[str, f
     return out
 
 
-def run_limits(calibration: dict[str, Any], changes: dict[str, float], leave_out: str | None,
+def run_limits(calibration: WithinRunCalibration, changes: dict[str, float], leave_out: str | None,
                limits_by: str) -> dict[str, float]:
     """Each counter's limit (:func:`limits_without` ``leave_out``): its own largest normal change
     (``counter``), or the largest normal change of its metric in any component (``metric``)."""
@@ -252,7 +252,7 @@ def forward_failures(changes: dict[str, dict[str, float]], runs: list[str], limi
 
 
 def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, floor_share: float,
-              false_alarm_rate: float | None = None) -> dict[str, Any]:
+              false_alarm_rate: float | None = None) -> WithinRunCalibration:
     """The null of the normal runs ``contrasts`` (run -> counter -> :class:`Contrast`, oldest first):
     each counter's usual peak (:func:`usual_peaks`), its limits (:func:`counter_limits`) and those of
     its metric over the components (``metric_limits``), and under each (``LIMITS_BY``) each run's
@@ -263,7 +263,7 @@ def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, f
     peaks = usual_peaks(contrasts)
     changes = {r: changes_of(v, peaks, floor_share=floor_share) for r, v in contrasts.items()}
     limits = counter_limits(changes)
-    calibration: dict[str, Any] = {"peaks": peaks, "limits": limits, "metric_limits": counter_limits(metric_maxima(changes)),
+    calibration: WithinRunCalibration = {"peaks": peaks, "limits": limits, "metric_limits": counter_limits(metric_maxima(changes)),
                                    "min_effect": min_effect, "floor_share": floor_share}
     scores = {by: {r: round(largest_ratio(changes[r], run_limits(calibration, changes[r], r, by), min_effect=min_effect), 6)
                    for r in sorted(changes)} for by in LIMITS_BY}
@@ -275,8 +275,8 @@ def calibrate(contrasts: dict[str, dict[str, Contrast]], *, min_effect: float, f
             "limits_by": "counter", "normal_scores": scores["counter"], "normal_pvalues": pvalues_by["counter"]}
 
 
-def choose_limits(calibration: dict[str, Any], fault_pvalues: dict[str, dict[str, float]], *,
-                  false_alarm_rate: float, leave_out: str | None = None) -> dict[str, Any]:
+def choose_limits(calibration: WithinRunCalibration, fault_pvalues: dict[str, dict[str, float]], *,
+                  false_alarm_rate: float, leave_out: str | None = None) -> WithinRunCalibration:
     """The limits this system's record supports (``fault_pvalues``: limits -> verified fault -> its
     p-value; ``leave_out``: a run judged in leave-one-out, whose own verdict never counts).  A
     counter's metric in every component sets its limit instead of the counter alone when, on the
@@ -310,7 +310,7 @@ def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
     return record.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
 
 
-def judge(contrasts: dict[str, Contrast], calibration: dict[str, Any], *, false_alarm_rate: float,
+def judge(contrasts: dict[str, Contrast], calibration: WithinRunCalibration, *, false_alarm_rate: float,
           leave_out: str | None = None, top: int = 20) -> WithinRunResult:
     """A run's within-run evidence against ``calibration`` (:func:`calibrate`, its ``limits_by``;
     ``leave_out``: the run is one of its normal runs, judged by the others).  The verdict fails at

@@ -1,4 +1,4 @@
-"""stage_files: the detectors' per-run result files, typed — what each stage writes and the verdict reads.
+"""stage_files: the detectors' result and calibration files, typed — what each stage writes and the verdict reads.
 
 ``detect`` writes a run's detection (``data/processed/detections/<run>.json``), ``control_charts``
 its charts with the run against itself inside (``control_charts/runs/<run>.json``), ``clusters``
@@ -9,7 +9,8 @@ its cluster models (``clusters/<run>.json``) and ``predict_causes`` its cause pr
 rest and are read as plain dicts, as the valid-run index is (:mod:`run_records`); these types say
 what they hold, for readers and for type checkers.  Every detector's file carries its **record**
 on the system's history: ``history_faults`` and ``history_normals`` (run -> its leave-one-out
-p-value), or, for the cause classifier, the scores they come from.
+p-value), or, for the cause classifier, the scores they come from; it comes from the system's
+calibration (:class:`Calibration`), whose shape the rules, the charts and the cluster models share.
 """
 from __future__ import annotations
 
@@ -173,3 +174,73 @@ class CausePrediction(TypedDict, total=False):
     history_normal_scores: dict[str, float]
     model_version: str
     learner: str
+
+
+class Calibration(TypedDict, total=False):
+    """A detector's calibration on one system's history, the shape the rules' stacking
+    (``stacking_calibration/<system>.json``), the control charts and the cluster models share: the
+    passed ``runs`` it was learned on, each normal run's score judged against the others
+    (``normal_scores``: the null), the normal runs judged across labs (``cross_lab_scores``: status
+    -> run -> score), and its record — the verified faults' p-values, each judged as a target is
+    (``fault_pvalues``), and the normal runs' (``normal_pvalues``, each against the others)."""
+
+    system: str
+    runs: list[str]
+    normal_scores: dict[str, float]
+    cross_lab_scores: dict[str, dict[str, float]]
+    fault_pvalues: dict[str, float]
+    normal_pvalues: dict[str, float]
+    input_key: str
+
+
+class LimitsRecord(TypedDict):
+    """How one choice of the run against itself's limits did on the history (``choose_limits``)."""
+
+    normal_failed: int
+    normal_runs: int
+    faults_caught: int
+    faults: int
+    forward_failed: int
+    forward_judged: int
+
+
+class WithinRunCalibration(TypedDict, total=False):
+    """The run against itself's calibration (``within_run.calibrate``, kept in the charts'): each
+    counter's usual ``peaks``, the normal runs' largest changes per counter and per metric
+    (``limits``, ``metric_limits``: counter -> the two largest, with their runs), the change that
+    matters (``min_effect``), and under each choice of limits the normal runs' scores and p-values
+    (``scores``, ``normal_pvalues_by``) and their judgement forward in time (``forward``); the
+    limits chosen (``limits_by``) with their null, record and ``limits_record``."""
+
+    peaks: dict[str, float]
+    limits: dict[str, list]
+    metric_limits: dict[str, list]
+    min_effect: float
+    floor_share: float
+    scores: dict[str, dict[str, float]]
+    normal_pvalues_by: dict[str, dict[str, float]]
+    forward: dict[str, dict[str, bool]]
+    limits_by: str
+    normal_scores: dict[str, float]
+    normal_pvalues: dict[str, float]
+    fault_pvalues: dict[str, float]
+    limits_record: dict[str, LimitsRecord]
+
+
+class ChartCalibration(Calibration, total=False):
+    """The control charts' calibration (``control_charts/calibration/<system>.json``): besides the
+    shared shape, the run score's threshold and where it came from, the normal runs' strongest-window
+    scores, the load-independent counters, each counter's largest ratio in the normal runs, the
+    same-version pairs that set the threshold, the cross-lab null (``cross_lab``) and the run
+    against itself's calibration."""
+
+    threshold: float
+    threshold_from: str
+    window_scores: dict[str, float]
+    load_independent: list[str]
+    load_independent_skipped: str | None
+    counter_normal_max: dict[str, float]
+    counter_window_max: dict[str, float]
+    same_version_pairs: int
+    cross_lab: dict[str, dict[str, float]]
+    within_run: WithinRunCalibration
