@@ -484,7 +484,7 @@ def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], 
     }
 
 
-def split_counters(frame: pd.DataFrame, edges: dict[str, Any], model_counters: set[str]) -> dict[str, list[str]]:
+def split_counters(frame: pd.DataFrame, edges: bins.Edges, model_counters: set[str]) -> dict[str, list[str]]:
     """Counters of the target that cannot be analysed, and counters the history has but the target lacks."""
     present = set(frame.columns[frame.notna().any()])
     return {
@@ -543,7 +543,7 @@ class DetectCache:
         self.bands: dict[tuple, pd.DataFrame] = {}
         self.models: dict[tuple, pd.DataFrame] = {}
 
-    def model(self, run_id: str, edges: dict[str, Any], mine_params: rule_mining.MiningParams, directory,
+    def model(self, run_id: str, edges: bins.Edges, mine_params: rule_mining.MiningParams, directory,
               reference: float | None, tag: str) -> pd.DataFrame:
         """The rule model of a prior run under the edges ``tag`` names, read from its file once
         (the stacking calibration reads every model once per held-out run)."""
@@ -552,7 +552,7 @@ class DetectCache:
             self.models[key] = rule_mining.mine_for_run(run_id, edges, mine_params, directory, reference)
         return self.models[key]
 
-    def encoded_run(self, run_id: str, edges: dict[str, Any], reference: float | None, tag: str) -> Encoded:
+    def encoded_run(self, run_id: str, edges: bins.Edges, reference: float | None, tag: str) -> Encoded:
         """A run binned under ``edges`` (``tag`` names the edges and reference load)."""
         if (tag, run_id) not in self.encoded:
             self.encoded[(tag, run_id)] = Encoded.of(bins.apply_edges(self.frames.at(run_id, reference), edges))
@@ -579,7 +579,7 @@ class DetectCache:
         return self.bands[key]
 
 
-def single_model(baseline: list[str], edges: dict[str, Any], params: rule_mining.MiningParams, single_dir,
+def single_model(baseline: list[str], edges: bins.Edges, params: rule_mining.MiningParams, single_dir,
                  frames: store.FrameStore, reference: float | None) -> pd.DataFrame:
     """The pooled model of all baseline runs (cached by the baseline's content keys)."""
     import hashlib
@@ -642,7 +642,7 @@ class DetectContext:
     ``mine_rules`` params, where the per-run and pooled models are cached, the labs' params
     (``labs.lab_params``) and the cache shared by the targets of one process."""
     index: ValidIndex
-    edges: dict[str, Any]
+    edges: bins.Edges
     reference: float | None
     params: DetectParams
     mine_params: rule_mining.MiningParams

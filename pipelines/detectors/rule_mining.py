@@ -203,7 +203,7 @@ def mine_rules(onehot: pd.DataFrame, *, min_support: float, min_confidence: floa
     return out
 
 
-def mine_model(binned: pd.DataFrame, edges: dict[str, dict[str, Any]], params: MiningParams) -> pd.DataFrame:
+def mine_model(binned: pd.DataFrame, edges: bins.Edges, params: MiningParams) -> pd.DataFrame:
     """One run's (or a pooled history's) model: stationarity rules plus mined rules."""
     return mine_rules(one_hot(binned), min_support=params.min_support, min_confidence=params.min_confidence,
                       max_len=params.max_len, algorithm=params.algorithm,
@@ -213,7 +213,7 @@ def mine_model(binned: pd.DataFrame, edges: dict[str, dict[str, Any]], params: M
                                                 min_confidence=params.min_confidence))
 
 
-def model_key(run_key: str, edges: dict[str, dict[str, Any]], params: MiningParams,
+def model_key(run_key: str, edges: bins.Edges, params: MiningParams,
               reference: float | None = None) -> str:
     blob = json.dumps({"run": run_key, "edges": bins.edges_digest(edges), "params": dict(params.block),
                        "reference_load": reference, "code": CODE_VERSION}, sort_keys=True)
@@ -236,7 +236,7 @@ def rules_from_frame(frame: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- I/O shell
 
 
-def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: MiningParams, directory,
+def model_path(run_id: str, edges: bins.Edges, params: MiningParams, directory,
                reference: float | None = None) -> tuple:
     """Where the model of ``run_id`` under ``edges`` is cached, and the edges of its own counters."""
     info = store.read_info(run_id)
@@ -245,7 +245,7 @@ def model_path(run_id: str, edges: dict[str, dict[str, Any]], params: MiningPara
     return directory / f"{config.identifier(run_id, 'run_id')}.{key[:16]}.parquet", own_edges
 
 
-def mine_for_run(run_id: str, edges: dict[str, dict[str, Any]], params: MiningParams,
+def mine_for_run(run_id: str, edges: bins.Edges, params: MiningParams,
                  directory, reference: float | None = None) -> pd.DataFrame:
     """The model of one run under ``edges`` (and the reference load of its system), from the
     cache when its inputs are unchanged."""

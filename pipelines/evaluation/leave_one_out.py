@@ -130,7 +130,7 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
     all_edges = bins.edges_for([frames.at(r, all_ref) for r in passed], disc_params)
     cache = rule_ensemble.DetectCache(frames)
 
-    def context(edges: dict[str, Any], reference: float | None) -> rule_ensemble.DetectContext:
+    def context(edges: bins.Edges, reference: float | None) -> rule_ensemble.DetectContext:
         return rule_ensemble.DetectContext(index=index, edges=edges, reference=reference, params=params,
                                            mine_params=mine_params, models_dir=directory,
                                            single_dir=directory / "single", cache=cache, lab_kw=lab_kw,

@@ -36,10 +36,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.storage.stage_files import Edges
+
 log = logging.getLogger("regresslab.discretize")
 
 
 # --------------------------------------------------------------------------- pure core
+
+
 
 
 def bin_count(unique: int, *, log_base: float) -> int:
@@ -50,7 +54,7 @@ def bin_count(unique: int, *, log_base: float) -> int:
 
 
 def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool,
-                log_span: float | None) -> dict[str, dict[str, Any]]:
+                log_span: float | None) -> Edges:
     """Equal-width edges per counter over all training frames pooled.
 
     Returns counter -> ``{"edges": [k+1 floats], "k": k, "unique": u}``; counters with
@@ -60,7 +64,7 @@ def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool
     log-spaced edges.
     """
     pooled = pd.concat(frames, axis=0, ignore_index=True) if frames else pd.DataFrame()
-    out: dict[str, dict[str, Any]] = {}
+    out: Edges = {}
     for counter in sorted(pooled.columns):
         values = pooled[counter].dropna().to_numpy(dtype=float)
         if values.size == 0:
@@ -83,13 +87,13 @@ def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool
     return out
 
 
-def edges_for(frames: list[pd.DataFrame], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def edges_for(frames: list[pd.DataFrame], params: dict[str, Any]) -> Edges:
     """:func:`learn_edges` with the ``discretize`` block of params.yaml."""
     return learn_edges(frames, log_base=params["log_base"], open_edges=params["open_edge_bins"],
                        log_span=params["log_span"])
 
 
-def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.DataFrame:
+def apply_edges(frame: pd.DataFrame, edges: Edges) -> pd.DataFrame:
     """Bin index (0..k-1) of every value; values outside the range fall into the edge bins
     (the open ones ``0`` and ``k - 1`` when the edges have them, else the outermost inner bins).
 
@@ -113,7 +117,7 @@ def apply_edges(frame: pd.DataFrame, edges: dict[str, dict[str, Any]]) -> pd.Dat
     return pd.DataFrame(cols, index=frame.index)
 
 
-def edges_digest(edges: dict[str, dict[str, Any]]) -> str:
+def edges_digest(edges: Edges) -> str:
     return hashlib.sha256(json.dumps(edges, sort_keys=True).encode()).hexdigest()
 
 

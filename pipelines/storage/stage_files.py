@@ -1,4 +1,4 @@
-"""stage_files: the detectors' result and calibration files, typed — what each stage writes and the verdict reads.
+"""stage_files: the detectors' result and calibration files and the bins they share, typed — what each stage writes and the next reads.
 
 ``detect`` writes a run's detection (``data/processed/detections/<run>.json``), ``control_charts``
 its charts with the run against itself inside (``control_charts/runs/<run>.json``), ``clusters``
@@ -244,3 +244,35 @@ class ChartCalibration(Calibration, total=False):
     same_version_pairs: int
     cross_lab: dict[str, dict[str, float]]
     within_run: WithinRunCalibration
+
+
+class CounterBins(TypedDict, total=False):
+    """One counter's bins (``bins.learn_edges``): ``k`` bins between its ``edges`` (``k + 1`` of the
+    inner ones), the ``unique`` values they were learned from, ``scale`` ``log`` for log-spaced
+    edges, and ``open`` when two open bins flank the inner ones."""
+
+    edges: list[float]
+    k: int
+    unique: int
+    scale: str
+    open: bool
+
+
+#: A system's bins: counter -> its :class:`CounterBins`.
+Edges = dict[str, CounterBins]
+
+
+class EdgesFile(TypedDict, total=False):
+    """``discretize``'s file of one system (``data/processed/edges/<system>.json``): its bins
+    (``counters``), the passed runs they were learned from, the reference load the runs were
+    scaled to, the ``discretize`` params and the bins' digest."""
+
+    system: str
+    training_runs: list[str]
+    log_base: float
+    open_edge_bins: bool
+    log_span: float | None
+    reference_load: float | None
+    digest: str
+    counters: Edges
+    input_key: str

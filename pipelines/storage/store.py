@@ -19,6 +19,7 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.calibration import history
+from pipelines.storage.stage_files import EdgesFile
 from pipelines.preparation.intervals import scale_to_load
 from pipelines.storage import atomic, manifest
 
@@ -66,7 +67,7 @@ def calibrate_every_system(calibrate, params: Any, hist: history.HistoryParams) 
     return systems
 
 
-def read_edges(system: str) -> dict[str, Any]:
+def read_edges(system: str) -> EdgesFile:
     """A system's bin edges, training runs and reference load (``discretize``'s output)."""
     return atomic.read_json(config.edges_path(system))
 
