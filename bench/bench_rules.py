@@ -35,7 +35,7 @@ from pipelines.preparation import bins
 
 # the project's own mining params (params.yaml: mine_rules); the algorithm varies per case
 PARAMS = config.load_params("mine_rules")
-DISC = config.load_params("discretize")          # bins as the pipeline learns them (open edge bins, log span)
+DISC = bins.DiscretizeParams.load()          # bins as the pipeline learns them (open edge bins, log span)
 
 
 def synthetic_run(n_counters: int, n_intervals: int, seed: int, shift: dict[int, float] | None = None) -> pd.DataFrame:

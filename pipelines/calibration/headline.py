@@ -76,8 +76,8 @@ from pipelines.calibration.stage_results import (  # noqa: F401  (the stages' ed
     classifier_pvalue, clustered_summary, from_stages, lab_status)
 from pipelines.detectors.protocol import DetectorResult
 from pipelines.storage.run_records import DroppedCounter
-from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, RuleDetection, WeightedRun,
-                                           WithinRunResult)
+from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, CounterChange, RuleDetection,
+                                           WeightedRun, WithinRunResult)
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
@@ -227,7 +227,7 @@ class Verdict:
     p_value: float | None
     methods: dict[str, dict[str, Any]]
     details: dict[str, Any]
-    counter_changes: dict[str, dict[str, Any]] | None = None
+    counter_changes: dict[str, CounterChange] | None = None
     summary: str | None = None
     dropped_counters: list[DroppedCounter] | None = None
     schema_version: int = 1

@@ -108,7 +108,7 @@ class LooSystem:
     exclude: set[str]
     params: rule_ensemble.DetectParams
     mine_params: MiningParams
-    disc_params: dict[str, Any]
+    disc_params: bins.DiscretizeParams
     lab_kw: labs.LabParams
     significance: effects.Significance
 

@@ -31,11 +31,13 @@ import hashlib
 import json
 import logging
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
+from pipelines import config
 from pipelines.storage.stage_files import Edges
 
 log = logging.getLogger("regresslab.discretize")
@@ -87,10 +89,31 @@ def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool
     return out
 
 
-def edges_for(frames: list[pd.DataFrame], params: dict[str, Any]) -> Edges:
+@dataclass(frozen=True)
+class DiscretizeParams:
+    """The ``discretize`` block, typed (:func:`learn_edges`' ``log_base``, ``open_edges`` and
+    ``log_span``); ``block`` is the block as validated (the edges' input key hashes it)."""
+
+    log_base: float
+    open_edge_bins: bool
+    log_span: float | None
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "DiscretizeParams":
+        span = block.get("log_span")
+        return cls(log_base=float(block["log_base"]), open_edge_bins=bool(block["open_edge_bins"]),
+                   log_span=None if span is None else float(span), block=dict(block))
+
+    @classmethod
+    def load(cls) -> "DiscretizeParams":
+        """The project's ``discretize`` block (``config.load_params``), typed: the stages' one loading site."""
+        return cls.of(config.load_params("discretize"))
+
+
+def edges_for(frames: list[pd.DataFrame], params: DiscretizeParams) -> Edges:
     """:func:`learn_edges` with the ``discretize`` block of params.yaml."""
-    return learn_edges(frames, log_base=params["log_base"], open_edges=params["open_edge_bins"],
-                       log_span=params["log_span"])
+    return learn_edges(frames, log_base=params.log_base, open_edges=params.open_edge_bins, log_span=params.log_span)
 
 
 def apply_edges(frame: pd.DataFrame, edges: Edges) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
 from pipelines.reporting.summary import change_text, environment_differences, signed_pct, with_unit
 from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
+from pipelines.storage.stage_files import CounterChange
 
 log = logging.getLogger("regresslab.report")
 
@@ -49,7 +50,7 @@ def style_sheet() -> str:
     return (config.TEMPLATES / "style.css").read_text(encoding="utf-8")
 
 
-def change_cell(change: dict[str, Any] | None, effect: float | None) -> str:
+def change_cell(change: CounterChange | None, effect: float | None) -> str:
     """A top counter's change as the page shows it: the medians' change in %, and, for a flagged
     counter (``effect`` given), the size judged for practical significance when it differs from
     that by a point or more (``details.effects``: the larger of the whole run's and its strongest
@@ -74,7 +75,7 @@ class RunPage:
     raw_href: str
     raw_name: str
     top_n: int = 15
-    changes: dict[str, dict[str, Any]] | None = None
+    changes: dict[str, CounterChange] | None = None
     trends: dict[str, str | None] | None = None
     few_intervals: int = 20
     compare_pages: dict[str, str] | None = None

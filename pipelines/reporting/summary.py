@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.storage.run_records import Environment
+from pipelines.storage.stage_files import CounterChange, WindowChange
 
 
 def environment_differences(target_env: Environment, other: Environment) -> list[str]:
@@ -38,12 +39,12 @@ def worse_direction(counter: str, directions: list[dict[str, str]]) -> str | Non
 
 
 def counter_changes(counters: list[str], target: pd.Series, baseline: pd.Series,
-                    directions: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+                    directions: list[dict[str, str]]) -> dict[str, CounterChange]:
     """What a person reads first (contract §2 ``counter_changes``): per counter, the baseline
     runs' median and this run's, in the counter's own unit, the signed change in % of the
     baseline (``None`` when the baseline is 0), and ``worse``, ``better`` or ``changed`` (the
     counter's direction unknown, or no change at the tenth of a percent shown)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CounterChange] = {}
     for c in counters:
         b, t = baseline.get(c), target.get(c)
         if b is None or t is None or not np.isfinite(b) or not np.isfinite(t):
@@ -87,14 +88,14 @@ def signed_pct(pct: float) -> str:
     return f"{pct:+.1f} %" if pct == 0 or abs(pct) >= 0.05 else f"{pct:+.2g} %"
 
 
-def change_text(counter: str, change: dict[str, Any]) -> str:
+def change_text(counter: str, change: CounterChange) -> str:
     """``app.response_time_ms 24 ms → 32 ms (+33 %, worse)``."""
     pct = "" if change["change_pct"] is None else f"{change['change_pct']:+.0f} %, "
     return (f"{counter} {with_unit(counter, change['baseline'])} → {with_unit(counter, change['target'])} "
             f"({pct}{change['direction']})")
 
 
-def within_text(counter: str, change: dict[str, Any], directions: list[dict[str, str]]) -> str:
+def within_text(counter: str, change: WindowChange, directions: list[dict[str, str]]) -> str:
     """``entry.latency_p95_s 0.21 → 0.84 in intervals 3–5 of the run (+300 %, worse)``: a change
     inside the run (``within_run``), the rest of the run against its strongest window."""
     rest, window = change["rest_median"], change["window_median"]
@@ -107,7 +108,7 @@ def within_text(counter: str, change: dict[str, Any], directions: list[dict[str,
             f"of the run ({pct:+.0f} %, {direction})")
 
 
-def summary_order(flagged: list[str], changes: dict[str, dict[str, Any]], *, user_facing: str) -> list[str]:
+def summary_order(flagged: list[str], changes: dict[str, CounterChange], *, user_facing: str) -> list[str]:
     """The flagged counters in the order a person reads them: what users feel first (response
     times, throughput, errors: ``report.user_facing``), then the other worsened counters by the
     size of their change, then those that only changed, and the improved last."""
@@ -119,7 +120,7 @@ def summary_order(flagged: list[str], changes: dict[str, dict[str, Any]], *, use
     return sorted((c for c in flagged if c in changes), key=key)
 
 
-def plain_summary(doc: dict[str, Any], changes: dict[str, dict[str, Any]], *, top: int = 3,
+def plain_summary(doc: dict[str, Any], changes: dict[str, CounterChange], *, top: int = 3,
                   user_facing: str = "(response|latency|throughput|_rps$|error)",
                   directions: list[dict[str, str]] = ()) -> str:
     """The sentence a release manager came for: the verdict, the top changes in their units

@@ -11,7 +11,7 @@ import logging
 
 from pipelines import config
 from pipelines.calibration import history
-from pipelines.preparation.bins import edges_digest, edges_for
+from pipelines.preparation.bins import DiscretizeParams, edges_digest, edges_for
 from pipelines.storage import atomic, locks, manifest, memo, store
 
 log = logging.getLogger("regresslab.discretize")
@@ -21,21 +21,21 @@ log = logging.getLogger("regresslab.discretize")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config.ensure_dirs(config.EDGES)
-    params = config.load_params("discretize")
+    params = DiscretizeParams.load()
     hist = history.HistoryParams.load()
     index = manifest.read_valid_index()
     atomic.prune_outputs(config.EDGES, history.systems(index))
     for system in history.systems(index):
         training = hist.passed(index, system)
-        key = memo.input_key("discretize", index, {"training": training}, discretize=params)
+        key = memo.input_key("discretize", index, {"training": training}, discretize=params.block)
         spec = memo.reuse(config.edges_path(system), key)
         reused = spec is not None
         if not reused:
             ref = store.reference_load(training)
             edges = edges_for([store.load_scaled(r, ref) for r in training], params)
             spec = memo.write(config.edges_path(system), {
-                "system": system, "training_runs": training, "log_base": params["log_base"],
-                "open_edge_bins": bool(params["open_edge_bins"]), "log_span": params["log_span"],
+                "system": system, "training_runs": training, "log_base": params.block["log_base"],
+                "open_edge_bins": params.open_edge_bins, "log_span": params.block["log_span"],
                 "reference_load": ref, "digest": edges_digest(edges), "counters": edges}, key)
         edges = spec["counters"]
         ks = [e["k"] for e in edges.values()]

@@ -19,6 +19,7 @@ from pipelines.detectors import cluster_models, rule_ensemble
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.detectors.charts import ControlChartParams
 from pipelines.evaluation.anchors import AnchorParams
+from pipelines.preparation.bins import DiscretizeParams
 from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
 from pipelines.evaluation.learners import compare_learners
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
@@ -41,7 +42,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = rule_ensemble.DetectParams.load()
     mine_params = MiningParams.load()
-    disc_params = config.load_params("discretize")
+    disc_params = DiscretizeParams.load()
     ev_params = config.load_params("evaluate")
     cc_params = ControlChartParams.load()
     cl_params = cluster_models.ClusterParams.of(config.load_params("clusters"))

@@ -39,6 +39,29 @@ class Cause(TypedDict):
     known: bool
 
 
+class CounterChange(TypedDict):
+    """What a person reads first of a flagged counter (contract §2 ``counter_changes``): the
+    baseline runs' median and this run's in the counter's unit, the signed change in % of the
+    baseline (None from 0), and ``worse``, ``better`` or ``changed``."""
+
+    baseline: float
+    target: float
+    change_pct: float | None
+    direction: str
+
+
+class WindowChange(TypedDict):
+    """A counter beyond its limit in the run against itself: its strongest window (first and last
+    interval), that window's median against the rest of the run's, the change in % of the counter's
+    usual peak and its ratio to the limit."""
+
+    change_pct: float
+    ratio: float
+    window: list[int]
+    window_median: float
+    rest_median: float
+
+
 class WeightedRun(TypedDict):
     """A baseline run of the rules and its weight in stacking (its environment's similarity)."""
 
@@ -76,7 +99,7 @@ class WithinRunResult(TypedDict, total=False):
     normal_runs: int
     flagged_counters: list[str]
     counter_scores: dict[str, float]
-    changes: dict[str, dict[str, Any]]
+    changes: dict[str, WindowChange]
     limits_by: str
     false_alarm_rate: float
     counters_beyond_limit: list[str]
