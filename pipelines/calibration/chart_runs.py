@@ -28,6 +28,7 @@ from pipelines.detectors.charts import (
     matched_calibration,
     normal_pvalues,
 )
+from pipelines.detectors.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import ValidIndex
@@ -155,11 +156,11 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: Char
 
 
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
-              hist: history.HistoryParams, significance: effects.Significance) -> ChartResult:
-    """Chart one target against its baseline with its system's calibration; write the result.
-    A result computed under the same input key (``memo``: the run, its baseline, the lab's
-    verified runs, the calibration, the params and the code) is kept."""
-    calibration = atomic.read_json(config.calibration_path(index[run_id]["system"]))
+              hist: history.HistoryParams, significance: effects.Significance, calibration: ChartCalibration
+              ) -> tuple[ChartResult, bool]:
+    """Chart one target against its baseline with its system's calibration and write the result;
+    (the result, whether it was kept: ``memo``, the same run, baseline, the lab's verified runs,
+    calibration, params and code)."""
     baseline = hist.baseline(run_id, index)
     lab_runs = hist.verdicts(index, index[run_id]["system"])
     key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
@@ -168,7 +169,27 @@ def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: 
                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
     done = memo.reuse(config.chart_path(run_id), key)
     if done is not None:
-        return done
+        return done, True
     result = chart_run(run_id, baseline, SystemCharts(index, frames, calibration, params, labs.lab_params(hist),
                                                       significance), lab_runs)
-    return memo.write(config.chart_path(run_id), result, key)
+    return memo.write(config.chart_path(run_id), result, key), False
+
+
+@dataclass(frozen=True)
+class ControlCharts:
+    """The control charts, with the run against itself inside, as a
+    :class:`~pipelines.detectors.protocol.Detector` (the ``control_charts`` stage's)."""
+
+    params: ControlChartParams
+    name: str = "control_charts"
+
+    def calibrate(self, seen: SystemHistory) -> ChartCalibration:
+        """The system calibrated and stored; returned as stored (JSON's types), as a DAG batch reads it."""
+        calibrate_system(seen.system, seen.index, seen.frames, self.params, seen.hist, seen.significance)
+        return self.stored(seen)
+
+    def stored(self, seen: SystemHistory) -> ChartCalibration:
+        return atomic.read_json(config.calibration_path(seen.system))
+
+    def judge(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> tuple[ChartResult, bool]:
+        return chart_one(run_id, seen.index, seen.frames, self.params, seen.hist, seen.significance, calibration)

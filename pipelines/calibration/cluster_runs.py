@@ -8,6 +8,7 @@ its baseline under that calibration (Shang et al. 2015, seed 000; the models the
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from pipelines import config, parallel
 from pipelines.calibration import history
@@ -19,6 +20,7 @@ from pipelines.detectors.cluster_models import (
     normal_pvalues,
     normal_scores,
 )
+from pipelines.detectors.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo
 from pipelines.storage.run_records import ValidIndex
@@ -97,3 +99,21 @@ def stored_calibration(system: str, index, frames, params, hist) -> Calibration:
     """The system's stored calibration, or a new one (:func:`calibrate_system`)."""
     path = config.cluster_calibration_path(system)
     return atomic.read_json(path) if path.exists() else calibrate_system(system, index, frames, params, hist)
+
+
+@dataclass(frozen=True)
+class ClusterModels:
+    """The clustered regression models as a :class:`~pipelines.detectors.protocol.Detector` (the
+    ``clusters`` stage's)."""
+
+    params: ClusterParams
+    name: str = "clustered_regression"
+
+    def calibrate(self, seen: SystemHistory) -> Calibration:
+        return calibrate_system(seen.system, seen.index, seen.frames, self.params, seen.hist)
+
+    def stored(self, seen: SystemHistory) -> Calibration:
+        return stored_calibration(seen.system, seen.index, seen.frames, self.params, seen.hist)
+
+    def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> tuple[ClusterResult, bool]:
+        return cluster_run(run_id, seen.index, seen.frames, self.params, seen.hist, calibration)

@@ -13,6 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipelines.calibration.effects import Significance
+from pipelines.calibration.history import HistoryParams
+from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import Calibration
+from pipelines.storage.store import FrameStore
+
 
 @dataclass
 class DetectorResult:
@@ -43,13 +49,40 @@ class DetectorResult:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class SystemHistory:
+    """What a detector is calibrated on and judges a system's targets with: the system, the valid-run
+    index, its runs' frames (at the system's reference load), the ``history`` block (its normal
+    runs and verified faults, a target's baseline) and the ``significance`` block (None for a
+    detector that does not read it)."""
+
+    system: str
+    index: ValidIndex
+    frames: FrameStore
+    hist: HistoryParams
+    significance: Significance | None
+
+    @classmethod
+    def of(cls, system: str, index: ValidIndex, hist: HistoryParams, significance: Significance | None
+           ) -> "SystemHistory":
+        """The system's history with a frame store of its own (each run read once)."""
+        return cls(system, index, FrameStore.of_system(system), hist, significance)
+
+
 class Detector(Protocol):
-    """A detector of regressed runs.  ``calibrate`` learns from a system's history (its verified
-    normal runs judged against the others: the null; its verified faults: the record);
-    ``judge`` says what it sees in one run against its baseline, under that calibration."""
+    """A detector of regressed runs that compares a run with others (the control charts, the
+    cluster models).  ``calibrate`` learns from a system's history and stores it: its normal runs
+    judged against the others (the null) and across labs, and its record (each verified fault and
+    normal run judged as a target is); ``stored`` reads that calibration back (a nightly DAG batch,
+    in a process of its own); ``judge`` judges one target against its baseline under it and stores
+    the result, saying whether an unchanged one was kept.  The verdict reads the stored result
+    into a :class:`DetectorResult` (:mod:`pipelines.calibration.stage_results`);
+    :mod:`pipelines.orchestration.judging` runs a detector over a night's targets."""
 
     name: str
 
-    def calibrate(self, history: Any) -> Any: ...
+    def calibrate(self, history: SystemHistory) -> Calibration: ...
 
-    def judge(self, run: Any, baseline: Any, calibration: Any) -> DetectorResult: ...
+    def stored(self, history: SystemHistory) -> Calibration: ...
+
+    def judge(self, run_id: str, history: SystemHistory, calibration: Calibration) -> tuple[dict[str, Any], bool]: ...

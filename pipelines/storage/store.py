@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import history
-from pipelines.storage.stage_files import EdgesFile
 from pipelines.preparation.intervals import scale_to_load
-from pipelines.storage import atomic, manifest
+from pipelines.storage import atomic
+from pipelines.storage.stage_files import EdgesFile
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 DERIVED_BUDGET = 1 << 30          # bytes a FrameStore keeps of what detectors derive from its runs (FrameStore.derived)
@@ -55,16 +54,6 @@ def load_scaled(run_id: str, reference: float | None) -> pd.DataFrame:
     """A normalised run with its load-following counters scaled to the reference load (read now;
     :class:`FrameStore` keeps them)."""
     return FrameStore(reference)[run_id]
-
-
-def calibrate_every_system(calibrate, params: Any, hist: history.HistoryParams) -> list[str]:
-    """``calibrate(system, index, frames, params, hist)`` for every system of the valid runs, each
-    with its own :class:`FrameStore`; the systems (the nightly DAG's calibration tasks)."""
-    index = manifest.read_valid_index()
-    systems = history.systems(index)
-    for system in systems:
-        calibrate(system, index, FrameStore.of_system(system), params, hist)
-    return systems
 
 
 def read_edges(system: str) -> EdgesFile:

@@ -1,0 +1,68 @@
+"""A detector over a night's targets, the one loop of the stages that judge runs against others.
+
+A stage that judges runs (``control_charts``, ``clusters``) names its
+:class:`~pipelines.detectors.protocol.Detector`; this calibrates it on every system's history and
+judges each target of the system under that calibration (:func:`judge_night`, the stage's
+``main``), calibrates every system alone (:func:`calibrate_every_system`, the nightly DAG's
+calibration task) or judges the targets of one DAG batch against the stored calibrations
+(:func:`batch`, one frame store and one calibration per system for the batch).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from pipelines import parallel
+from pipelines.calibration import effects, history
+from pipelines.detectors.protocol import Detector, SystemHistory
+from pipelines.progress import Progress
+from pipelines.storage import locks, manifest
+from pipelines.storage.run_records import ValidIndex
+
+#: What a stage says of one judged target in its progress line: (run, (result, kept)) -> text.
+Describe = Callable[[str, tuple[dict[str, Any], bool]], str]
+
+
+def calibrate_every_system(detector: Detector, hist: history.HistoryParams,
+                           significance: effects.Significance | None = None) -> list[str]:
+    """``detector`` calibrated on every system's history; the systems."""
+    index = manifest.read_valid_index()
+    systems = history.systems(index)
+    for system in systems:
+        detector.calibrate(SystemHistory.of(system, index, hist, significance))
+    return systems
+
+
+def judge_night(detector: Detector, targets: list[str], index: ValidIndex, hist: history.HistoryParams,
+                significance: effects.Significance | None, progress: Progress, describe: Describe) -> int:
+    """Every system calibrated, then each of its ``targets`` judged on the stage's processes; how many
+    results were kept unchanged."""
+    kept = 0
+    for system in history.systems(index):
+        seen = SystemHistory.of(system, index, hist, significance)
+        calibration = detector.calibrate(seen)
+        done = parallel.map_ordered(lambda run_id: detector.judge(run_id, seen, calibration),
+                                    [t for t in targets if index[t]["system"] == system],
+                                    progress=progress.each(describe))
+        kept += sum(reused for _, reused in done)
+    return kept
+
+
+@contextmanager
+def batch(detector: Detector, hist: history.HistoryParams, significance: effects.Significance | None,
+          *, lock: str) -> Iterator[Callable[[str], dict[str, Any]]]:
+    """The per-run work of one nightly DAG task: one shared hold of the data folder (``lock`` names
+    it), and per system one frame store and its stored calibration, read once for the batch."""
+    index = manifest.read_valid_index()
+    shared: dict[str, tuple[SystemHistory, Any]] = {}
+
+    def one(run_id: str) -> dict[str, Any]:
+        system = index[run_id]["system"]
+        if system not in shared:
+            seen = SystemHistory.of(system, index, hist, significance)
+            shared[system] = seen, detector.stored(seen)
+        seen, calibration = shared[system]
+        return detector.judge(run_id, seen, calibration)[0]
+
+    with locks.data_lock(lock, shared=True):
+        yield one
