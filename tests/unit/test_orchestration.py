@@ -81,3 +81,68 @@ def test_a_stage_with_a_batch_context_gives_its_runs_its_function_and_closes_it(
     with tasks.per_run(Plain) as one:
         tasks.run_batch(one, ["z"], stage="report", jobs=1)
     assert events == ["open", "x", "y", "closed", "plain z"]
+
+
+class CountingDetector:
+    """A detector by hand: its calibration is the number of the system's passed runs; judging a
+    target says which calibration it saw and keeps the result of a run named ``*-kept``."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.calibrated, self.read_back, self.judged = [], [], []
+
+    def calibrate(self, seen):
+        self.calibrated.append(seen.system)
+        return {"system": seen.system, "runs": seen.hist.passed(seen.index, seen.system)}
+
+    def stored(self, seen):
+        self.read_back.append(seen.system)
+        return {"system": seen.system, "runs": ["stored"]}
+
+    def judge(self, run_id, seen, calibration):
+        self.judged.append(run_id)
+        return {"run_id": run_id, "system": seen.system, "null": calibration["runs"]}, run_id.endswith("-kept")
+
+
+def judging_tree(tree):
+    """Two systems: a passes a-1, a-2 and has targets a-t1, a-t2-kept; b passes b-1 and has b-t1."""
+    from pipelines import config
+    from pipelines.storage import atomic
+    rows = {"a-1": ("a", "pass"), "a-2": ("a", "pass"), "a-t1": ("a", None), "a-t2-kept": ("a", None),
+            "b-1": ("b", "pass"), "b-t1": ("b", None)}
+    index = {r: {"system": s, "verdict": v, "started_at": f"2026-01-{i:02d}T00:00:00Z"}
+             for i, (r, (s, v)) in enumerate(rows.items(), 1)}
+    atomic.write_json_atomic(config.VALID_INDEX, {"valid": index})
+    for system in ("a", "b"):
+        atomic.write_json_atomic(config.edges_path(system), {"system": system, "reference_load": None, "counters": {}})
+    return index
+
+
+def test_a_night_calibrates_each_system_once_and_judges_its_targets_under_it(tree):
+    from pipelines.calibration import history
+    from pipelines.orchestration import judging
+    from pipelines.progress import Progress
+    import logging
+    index = judging_tree(tree)
+    detector, said = CountingDetector(), []
+    targets = ["a-t1", "a-t2-kept", "b-t1"]
+    hist = history.HistoryParams.load()
+    kept = judging.judge_night(detector, targets, index, hist, None, Progress(logging.getLogger("t"), "t", 3),
+                               lambda run_id, out: said.append((run_id, out[0]["null"], out[1])) or run_id)
+    assert detector.calibrated == ["a", "b"] and detector.read_back == []
+    assert sorted(said) == [("a-t1", ["a-1", "a-2"], False), ("a-t2-kept", ["a-1", "a-2"], True),
+                            ("b-t1", ["b-1"], False)]
+    assert kept == 1
+    assert judging.calibrate_every_system(detector, hist) == ["a", "b"] and detector.calibrated[2:] == ["a", "b"]
+
+
+def test_a_dag_batch_reads_each_systems_stored_calibration_once(tree):
+    from pipelines.calibration import history
+    from pipelines.orchestration import judging
+    judging_tree(tree)
+    detector = CountingDetector()
+    with judging.batch(detector, history.HistoryParams.load(), None, lock="test batch") as one:
+        out = [one(r) for r in ("a-t1", "a-t2-kept", "b-t1")]
+    assert detector.read_back == ["a", "b"] and detector.calibrated == []
+    assert [o["null"] for o in out] == [["stored"]] * 3 and [o["system"] for o in out] == ["a", "a", "b"]
