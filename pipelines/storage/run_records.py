@@ -37,7 +37,8 @@ class RunRecord(TypedDict, total=False):
 
     ``verdict`` and ``cause`` are the analyst's (null for a target not yet analysed);
     ``regressed_counters`` the counters verified to show a regression; ``_hosts`` the hosts
-    read, ``_dropped_counters`` the counters left out with their reason."""
+    read, ``_dropped_counters`` the counters left out with their reason, ``_triage`` an analyst's
+    decision over the archive's (who, when, the note, the verdict and cause it replaced)."""
 
     system: str
     version: str
@@ -51,6 +52,7 @@ class RunRecord(TypedDict, total=False):
     regressed_counters: list[str]
     _hosts: list[str]
     _dropped_counters: list[DroppedCounter]
+    _triage: dict[str, str | None]
 
 
 #: The valid-run index: run id -> its row.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pipelines import config
 from pipelines.storage import manifest
@@ -29,11 +29,27 @@ from pipelines.storage.run_records import ValidIndex
 VERDICTS = ("pass", "fail")
 
 
+class TriageRecord(TypedDict, total=False):
+    """One line of the triage log: a decision (``action`` ``decide``: the run's verdict, cause and
+    regressed counters, a note, and the values it replaces, ``previous``) or an ``undo`` of the
+    run's last one; who and when."""
+
+    action: str
+    run_id: str
+    verdict: str
+    cause: str
+    regressed_counters: list[str]
+    note: str
+    by: str
+    at: str
+    previous: dict[str, Any]
+
+
 # --------------------------------------------------------------------------- pure core
 
 
 def decision(run_id: str, *, verdict: str, cause: str | None, counters: list[str] | None, note: str | None,
-             by: str, at: str, previous: dict[str, Any]) -> dict[str, Any]:
+             by: str, at: str, previous: dict[str, Any]) -> TriageRecord:
     """One log line: the decision and what it replaces. A passed run's cause is ``none``; a
     failed run with no cause given keeps ``unknown`` (it still joins the history as failed)."""
     if verdict not in VERDICTS:
@@ -47,14 +63,14 @@ def decision(run_id: str, *, verdict: str, cause: str | None, counters: list[str
             "note": note or "", "by": by, "at": at, "previous": previous}
 
 
-def undo(run_id: str, *, by: str, at: str) -> dict[str, Any]:
+def undo(run_id: str, *, by: str, at: str) -> TriageRecord:
     return {"action": "undo", "run_id": config.identifier(run_id, "run_id"), "by": by, "at": at}
 
 
-def triage_state(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def triage_state(records: list[TriageRecord]) -> dict[str, TriageRecord]:
     """The decision in force per run, replaying the log: a decision stacks on the run's earlier
     ones, an undo takes back its last; a run with none left is as its archive says."""
-    stacks: dict[str, list[dict[str, Any]]] = {}
+    stacks: dict[str, list[TriageRecord]] = {}
     for rec in records:
         run = rec.get("run_id")
         if rec.get("action") == "decide":
@@ -64,7 +80,7 @@ def triage_state(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {run: stack[-1] for run, stack in stacks.items() if stack}
 
 
-def apply_triage(index: ValidIndex, state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def apply_triage(index: ValidIndex, state: dict[str, TriageRecord]) -> ValidIndex:
     """The valid-run index with the analysts' decisions over the archives' verdicts (the log
     wins); each triaged row says so in ``_triage``. Decisions about runs not in the index
     (quarantined, or not pulled yet) wait."""
@@ -84,7 +100,7 @@ def apply_triage(index: ValidIndex, state: dict[str, dict[str, Any]]) -> dict[st
 # --------------------------------------------------------------------------- I/O shell
 
 
-def read_log(path: Path | None = None) -> list[dict[str, Any]]:
+def read_log(path: Path | None = None) -> list[TriageRecord]:
     """Every line of the triage log (a torn last line, from an interrupted append, is skipped)."""
     path = path or config.TRIAGE_LOG
     if not path.exists():
@@ -101,6 +117,6 @@ def read_log(path: Path | None = None) -> list[dict[str, Any]]:
     return records
 
 
-def append(record: dict[str, Any], path: Path | None = None) -> None:
+def append(record: TriageRecord, path: Path | None = None) -> None:
     """One line, written and synced at once (the log is append-only; ``manifest.append_json_line``)."""
     manifest.append_json_line(path or config.TRIAGE_LOG, record)
