@@ -82,7 +82,6 @@ def lab_params(hist: HistoryParams) -> LabParams:
                      environment_alpha=float(block["lab_environment_alpha"]))
 
 
-
 class LabShift(TypedDict, total=False):
     """What :func:`lab_shift` found (in memory): the lab ``status``, the verified runs of the lab that
     taught its level, why, the counters too ``unstable`` in the lab to judge, those whose level
@@ -94,6 +93,7 @@ class LabShift(TypedDict, total=False):
     unstable: list[str]
     environment_dependent: list[str]
     shift: pd.Series | None
+
 
 def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
               levels: Callable[[list[str]], pd.DataFrame], *, min_runs: int, unstable_share: float,

@@ -547,7 +547,7 @@ class DetectCache:
               reference: float | None, tag: str) -> pd.DataFrame:
         """The rule model of a prior run under the edges ``tag`` names, read from its file once
         (the stacking calibration reads every model once per held-out run)."""
-        key = (tag, run_id, json.dumps(dict(mine_params.block), sort_keys=True), str(directory))
+        key = (tag, run_id, mine_params, str(directory))
         if key not in self.models:
             self.models[key] = rule_mining.mine_for_run(run_id, edges, mine_params, directory, reference)
         return self.models[key]

@@ -46,8 +46,6 @@ log = logging.getLogger("regresslab.discretize")
 # --------------------------------------------------------------------------- pure core
 
 
-
-
 def bin_count(unique: int, *, log_base: float) -> int:
     """``k = max(1, floor(2·log_base(u)))``."""
     if unique <= 1:

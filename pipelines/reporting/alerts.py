@@ -181,7 +181,7 @@ def send_email(message: Message, params: AlertParams, context: dict | None = Non
         if params.smtp_starttls:
             smtp.starttls()
         if params.smtp_user:
-            smtp.login(params.smtp_user, os.environ.get(params.smtp_password_env, "") if params.smtp_password_env else "")
+            smtp.login(params.smtp_user, os.environ.get(params.smtp_password_env, ""))
         smtp.send_message(mail)
     return f"e-mail sent to {', '.join(to)} through {params.smtp_host}"
 
