@@ -201,7 +201,7 @@ def peak(tree: str, labels_path: str) -> None:
         passed = hist.passed(index, system)
         parts = charts.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                                      {r: index[r].get("version") for r in passed}, params=params)
-        windows = pd.DataFrame({r: x["window"] for r, x in parts["runs"].items()}).T
+        windows = pd.DataFrame({r: x["window"] for r, x in parts.runs.items()}).T
         null = [float((windows.loc[r] / windows.drop(index=r).max(axis=0).clip(lower=floor)).max()) for r in windows.index]
         for run_id, truth in labels.items():
             chart = store.read_optional(config.chart_path(run_id))

@@ -76,8 +76,8 @@ from pipelines.calibration.stage_results import (  # noqa: F401  (the stages' ed
     classifier_pvalue, clustered_summary, from_stages, lab_status)
 from pipelines.detectors.protocol import DetectorResult
 from pipelines.storage.run_records import DroppedCounter
-from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, CounterChange, RuleDetection,
-                                           WeightedRun, WithinRunResult)
+from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, CounterChange,
+                                           RuleDetection, VerdictFile, WeightedRun, WithinRunResult)
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
@@ -232,8 +232,8 @@ class Verdict:
     dropped_counters: list[DroppedCounter] | None = None
     schema_version: int = 1
 
-    def to_json(self) -> dict[str, Any]:
-        doc = {"schema_version": self.schema_version, "run_id": self.run_id, "system": self.system,
+    def to_json(self) -> VerdictFile:
+        doc: VerdictFile = {"schema_version": self.schema_version, "run_id": self.run_id, "system": self.system,
                "verdict": self.verdict, "score": self.score, "flagged_counters": self.flagged_counters,
                "counter_scores": self.counter_scores, "cause": self.cause, "baseline_runs": self.baseline_runs,
                "baseline_status": self.baseline_status, "p_value": self.p_value, "methods": self.methods,

@@ -46,7 +46,7 @@ cross-lab-null`` prints the nulls side by side (docs/results/variants.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, TypedDict
+from typing import Callable, TypedDict, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -54,6 +54,9 @@ import pandas as pd
 from pipelines.calibration.history import HistoryParams, lab_key
 from pipelines.storage.run_records import Environment
 from pipelines.storage.stage_files import LabSummary
+
+#: A detector's score of a run judged across labs (a number, or the charts' run and window scores).
+Score = TypeVar("Score")
 
 STATUSES = ("same_lab", "adjusted", "insufficient")
 
@@ -171,9 +174,9 @@ def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verd
 
 
 def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str, str],
-                   judge: Callable[[str, list[str], dict[str, str]], tuple[str, Any]], *,
+                   judge: Callable[[str, list[str], dict[str, str]], tuple[str, Score]], *,
                    min_baseline: int = 2, mapper: Callable[[Callable, list], list] | None = None
-                   ) -> dict[str, dict[str, Any]]:
+                   ) -> dict[str, dict[str, Score]]:
     """Each normal run judged the way a target in a lab no baseline run shares is.
 
     For every run of ``passed`` (normal runs; ``lab_of``: run -> :func:`lab_key`), the baseline is
@@ -185,7 +188,7 @@ def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str
     times, and counts once).  Returns ``{"adjusted": {run: score}, "insufficient": {run: score}}``;
     both empty when the passed runs share one lab.  ``mapper(fn, jobs)`` computes ``[fn(j) for j
     in jobs]`` (``parallel.map_ordered`` spreads the judgements over processes)."""
-    null: dict[str, dict[str, Any]] = {"adjusted": {}, "insufficient": {}}
+    null: dict[str, dict[str, Score]] = {"adjusted": {}, "insufficient": {}}
     jobs = []
     for run in judged_across(passed, lab_of, min_baseline=min_baseline):
         baseline = [b for b in passed if lab_of[b] != lab_of[run]]
@@ -205,8 +208,8 @@ def judged_across(passed: list[str], lab_of: dict[str, str], *, min_baseline: in
     return [r for r in passed if sum(lab_of[b] != lab_of[r] for b in passed) >= min_baseline]
 
 
-def matched_null(status: str, same_lab: dict[str, Any], cross_lab: dict[str, dict[str, Any]] | None,
-                 run_id: str | None = None, *, min_runs: int = 2) -> tuple[dict[str, Any], str]:
+def matched_null(status: str, same_lab: dict[str, float], cross_lab: dict[str, dict[str, float]] | None,
+                 run_id: str | None = None, *, min_runs: int = 2) -> tuple[dict[str, float], str]:
     """The null a run's score is judged against: the normal runs judged across labs as
     ``status`` (:func:`cross_lab_null`) when the run's baseline is not of its lab and the history
     has at least ``min_runs`` of them, else the same-lab null; ``run_id``'s own score is left

@@ -39,7 +39,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import history, labs, pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
-from pipelines.storage.stage_files import ChartCalibration, ChartResult
+from pipelines.storage.stage_files import ChartCalibration, ChartResult, ChartSeries, CrossLabNull, MinorMode
 
 log = logging.getLogger("regresslab.control_charts")
 RATIO_COLUMNS = ["lower", "upper", "average", "sum"]
@@ -310,7 +310,7 @@ def drop_minor_mode(values: pd.Series, cut: float, side: str, share: float) -> p
 
 
 def find_modes(baseline: list[pd.DataFrame], *, max_dip: float, min_mode_share: float
-               ) -> dict[str, dict[str, Any]]:
+               ) -> dict[str, MinorMode]:
     """Per bimodal counter of the pooled baseline, its minor mode (``cut``, ``side``, ``share``)."""
     counters = sorted({c for f in baseline for c in f.columns})
     modes = {}
@@ -318,11 +318,12 @@ def find_modes(baseline: list[pd.DataFrame], *, max_dip: float, min_mode_share: 
         pooled = np.concatenate([f[counter].to_numpy(dtype=float) for f in baseline if counter in f.columns])
         found = minor_mode(pooled, max_dip=max_dip, min_share=min_mode_share)
         if found is not None:
-            modes[counter] = dict(zip(("cut", "side", "share"), found))
+            cut, side, share = found
+            modes[counter] = MinorMode(cut=cut, side=side, share=share)
     return modes
 
 
-def without_minor_modes(frame: pd.DataFrame, modes: dict[str, dict[str, Any]], *, baseline: bool) -> pd.DataFrame:
+def without_minor_modes(frame: pd.DataFrame, modes: dict[str, MinorMode], *, baseline: bool) -> pd.DataFrame:
     """``frame`` with each bimodal counter's minor mode dropped (:func:`drop_minor_mode`): all of
     it from a baseline run, at most the mode's baseline share from the target."""
     if not modes:
@@ -334,11 +335,21 @@ def without_minor_modes(frame: pd.DataFrame, modes: dict[str, dict[str, Any]], *
     return frame
 
 
-def baseline_limits(baseline: list[pd.DataFrame], modes: dict[str, dict[str, Any]], *, method: str,
+def baseline_limits(baseline: list[pd.DataFrame], modes: dict[str, MinorMode], *, method: str,
                     lower_pct: float, upper_pct: float, sigma: float, scope: str) -> Limits:
     """The control limits of ``baseline`` without its counters' minor modes (:func:`chart`'s first half)."""
     return control_limits([without_minor_modes(f, modes, baseline=True) for f in baseline], method=method,
                           lower_pct=lower_pct, upper_pct=upper_pct, sigma=sigma, scope=scope)
+
+
+class LimitSettings(TypedDict):
+    """How a baseline's control limits are set (:func:`control_limits`' keywords)."""
+
+    method: str
+    lower_pct: float
+    upper_pct: float
+    sigma: float
+    scope: str
 
 
 @dataclass(frozen=True)
@@ -358,10 +369,10 @@ class ChartParams:
     min_mode_share: float
     window_share: float
 
-    def limit_kw(self) -> dict[str, Any]:
+    def limit_kw(self) -> LimitSettings:
         """The keyword arguments of :func:`baseline_limits`."""
-        return {"method": self.method, "lower_pct": self.lower_pct, "upper_pct": self.upper_pct, "sigma": self.sigma,
-                "scope": self.scope}
+        return LimitSettings(method=self.method, lower_pct=self.lower_pct, upper_pct=self.upper_pct, sigma=self.sigma,
+                             scope=self.scope)
 
     @classmethod
     def of(cls, block: Mapping[str, Any]) -> "ChartParams":
@@ -417,8 +428,8 @@ class ControlChartParams:
 
 
 def chart(baseline: list[pd.DataFrame], target: pd.DataFrame, p: ChartParams, *,
-          modes: dict[str, dict[str, Any]] | None = None, excursions_too: bool = False,
-          limits: Limits | None = None) -> tuple[pd.DataFrame, Limits, dict[str, dict[str, Any]]]:
+          modes: dict[str, MinorMode] | None = None, excursions_too: bool = False,
+          limits: Limits | None = None) -> tuple[pd.DataFrame, Limits, dict[str, MinorMode]]:
     """Control charts of every counter of ``target`` against ``baseline`` (both load-scaled).
 
     ``modes`` (from :func:`find_modes` on the same baseline) saves finding them again, and
@@ -517,9 +528,18 @@ def repeat_pairs(runs: list[str], envs: dict[str, Environment], versions: dict[s
     return pairs
 
 
+@dataclass(frozen=True)
+class CalibrationParts:
+    """The charts a calibration is made of: each repeat pair's sum ratios (``pairs``: (earlier,
+    later) -> counter -> ratio) and each passed run's ratios against the others (``runs``)."""
+
+    pairs: dict[tuple[str, str], pd.Series]
+    runs: dict[str, pd.DataFrame]
+
+
 def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, Environment],
                       versions: dict[str, str | None], *, params: ControlChartParams,
-                      charter: Charter | None = None) -> dict[str, Any]:
+                      charter: Charter | None = None) -> CalibrationParts:
     """The charts a calibration is made of: each passed run against the others (most similar
     environment, newest ``max_baseline_runs``), and each repeat pair (:func:`repeat_pairs`)."""
     charter = charter or Charter(frames, params.chart)
@@ -529,7 +549,7 @@ def calibration_parts(frames: dict[str, pd.DataFrame], envs: dict[str, Environme
         base = chart_baseline({r: envs[r] for r in frames if r != run_id}, envs[run_id], params.max_baseline_runs)
         if base:
             runs[run_id] = charter(base, run_id)[0][["average", "sum", "window"]]
-    return {"pairs": pairs, "runs": runs}
+    return CalibrationParts(pairs=pairs, runs=runs)
 
 
 def capped_filter(removed: list[str], counters: int, *, max_share: float) -> tuple[list[str], str | None]:
@@ -541,8 +561,8 @@ def capped_filter(removed: list[str], counters: int, *, max_share: float) -> tup
     return removed, None
 
 
-def calibration_from(parts: dict[str, Any], *, params: ControlChartParams, leave_out: str | None = None
-                     ) -> dict[str, Any]:
+def calibration_from(parts: CalibrationParts, *, params: ControlChartParams, leave_out: str | None = None
+                     ) -> ChartCalibration:
     """A calibration from its charts, optionally without one run (its own chart and its pairs).
 
     ``normal_scores`` and ``window_scores`` are the null distributions of the run score and of
@@ -550,10 +570,10 @@ def calibration_from(parts: dict[str, Any], *, params: ControlChartParams, leave
     (the largest normal score, Nguyen 2017 §7.5.3) is kept for the report and for a fixed
     ``params.threshold``.
     """
-    pairs = [v for (a, b), v in parts["pairs"].items() if leave_out not in (a, b)]
+    pairs = [v for (a, b), v in parts.pairs.items() if leave_out not in (a, b)]
     independent = load_independent_counters(pairs, max_ratio=params.load_independent_ratio,
                                             min_share=params.load_independent_share)
-    runs = {r: x for r, x in parts["runs"].items() if r != leave_out}
+    runs = {r: x for r, x in parts.runs.items() if r != leave_out}
     counters = len(set().union(*(x.index for x in runs.values()))) if runs else 0
     independent, skipped = capped_filter(independent, counters, max_share=params.max_filtered_share)
     top = params.top_fraction
@@ -562,18 +582,19 @@ def calibration_from(parts: dict[str, Any], *, params: ControlChartParams, leave
     counter_max = pd.DataFrame([x["sum"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     window_max = pd.DataFrame([x["window"] for x in runs.values()]).max(axis=0) if runs else pd.Series(dtype=float)
     threshold = params.threshold
-    return {"threshold": threshold if threshold is not None else (max(scores.values()) if scores else 0.0),
-            "threshold_from": "params" if threshold is not None else "max over normal runs",
-            "normal_scores": scores, "window_scores": windows, "load_independent": independent,
-            "load_independent_skipped": skipped,
-            "counter_normal_max": {c: float(v) for c, v in counter_max.dropna().items()},
-            "counter_window_max": {c: float(v) for c, v in window_max.dropna().items()},
-            "same_version_pairs": len(pairs)}
+    return ChartCalibration(
+        threshold=threshold if threshold is not None else (max(scores.values()) if scores else 0.0),
+        threshold_from="params" if threshold is not None else "max over normal runs",
+        normal_scores=scores, window_scores=windows, load_independent=independent,
+        load_independent_skipped=skipped,
+        counter_normal_max={c: float(v) for c, v in counter_max.dropna().items()},
+        counter_window_max={c: float(v) for c, v in window_max.dropna().items()},
+        same_version_pairs=len(pairs))
 
 
 def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter, independent: list[str],
                           params: ControlChartParams, *, lab_runs: dict[str, str], lab_kw: labs.LabParams
-                          ) -> dict[str, dict[str, dict[str, float]]]:
+                          ) -> dict[str, CrossLabNull]:
     """The run and window scores of the normal runs charted the way a target whose baseline does
     not share its lab is (:func:`labs.cross_lab_null`): against the most similar passed runs of
     the other labs, moved by its lab's level (``adjusted``) or with the counters that follow the
@@ -590,28 +611,29 @@ def cross_lab_calibration(passed: list[str], index: ValidIndex, charter: Charter
         return lab["status"], {"run": top_ratio_mean(ratios["average"], top_fraction=top, exclude=independent),
                                "window": top_ratio_mean(ratios["window"], top_fraction=top, exclude=independent)}
     null = labs.cross_lab_null(passed, {r: labs.lab_key(e) for r, e in envs.items()}, lab_runs, chart_across)
-    return {status: {"normal_scores": {r: x["run"] for r, x in runs.items()},
-                     "window_scores": {r: x["window"] for r, x in runs.items()}} for status, runs in null.items()}
+    return {status: CrossLabNull(normal_scores={r: x["run"] for r, x in runs.items()},
+                                 window_scores={r: x["window"] for r, x in runs.items()})
+            for status, runs in null.items()}
 
 
 def matched_calibration(calibration: ChartCalibration, status: str, run_id: str | None = None
-                        ) -> tuple[dict[str, Any], str]:
+                        ) -> tuple[ChartCalibration, str]:
     """The calibration a run is judged by: its null scores those of the normal runs charted across
     labs as ``status`` (:func:`cross_lab_calibration`, without ``run_id``) when the run's baseline
     is not of its lab and the history has them (:func:`labs.matched_null`), the threshold then their
     largest; else ``calibration`` itself.  Returns (calibration, ``"cross_lab"`` or ``"same_lab"``)."""
-    cross = ((calibration.get("cross_lab") or {}).get(status)) or {}
-    scores, kind = labs.matched_null(status, calibration["normal_scores"], {status: cross.get("normal_scores") or {}},
-                                     run_id)
+    cross = (calibration.get("cross_lab") or {}).get(status)
+    scores, kind = labs.matched_null(status, calibration["normal_scores"],
+                                     {status: cross["normal_scores"] if cross else {}}, run_id)
     if kind == "same_lab":
         return calibration, kind
-    windows = {r: v for r, v in cross["window_scores"].items() if r in scores}
+    windows = {r: v for r, v in cross["window_scores"].items() if r in scores} if cross else {}
     threshold = calibration["threshold"] if calibration["threshold_from"] == "params" else max(scores.values())
     return {**calibration, "normal_scores": scores, "window_scores": windows, "threshold": threshold}, kind
 
 
 def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], versions: dict[str, str],
-              *, params: ControlChartParams, charter: Charter | None = None) -> dict[str, Any]:
+              *, params: ControlChartParams, charter: Charter | None = None) -> ChartCalibration:
     """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
 
     Each passed run is charted against the others (most similar environments); the run
@@ -692,7 +714,7 @@ def judge(ratios: pd.DataFrame, calibration: ChartCalibration, *, top_fraction: 
             "counter_scores": {c: round(float(v), 4) for c, v in evidence.items()}}
 
 
-def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, top: int) -> dict[str, Any]:
+def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, top: int) -> dict[str, ChartSeries]:
     """Baseline band and target points of the ``top`` counters by average ratio, for the report's plots."""
     out = {}
     for counter in ratios.sort_values(["average", "sum"], ascending=False).index[:top]:
@@ -703,8 +725,8 @@ def chart_series(ratios: pd.DataFrame, limits: Limits, target: pd.DataFrame, *, 
             if limits.scope == "run":
                 s = pd.Series(float(s.iloc[0]), index=target.index)
             return [None if pd.isna(x) else round(float(x), 6) for x in s.reindex(target.index)]
-        out[counter] = {"cl": col(limits.cl), "lcl": col(limits.lcl), "ucl": col(limits.ucl),
-                        "target": [None if pd.isna(x) else round(float(x), 6) for x in target[counter]]}
+        out[counter] = ChartSeries(cl=col(limits.cl), lcl=col(limits.lcl), ucl=col(limits.ucl),
+                                   target=[None if pd.isna(x) else round(float(x), 6) for x in target[counter]])
     return out
 
 

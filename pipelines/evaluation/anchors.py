@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -53,7 +53,17 @@ class AnchorParams:
         return {"lower_pct": self.lower_pct, "upper_pct": self.upper_pct, "top_fraction": self.top_fraction}
 
 
-def _judged(flagged: list[str], scores: dict[str, float]) -> dict[str, Any]:
+class AnchorJudgement(TypedDict, total=False):
+    """An anchor's judgement of one run: its verdict, the counters it flagged (most suspicious
+    first), a score per counter, and the plain chart's run score."""
+
+    verdict: str
+    flagged_counters: list[str]
+    counter_scores: dict[str, float]
+    score: float
+
+
+def _judged(flagged: list[str], scores: dict[str, float]) -> AnchorJudgement:
     return {"verdict": "fail" if flagged else "pass", "flagged_counters": flagged, "counter_scores": scores}
 
 
@@ -89,7 +99,7 @@ def plain_chart_null(normal: dict[str, pd.DataFrame], *, lower_pct: float, upper
 
 
 def plain_chart(baseline: list[pd.DataFrame], target: pd.DataFrame, threshold: float, *, lower_pct: float,
-                upper_pct: float, top_fraction: float) -> dict[str, Any]:
+                upper_pct: float, top_fraction: float) -> AnchorJudgement:
     """The plain control chart's judgement of one run; ``threshold`` = the largest normal score."""
     average = average_ratios(baseline, target, lower_pct=lower_pct, upper_pct=upper_pct)
     score = top_mean(average, top_fraction)
@@ -113,7 +123,7 @@ def holm(pvalues: pd.Series, alpha: float) -> pd.Series:
     return reject
 
 
-def mann_whitney(baseline: list[pd.DataFrame], target: pd.DataFrame, *, alpha: float) -> dict[str, Any]:
+def mann_whitney(baseline: list[pd.DataFrame], target: pd.DataFrame, *, alpha: float) -> AnchorJudgement:
     """Per-counter two-sided Mann-Whitney U tests, Holm-corrected; fails when any counter is significant."""
     from scipy.stats import mannwhitneyu
 
@@ -135,7 +145,7 @@ def mann_whitney(baseline: list[pd.DataFrame], target: pd.DataFrame, *, alpha: f
     return _judged(flagged, {c: 1.0 - v for c, v in pvalues.items()})
 
 
-def median_threshold(baseline: list[pd.DataFrame], target: pd.DataFrame, *, change: float) -> dict[str, Any]:
+def median_threshold(baseline: list[pd.DataFrame], target: pd.DataFrame, *, change: float) -> AnchorJudgement:
     """Counters whose median moved by more than ``change`` of the baseline's level (median of run medians)."""
     level = pd.DataFrame([f.median() for f in baseline]).median()
     now = target.median()
@@ -152,7 +162,7 @@ def median_threshold(baseline: list[pd.DataFrame], target: pd.DataFrame, *, chan
 
 
 def judge_anchors(baseline: list[pd.DataFrame], target: pd.DataFrame, chart_threshold: float,
-                  *, params: AnchorParams) -> dict[str, dict[str, Any]]:
+                  *, params: AnchorParams) -> dict[str, AnchorJudgement]:
     """Every anchor's judgement of one run."""
     return {
         "anchor_chart": plain_chart(baseline, target, chart_threshold, **params.chart_kw()),

@@ -20,11 +20,12 @@ from pipelines.calibration import cause_signatures, effects, headline, history, 
 from pipelines.detectors import charts, rule_ensemble, within_run
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.evaluation import anchors
-from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
+from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
 from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
-from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.run_records import RunRecord, ValidIndex
+from pipelines.storage.stage_files import ChartResult, CrossLabNull
 
 log = logging.getLogger("regresslab.evaluate")
 
@@ -34,7 +35,7 @@ log = logging.getLogger("regresslab.evaluate")
 
 def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str], passed: list[str],
                *, params: charts.ControlChartParams, lab_kw: labs.LabParams, significance: effects.Significance
-               ) -> dict[str, dict[str, Any]]:
+               ) -> dict[str, ChartResult]:
     """Leave-one-out on the labelled history: each verified run charted against the other
     passed runs (most similar environment), judged by a calibration without it.
 
@@ -66,7 +67,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     judged_faults = {r: within_run.judge(contrasts[r], within_null, false_alarm_rate=rate).get("limits_p_values") or {}
                      for r in verified if index[r]["verdict"] == "fail"}
     within_faults = {by: {r: p[by] for r, p in judged_faults.items() if by in p} for by in within_run.LIMITS_BY}
-    cross: dict[str, Any] | None = None          # the cross-lab null, charted the first time a run needs it
+    cross: dict[str, CrossLabNull] | None = None          # the cross-lab null, charted the first time a run needs it
     out = {}
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
     for i, run_id in enumerate(verified, 1):
@@ -165,7 +166,7 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
 
 def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.HeadlineRule, *,
                clustered: dict[str, dict] | None = None, classified: dict[str, dict] | None = None
-               ) -> list[dict[str, Any]]:
+               ) -> list[ScoreRow]:
     """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
     under ``rule`` when ``charts`` holds the control charts' leave-one-out results of the same
     runs (with the cluster models' when ``clustered`` holds them, and the cause classifier's
@@ -265,17 +266,17 @@ def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def anchor_rows(system: str, index: ValidIndex, frames: store.FrameStore, exclude: set[str],
-                labels: dict[str, dict[str, Any]], *, params: anchors.AnchorParams, window: int,
-                loo: bool = True) -> list[dict[str, Any]]:
+                labels: dict[str, RunRecord], *, params: anchors.AnchorParams, window: int,
+                loo: bool = True) -> list[ScoreRow]:
     """The anchors (``anchors``) scored like the detectors: in leave-one-out on the verified runs
     (the other passed runs are the baseline; unless ``loo`` is false), and on the targets whose
     truth is known (their baseline as the pipeline chooses it; a target with no baseline is not
     judged).  Frames are the normalised ones, not load-scaled."""
     raw = {r: frames.at(r, None) for r in index if index[r]["system"] == system}
     kw = params.chart_kw()
-    rows = []
+    rows: list[ScoreRow] = []
 
-    def score(run_id: str, baseline: list[str], threshold: float, truth: dict[str, Any], source: str) -> None:
+    def score(run_id: str, baseline: list[str], threshold: float, truth: RunRecord, source: str) -> None:
         judged = anchors.judge_anchors([raw[b] for b in baseline], raw[run_id], threshold, params=params)
         for name, j in judged.items():
             rows.extend(score_rows(Truth.of(run_id, system, truth), {name: j["flagged_counters"]},

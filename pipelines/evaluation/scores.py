@@ -14,15 +14,80 @@ the simulator's ``target_labels.json``) are scored from their verdict files.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
 
 from pipelines.calibration import headline
 from pipelines.storage.run_records import RunRecord, ValidIndex
+from pipelines.storage.stage_files import ChartResult, ClusterResult, VerdictFile
 
 COMBINERS = ("single", "bagging", "stacking")
+
+
+class ScoreRow(TypedDict):
+    """One combiner's judgement of one run scored against its truth (:func:`score_rows`)."""
+
+    run_id: str
+    system: str
+    source: str
+    cause: str
+    truth: str
+    combiner: str
+    flagged: int
+    expected: int
+    false: int
+    precision: float
+    recall: float
+    f: float
+    verdict_correct: bool
+    roc_auc: float | None
+
+
+class CombinerSummary(TypedDict):
+    """A combiner's averages over scored runs (:func:`summarize`, ``metrics/`` at rest)."""
+
+    runs: int
+    failed_runs: int
+    precision: float | None
+    recall: float | None
+    f: float | None
+    normal_runs: int
+    normal_runs_with_flags: int
+    false_counters_on_normal_runs: int
+    run_accuracy: float
+    counter_roc_auc: float | None
+
+
+class RunScoreRow(TypedDict):
+    """A detector's verdict on one verified run in leave-one-out, scored (:func:`chart_rows`)."""
+
+    run_id: str
+    system: str
+    cause: str | None
+    truth: str | None
+    verdict: str | None
+    score: float
+    threshold: float
+    flagged: int
+    precision: float
+    recall: float
+    f: float
+    roc_auc: float | None
+
+
+class RunsSummary(TypedDict):
+    """Run-verdict precision, recall and accuracy with counter F and ROC AUC (:func:`summarize_runs`)."""
+
+    runs: int
+    failed_runs: int
+    run_precision: float | None
+    run_recall: float | None
+    run_accuracy: float
+    normal_runs_failed: int
+    counter_f: float | None
+    counter_roc_auc: float | None
 
 
 def counter_prf(flagged: list[str], expected: list[str]) -> tuple[float, float, float]:
@@ -63,9 +128,9 @@ class Truth:
 
 
 def score_rows(truth: Truth, flagged_by: dict[str, list[str]], scores: dict[str, float], source: str,
-               failed: bool | None = None) -> list[dict[str, Any]]:
+               failed: bool | None = None) -> list[ScoreRow]:
     """One row per combiner; a combiner failed the run when it flagged a counter (or per ``failed``)."""
-    rows = []
+    rows: list[ScoreRow] = []
     auc = roc_auc(scores, set(truth.expected))
     for combiner, flagged in flagged_by.items():
         p, r, f = counter_prf(flagged, truth.expected)
@@ -78,9 +143,9 @@ def score_rows(truth: Truth, flagged_by: dict[str, list[str]], scores: dict[str,
     return rows
 
 
-def summarize(rows: pd.DataFrame) -> dict[str, Any]:
+def summarize(rows: pd.DataFrame) -> dict[str, CombinerSummary]:
     """Averages per combiner: counter F over failed runs, false counters on normal runs, run accuracy."""
-    out: dict[str, Any] = {}
+    out: dict[str, CombinerSummary] = {}
     for combiner, g in rows.groupby("combiner"):
         failed = g[g["truth"] == "fail"]
         normal = g[g["truth"] == "pass"]
@@ -100,7 +165,7 @@ def summarize(rows: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def chart_rows(charts: dict[str, dict[str, Any]], index: ValidIndex) -> list[dict[str, Any]]:
+def chart_rows(charts: dict[str, ChartResult], index: ValidIndex) -> list[RunScoreRow]:
     """:func:`loo_charts` results scored against the truth: one row per run."""
     rows = []
     for run_id, result in charts.items():
@@ -114,7 +179,7 @@ def chart_rows(charts: dict[str, dict[str, Any]], index: ValidIndex) -> list[dic
     return rows
 
 
-def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
+def summarize_runs(rows: pd.DataFrame) -> RunsSummary:
     """Run-verdict precision/recall/accuracy (fail = positive), counter F and ROC AUC on failed runs."""
     fail_t, fail_p = rows["truth"] == "fail", rows["verdict"] == "fail"
     tp = int((fail_t & fail_p).sum())
@@ -129,7 +194,7 @@ def summarize_runs(rows: pd.DataFrame) -> dict[str, Any]:
             if failed["roc_auc"].notna().any() else None}
 
 
-def classifier_rows(truth: Truth, head: dict[str, Any], source: str) -> list[dict[str, Any]]:
+def classifier_rows(truth: Truth, head: VerdictFile, source: str) -> list[ScoreRow]:
     """The cause classifier's own row, when it judged the run (not when it abstained): a failed
     run shows the headline's top counters (the classifier names a cause, not counters)."""
     evidence = head["methods"].get("cause_classifier") or {}
@@ -140,7 +205,7 @@ def classifier_rows(truth: Truth, head: dict[str, Any], source: str) -> list[dic
     return score_rows(truth, {"cause_classifier": shown}, head["counter_scores"], source, failed=failed)
 
 
-def cluster_rows(clustered: dict[str, dict[str, Any]], index: ValidIndex) -> list[dict[str, Any]]:
+def cluster_rows(clustered: dict[str, ClusterResult], index: ValidIndex) -> list[ScoreRow]:
     """Leave-one-out rows of the clustered regression models (``cluster_models.loo``)."""
     rows = []
     for run_id, res in clustered.items():

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from pipelines import config
 from pipelines.storage import atomic
+from pipelines.storage.stage_files import IndexRow, NightSummary
 
 log = logging.getLogger("regresslab.alerts")
 
@@ -70,7 +71,7 @@ def _link(index_url: str | None) -> tuple[str, str]:
     return "<p>Night index: reports/index.html</p>", "Night index: reports/index.html"
 
 
-def night_message(night: str, rows: dict[str, dict[str, Any]], *, quarantined: int, index_url: str | None,
+def night_message(night: str, rows: dict[str, IndexRow], *, quarantined: int, index_url: str | None,
                   top: int) -> Message:
     """A night with failed runs: the banner line, then the failed runs by score."""
     failed = sorted((r for r in rows.values() if r.get("verdict") == "fail"), key=lambda r: -float(r.get("score") or 0))
@@ -218,7 +219,7 @@ def deliver(message: Message, params: AlertParams, context: dict | None = None) 
 # --------------------------------------------------------------------------- the three alerts
 
 
-def notify_night(summary: dict[str, Any], params: Mapping[str, Any] | None = None, context: dict | None = None) -> str:
+def notify_night(summary: NightSummary, params: Mapping[str, Any] | None = None, context: dict | None = None) -> str:
     """The night's alert when it has failed runs and alerts are on; what was done, as text.
 
     ``summary`` is what ``stages.report.write_index`` returned (the nightly DAG's ``night_index``);

@@ -37,6 +37,7 @@ from pipelines.reporting.links import shown_counters, slug
 from pipelines.reporting.plots import sparkline
 from pipelines.reporting.summary import with_unit
 from pipelines.storage.run_records import Environment, RunRecord, ValidIndex
+from pipelines.storage.stage_files import VerdictFile
 
 log = logging.getLogger("regresslab.report")
 
@@ -65,7 +66,7 @@ class Point:
     lab: str = ""
 
 
-def run_status(row: RunRecord, doc: dict[str, Any] | None, is_target: bool) -> str:
+def run_status(row: RunRecord, doc: VerdictFile | None, is_target: bool) -> str:
     """A verified run by its verdict in the history; a target by its night's verdict."""
     if not is_target and row.get("verdict") in ("pass", "fail"):
         return f"verified {row['verdict']}"
@@ -211,7 +212,7 @@ def run_medians(system: str, runs: list[str]) -> pd.DataFrame:
     return frame
 
 
-def _reports(runs: list[str]) -> dict[str, dict[str, Any]]:
+def _reports(runs: list[str]) -> dict[str, VerdictFile]:
     from pipelines.storage import atomic
 
     out = {}

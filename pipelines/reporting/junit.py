@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+
+from pipelines.storage.stage_files import VerdictFile
 
 
-def night_xml(night: str, docs: dict[str, dict[str, Any]], *, index: Path | None = None) -> str:
+def night_xml(night: str, docs: dict[str, VerdictFile], *, index: Path | None = None) -> str:
     """The JUnit XML of one night from its runs' verdict files (run id -> verdict document)."""
     failed = [d for d in docs.values() if d.get("verdict") == "fail"]
     skipped = [d for d in docs.values() if d.get("verdict") == "no_baseline"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
 from pipelines import config
+from pipelines.storage.stage_files import VerdictFile
 
 
 def slug(name: str) -> str:
@@ -23,7 +23,7 @@ def slug(name: str) -> str:
     return f"{safe}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
-def shown_counters(doc: dict[str, Any], top_n: int) -> list[str]:
+def shown_counters(doc: VerdictFile, top_n: int) -> list[str]:
     """The counters a run page lists (flagged first, then by score): they link to their history."""
     return list(dict.fromkeys(list(doc.get("flagged_counters") or []) + list(doc.get("counter_scores") or {})))[:top_n]
 

@@ -21,7 +21,7 @@ from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
 from pipelines.reporting.summary import change_text, environment_differences, signed_pct, with_unit
 from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
-from pipelines.storage.stage_files import CounterChange
+from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
 
 log = logging.getLogger("regresslab.report")
 
@@ -82,7 +82,7 @@ class RunPage:
     history: bool = False
 
 
-def render_run(doc: dict[str, Any], meta: RunRecord, charts: dict[str, Any] | None, page: RunPage) -> str:
+def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None, page: RunPage) -> str:
     """The one-page HTML report of one run: the plain summary first, the top counters with
     baseline -> now and the change in their units, the methods' figures in a details section."""
     baseline_envs, raw_href, raw_name, top_n = page.baseline_envs, page.raw_href, page.raw_name, page.top_n
@@ -149,7 +149,7 @@ class NightIndex:
     missing_sources: list[dict[str, Any]] = ()
 
 
-def render_index(rows: list[dict[str, Any]], page: NightIndex) -> str:
+def render_index(rows: list[IndexRow], page: NightIndex) -> str:
     """The night index: the targets, failed first; the quarantined archives with their reasons;
     the counters validation left out of valid runs, with theirs; and, when there is no target,
     a sentence that says why (nothing new, or everything quarantined)."""
@@ -203,7 +203,7 @@ def dropped_counters(index: ValidIndex) -> list[tuple[str, DroppedCounter]]:
     return [(run_id, d) for run_id, row in sorted(index.items()) for d in row.get("_dropped_counters") or []]
 
 
-def index_row(doc: dict[str, Any]) -> dict[str, Any]:
+def index_row(doc: VerdictFile) -> IndexRow:
     return {"run_id": doc["run_id"], "system": doc["system"], "verdict": doc["verdict"], "score": doc["score"],
             "cause": doc["cause"]["label"], "probability": doc["cause"]["probability"] or 0.0,
             "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],

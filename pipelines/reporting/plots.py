@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.storage.stage_files import IndexRow
+
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     """Round ticks (1, 2 or 5 times a power of ten apart, at least ``(hi - lo) / n``) inside
@@ -122,7 +124,7 @@ def sparkline(values: list[float | None], *, marks: list[str] | None = None) -> 
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
-def night_trends(nights: list[tuple[str, dict[str, dict[str, Any]]]], *, last: int) -> list[dict[str, Any]]:
+def night_trends(nights: list[tuple[str, dict[str, IndexRow]]], *, last: int) -> list[dict[str, Any]]:
     """Per system, over its last ``last`` nights: the highest run score each night (a red dot
     when a run failed), with the nights' labels and failed counts, for the night index."""
     out = []

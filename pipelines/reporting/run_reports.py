@@ -21,7 +21,7 @@ from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import RuleDetection
+from pipelines.storage.stage_files import CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun
 
 log = logging.getLogger("regresslab.report")
 
@@ -113,7 +113,7 @@ def report_inputs(run_id: str, index: ValidIndex, params: ReportParams, rule: he
     return ReportInputs(detection, raw, labels, report_key(run_id, detection, index, params, rule, raw, labels))
 
 
-def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
+def kept_report(run_id: str, inputs: ReportInputs) -> VerdictFile | None:
     """The run's verdict document when its page was written under the input key of ``inputs`` and
     its verdict file is there; else None (the report is written again)."""
     if memo.reuse_html(config.run_report_path(run_id, "html"), inputs.key) and config.run_report_path(run_id).exists():
@@ -122,7 +122,7 @@ def kept_report(run_id: str, inputs: ReportInputs) -> dict[str, Any] | None:
 
 
 def report_run(run_id: str, index: ValidIndex, params: ReportParams, rule: headline.HeadlineRule
-               ) -> dict[str, Any]:
+               ) -> VerdictFile:
     """One run's report: the one written under the same input key, with its verdict file, when
     there is one (:func:`kept_report`), else :func:`write_report`; its verdict document."""
     inputs = report_inputs(run_id, index, params, rule)
@@ -131,7 +131,7 @@ def report_run(run_id: str, index: ValidIndex, params: ReportParams, rule: headl
 
 
 def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: ReportParams,
-                 rule: headline.HeadlineRule) -> dict[str, Any]:
+                 rule: headline.HeadlineRule) -> VerdictFile:
     """Compose, write and render one run's report; return its verdict document."""
     detection, raw, labels, key = inputs
     charts = store.read_optional(config.chart_path(run_id))
@@ -170,7 +170,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     return doc
 
 
-def compare_baselines(run_id: str, doc: dict[str, Any], index: ValidIndex, frames: dict[str, pd.DataFrame],
+def compare_baselines(run_id: str, doc: VerdictFile, index: ValidIndex, frames: dict[str, pd.DataFrame],
                       pages: int) -> dict[str, str]:
     """The compare pages of the run against its ``pages`` heaviest baseline runs (baseline = A, this
     run = B), written to ``reports/compare``; baseline run -> the link from the run page.  The
@@ -185,14 +185,14 @@ def compare_baselines(run_id: str, doc: dict[str, Any], index: ValidIndex, frame
     return dict(zip(chosen, parallel.map_ordered(page, chosen)))
 
 
-def compared_baselines(baseline_runs: list[dict[str, Any]], pages: int) -> list[str]:
+def compared_baselines(baseline_runs: list[WeightedRun], pages: int) -> list[str]:
     """The ``pages`` heaviest runs of a verdict's ``baseline_runs``: those a compare page shows."""
     return [b["run_id"] for b in sorted(baseline_runs, key=lambda b: (-b["weight"], b["run_id"]))[:pages]]
 
 
 def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
                 whole: set[str] = frozenset(),
-                ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None], dict[str, pd.DataFrame]]:
+                ) -> tuple[dict[str, CounterChange], dict[str, str | None], dict[str, pd.DataFrame]]:
     """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
     the collector's): this run's median per counter, and the median of the baseline runs'
     intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
@@ -233,8 +233,8 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
     return out
 
 
-def write_night_index(rows: dict[str, dict[str, Any]] | None, params: ReportParams,
-                      index: ValidIndex) -> dict[str, Any]:
+def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
+                      index: ValidIndex) -> NightSummary:
     """The night's index page and summary from the targets' verdict files (``rows``: their index
     rows, read from the verdict files when None); the summary."""
     config.ensure_dirs(config.NIGHTS, config.SYSTEM_REPORTS, config.COMPARE_REPORTS)

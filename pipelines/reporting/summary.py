@@ -8,13 +8,12 @@ for; and what changed since the previous night.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipelines.storage.run_records import Environment
-from pipelines.storage.stage_files import CounterChange, WindowChange
+from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile, WindowChange
 
 
 def environment_differences(target_env: Environment, other: Environment) -> list[str]:
@@ -120,7 +119,7 @@ def summary_order(flagged: list[str], changes: dict[str, CounterChange], *, user
     return sorted((c for c in flagged if c in changes), key=key)
 
 
-def plain_summary(doc: dict[str, Any], changes: dict[str, CounterChange], *, top: int = 3,
+def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: int = 3,
                   user_facing: str = "(response|latency|throughput|_rps$|error)",
                   directions: list[dict[str, str]] = ()) -> str:
     """The sentence a release manager came for: the verdict, the top changes in their units
@@ -171,7 +170,7 @@ def plain_summary(doc: dict[str, Any], changes: dict[str, CounterChange], *, top
     return text + "."
 
 
-def night_changes(current: dict[str, dict[str, Any]], previous: dict[str, dict[str, Any]] | None) -> dict[str, str]:
+def night_changes(current: dict[str, IndexRow], previous: dict[str, IndexRow] | None) -> dict[str, str]:
     """Per run, what changed since the previous night's index: new, verdict changed, or unchanged."""
     out = {}
     for run_id, row in current.items():

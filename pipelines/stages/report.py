@@ -9,7 +9,6 @@ archives and the triage decisions, the JUnit XML of the night, and the alerts.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from pipelines import config, parallel
 from pipelines.calibration import effects, headline, history
@@ -19,12 +18,13 @@ from pipelines.reporting.pages import index_row
 from pipelines.reporting.run_reports import (ReportParams, kept_report, report_inputs, report_run, write_night_index,
                                              write_report)
 from pipelines.storage import atomic, locks, manifest
+from pipelines.storage.stage_files import IndexRow, NightSummary
 
 log = logging.getLogger("regresslab.report")
 
 
 @locks.holding("report", shared=True)
-def run_one(run_id: str) -> dict[str, Any]:
+def run_one(run_id: str) -> IndexRow:
     """Write one target's verdict file and page; its index row (the per-run task of the nightly DAG)."""
     params = ReportParams.load()
     significance = effects.Significance.load()
@@ -33,7 +33,7 @@ def run_one(run_id: str) -> dict[str, Any]:
 
 
 @locks.holding("report index")
-def write_index(rows: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def write_index(rows: dict[str, IndexRow] | None = None) -> NightSummary:
     """The night's index page and summary from the targets' verdict files; the summary (DAG task)."""
     return write_night_index(rows, ReportParams.load(), manifest.read_valid_index())
 
@@ -51,7 +51,7 @@ def main() -> None:
     tick = progress.each(lambda run_id, out: f"{run_id} -> {out[0]['verdict']}" + (" (unchanged, reused)"
                                                                                    if out[1] else ""))
     inputs = {run_id: report_inputs(run_id, index, params, rule) for run_id in todo}
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, IndexRow] = {}
     for run_id in todo:
         kept = kept_report(run_id, inputs[run_id])
         if kept is not None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from pipelines.storage.run_records import DroppedCounter
+
 
 class LabSummary(TypedDict, total=False):
     """How a run's baseline relates to its lab (``labs.summary``): ``status`` (``same_lab``,
@@ -109,6 +111,25 @@ class WithinRunResult(TypedDict, total=False):
     history_normals: dict[str, float] | None
 
 
+class MinorMode(TypedDict):
+    """A bimodal counter's minor mode in a baseline (``charts.find_modes``): the ``cut`` between the
+    modes, the minor mode's ``side`` of it (``low`` or ``high``) and its ``share`` of the points."""
+
+    cut: float
+    side: str
+    share: float
+
+
+class ChartSeries(TypedDict):
+    """One plotted counter of a run's charts: the baseline's centre line and limits and the run's
+    points, one per interval (None where missing)."""
+
+    cl: list[float | None]
+    lcl: list[float | None]
+    ucl: list[float | None]
+    target: list[float | None]
+
+
 class ChartResult(TypedDict, total=False):
     """``control_charts``' file: the run's violation ratios against its baseline's limits, the run
     score (``violation_ratio``: the top counters' average ratio; ``window_ratio`` its strongest
@@ -137,8 +158,8 @@ class ChartResult(TypedDict, total=False):
     baseline_runs: list[str]
     lab: LabSummary
     ratios: dict[str, dict[str, float | None]]
-    multimodal: dict[str, Any]
-    charts: dict[str, Any]
+    multimodal: dict[str, MinorMode]
+    charts: dict[str, ChartSeries]
     within_run: WithinRunResult
     input_key: str
 
@@ -250,6 +271,14 @@ class WithinRunCalibration(TypedDict, total=False):
     limits_record: dict[str, LimitsRecord]
 
 
+class CrossLabNull(TypedDict):
+    """The normal runs charted the way a target whose baseline is of another lab is: each one's run
+    score and strongest-window score (``charts.cross_lab_calibration``)."""
+
+    normal_scores: dict[str, float]
+    window_scores: dict[str, float]
+
+
 class ChartCalibration(Calibration, total=False):
     """The control charts' calibration (``control_charts/calibration/<system>.json``): besides the
     shared shape, the run score's threshold and where it came from, the normal runs' strongest-window
@@ -265,7 +294,7 @@ class ChartCalibration(Calibration, total=False):
     counter_normal_max: dict[str, float]
     counter_window_max: dict[str, float]
     same_version_pairs: int
-    cross_lab: dict[str, dict[str, float]]
+    cross_lab: dict[str, CrossLabNull]
     within_run: WithinRunCalibration
 
 
@@ -299,3 +328,59 @@ class EdgesFile(TypedDict, total=False):
     digest: str
     counters: Edges
     input_key: str
+
+
+class VerdictFile(TypedDict, total=False):
+    """``report``'s verdict file of one run (contract §2, ``reports/runs/<run>.json``): the contract's
+    keys in its order, then what regresslab adds (the baseline's status, the run's p-value, every
+    detector's own verdict in ``methods``, the decision's ``details``), and, once the report has set
+    them, the flagged counters' changes, the plain summary and the counters validation left out."""
+
+    schema_version: int
+    run_id: str
+    system: str
+    verdict: str
+    score: float | None
+    flagged_counters: list[str]
+    counter_scores: dict[str, float]
+    cause: Cause
+    baseline_runs: list[WeightedRun]
+    baseline_status: str
+    p_value: float | None
+    methods: dict[str, dict[str, Any]]
+    details: dict[str, Any]
+    counter_changes: dict[str, CounterChange]
+    summary: str
+    dropped_counters: list[DroppedCounter]
+
+
+class IndexRow(TypedDict, total=False):
+    """One run's row of the night index (``reports/nights/<night>.json``, the index page, the alert):
+    its verdict and score, the cause and its probability, its first three counters and first change,
+    whether its lab is new or its baseline insufficient, the counters dropped, and what ``change``d
+    since the night before."""
+
+    run_id: str
+    system: str
+    verdict: str
+    score: float | None
+    cause: str | None
+    probability: float
+    cause_known: bool
+    top: list[str]
+    new_lab: bool
+    insufficient_baseline: bool
+    dropped: int
+    top_change: str | None
+    change: str
+
+
+class NightSummary(TypedDict):
+    """What the night's index returns (the nightly DAG's ``night_index``, read by the alert): the
+    night, how many runs it judged, the failed ones, the quarantined archives and the missing sources."""
+
+    night: str
+    runs: int
+    failed: list[str]
+    quarantined: list[str]
+    missing_sources: list[str | None]
