@@ -19,6 +19,7 @@ from pipelines.detectors.causes import CODE_VERSION, train_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import CauseModelMeta
 
 log = logging.getLogger("regresslab.train_causes")
 
@@ -30,7 +31,7 @@ def verified_history_digest(index: ValidIndex, system: str) -> str:
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
-def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], index: ValidIndex) -> dict[str, Any]:
+def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], index: ValidIndex) -> CauseModelMeta:
     """The metadata of the system's model for this training data and these params: the stored
     version when it exists, else a model trained, saved (skops) and described now."""
     digest = cause_features.frame_digest(frame)
@@ -59,14 +60,14 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
         atomic.write_bytes_atomic(folder / result["fault_model_file"],
                                    atomic.reproducible_skops(sio.dumps(fault_model)))
     atomic.write_bytes_atomic(folder / f"{version}.skops", atomic.reproducible_skops(sio.dumps(model)))
-    meta = {"system": system, "version": version, "training_data_sha256": digest,
+    meta: CauseModelMeta = {"system": system, "version": version, "training_data_sha256": digest,
             "verified_history": verified_history_digest(index, system),
             "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}
     atomic.write_json_atomic(meta_file, meta)
     return meta
 
 
-def system_metrics(meta: dict[str, Any]) -> dict[str, Any]:
+def system_metrics(meta: CauseModelMeta) -> dict[str, Any]:
     """What ``metrics/causes.json`` says of one system's model."""
     best = meta["learners"][meta["best"]]
     return {"best": meta["best"], "accuracy": best["accuracy"], "gain": best["gain"],

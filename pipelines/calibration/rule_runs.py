@@ -18,7 +18,7 @@ from pipelines.storage.run_records import ValidIndex
 from pipelines.storage.stage_files import Calibration, RuleDetection
 
 
-def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[dict[str, Any], bool]:
+def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[RuleDetection, bool]:
     """One target's detection, without the lock (the ``detect`` stage's ``run_one`` holds it): (the
     verdict document, whether it was reused)."""
     job = DetectJob.of(run_id)

@@ -58,7 +58,7 @@ from __future__ import annotations
 import inspect
 import logging
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -68,9 +68,41 @@ if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a 
 
 from pipelines import parallel
 from pipelines.detectors import cause_features
+from pipelines.storage.stage_files import (CauseModelMeta, CausePrediction, CauseRecall, FaultGuess, HeldOutCause,
+                                           LearnerScore, LooPrediction, UnknownCauses)
 
 log = logging.getLogger("regresslab.train_causes")
 CODE_VERSION = 7
+
+
+class CurvePoint(TypedDict):
+    """A learning curve's point: the accuracy with ``runs_per_cause`` training runs of each cause
+    over its ``trials`` (None when none could be trained)."""
+
+    runs_per_cause: int
+    accuracy: float | None
+    trials: int
+
+
+class TrainedCauses(CauseModelMeta, total=False):
+    """:func:`train_system`'s result: the model's description and the fitted models themselves
+    (``model``; ``fault_model``, the model of the fault runs alone, when it names faults better)."""
+
+    model: Pipeline
+    fault_model: Pipeline | None
+
+
+class LearnerComparison(TypedDict):
+    """Model selection for one system (:func:`compare_learners_of`): every learner's figures, the
+    learner in use and the one :func:`choose_learner` would keep, and the learning curves."""
+
+    learners: dict[str, LearnerScore]
+    in_use: str
+    chosen: str
+    random_accuracy: float
+    runs: int
+    feature_blocks: list[str]
+    learning_curve: list[dict[str, Any]]
 
 
 # --------------------------------------------------------------------------- pure core
@@ -190,7 +222,7 @@ def run_labels(frame: pd.DataFrame) -> pd.Series:
 
 
 def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], *, max_runs: int,
-                   repeats: int, seed: int, balance: bool = False) -> list[dict[str, Any]]:
+                   repeats: int, seed: int, balance: bool = False) -> list[CurvePoint]:
     """Accuracy with ``n`` = 1..``max_runs`` training runs per cause (Nguyen 2017 §8.5)."""
     rng = np.random.default_rng(seed)
     labels = run_labels(frame)
@@ -215,7 +247,7 @@ def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], 
         proba = run_probabilities(model, frame[frame["target"] == test], columns, classes)
         return bool(proba.idxmax() == labels[test])
     outcomes = parallel.map_ordered(trial, plan)
-    rows = []
+    rows: list[CurvePoint] = []
     for n in range(1, max_runs + 1):
         hits = [hit for (k, _, _), hit in zip(plan, outcomes) if k == n and hit is not None]
         rows.append({"runs_per_cause": n, "accuracy": round(float(np.mean(hits)), 4) if hits else None,
@@ -255,13 +287,13 @@ def best_threshold(known: np.ndarray, unknown: np.ndarray) -> float:
 
 
 def unknown_cause_figures(known_max: pd.Series, labels: pd.Series, held_out: dict[str, pd.Series]
-                          ) -> dict[str, Any]:
+                          ) -> UnknownCauses:
     """Hold each cause out in turn: calibrate ``tau`` without it, then apply it to its runs.
 
     Returns per cause the share of its runs called unknown and the share of the other
     (known) runs wrongly called unknown, their means, and ``tau`` from every cause.
     """
-    per_cause = {}
+    per_cause: dict[str, HeldOutCause] = {}
     for cause, scores in held_out.items():
         other_unknown = np.concatenate([s.to_numpy() for c, s in held_out.items() if c != cause] or [np.zeros(0)])
         known = known_max[labels.reindex(known_max.index) != cause].to_numpy()
@@ -286,7 +318,7 @@ def design_frame(frame: pd.DataFrame, blocks: list[str]) -> tuple[pd.DataFrame, 
         list(x.columns)
 
 
-def confusion(predictions: dict[str, dict[str, Any]], classes: list[str]) -> dict[str, dict[str, int]]:
+def confusion(predictions: dict[str, LooPrediction], classes: list[str]) -> dict[str, dict[str, int]]:
     """``truth -> predicted -> runs`` over the leave-one-out predictions (every class on both sides)."""
     table = {t: {p: 0 for p in classes} for t in classes}
     for row in predictions.values():
@@ -294,10 +326,10 @@ def confusion(predictions: dict[str, dict[str, Any]], classes: list[str]) -> dic
     return table
 
 
-def per_cause(predictions: dict[str, dict[str, Any]], *, few: int) -> dict[str, dict[str, Any]]:
+def per_cause(predictions: dict[str, LooPrediction], *, few: int) -> dict[str, CauseRecall]:
     """Per cause: its runs, the share of them leave-one-out labels right, and whether it has
     ``few`` runs or fewer (a cause learned from so few runs is shown as such)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, int]] = {}
     for row in predictions.values():
         c = out.setdefault(row["truth"], {"runs": 0, "right": 0})
         c["runs"] += 1
@@ -387,11 +419,12 @@ def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipel
 
 def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, columns: list[str], labels: pd.Series,
                      balance: bool, *, progress=None, known: dict[str, pd.DataFrame | None] | None = None,
-                     ) -> tuple[dict[str, dict[str, Any]], dict[str, pd.DataFrame]]:
+                     ) -> tuple[dict[str, LearnerScore], dict[str, pd.DataFrame]]:
     """Each learner's leave-one-run-out accuracy and gain over the random predictor, and its
     probabilities (``known``: those already computed, by learner)."""
     r = random_accuracy(list(labels))
-    table, loo = {}, {}
+    table: dict[str, LearnerScore] = {}
+    loo: dict[str, pd.DataFrame] = {}
     for i, (name, template) in enumerate(candidates.items(), 1):
         done = (known or {}).get(name)
         proba = done if done is not None else loo_probabilities(template, frame, columns, balance)
@@ -403,7 +436,7 @@ def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, colum
     return table, loo
 
 
-def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, progress_for=None) -> dict[str, Any]:
+def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, progress_for=None) -> TrainedCauses:
     """What the night's classifier is, for one system: the feature design (:func:`choose_design`),
     the first of ``learners`` fitted on every row, its leave-one-run-out figures (the detector's
     null, the confusion matrix, per-cause recall), the unknown-cause tau and the fault model.
@@ -431,7 +464,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
     known_max = loo[best].max(axis=1)
     unknown = unknown_cause_figures(known_max, labels, held)
     model = fit_rows(template, frame, columns, balance)
-    predictions = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
+    predictions: dict[str, LooPrediction] = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
                          "probability": round(float(loo[best].loc[run].max()), 4),
                          "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
     faults = [r for r in predictions if labels[r] != "none"]
@@ -459,7 +492,7 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
 
 
 def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: dict[str, Any],
-                        in_use: dict[str, dict[str, Any]] | None = None, progress=None) -> dict[str, Any]:
+                        in_use: dict[str, LearnerScore] | None = None, progress=None) -> LearnerComparison:
     """Model selection for one system, on the design its model uses (``blocks``): every learner's
     leave-one-run-out accuracy and gain (``in_use``: the rows the night already measured, by
     learner, taken as they are), the learner :func:`choose_learner` would keep, and the learning
@@ -498,7 +531,7 @@ ALTERNATIVES = 2          # the runner-up causes a prediction names
 
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,
                   blocks: list[str] = ("counters",),
-                  per_cause: dict[str, dict[str, Any]] | None = None, fault_model=None) -> dict[str, Any]:
+                  per_cause: dict[str, CauseRecall] | None = None, fault_model=None) -> CausePrediction:
     """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
 
     ``fault`` is the most probable cause other than ``none`` with its own probability (not
@@ -519,7 +552,7 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     if fault_model is not None:     # the model of the fault runs alone names the fault: P(cause | fault)
         given = run_probabilities(fault_model, aligned, columns, list(fault_model.classes_))
         nearest = str(given.idxmax())
-        fault = {"label": nearest, "probability": round(float(given[nearest]), 4), "given_a_fault": True}
+        fault: FaultGuess = {"label": nearest, "probability": round(float(given[nearest]), 4), "given_a_fault": True}
     else:
         nearest = nearest_fault(proba)
         fault = {"label": nearest, "probability": None if nearest is None else round(float(proba[nearest]), 4)}

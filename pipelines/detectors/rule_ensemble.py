@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -63,8 +63,8 @@ from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
-from pipelines.storage.run_records import Environment, ValidIndex
-from pipelines.storage.stage_files import Calibration
+from pipelines.storage.run_records import Environment, RunRecord, ValidIndex
+from pipelines.storage.stage_files import Calibration, EdgesFile, RuleDetection
 
 log = logging.getLogger("regresslab.detect")
 
@@ -340,9 +340,60 @@ def prune_models(models: list[Model], references: list[str], encode: Callable[[s
     return pruned, dropped
 
 
+class ViolatedRule(TypedDict):
+    """A rule of a baseline run's model the target broke: its premise and consequent items, its
+    confidence in that run's history and in the target, the drop, and the target's intervals that
+    met the premise."""
+
+    model: str
+    premise: list[str]
+    consequent: str
+    confidence_history: float
+    confidence_new: float
+    delta: float
+    premise_intervals: int
+
+
+class RulesResult(TypedDict, total=False):
+    """What the three combiners found on one target (:func:`detect_run`, then :func:`analyse`): the
+    flagged counters of the pooled model (``single``), ``bagging`` and ``stacking``, most severe
+    first; the models' ``weights`` (environment similarity), each counter's bagging ``votes``, the
+    number of models that ``judged`` it, its stacking share ``s``, ``severity``, violation
+    ``intervals`` and score; the rules broken; then the pruned rules per model, the counters left
+    to the environment, every counter's relative change (``effects``) and the flagged counters set
+    aside as too small (``small_effects`` in %, ``small_changes`` as a magnitude)."""
+
+    n_intervals: int
+    weights: dict[str, float]
+    votes: pd.Series
+    judged: pd.Series
+    s: pd.Series
+    severity: pd.Series
+    intervals: dict[str, list[int]]
+    single: list[str]
+    bagging: list[str]
+    stacking: list[str]
+    counter_scores: pd.Series
+    violated_rules: dict[str, list[ViolatedRule]]
+    pruned_rules: dict[str, int]
+    environment_dependent: dict[str, float]
+    effects: dict[str, float]
+    small_effects: dict[str, float]
+    small_changes: dict[str, float]
+
+
+class StackingEvidence(TypedDict):
+    """What stacking's calibration adds to its verdict: the run's stacking score, its p-value
+    against the normal runs' (None without a null) and how many normal runs that null holds."""
+
+    score: float
+    p_value: float | None
+    normal_runs: int
+
+
 def detect_run(binned: pd.DataFrame, target_env: Environment, models: list[Model],
                single: pd.DataFrame | None, *, delta_threshold: float, min_premise_intervals: int,
-               stacking_threshold: float, max_rules_reported: int = 5) -> dict[str, Any]:
+               stacking_threshold: float, max_rules_reported: int = 5) -> RulesResult:
     """Run the three combiners on one target; everything the verdict file and the report need.
 
     ``models`` are the prior runs' models, already pruned when pruning is on; ``single``
@@ -371,7 +422,7 @@ def detect_run(binned: pd.DataFrame, target_env: Environment, models: list[Model
     # counter score: the confidence change of the counter's rules, averaged with the stacking weights
     score, _ = stacking(deltas, weights, threshold=1.0)
     severity, intervals = severity_of(evidences, counters, n)
-    result: dict[str, Any] = {"n_intervals": n, "weights": dict(zip(ids, map(float, weights))),
+    result: RulesResult = {"n_intervals": n, "weights": dict(zip(ids, map(float, weights))),
                               "votes": votes, "judged": flags.notna().sum(axis=0), "s": s,
                               "severity": severity, "intervals": intervals}
     result["single"] = []
@@ -383,7 +434,7 @@ def detect_run(binned: pd.DataFrame, target_env: Environment, models: list[Model
     result["bagging"] = rank_counters(bag, votes, severity)
     result["stacking"] = rank_counters(stack, s, severity)
     result["counter_scores"] = score.clip(0, 1)
-    rules_out: dict[str, list] = {}
+    rules_out: dict[str, list[ViolatedRule]] = {}
     violated = [ev.rules[ev.rules["violated"]].assign(model=run_id) for run_id, ev in zip(ids, evidences)]
     allv = pd.concat(violated, ignore_index=True) if violated else pd.DataFrame()
     if len(allv):
@@ -435,8 +486,8 @@ def practical_filter(flagged: dict[str, list[str]], magnitude: dict[str, float],
     return {k: [c for c in v if c not in small] for k, v in flagged.items()}, small
 
 
-def verdict_document(run_id: str, meta: dict[str, Any], result: dict[str, Any], *, interval_s: float,
-                     not_analysed: dict[str, list[str]]) -> dict[str, Any]:
+def verdict_document(run_id: str, meta: RunRecord, result: RulesResult, *, interval_s: float,
+                     not_analysed: dict[str, list[str]]) -> RuleDetection:
     """The per-run verdict file (contract §2), headline from stacking."""
     scores = result["counter_scores"]
     stack = result["stacking"]
@@ -494,7 +545,7 @@ def split_counters(frame: pd.DataFrame, edges: bins.Edges, model_counters: set[s
     }
 
 
-def stacking_score(result: dict[str, Any]) -> float:
+def stacking_score(result: RulesResult) -> float:
     """A run's stacking evidence: ``Σ_c s(c)``, the expected number of counters the weighted
     models flag, over the counters the practical-change filter kept (a score that
     :func:`pvalues.calibrated_pvalue` can judge against the history's normal runs; the
@@ -517,7 +568,7 @@ def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
     return record.loo_pvalues(normal_scores, lambda s, null: stacking_pvalue(s, null, models))
 
 
-def stacking_evidence(result: dict[str, Any], null: list[float] | None) -> dict[str, Any]:
+def stacking_evidence(result: RulesResult, null: list[float] | None) -> StackingEvidence:
     """What the verdict file's ``association_rules_stacking`` gains from the calibration."""
     score = stacking_score(result)
     p = stacking_pvalue(score, null, len(result["weights"])) if null else float("nan")
@@ -658,7 +709,7 @@ class DetectContext:
         (computed once per context: a digest of every counter's edges, asked for per model and reference)."""
         return f"{bins.edges_digest(self.edges)}@{self.reference}"
 
-    def environment(self, run_id: str) -> dict[str, Any]:
+    def environment(self, run_id: str) -> Environment:
         return self.index[run_id].get("environment") or {}
 
     def encoded(self, run_id: str) -> Encoded:
@@ -666,7 +717,7 @@ class DetectContext:
         return self.cache.encoded_run(run_id, self.edges, self.reference, self.tag)
 
     @classmethod
-    def of_system(cls, system: str, index: ValidIndex, spec: dict[str, Any], cache: DetectCache,
+    def of_system(cls, system: str, index: ValidIndex, spec: EdgesFile, cache: DetectCache,
                   params: DetectParams, mine_params: rule_mining.MiningParams, hist: history.HistoryParams,
                   significance: effects.Significance) -> "DetectContext":
         """A night's context for ``system``: its bin edges ``spec`` (``store.read_edges``), its
@@ -695,7 +746,7 @@ def without_counters(models: list[Model], counters) -> list[Model]:
     return [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(counters)) for m in models]
 
 
-def environment_abstention(baseline: list[str], target_env: Environment, lab: dict[str, Any],
+def environment_abstention(baseline: list[str], target_env: Environment, lab: labs.LabShift,
                            ctx: DetectContext, environment_from: list[str] | None) -> dict[str, float]:
     """The counters every model abstains on for a target in an environment no baseline run
     shares and whose lab's level is unknown: those whose level differs between the labs of
@@ -726,12 +777,12 @@ def run_effects(frame: pd.DataFrame, refs: list[str], ctx: DetectContext,
                                 floor_share=sig.floor_share)
 
 
-def flagged_union(result: dict[str, Any]) -> list[str]:
+def flagged_union(result: RulesResult) -> list[str]:
     """The counters any of the three combiners flagged, each once, in the combiners' order."""
     return list(dict.fromkeys(c for k in ("single", "bagging", "stacking") for c in result[k]))
 
 
-def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[str],
+def practical_changes(result: RulesResult, frame: pd.DataFrame, refs: list[str],
                       ctx: DetectContext) -> None:
     """The practical-change filters on ``result`` (in place): a flagged counter stays flagged when
     its change matters (``effects``: at least ``significance.min_effect_pct`` of its level; the
@@ -756,7 +807,7 @@ def practical_changes(result: dict[str, Any], frame: pd.DataFrame, refs: list[st
 
 
 def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: dict[str, str],
-            with_single: bool = True, environment_from: list[str] | None = None) -> tuple[dict, dict]:
+            with_single: bool = True, environment_from: list[str] | None = None) -> tuple[RulesResult, RuleDetection]:
     """Detect on one run against a baseline; return (detect_run result, verdict document).
 
     Steps: the prior runs' models; when no run of the target's nearest lab shares its lab, the

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import logging
-from typing import Any
 
 from pipelines import config, parallel
 from pipelines.calibration import cause_signatures, effects, headline, history, labs
@@ -25,7 +24,7 @@ from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
 from pipelines.storage.run_records import RunRecord, ValidIndex
-from pipelines.storage.stage_files import ChartResult, CrossLabNull
+from pipelines.storage.stage_files import CauseModelMeta, CausePrediction, ChartResult, CrossLabNull
 
 log = logging.getLogger("regresslab.evaluate")
 
@@ -250,7 +249,7 @@ def loo_history_faults(faults: list[str], analysed: dict[str, tuple[dict, dict]]
     return out
 
 
-def loo_classified(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def loo_classified(meta: CauseModelMeta) -> dict[str, CausePrediction]:
     """The cause classifier's leave-one-out evidence per verified run, shaped as a prediction for
     ``headline.verdict_of``: the run's fault score from the model trained without it
     (``train_causes``), against the same scores of the other normal runs.  Those came from models

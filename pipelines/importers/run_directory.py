@@ -41,6 +41,7 @@ from pipelines import config
 from pipelines.importers import collectors, common
 from pipelines.storage import archive
 from pipelines.storage.archive import excerpt
+from pipelines.storage.run_records import RunMeta
 
 log = logging.getLogger("regresslab.ingest")
 
@@ -168,7 +169,7 @@ def host_frames(samples: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def run_meta(doc: dict[str, Any], *, run_id: str, samples: pd.DataFrame, load_span: tuple[float, float] | None,
-             cores: dict[str, float]) -> dict[str, Any]:
+             cores: dict[str, float]) -> RunMeta:
     """``run.json`` from ``run.yaml`` and what the files say (start and length of the load,
     each host's CPUs when a collector stated them and the environment did not)."""
     if "run_id" in doc and str(doc["run_id"]) != run_id:
@@ -189,9 +190,10 @@ def run_meta(doc: dict[str, Any], *, run_id: str, samples: pd.DataFrame, load_sp
         if not any(k.startswith((f"{host}.", f"{host}_")) for k in environment):
             environment[f"{host}.cpu_cores"] = int(n) if float(n).is_integer() else n
     workload = doc.get("workload") or {"profile": "unknown", "load_counter": None}
-    meta = {"schema_version": 1, "run_id": run_id, "system": str(doc["system"]), "version": str(doc["version"]),
-            "started_at": started, "duration_s": duration, "workload": workload, "environment": environment,
-            "verdict": doc.get("verdict"), "cause": doc.get("cause")}
+    meta: RunMeta = {"schema_version": 1, "run_id": run_id, "system": str(doc["system"]),
+                     "version": str(doc["version"]), "started_at": started, "duration_s": duration,
+                     "workload": workload, "environment": environment, "verdict": doc.get("verdict"),
+                     "cause": doc.get("cause")}
     for key in ("baseline", "regressed_counters"):
         if key in doc:
             meta[key] = doc[key]
@@ -245,7 +247,7 @@ def fetch_prometheus(server: str, doc: dict[str, Any], params: dict[str, Any],
 
 
 def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any] | None = None,
-                    lab_file: Path | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], list[str]]:
+                    lab_file: Path | None = None) -> tuple[RunMeta, dict[str, pd.DataFrame], list[str]]:
     """A run directory -> (run.json, host frames, what each file gave); ``fields`` and
     ``lab_file`` add to its ``run.yaml`` (:func:`run_fields`)."""
     run_dir = Path(run_dir)
@@ -310,7 +312,7 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any
     return meta, host_frames(samples), notes
 
 
-def archive_members(meta: dict[str, Any], frames: dict[str, pd.DataFrame]) -> dict[str, bytes]:
+def archive_members(meta: RunMeta, frames: dict[str, pd.DataFrame]) -> dict[str, bytes]:
     """The contract archive's members: ``run.json`` and ``counters/<host>.csv``."""
     members = {"run.json": (json.dumps(meta, indent=2) + "\n").encode()}
     for host, frame in frames.items():
@@ -320,7 +322,7 @@ def archive_members(meta: dict[str, Any], frames: dict[str, pd.DataFrame]) -> di
     return members
 
 
-def read_run(path: Path, limits: dict[str, Any], params: dict[str, Any]) -> archive.RawRun:
+def read_run(path: Path, limits: archive.ArchiveLimits, params: dict[str, Any]) -> archive.RawRun:
     """Any archive as ``archive.read_archive`` reads it; a run directory converted first (what
     ``validate`` calls, so ``pull`` can take a lab's folders as they are)."""
     path = Path(path)

@@ -34,7 +34,7 @@ from scipy.stats import mannwhitneyu     # at import: the report's pool processe
 from pipelines import config
 from pipelines.calibration import effects
 from pipelines.reporting.summary import environment_differences, with_unit, worse_direction
-from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.run_records import RunRecord, ValidIndex
 
 log = logging.getLogger("regresslab.compare")
 
@@ -114,7 +114,7 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame, directions: list[dict[str, 
             "only_b": sorted(set(b.columns) - set(a.columns))}
 
 
-def differences(meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list[str]:
+def differences(meta_a: RunRecord, meta_b: RunRecord) -> list[str]:
     """What differs between the two runs besides the counters: version, system, then the lab."""
     out = [f"{k}: {meta_a.get(k, '—')} → {meta_b.get(k, '—')}" for k in ("system", "version")
            if meta_a.get(k) != meta_b.get(k)]
@@ -126,7 +126,7 @@ def page_name(run_a: str, run_b: str) -> str:
     return f"{config.identifier(run_a, 'run id')}--{config.identifier(run_b, 'run id')}.html"
 
 
-def render(result: dict[str, Any], run_a: str, run_b: str, meta_a: dict[str, Any], meta_b: dict[str, Any], *,
+def render(result: dict[str, Any], run_a: str, run_b: str, meta_a: RunRecord, meta_b: RunRecord, *,
            alpha: float, min_effect_pct: float, limit: int) -> str:
     """The compare page (Jinja2, autoescaped: every run id, counter and environment value came from
     an archive).  At most ``limit`` rows are shown; the counts say how many there are."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.calibration import history, labs
@@ -17,11 +17,12 @@ from pipelines.detectors.causes import predict_cause
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
 from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.stage_files import CauseModelMeta, CausePrediction
 
 log = logging.getLogger("regresslab.predict_causes")
 
 
-def history_fault_scores(meta: dict[str, Any]) -> dict[str, float]:
+def history_fault_scores(meta: CauseModelMeta) -> dict[str, float]:
     """The leave-one-out fault score of each verified fault run of the model's history (the model
     trained without it): what ``headline.fault_weights`` counts the classifier's catches from."""
     return {r: v["fault_score"] for r, v in sorted((meta.get("loo_predictions") or {}).items())
@@ -29,10 +30,11 @@ def history_fault_scores(meta: dict[str, Any]) -> dict[str, float]:
 
 
 def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, charter: charts.Charter,
-                cc_params: charts.ControlChartParams, hist: history.HistoryParams) -> dict[str, Any]:
+                cc_params: charts.ControlChartParams, hist: history.HistoryParams) -> CausePrediction:
     """Predict the cause of one target run and write it."""
     system = index[run_id]["system"]
     loaded = models[system]
+    result: CausePrediction
     if loaded is None:
         result = {"label": None, "probability": None, "known": False, "reason": "no cause model yet"}
     else:
@@ -60,14 +62,14 @@ def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, chart
     return result
 
 
-def run_one(run_id: str) -> dict[str, Any]:
+def run_one(run_id: str) -> CausePrediction:
     """Predict the cause of one target run: a batch of one (:func:`batch`)."""
     with batch() as one:
         return one(run_id)
 
 
 @contextmanager
-def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+def batch() -> Iterator[Callable[[str], CausePrediction]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder, the cause models and one charter per system, loaded once for the batch."""
     index = manifest.read_valid_index()
@@ -75,7 +77,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
     models = store.CauseModels()
     charters: dict[str, charts.Charter] = {}
 
-    def one(run_id: str) -> dict[str, Any]:
+    def one(run_id: str) -> CausePrediction:
         system = index[run_id]["system"]
         if system not in charters:
             charters[system] = charts.Charter(store.FrameStore.of_system(system), cc_params.chart)

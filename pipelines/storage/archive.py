@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import pandas as pd
 
@@ -38,7 +38,23 @@ log = logging.getLogger("regresslab.archive")
 HOST_RE = RUN_ID_RE                   # host names become file stems: the same grammar as run_ids
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 
-DEFAULT_LIMITS = {
+class ArchiveLimits(TypedDict, total=False):
+    """What one archive may cost to read (``validate.limits``; any left out at :data:`DEFAULT_LIMITS`)."""
+
+    max_members: int
+    max_member_bytes: int
+    max_total_bytes: int
+    max_ratio: float
+    max_header_bytes: int
+    max_columns: int
+    max_rows: int
+    max_cells: int
+    max_counters: int
+    max_line_bytes: int
+    max_object_keys: int
+
+
+DEFAULT_LIMITS: ArchiveLimits = {
     "max_members": 512,               # one run.json + one CSV per host
     "max_member_bytes": 256 * 2**20,  # a CSV of 256 MiB is already huge
     "max_total_bytes": 1024 * 2**20,  # decompressed, all members together
@@ -105,7 +121,7 @@ def _read_capped(fh: IO[bytes], cap: int, name: str) -> bytes:
 class _Budget:
     """What an archive may decompress to, counted member by member (``validate.limits``)."""
 
-    def __init__(self, path: Path, limits: dict[str, Any]):
+    def __init__(self, path: Path, limits: ArchiveLimits):
         self.limits = limits
         self.compressed = path.stat().st_size if path.is_file() else None
         self.total = 0
@@ -228,7 +244,7 @@ def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
             raise ArchiveError(f"corrupt tar archive: {exc}") from exc
 
 
-def _iter_members(path: Path, limits: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
+def _iter_members(path: Path, limits: ArchiveLimits) -> Iterator[tuple[str, bytes]]:
     """Yield (member name, bytes) of a tar.gz, zip or directory archive, enforcing the limits."""
     budget = _Budget(path, limits)
     if path.is_dir():
@@ -317,7 +333,7 @@ def _tar_size(field: bytes) -> int:
     return int(text, 8) if text else 0
 
 
-def check_tar_headers(path: Path, limits: dict[str, Any]) -> None:
+def check_tar_headers(path: Path, limits: ArchiveLimits) -> None:
     """Walk a tar.gz's 512-byte headers before ``tarfile`` does, streaming, and refuse a PAX or
     GNU long-name header larger than ``max_header_bytes`` (``tarfile`` reads such a header whole:
     a 1.5 MB archive can hold a 1.5 GiB one), more than ``max_members`` entries of any kind, and a
@@ -366,7 +382,7 @@ def is_run_directory(path: Path) -> bool:
     return path.is_dir() and (path / "run.yaml").is_file() and not (path / "run.json").exists()
 
 
-def read_archive(path: str | Path, limits: dict[str, Any] | None = None) -> RawRun:
+def read_archive(path: str | Path, limits: ArchiveLimits | None = None) -> RawRun:
     """Read one archive (tar.gz, tgz, zip or plain directory) without extracting it.
 
     (A lab's run directory, :func:`is_run_directory`, is read by ``pipelines.importers.run_directory.read_run``.)
@@ -426,7 +442,7 @@ def csv_cells(data: bytes) -> int:
     return max(0, lines - 1) * (data.split(b"\n", 1)[0].count(b",") + 1)
 
 
-def check_cells(csv_bytes: dict[str, bytes], limits: dict[str, Any] | None = None) -> None:
+def check_cells(csv_bytes: dict[str, bytes], limits: ArchiveLimits | None = None) -> None:
     """An archive's memory bound, before pandas allocates anything: its samples times counters,
     over every host, at most ``max_cells``.  Parsing and validating take about 20-60 bytes a
     cell (numbers / text, measured: 20 M cells of text, a 150 MB CSV, peaked at 1.1 GB in
@@ -452,7 +468,7 @@ def check_cells(csv_bytes: dict[str, bytes], limits: dict[str, Any] | None = Non
                            f"largest: {top})")
 
 
-def parse_counter_csv(data: bytes, host: str, limits: dict[str, Any] | None = None) -> pd.DataFrame:
+def parse_counter_csv(data: bytes, host: str, limits: ArchiveLimits | None = None) -> pd.DataFrame:
     """Parse one host's counter CSV as the collector wrote it (no coercion).
 
     Values keep pandas' own inference, so a column holding text stays ``object``

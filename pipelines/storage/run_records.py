@@ -32,6 +32,24 @@ class DroppedCounter(TypedDict, total=False):
     reason: str
 
 
+class RunMeta(TypedDict, total=False):
+    """A run's ``run.json`` as regresslab writes it (contract §1: what ``regresslab ingest`` puts in
+    the archive it builds); ``baseline`` and ``regressed_counters`` only when the run states them."""
+
+    schema_version: int
+    run_id: str
+    system: str
+    version: str
+    started_at: str
+    duration_s: float
+    workload: Workload
+    environment: Environment
+    verdict: str | None
+    cause: str | None
+    baseline: list[str]
+    regressed_counters: list[str]
+
+
 class RunRecord(TypedDict, total=False):
     """One validated run (contract §1 ``run.json``, as ``validate`` indexes it).
 

@@ -20,7 +20,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.preparation.intervals import scale_to_load
 from pipelines.storage import atomic
-from pipelines.storage.stage_files import EdgesFile
+from pipelines.storage.stage_files import CauseModelMeta, EdgesFile
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 DERIVED_BUDGET = 1 << 30          # bytes a FrameStore keeps of what detectors derive from its runs (FrameStore.derived)
@@ -195,7 +195,7 @@ def load_model(path: Path):
     return sio.load(path, trusted=untrusted)
 
 
-def latest_model_meta(system: str) -> dict[str, Any]:
+def latest_model_meta(system: str) -> CauseModelMeta:
     """The metadata of a system's current cause model ({} when it has none)."""
     pointer = read_optional(config.latest_cause_model(system))
     return atomic.read_json(config.cause_models_dir(system) / pointer["meta"]) if pointer else {}

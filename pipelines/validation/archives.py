@@ -23,11 +23,12 @@ from typing import Any, NamedTuple
 from pipelines import config, parallel
 from pipelines.progress import Progress
 from pipelines.storage import atomic, budget, manifest
-from pipelines.storage.run_records import RunRecord, ValidIndex
+from pipelines.storage.run_records import DroppedCounter, RunRecord, ValidIndex
 from pipelines.validation.checks import valid_host_frames
 from pipelines.validation.suites import (
     SUITE_VERSION,
     Checked,
+    Failure,
     Validator,
     describe_failure,
     suites_from_params,
@@ -132,7 +133,7 @@ def new_validator(params: dict[str, Any]) -> Validator:
 
 class Judged(NamedTuple):
     index: ValidIndex                 # run_id -> its index row
-    quarantined: dict[str, Any]           # run_id -> the reason
+    quarantined: dict[str, str]           # run_id -> the reason
     validator: Validator | None           # when one was made (an archive was validated now)
     judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
 
@@ -187,14 +188,14 @@ def judge_all(todo: list[manifest.ManifestEntry], params: dict[str, Any], *, job
                     progress.step(done, f"{counts['quarantined']} quarantined, "
                                         f"{counts['dropped']} counters dropped")
     index: ValidIndex = {}
-    quarantined: dict[str, Any] = {}
+    quarantined: dict[str, str] = {}
     for entry in todo:
         status, row, _ = results[entry.run_id]
         (index if status == "valid" else quarantined)[entry.run_id] = row
     return Judged(index, quarantined, validator, [entry.run_id for entry, _ in fresh])
 
 
-def quarantine_reason(failures: list[dict[str, Any]], dropped: list[dict[str, Any]]) -> str:
+def quarantine_reason(failures: list[Failure], dropped: list[DroppedCounter]) -> str:
     """The run-level failures as sentences; when too many counters went, the first of them too."""
     reason = "; ".join(describe_failure(f) for f in failures)
     if any(f.get("kwargs", {}).get("column") == "dropped_counter_share" for f in failures) and dropped:

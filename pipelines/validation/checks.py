@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.storage.run_records import Environment
+from pipelines.storage.run_records import DroppedCounter, Environment
 
 log = logging.getLogger("regresslab.validate")
 
@@ -296,7 +296,7 @@ def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, 
 
 
 def valid_host_frames(frames: dict[str, pd.DataFrame], summary: pd.DataFrame | None = None,
-                      dropped: list[dict[str, Any]] = ()) -> dict[str, pd.DataFrame]:
+                      dropped: list[DroppedCounter] = ()) -> dict[str, pd.DataFrame]:
     """Host frames in the form later stages read: float ``ts`` column plus numeric counters.
 
     The dropped counters are left out; in the counters kept (``value_mostly`` < 1 tolerates a

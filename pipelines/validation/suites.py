@@ -20,13 +20,14 @@ import hashlib
 import html
 import logging
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, TypedDict
 
 import pandas as pd
 
 from pipelines.importers import run_directory
 from pipelines.storage import archive, atomic
 from pipelines.validation.checks import counter_summary, host_coverage, meta_frame
+from pipelines.storage.run_records import DroppedCounter
 
 log = logging.getLogger("regresslab.validate")
 
@@ -102,7 +103,25 @@ CHECK_WORDS = {
 }
 
 
-def dropped_counters(summary: pd.DataFrame, failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class Failure(TypedDict, total=False):
+    """A failed check of one archive: the suite and expectation (a Great Expectations one, or the
+    archive's own: ``readable_safe_archive``, ``unique_counter_names``), its arguments, what was
+    unexpected and where (the failing rows by the suite's index columns), or the ``reason`` in a
+    sentence when the archive could not be read at all."""
+
+    suite: str
+    expectation: str
+    kwargs: dict[str, Any]
+    unexpected_count: int | None
+    unexpected_percent: float | None
+    partial_unexpected_list: list[str]
+    unexpected_index_list: list[dict[str, Any]]
+    observed_value: str | None
+    exception: str | None
+    reason: str
+
+
+def dropped_counters(summary: pd.DataFrame, failures: list[Failure]) -> list[DroppedCounter]:
     """The counters the ``counter_values`` suite failed, each with the checks, the host, the
     counter and example values: the run is analysed without them."""
     by_key: dict[tuple[str, str], list[str]] = {}
@@ -111,7 +130,7 @@ def dropped_counters(summary: pd.DataFrame, failures: list[dict[str, Any]]) -> l
         for idx in f.get("unexpected_index_list") or []:
             by_key.setdefault((str(idx.get("host")), str(idx.get("counter"))), []).append(column)
     rows = summary.set_index(["host", "counter"])
-    out = []
+    out: list[DroppedCounter] = []
     for (host, counter), checks in sorted(by_key.items()):
         row = rows.loc[(host, counter)]
         parts = []
@@ -130,7 +149,7 @@ def dropped_counters(summary: pd.DataFrame, failures: list[dict[str, Any]]) -> l
     return out
 
 
-def describe_failure(f: dict[str, Any]) -> str:
+def describe_failure(f: Failure) -> str:
     """One run-level failure as a sentence: the check, the column, the hosts and example values."""
     if f.get("reason"):
         return f["reason"]
@@ -200,9 +219,9 @@ def gx_view(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     return view, names
 
 
-def failed_expectations(suite_name: str, result: Any) -> list[dict[str, Any]]:
+def failed_expectations(suite_name: str, result: Any) -> list[Failure]:
     """The failed expectations of one GX validation result, in a JSON-ready form."""
-    failed = []
+    failed: list[Failure] = []
     for r in result.results:
         if r.success:
             continue
@@ -283,7 +302,7 @@ class Validator:
             self.definitions[name] = self.context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=name, data=batch, suite=suite))
 
-    def run(self, suite_name: str, frame: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
+    def run(self, suite_name: str, frame: pd.DataFrame, run_id: str) -> list[Failure]:
         """The failed expectations of ``frame`` under one suite.  Great Expectations sees the frame's
         text through :func:`gx_view` (bounded, HTML-escaped: it prints values into its Data Docs
         unescaped); the counters it names are mapped back to their own names."""
@@ -333,8 +352,8 @@ class Checked(NamedTuple):
     failures (any quarantines the run), the counters dropped from it and the counter summary."""
     raw: archive.RawRun | None
     frames: dict[str, pd.DataFrame]
-    failures: list[dict[str, Any]]
-    dropped: list[dict[str, Any]]
+    failures: list[Failure]
+    dropped: list[DroppedCounter]
     summary: pd.DataFrame | None
 
 
@@ -365,7 +384,7 @@ def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> C
     frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
     counts = collections.Counter(str(c) for f in frames.values() for c in f.columns if c != "timestamp")
     dupes = sorted(c for c, n in counts.items() if n > 1)
-    failures: list[dict[str, Any]] = []
+    failures: list[Failure] = []
     if dupes:
         failures.append({"suite": "archive", "expectation": "unique_counter_names",
                          "reason": f"counter names repeated across hosts: {dupes[:10]}"})
