@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.detectors.series_changes import IndexedChange, SeriesChange
+
 MAD_SD = 1.4826
 
 
@@ -123,7 +125,7 @@ def segment(z: np.ndarray, *, penalty: float, min_segment: int, var_floor: float
 
 
 def pelt_series(values: np.ndarray, *, penalty: float, min_segment: int, outlier_sd: float,
-                min_magnitude: float, variance_ratio: float) -> list[dict[str, Any]]:
+                min_magnitude: float, variance_ratio: float) -> list[IndexedChange]:
     """The changes of one series: index, relative change of level, spread ratio, and the ``φ``
     used (see the module doc)."""
     y = np.asarray(values, dtype=float)
@@ -151,7 +153,7 @@ def pelt_series(values: np.ndarray, *, penalty: float, min_segment: int, outlier
 
 
 def pelt_changes(table: pd.DataFrame, *, penalty: float, min_segment: int, outlier_sd: float,
-                 min_magnitude: float, variance_ratio: float) -> list[dict[str, Any]]:
+                 min_magnitude: float, variance_ratio: float) -> list[SeriesChange]:
     """Every series of ``table`` (series × commits, one value each): the changes as
     ``commit_series`` rows (``series``, ``commit``, ``previous``, ``magnitude``, ``method``, ``evidence``)."""
     commits = list(table.columns)

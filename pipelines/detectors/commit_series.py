@@ -33,6 +33,7 @@ from pipelines.detectors.change_points import despike, pelt_changes, pelt_params
 from pipelines.detectors.level_shifts import LevelShiftParams, level_shift_changes
 from pipelines.detectors.mono import commit_effect, mono_changes, mono_series, mono_summary
 from pipelines.detectors.skia import skia_changes, skia_params
+from pipelines.detectors.series_changes import ContractChange, SeriesChange
 
 log = logging.getLogger("regresslab.commit_changes")
 COLUMNS = ("commit", "commit_time", "benchmark", "config", "run", "value")
@@ -84,7 +85,7 @@ def higher_is_better(benchmark: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(benchmark, p) for p in patterns)
 
 
-def contract_rows(changes: list[dict[str, Any]], patterns: list[str]) -> list[dict[str, Any]]:
+def contract_rows(changes: list[SeriesChange], patterns: list[str]) -> list[ContractChange]:
     """The contract's list (§3): regressions first, the largest on top."""
     rows = []
     for ch in changes:
@@ -127,7 +128,7 @@ def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, ma
 
 
 def mono_all(frame: pd.DataFrame, commits: list[str], mo: dict[str, Any], *, progress=None
-             ) -> tuple[list[dict[str, Any]], dict[str, pd.DataFrame], dict[str, dict[str, Any]]]:
+             ) -> tuple[list[SeriesChange], dict[str, pd.DataFrame], dict[str, dict[str, float | str | None]]]:
     """Mono on every series of ``frame``: its changes, each series' intervals and summary.
     A series of one value per commit is judged by its own noise (``mono.commit_effect``)
     whether or not ``commit_effect`` is asked for: its commits have no interval of their own;
@@ -163,7 +164,7 @@ def ran(method: str) -> list[str]:
     return [d for d in DETECTORS if d in method.split("+")]
 
 
-def all_changes(result: dict[str, Any]) -> list[dict[str, Any]]:
+def all_changes(result: dict[str, Any]) -> list[SeriesChange]:
     """Every change of every detector that ran, in :data:`DETECTORS` order."""
     return [ch for d in DETECTORS for ch in result[d]]
 
@@ -179,8 +180,8 @@ def resolve_method(method: str, frame: pd.DataFrame) -> str:
     return "pelt" if float(per_commit.median()) > 1 else "level_shift"
 
 
-def spread_changes(pelt: list[dict[str, Any]], level: list[dict[str, Any]], commits: list[str], *,
-                   margin: int, variance_ratio: float) -> list[dict[str, Any]]:
+def spread_changes(pelt: list[SeriesChange], level: list[SeriesChange], commits: list[str], *,
+                   margin: int, variance_ratio: float) -> list[SeriesChange]:
     """PELT's changes of spread (its spread ratio at least ``variance_ratio`` either way) that no
     change of ``level`` already reports within ``margin`` commits of the same series."""
     pos = {c: i for i, c in enumerate(commits)}

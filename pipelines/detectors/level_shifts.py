@@ -49,6 +49,7 @@ import ruptures
 from scipy import stats
 
 from pipelines.detectors.change_points import despike, robust_sd
+from pipelines.detectors.series_changes import IndexedChange, SeriesChange
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class SeriesShifts:
     """One series' level shifts, the spread of its step tests beyond chance (``inflation``), and
     whether it was too irregular to call (``inflation`` at least ``abstain_inflation``)."""
 
-    changes: list[dict[str, Any]]
+    changes: list[IndexedChange]
     inflation: float
     abstained: bool = False
 
@@ -303,7 +304,7 @@ def level_shifts(values: np.ndarray, p: LevelShiftParams) -> SeriesShifts:
 
 
 def level_shift_changes(table: pd.DataFrame, p: LevelShiftParams
-                        ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+                        ) -> tuple[list[SeriesChange], dict[str, float]]:
     """Every series of ``table`` (series × commits, one value each): the changes as
     ``commit_series`` rows (``series``, ``commit``, ``previous``, ``magnitude``, ``method``,
     ``evidence``), and the series too irregular to call, with their inflation."""

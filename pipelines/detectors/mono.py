@@ -18,12 +18,13 @@ asks both levels to hold for that many commits (:func:`mono_changes`).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 from scipy.stats import t as student
+
+from pipelines.detectors.series_changes import SeriesChange
 
 
 def run_statistics(runs: list[np.ndarray], *, warmup: int, subsamples: int, share: float,
@@ -155,7 +156,7 @@ def commit_effect(intervals: pd.DataFrame, *, alpha: float, quantile: str, windo
     return intervals.assign(half=u * np.sqrt(own + tau2), tau2=tau2, noise=np.where(measured, "runs", "series"))
 
 
-def mono_changes(intervals: pd.DataFrame, *, persist: int = 1) -> list[dict[str, Any]]:
+def mono_changes(intervals: pd.DataFrame, *, persist: int = 1) -> list[SeriesChange]:
     """Consecutive commits whose intervals do not overlap (seed 002 §5), each level holding for
     ``persist`` commits: every one of the ``persist`` commits up to the old one and every one of
     the ``persist`` commits from the new one are apart the same way, without overlap (one slow
@@ -177,7 +178,7 @@ def mono_changes(intervals: pd.DataFrame, *, persist: int = 1) -> list[dict[str,
     return out
 
 
-def mono_summary(intervals: pd.DataFrame, warmup: int) -> dict[str, float | None]:
+def mono_summary(intervals: pd.DataFrame, warmup: int) -> dict[str, float | str | None]:
     """Per series: the impact factor ``S_ρ/S_σ`` and ``n_opt = sqrt(w·S²σ/S²ρ)`` (medians over commits)."""
     s2r, s2s = float(intervals["s2_rho"].median()), float(intervals["s2_sigma"].median())
     from_series = "noise" in intervals and bool((intervals["noise"] == "series").mean() > 0.5)

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.detectors.series_changes import ClusterEntry, SeriesChange, SkiaCluster
+
 
 def normalize_traces(traces: np.ndarray, sd_floor: float) -> np.ndarray:
     """Mean 0, standard deviation 1 per row; rows with a standard deviation under ``sd_floor``
@@ -156,7 +158,7 @@ class SkiaParams:
     null_block: int = 1
 
 
-def skia_window(traces: pd.DataFrame, p: SkiaParams) -> list[dict[str, Any]]:
+def skia_window(traces: pd.DataFrame, p: SkiaParams) -> list[SkiaCluster]:
     """Seed 001 on one window of commits (``traces``: series × commits): the interesting clusters
     with their members, step commit, R, and the traces nearest their centroid.
 
@@ -209,7 +211,7 @@ def skia_window(traces: pd.DataFrame, p: SkiaParams) -> list[dict[str, Any]]:
 
 
 def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, np.ndarray],
-                     p: SkiaParams) -> list[dict[str, Any]]:
+                     p: SkiaParams) -> list[SkiaCluster]:
     """Every trace of the window whose own best step (``fits``: :func:`step_fits` of ``points``)
     reaches ``interesting`` (``auto``: the ``null_quantile`` of the largest single-trace ``|R|``
     over shuffles of the window's commits), as a cluster of one."""
@@ -250,7 +252,7 @@ def windows(n: int, size: int) -> list[tuple[int, int]]:
     return [(s, s + size) for s in starts]
 
 
-def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[SeriesChange], list[SkiaCluster]]:
     """Skia over the whole history: (per-series changes, interesting clusters)."""
     window, merge_margin = p.window, p.merge_margin
     commits = list(table.columns)
@@ -284,11 +286,11 @@ def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[dict[str, Any
     return changes, clusters
 
 
-def coalesce(known: list[dict[str, Any]], found: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def coalesce(known: list[ClusterEntry], found: list[SkiaCluster]) -> tuple[list[ClusterEntry], list[str]]:
     """Seed 001's cluster coalescing: a found interesting cluster whose nearest traces are all
     among a known cluster's nearest traces is that cluster (its triage status kept); the others
     are new.  Returns the updated registry and the ids of the new clusters."""
-    registry = [dict(c) for c in known]
+    registry = [ClusterEntry(**c) for c in known]
     new_ids = []
     for cl in found:
         same = next((c for c in registry if set(cl["nearest"]) <= set(c["nearest"])
@@ -307,8 +309,8 @@ def coalesce(known: list[dict[str, Any]], found: list[dict[str, Any]]) -> tuple[
 TRIAGE_STATUSES = ("positive", "negative", "untriaged")
 
 
-def triage_cluster(registry: list[dict[str, Any]], cluster_id: str, status: str, *, by: str, at: str,
-                   note: str | None = None) -> list[dict[str, Any]]:
+def triage_cluster(registry: list[ClusterEntry], cluster_id: str, status: str, *, by: str, at: str,
+                   note: str | None = None) -> list[ClusterEntry]:
     """Seed 001's triage of an interesting cluster: ``positive`` (a real change), ``negative``
     (not one) or back to ``untriaged``, with who and when.  Returns the updated registry; a later
     night coalesces the same cluster into this entry and keeps its status, so it does not rise
@@ -318,7 +320,7 @@ def triage_cluster(registry: list[dict[str, Any]], cluster_id: str, status: str,
     ids = [c["id"] for c in registry]
     if cluster_id not in ids:
         raise ValueError(f"no interesting cluster {cluster_id!r} (known: {', '.join(ids[-10:]) or 'none'})")
-    out = [dict(c) for c in registry]
+    out = [ClusterEntry(**c) for c in registry]
     out[ids.index(cluster_id)].update({"status": status, "triaged_by": by, "triaged_at": at, "note": note})
     return out
 
