@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -141,7 +141,25 @@ def cause_of(verdict: str, predicted: CausePrediction | None) -> Cause:
     return {"label": fault.get("label"), "probability": fault.get("probability"), "known": known}
 
 
-def fault_pattern(verdict: str, predicted: CausePrediction | None) -> dict[str, Any] | None:
+class FaultPattern(TypedDict):
+    """A fault the cause classifier sees in a passed run: its label, probability, and the training
+    runs of that cause."""
+
+    label: str | None
+    probability: float | None
+    runs_of_cause: int | None
+
+
+class FaultWeighting(TypedDict):
+    """The detectors' shares of the false-alarm rate learned from the history's verified faults
+    (:func:`fault_weights`): the faults every detector judged, how many each caught, the shares."""
+
+    faults: int
+    caught: dict[str, int]
+    weights: dict[str, float]
+
+
+def fault_pattern(verdict: str, predicted: CausePrediction | None) -> FaultPattern | None:
     """A passed run in which the cause classifier nevertheless sees a fault it knows: its own top
     class is a fault with a probability of at least its ``tau``.  The verdict stays the
     detectors' (the contract's ``cause`` stays ``none``), but the report must not print "none" as
@@ -313,7 +331,7 @@ def combined_detectors(ev: Evidence, rule: HeadlineRule, set_aside: dict[str, st
 
 
 def fault_weights(history_faults: dict[str, dict[str, float | None]], used: list[str], *, alpha: float,
-                  run_id: str | None = None) -> dict[str, Any] | None:
+                  run_id: str | None = None) -> FaultWeighting | None:
     """Each detector's share of the false-alarm rate, learned from the history's verified faults.
 
     ``history_faults``: per detector, its p-value on each verified fault run of the history,
@@ -337,7 +355,7 @@ def fault_weights(history_faults: dict[str, dict[str, float | None]], used: list
 
 
 def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
-           weighting: dict[str, Any] | None = None) -> tuple[str, float | None]:
+           weighting: FaultWeighting | None = None) -> tuple[str, float | None]:
     """The run's verdict and, under ``calibrated``, the combined p-value of ``used``
     (:func:`combined_detectors`), weighted by ``weighting`` (:func:`fault_weights`) when given."""
     if rule.verdict_rule != "calibrated":

@@ -33,7 +33,7 @@ from pipelines.detectors.change_points import despike, pelt_changes, pelt_params
 from pipelines.detectors.level_shifts import LevelShiftParams, level_shift_changes
 from pipelines.detectors.mono import commit_effect, mono_changes, mono_series, mono_summary
 from pipelines.detectors.skia import skia_changes, skia_params
-from pipelines.detectors.series_changes import ContractChange, SeriesChange
+from pipelines.detectors.series_changes import ContractChange, SeriesChange, SeriesDetection
 
 log = logging.getLogger("regresslab.commit_changes")
 COLUMNS = ("commit", "commit_time", "benchmark", "config", "run", "value")
@@ -164,7 +164,7 @@ def ran(method: str) -> list[str]:
     return [d for d in DETECTORS if d in method.split("+")]
 
 
-def all_changes(result: dict[str, Any]) -> list[SeriesChange]:
+def all_changes(result: SeriesDetection) -> list[SeriesChange]:
     """Every change of every detector that ran, in :data:`DETECTORS` order."""
     return [ch for d in DETECTORS for ch in result[d]]
 
@@ -197,7 +197,7 @@ def spread_changes(pelt: list[SeriesChange], level: list[SeriesChange], commits:
     return out
 
 
-def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) -> dict[str, Any]:
+def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) -> SeriesDetection:
     """The detectors of ``params["method"]`` on one history: each one's changes (empty when it did
     not run), Skia's clusters, Mono's intervals and summaries, and the method resolved."""
     frame = check_frame(frame)
@@ -235,7 +235,7 @@ def read_series(source: str | Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"commit": str, "benchmark": str, "config": str})
 
 
-def score_against(result: dict[str, Any], labels: dict[str, Any], margin: int) -> dict[str, Any]:
+def score_against(result: SeriesDetection, labels: dict[str, Any], margin: int) -> dict[str, Any]:
     """Precision, recall and F1 of each detector that ran, of what the night reported (``reported``,
     with the method), and of reporting no change, against labelled change commits."""
     pos = {c: i for i, c in enumerate(result["commits"])}

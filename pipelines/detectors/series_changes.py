@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+import pandas as pd
+
 #: Why a detector called a change: its figures (levels, test statistics, Mono's intervals and the
 #: series' impact factor, Skia's regression factor and cluster size), by name.
 Evidence = dict[str, float | str | list[float] | None]
@@ -82,3 +84,21 @@ class ClusterEntry(TypedDict, total=False):
     triaged_by: str
     triaged_at: str
     note: str | None
+
+
+class SeriesDetection(TypedDict):
+    """The detectors of a method on one history (``commit_series.detect_all``): the commits in order, the
+    series × commits table, each detector's changes (empty when it did not run), Skia's clusters,
+    Mono's intervals and summaries per series, the series too irregular to call, the method resolved."""
+
+    commits: list[str]
+    table: pd.DataFrame
+    skia: list[SeriesChange]
+    mono: list[SeriesChange]
+    pelt: list[SeriesChange]
+    level_shift: list[SeriesChange]
+    clusters: list[SkiaCluster]
+    intervals: dict[str, pd.DataFrame]
+    summaries: dict[str, dict[str, float | str | None]]
+    irregular: dict[str, float]
+    method: str

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from pipelines import config
+from pipelines.detectors.series_changes import ClusterEntry, ContractChange, SeriesDetection
 
 
 def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | None, marks: list[int],
@@ -35,8 +36,8 @@ def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | 
     return "".join(parts)
 
 
-def render_page(rows: list[dict[str, Any]], result: dict[str, Any] | None, *, source: str | None,
-                new_clusters: list[dict[str, Any]], metrics: dict[str, Any] | None, top_series: int,
+def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, source: str | None,
+                new_clusters: list[ClusterEntry], metrics: dict[str, Any] | None, top_series: int,
                 problem: str | None = None) -> str:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
