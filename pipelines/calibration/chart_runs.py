@@ -155,23 +155,30 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: Char
             {by: {r: v[1][by] for r, v in judged.items() if by in v[1]} for by in within_run.LIMITS_BY})
 
 
+def chart_key(run_id: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
+              hist: history.HistoryParams, significance: effects.Significance, calibration: ChartCalibration) -> str:
+    """The input key of a target's charts (``memo``): the run, its baseline, the lab's verified runs,
+    the calibration, the params and the code."""
+    lab_runs = hist.verdicts(index, index[run_id]["system"])
+    return memo.input_key("control_charts", index, {"target": [run_id], "baseline": hist.baseline(run_id, index),
+                                                    "verified": list(lab_runs)},
+                          control_charts=params.block, history=hist.block, reference=frames.reference,
+                          significance=dataclasses.asdict(significance),
+                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
+
+
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
               hist: history.HistoryParams, significance: effects.Significance, calibration: ChartCalibration
               ) -> tuple[ChartResult, bool]:
     """Chart one target against its baseline with its system's calibration and write the result;
-    (the result, whether it was kept: ``memo``, the same run, baseline, the lab's verified runs,
-    calibration, params and code)."""
-    baseline = hist.baseline(run_id, index)
-    lab_runs = hist.verdicts(index, index[run_id]["system"])
-    key = memo.input_key("control_charts", index, {"target": [run_id], "baseline": baseline, "verified": list(lab_runs)},
-                         control_charts=params.block, history=hist.block, reference=frames.reference,
-                         significance=dataclasses.asdict(significance),
-                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    (the result, whether it was kept: the result written under the same :func:`chart_key`)."""
+    key = chart_key(run_id, index, frames, params, hist, significance, calibration)
     done = memo.reuse(config.chart_path(run_id), key)
     if done is not None:
         return done, True
-    result = chart_run(run_id, baseline, SystemCharts(index, frames, calibration, params, labs.lab_params(hist),
-                                                      significance), lab_runs)
+    result = chart_run(run_id, hist.baseline(run_id, index),
+                       SystemCharts(index, frames, calibration, params, labs.lab_params(hist), significance),
+                       hist.verdicts(index, index[run_id]["system"]))
     return memo.write(config.chart_path(run_id), result, key), False
 
 
@@ -190,6 +197,10 @@ class ControlCharts:
 
     def stored(self, seen: SystemHistory) -> ChartCalibration:
         return atomic.read_json(config.calibration_path(seen.system))
+
+    def kept(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> ChartResult | None:
+        return memo.reuse(config.chart_path(run_id), chart_key(run_id, seen.index, seen.frames, self.params, seen.hist,
+                                                               seen.significance, calibration))
 
     def judge(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> tuple[ChartResult, bool]:
         return chart_one(run_id, seen.index, seen.frames, self.params, seen.hist, seen.significance, calibration)

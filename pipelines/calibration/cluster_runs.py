@@ -75,21 +75,27 @@ def verified_of(index: ValidIndex, system: str, hist: history.HistoryParams) -> 
     return hist.verified(index, system)
 
 
+def cluster_key(run_id: str, index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
+                calibration: Calibration) -> str:
+    """The input key of a target's cluster models (``memo``): the run, its baseline, the verified
+    runs, the calibration, the params and the code."""
+    return memo.input_key("clusters", index, {"target": [run_id], "baseline": hist.baseline(run_id, index),
+                                              "verified": verified_of(index, index[run_id]["system"], hist)},
+                          clusters=params.block, history=hist.block, reference=frames.reference,
+                          calibration=calibration.get(memo.KEY_FIELD) or calibration)
+
+
 def cluster_run(run_id: str, index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
                 calibration: Calibration) -> tuple[ClusterResult, bool]:
     """One target's clustered regression models against the most similar passed runs of its
     baseline, judged against its system's calibration, and written; (the result, whether it was
-    reused: ``memo``, the same run, baseline, verified runs, calibration, params and code)."""
-    baseline = hist.baseline(run_id, index)
-    key = memo.input_key("clusters", index, {"target": [run_id], "baseline": baseline,
-                                             "verified": verified_of(index, index[run_id]["system"], hist)},
-                         clusters=params.block, history=hist.block, reference=frames.reference,
-                         calibration=calibration.get(memo.KEY_FIELD) or calibration)
+    reused: the result written under the same :func:`cluster_key`)."""
+    key = cluster_key(run_id, index, frames, params, hist, calibration)
     done = memo.reuse(config.cluster_path(run_id), key)
     if done is not None:
         return done, True
-    result = judge_matched(model_against(run_id, baseline, index, frames, params, hist),
-                            calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
+    result = judge_matched(model_against(run_id, hist.baseline(run_id, index), index, frames, params, hist),
+                           calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
     result["history_faults"] = calibration.get("fault_pvalues")
     result["history_normals"] = calibration.get("normal_pvalues")
     return memo.write(config.cluster_path(run_id), result, key), False
@@ -114,6 +120,10 @@ class ClusterModels:
 
     def stored(self, seen: SystemHistory) -> Calibration:
         return stored_calibration(seen.system, seen.index, seen.frames, self.params, seen.hist)
+
+    def kept(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> ClusterResult | None:
+        return memo.reuse(config.cluster_path(run_id), cluster_key(run_id, seen.index, seen.frames, self.params,
+                                                                   seen.hist, calibration))
 
     def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> tuple[ClusterResult, bool]:
         return cluster_run(run_id, seen.index, seen.frames, self.params, seen.hist, calibration)

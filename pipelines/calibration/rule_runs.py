@@ -6,24 +6,17 @@ situation and the detector's record on the history.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import dataclasses
+from dataclasses import dataclass, field
 
 from pipelines import config
-from pipelines.calibration import effects, history, labs
+from pipelines.calibration import labs
 from pipelines.detectors import rule_mining
-from pipelines.detectors.rule_ensemble import DetectCache, DetectContext, DetectParams, analyse, load_kept, stacking_evidence
-from pipelines.storage import manifest, memo, store
-from pipelines.storage.run_records import ValidIndex
+from pipelines.detectors.rule_ensemble import (DetectCache, DetectContext, DetectParams, analyse, calibrate_system,
+                                               load_kept, stacking_evidence)
+from pipelines.detectors.protocol import SystemHistory
+from pipelines.storage import memo, store
 from pipelines.storage.stage_files import Calibration, RuleDetection
-
-
-def detect_one(run_id: str, caches: dict[str, DetectCache] | None = None) -> tuple[RuleDetection, bool]:
-    """One target's detection, without the lock (the ``detect`` stage's ``run_one`` holds it): (the
-    verdict document, whether it was reused)."""
-    job = DetectJob.of(run_id)
-    done = job.reused()
-    return (done, True) if done is not None else (job.compute(caches), False)
 
 
 @dataclass
@@ -33,47 +26,31 @@ class DetectJob:
 
     run_id: str
     system: str
-    index: ValidIndex
     baseline: list[str]
     origin: str
     verdicts: dict[str, str]
     calibration: Calibration
-    params: dict[str, dict[str, Any]]
     key: str
 
     @classmethod
-    def of(cls, run_id: str, index: ValidIndex | None = None) -> "DetectJob":
-        params = {block: config.load_params(block) for block in ("detect", "mine_rules", "history", "significance")}
-        hist = history.HistoryParams.of(params["history"])
-        index = manifest.read_valid_index() if index is None else index
-        system = index[run_id]["system"]
+    def of(cls, run_id: str, seen: SystemHistory, calibration: Calibration, params: DetectParams,
+           mine_params: rule_mining.MiningParams) -> "DetectJob":
+        index, hist = seen.index, seen.hist
         baseline, origin = hist.baseline_choice(run_id, index)
-        verdicts = hist.verdicts(index, system)
-        calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
+        verdicts = hist.verdicts(index, seen.system)
         key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
-                             edges=memo.file_digest(config.edges_path(system)), detect=params["detect"],
-                             mine_rules=params["mine_rules"], history=hist.block, significance=params["significance"],
+                             edges=memo.file_digest(config.edges_path(seen.system)), detect=params.block,
+                             mine_rules=mine_params.block, history=hist.block,
+                             significance=dataclasses.asdict(seen.significance),
                              calibration=calibration.get(memo.KEY_FIELD) or calibration)
-        return cls(run_id, system, index, baseline, origin, verdicts, calibration, params, key)
+        return cls(run_id, seen.system, baseline, origin, verdicts, calibration, key)
 
     def reused(self) -> RuleDetection | None:
         """The verdict document written under this key, if any."""
         return memo.reuse(config.detection_path(self.run_id), self.key)
 
-    def compute(self, caches: dict[str, DetectCache] | None = None) -> RuleDetection:
-        """Analyse the target and write its verdict document; ``caches``: one :class:`DetectCache` per system."""
-        spec = store.read_edges(self.system)
-        caches = {} if caches is None else caches
-        new_cache = self.system not in caches
-        if new_cache:
-            caches[self.system] = DetectCache(store.FrameStore(spec["reference_load"]))
-        p = self.params
-        hist = history.HistoryParams.of(p["history"])
-        ctx = DetectContext.of_system(self.system, self.index, spec, caches[self.system], DetectParams.of(p["detect"]),
-                                      rule_mining.MiningParams.of(p["mine_rules"]),
-                                      hist, effects.Significance.from_params(p["significance"]))
-        if new_cache:           # a process of its own (a nightly DAG batch): the calibration's masks and levels
-            load_kept(self.system, ctx, hist.passed(self.index, self.system))
+    def compute(self, ctx: DetectContext) -> RuleDetection:
+        """Analyse the target in its system's context and write its verdict document."""
         result, doc = analyse(self.run_id, self.baseline, ctx, lab_runs=self.verdicts)
         null, kind = labs.matched_null(doc["details"]["lab"]["status"], self.calibration.get("normal_scores") or {},
                                        self.calibration.get("cross_lab_scores"), self.run_id)
@@ -82,3 +59,51 @@ class DetectJob:
             history_normals=self.calibration.get("normal_pvalues"))
         doc["details"]["baseline_origin"] = self.origin
         return memo.write(config.detection_path(self.run_id), doc, self.key)
+
+
+@dataclass
+class AssociationRules:
+    """The association-rule ensembles (stacking decides) as a
+    :class:`~pipelines.detectors.protocol.Detector` (the ``detect`` stage's).  ``contexts`` holds
+    each system's :class:`DetectContext` with its :class:`DetectCache` (the history's rule models,
+    binned runs, pruning masks and levels) for as long as the detector lives: the calibration's, then
+    its targets', in one process or in the processes forked from it."""
+
+    params: DetectParams
+    mine_params: rule_mining.MiningParams
+    contexts: dict[str, DetectContext] = field(default_factory=dict)
+    name: str = "stacking"
+
+    @classmethod
+    def load(cls) -> "AssociationRules":
+        """The detector under the project's ``detect`` and ``mine_rules`` blocks."""
+        return cls(DetectParams.load(), rule_mining.MiningParams.load())
+
+    def context(self, seen: SystemHistory, *, kept_too: bool = True) -> DetectContext:
+        """The system's context, made on first use with a cache of its own; ``kept_too``: with the
+        pruning masks and levels the calibration kept (a target judged in a process of its own, a
+        nightly DAG batch's; the calibration loads them itself)."""
+        if seen.system not in self.contexts:
+            ctx = DetectContext.of_system(seen.system, seen.index, store.read_edges(seen.system),
+                                          DetectCache(seen.frames), self.params, self.mine_params, seen.hist,
+                                          seen.significance)
+            if kept_too:
+                load_kept(seen.system, ctx, seen.hist.passed(seen.index, seen.system))
+            self.contexts[seen.system] = ctx
+        return self.contexts[seen.system]
+
+    def calibrate(self, seen: SystemHistory) -> Calibration:
+        """The system calibrated and stored; returned as stored (JSON's types), as a DAG batch reads it."""
+        calibrate_system(seen.system, self.context(seen, kept_too=False), seen.hist)
+        return self.stored(seen)
+
+    def stored(self, seen: SystemHistory) -> Calibration:
+        return store.read_optional(config.stacking_calibration_path(seen.system)) or {}
+
+    def kept(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> RuleDetection | None:
+        return DetectJob.of(run_id, seen, calibration, self.params, self.mine_params).reused()
+
+    def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> tuple[RuleDetection, bool]:
+        job = DetectJob.of(run_id, seen, calibration, self.params, self.mine_params)
+        done = job.reused()
+        return (done, True) if done is not None else (job.compute(self.context(seen)), False)

@@ -70,13 +70,15 @@ class SystemHistory:
 
 
 class Detector(Protocol):
-    """A detector of regressed runs that compares a run with others (the control charts, the
-    cluster models).  ``calibrate`` learns from a system's history and stores it: its normal runs
-    judged against the others (the null) and across labs, and its record (each verified fault and
-    normal run judged as a target is); ``stored`` reads that calibration back (a nightly DAG batch,
-    in a process of its own); ``judge`` judges one target against its baseline under it and stores
-    the result, saying whether an unchanged one was kept.  The verdict reads the stored result
-    into a :class:`DetectorResult` (:mod:`pipelines.calibration.stage_results`);
+    """A detector of regressed runs that compares a run with others (the association rules, the
+    control charts, the cluster models).  ``calibrate`` learns from a system's history and stores
+    it: its normal runs judged against the others (the null) and across labs, and its record (each
+    verified fault and normal run judged as a target is); ``stored`` reads that calibration back (a
+    nightly DAG batch, in a process of its own); ``kept`` is a target's result stored under the same
+    inputs (the run, its baseline, the lab's verified runs, the calibration, the params and the
+    code), if any; ``judge`` judges one target against its baseline under the calibration and
+    stores the result, saying whether an unchanged one was kept.  The verdict reads the stored
+    result into a :class:`DetectorResult` (:mod:`pipelines.calibration.stage_results`);
     :mod:`pipelines.orchestration.judging` runs a detector over a night's targets."""
 
     name: str
@@ -84,5 +86,7 @@ class Detector(Protocol):
     def calibrate(self, history: SystemHistory) -> Calibration: ...
 
     def stored(self, history: SystemHistory) -> Calibration: ...
+
+    def kept(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any] | None: ...
 
     def judge(self, run_id: str, history: SystemHistory, calibration: Calibration) -> tuple[dict[str, Any], bool]: ...

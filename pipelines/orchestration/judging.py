@@ -1,6 +1,6 @@
 """A detector over a night's targets, the one loop of the stages that judge runs against others.
 
-A stage that judges runs (``control_charts``, ``clusters``) names its
+A stage that judges runs (``detect``, ``control_charts``, ``clusters``) names its
 :class:`~pipelines.detectors.protocol.Detector`; this calibrates it on every system's history and
 judges each target of the system under that calibration (:func:`judge_night`, the stage's
 ``main``), calibrates every system alone (:func:`calibrate_every_system`, the nightly DAG's
@@ -36,15 +36,22 @@ def calibrate_every_system(detector: Detector, hist: history.HistoryParams,
 def judge_night(detector: Detector, targets: list[str], index: ValidIndex, hist: history.HistoryParams,
                 significance: effects.Significance | None, progress: Progress, describe: Describe) -> int:
     """Every system calibrated, then each of its ``targets`` judged on the stage's processes; how many
-    results were kept unchanged."""
+    results were kept unchanged.  The results stored under the same inputs are kept first; fewer
+    targets left than cores (a second night's one new archive) are judged one at a time here, so
+    that each target's own work can use every core."""
     kept = 0
+    tick = progress.each(describe)
     for system in history.systems(index):
         seen = SystemHistory.of(system, index, hist, significance)
         calibration = detector.calibrate(seen)
-        done = parallel.map_ordered(lambda run_id: detector.judge(run_id, seen, calibration),
-                                    [t for t in targets if index[t]["system"] == system],
-                                    progress=progress.each(describe))
-        kept += sum(reused for _, reused in done)
+        mine = [t for t in targets if index[t]["system"] == system]
+        stored = {run_id: detector.kept(run_id, seen, calibration) for run_id in mine}
+        for run_id in [r for r in mine if stored[r] is not None]:
+            tick(0, run_id, (stored[run_id], True))
+        fresh = [r for r in mine if stored[r] is None]
+        parallel.map_ordered(lambda run_id: detector.judge(run_id, seen, calibration), fresh,
+                             jobs=1 if len(fresh) < parallel.configured_jobs() else None, progress=tick)
+        kept += len(mine) - len(fresh)
     return kept
 
 

@@ -84,8 +84,8 @@ def test_a_stage_with_a_batch_context_gives_its_runs_its_function_and_closes_it(
 
 
 class CountingDetector:
-    """A detector by hand: its calibration is the number of the system's passed runs; judging a
-    target says which calibration it saw and keeps the result of a run named ``*-kept``."""
+    """A detector by hand: its calibration is the system's passed runs; judging a target says which
+    calibration it saw; the result of a run named ``*-kept`` is kept (stored under the same inputs)."""
 
     name = "counting"
 
@@ -100,9 +100,14 @@ class CountingDetector:
         self.read_back.append(seen.system)
         return {"system": seen.system, "runs": ["stored"]}
 
+    def kept(self, run_id, seen, calibration):
+        return {"run_id": run_id, "system": seen.system, "null": calibration["runs"]} if run_id.endswith("-kept") else None
+
     def judge(self, run_id, seen, calibration):
         self.judged.append(run_id)
-        return {"run_id": run_id, "system": seen.system, "null": calibration["runs"]}, run_id.endswith("-kept")
+        stored = self.kept(run_id, seen, calibration)
+        return (stored, True) if stored is not None else \
+            ({"run_id": run_id, "system": seen.system, "null": calibration["runs"]}, False)
 
 
 def judging_tree(tree):
@@ -133,7 +138,7 @@ def test_a_night_calibrates_each_system_once_and_judges_its_targets_under_it(tre
     assert detector.calibrated == ["a", "b"] and detector.read_back == []
     assert sorted(said) == [("a-t1", ["a-1", "a-2"], False), ("a-t2-kept", ["a-1", "a-2"], True),
                             ("b-t1", ["b-1"], False)]
-    assert kept == 1
+    assert kept == 1 and detector.judged == ["a-t1", "b-t1"]         # a kept result is not judged again
     assert judging.calibrate_every_system(detector, hist) == ["a", "b"] and detector.calibrated[2:] == ["a", "b"]
 
 
