@@ -97,7 +97,7 @@ def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | N
     if predicted is not None and meta_scores:
         predicted["history_normal_scores"] = meta_scores
     return headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of),
-                               fault_labels=fault_labels).to_json()
+                               fault_labels=fault_labels)
 
 
 def meta_normal_scores(tree: Path, system: str) -> dict | None:

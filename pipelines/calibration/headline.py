@@ -75,9 +75,8 @@ from pipelines.calibration.stage_results import (  # noqa: F401  (the stages' ed
     RULE_METHODS, RunJudged, classifier_evidence, classifier_history_faults, classifier_history_normals,
     classifier_pvalue, clustered_summary, from_stages, lab_status)
 from pipelines.detectors.protocol import DetectorResult
-from pipelines.storage.run_records import DroppedCounter
-from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, CounterChange,
-                                           RuleDetection, VerdictFile, WeightedRun, WithinRunResult)
+from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, RuleDetection,
+                                           VerdictFile, WeightedRun, WithinRunResult)
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
@@ -225,41 +224,6 @@ class HeadlineRule:
                    min_effect_pct=significance.min_effect_pct if significance is not None else 0.0,
                    detector_weights=params["detector_weights"], trust=params.get("detector_trust", "none"),
                    trust_level=float(params.get("trust_level", 0.05)))
-
-
-@dataclass
-class Verdict:
-    """The verdict file of one run (contract §2) and what regresslab adds to it.
-
-    :meth:`to_json` is the file, its keys in the contract's order; ``counter_changes``,
-    ``summary`` and ``dropped_counters`` are the report's, present once it has set them."""
-    run_id: str
-    system: str
-    verdict: str
-    score: float
-    flagged_counters: list[str]
-    counter_scores: dict[str, float]
-    cause: Cause
-    baseline_runs: list[WeightedRun]
-    baseline_status: str
-    p_value: float | None
-    methods: dict[str, dict[str, Any]]
-    details: dict[str, Any]
-    counter_changes: dict[str, CounterChange] | None = None
-    summary: str | None = None
-    dropped_counters: list[DroppedCounter] | None = None
-    schema_version: int = 1
-
-    def to_json(self) -> VerdictFile:
-        doc: VerdictFile = {"schema_version": self.schema_version, "run_id": self.run_id, "system": self.system,
-               "verdict": self.verdict, "score": self.score, "flagged_counters": self.flagged_counters,
-               "counter_scores": self.counter_scores, "cause": self.cause, "baseline_runs": self.baseline_runs,
-               "baseline_status": self.baseline_status, "p_value": self.p_value, "methods": self.methods,
-               "details": self.details}
-        for key in ("counter_changes", "summary", "dropped_counters"):
-            if getattr(self, key) is not None:
-                doc[key] = getattr(self, key)
-        return doc
 
 
 @dataclass
@@ -451,7 +415,7 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
 def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
                rule: HeadlineRule, *, clustered: ClusterResult | None = None,
                lab_of: dict[str, str] | None = None,
-               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> Verdict:
+               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
     """The verdict of one run from the stages' result files (the edge: :func:`stage_results.from_stages`,
     then :func:`compose`)."""
     run, results = from_stages(detection, charts, predicted, clustered=clustered,
@@ -461,8 +425,10 @@ def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: 
 
 def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
             lab_of: dict[str, str] | None = None,
-            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> Verdict:
-    """The verdict of one run (contract §2) from its detectors' results under ``rule``.
+            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
+    """The verdict file of one run (contract §2, its keys in the contract's order) from its
+    detectors' results under ``rule``; the report adds the flagged counters' changes, the plain
+    summary and the counters validation dropped once it has them.
 
     Every detector's own verdict is reported whatever the rule; the run's cause comes from its
     cause prediction (``run.cause_prediction``).  ``lab_of`` (run -> ``labs.lab_key``, the run's and
@@ -523,11 +489,9 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         details["cause_signature"] = signature.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
-    return Verdict(run_id=run.run_id, system=run.system, verdict=verdict,
-                   score=None if unjudged is not None else verdict_score(ev, used),
-                   flagged_counters=flagged,
-                   counter_scores={c: round(v, 4) for c, v in counter_scores.items()},
-                   cause=cause, baseline_runs=run.baseline_runs,
-                   baseline_status="none" if not run.baseline_runs else lab["status"],
-                   p_value=None if p_value is None else round(p_value, 6),
-                   methods=ev.methods, details=details, schema_version=2 if unjudged is not None else 1)
+    return {"schema_version": 2 if unjudged is not None else 1, "run_id": run.run_id, "system": run.system,
+            "verdict": verdict, "score": None if unjudged is not None else verdict_score(ev, used),
+            "flagged_counters": flagged, "counter_scores": {c: round(v, 4) for c, v in counter_scores.items()},
+            "cause": cause, "baseline_runs": run.baseline_runs,
+            "baseline_status": "none" if not run.baseline_runs else lab["status"],
+            "p_value": None if p_value is None else round(p_value, 6), "methods": ev.methods, "details": details}

@@ -209,9 +209,9 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
                 if classified and run_id in classified else None
             head = headline.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
                                        lab_of=lab_of, fault_labels=fault_labels)
-            rows += score_rows(truth, {"headline": head.flagged_counters}, head.counter_scores, "loo",
-                               failed=head.verdict == "fail")
-            rows += classifier_rows(truth, head.to_json(), "loo")
+            rows += score_rows(truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
+                               failed=head["verdict"] == "fail")
+            rows += classifier_rows(truth, head, "loo")
     return rows
 
 

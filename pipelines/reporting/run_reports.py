@@ -139,25 +139,23 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
-    verdict = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                                  fault_labels=labels)
-    verdict.details["environment_not_in_baseline"] = novel_environment(
+    doc = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
+                              fault_labels=labels)
+    doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
-        [(index.get(b["run_id"]) or {}).get("environment") or {} for b in verdict.baseline_runs])
+        [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
     top_n = params.top_counters
-    shown = list(dict.fromkeys(verdict.flagged_counters + list(verdict.counter_scores)[:top_n]))
-    by_start = sorted((b["run_id"] for b in verdict.baseline_runs),
+    shown = list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])[:top_n]))
+    by_start = sorted((b["run_id"] for b in doc["baseline_runs"]),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
     changes, trends, frames = run_changes(run_id, by_start, shown, params.directions,
-                                          whole=set(compared_baselines(verdict.baseline_runs, params.compare_pages)))
-    verdict.counter_changes = {c: changes[c] for c in summary_order(verdict.flagged_counters, changes,
-                                                                    user_facing=params.user_facing)}
-    verdict.summary = plain_summary(verdict.to_json(), changes, user_facing=params.user_facing,
-                                    directions=params.directions)
+                                          whole=set(compared_baselines(doc["baseline_runs"], params.compare_pages)))
+    doc["counter_changes"] = {c: changes[c] for c in summary_order(doc["flagged_counters"], changes,
+                                                                   user_facing=params.user_facing)}
+    doc["summary"] = plain_summary(doc, changes, user_facing=params.user_facing, directions=params.directions)
     # counters validation left out of this run, with the reason (check, host, counter, examples)
-    verdict.dropped_counters = [{k: d.get(k) for k in ("host", "counter", "reason")}
-                                for d in index[run_id].get("_dropped_counters") or []]
-    doc = verdict.to_json()
+    doc["dropped_counters"] = [{k: d.get(k) for k in ("host", "counter", "reason")}
+                               for d in index[run_id].get("_dropped_counters") or []]
     atomic.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
     compared = compare_baselines(run_id, doc, index, frames, params.compare_pages)

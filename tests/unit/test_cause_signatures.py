@@ -57,11 +57,11 @@ def test_the_verdict_file_shows_a_failed_runs_counters_in_the_order_of_its_predi
     predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "none_probability": 0.1,
                  "fault": {"label": "cpu_hog", "probability": 0.9}}
     rule = headline.HeadlineRule(verdict_rule="all", detectors=("stacking",))
-    doc = headline.verdict_of(det, None, predicted, rule, fault_labels=cs.fault_labels(INDEX, "shop")).to_json()
+    doc = headline.verdict_of(det, None, predicted, rule, fault_labels=cs.fault_labels(INDEX, "shop"))
     assert doc["verdict"] == "fail" and doc["cause"]["label"] == "cpu_hog"
     assert doc["flagged_counters"] == ["cart.cpu_usage_m", "frontend.latency_p90_s", "entry.latency_p50_s"]
     assert doc["details"]["cause_signature"] == {"cause": "cpu_hog", "kinds": ["cpu_usage_m", "cpu_usage_rate_pct"],
                                                  "runs": 2}
     # without the history's labels: the detectors' order, and no signature on the page
-    plain = headline.verdict_of(det, None, predicted, rule).to_json()
+    plain = headline.verdict_of(det, None, predicted, rule)
     assert plain["flagged_counters"] == counters and "cause_signature" not in plain["details"]

@@ -33,7 +33,7 @@ def test_a_new_detector_is_a_record_and_the_record_decides():
     results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
                "spectral": spectral}
     rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record")
-    doc = headline.compose(run, results, rule).to_json()
+    doc = headline.compose(run, results, rule)
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
     assert doc["details"]["trust"]["decided_by"] == ["spectral"]
     assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 10

@@ -10,7 +10,7 @@ BASELINE = [{"run_id": "b", "weight": 1.0}]
 
 def compose(detection, charts, predicted, *, clustered=None, **rule):
     """The verdict file (JSON) of ``headline.verdict_of`` under the rule of ``rule``'s keywords."""
-    return headline.verdict_of(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered).to_json()
+    return headline.verdict_of(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered)
 
 
 @pytest.mark.parametrize("rule,stacking,charts,expected", [
@@ -39,11 +39,11 @@ def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_on
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
            "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
     verdict = headline.verdict_of(det, None, None, headline.HeadlineRule(verdict_rule="all"))
-    assert list(verdict.to_json()) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
-                                       "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
-                                       "methods", "details"]
-    verdict.summary = "No regression found."
-    assert list(verdict.to_json())[-1] == "summary" and verdict.to_json()["verdict"] == "pass"
+    assert list(verdict) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
+                             "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
+                             "methods", "details"]
+    verdict["summary"] = "No regression found."
+    assert list(verdict)[-1] == "summary" and verdict["verdict"] == "pass"
 
 
 def test_headline_rule_must_be_known():
