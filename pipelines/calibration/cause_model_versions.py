@@ -15,7 +15,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import history
 from pipelines.detectors import cause_features
-from pipelines.detectors.causes import CODE_VERSION, train_system
+from pipelines.detectors.causes import CODE_VERSION, CauseParams, train_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic
 from pipelines.storage.run_records import ValidIndex
@@ -31,11 +31,11 @@ def verified_history_digest(index: ValidIndex, system: str) -> str:
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
-def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], index: ValidIndex) -> CauseModelMeta:
+def current_model(system: str, frame: pd.DataFrame, params: CauseParams, index: ValidIndex) -> CauseModelMeta:
     """The metadata of the system's model for this training data and these params: the stored
     version when it exists, else a model trained, saved (skops) and described now."""
     digest = cause_features.frame_digest(frame)
-    version = hashlib.sha256(json.dumps([digest, params, CODE_VERSION], sort_keys=True).encode()).hexdigest()[:16]
+    version = hashlib.sha256(json.dumps([digest, params.block, CODE_VERSION], sort_keys=True).encode()).hexdigest()[:16]
     folder = config.cause_models_dir(system)
     meta_file = folder / f"{version}.json"
     if meta_file.exists() and (folder / f"{version}.skops").exists():
@@ -62,7 +62,7 @@ def current_model(system: str, frame: pd.DataFrame, params: dict[str, Any], inde
     atomic.write_bytes_atomic(folder / f"{version}.skops", atomic.reproducible_skops(sio.dumps(model)))
     meta: CauseModelMeta = {"system": system, "version": version, "training_data_sha256": digest,
             "verified_history": verified_history_digest(index, system),
-            "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": params, **result}
+            "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": dict(params.block), **result}
     atomic.write_json_atomic(meta_file, meta)
     return meta
 

@@ -58,6 +58,8 @@ from __future__ import annotations
 import inspect
 import logging
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
@@ -66,13 +68,51 @@ import pandas as pd
 if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a night whose models are current skips it
     from sklearn.pipeline import Pipeline
 
-from pipelines import parallel
+from pipelines import config, parallel
 from pipelines.detectors import cause_features
 from pipelines.storage.stage_files import (CauseModelMeta, CausePrediction, CauseRecall, FaultGuess, HeldOutCause,
                                            LearnerScore, LooPrediction, UnknownCauses)
 
 log = logging.getLogger("regresslab.train_causes")
 CODE_VERSION = 7
+
+
+@dataclass(frozen=True)
+class CauseParams:
+    """The ``train_causes`` block, typed: the ``learners`` in order of preference (the night trains
+    the first), the ``seed``, the feature ``feature_designs`` each system chooses among with
+    ``design_learner``, ``balance_classes``, the ``few_runs`` a cause is shown as learned from few
+    runs below, and model selection's ``learner_standard_errors`` and learning curves
+    (``learning_curve_max_runs`` runs per cause, ``learning_curve_repeats``, for the
+    ``learning_curve_learners`` best).  ``block`` is the block as validated (a model's version
+    hashes it, and its description keeps it)."""
+
+    learners: tuple[str, ...]
+    seed: int
+    feature_designs: tuple[tuple[str, ...], ...]
+    design_learner: str
+    balance_classes: bool
+    few_runs: int
+    learner_standard_errors: float
+    learning_curve_max_runs: int
+    learning_curve_repeats: int
+    learning_curve_learners: int
+    block: Mapping[str, Any] = field(compare=False, repr=False)
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "CauseParams":
+        return cls(learners=tuple(block["learners"]), seed=int(block["seed"]),
+                   feature_designs=tuple(tuple(d) for d in block["feature_designs"]),
+                   design_learner=str(block["design_learner"]), balance_classes=bool(block["balance_classes"]),
+                   few_runs=int(block["few_runs"]), learner_standard_errors=float(block["learner_standard_errors"]),
+                   learning_curve_max_runs=int(block["learning_curve_max_runs"]),
+                   learning_curve_repeats=int(block["learning_curve_repeats"]),
+                   learning_curve_learners=int(block["learning_curve_learners"]), block=dict(block))
+
+    @classmethod
+    def load(cls) -> "CauseParams":
+        """The project's ``train_causes`` block."""
+        return cls.of(config.load_params("train_causes"))
 
 
 class CurvePoint(TypedDict):
@@ -436,7 +476,7 @@ def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, colum
     return table, loo
 
 
-def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, progress_for=None) -> TrainedCauses:
+def train_system(frame: pd.DataFrame, params: CauseParams, progress=None, progress_for=None) -> TrainedCauses:
     """What the night's classifier is, for one system: the feature design (:func:`choose_design`),
     the first of ``learners`` fitted on every row, its leave-one-run-out figures (the detector's
     null, the confusion matrix, per-cause recall), the unknown-cause tau and the fault model.
@@ -444,19 +484,18 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
     the ``evaluate`` stage); ``progress(i, n, name, accuracy)`` is called once, for the learner;
     ``progress_for(phase, items)`` returns the progress callback of each leave-out loop (the
     designs', the held-out causes', the fault model's)."""
-    balance = bool(params["balance_classes"])
-    seed = int(params["seed"])
-    available = learners(seed)
+    balance = params.balance_classes
+    available = learners(params.seed)
     phase = progress_for or (lambda name, items: None)
     seen: dict[str, pd.DataFrame] = {}          # the design learner's LOO of each design, computed once
-    blocks, design_scores = choose_design(frame, [list(d) for d in params["feature_designs"]],
-                                          available[params["design_learner"]], balance, seen, progress_for)
+    blocks, design_scores = choose_design(frame, [list(d) for d in params.feature_designs],
+                                          available[params.design_learner], balance, seen, progress_for)
     frame, columns = design_frame(frame, blocks)
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
-    best = params["learners"][0]
+    best = params.learners[0]
     table, loo = compare_learners({best: available[best]}, frame, columns, labels, balance, progress=progress,
-                                  known={params["design_learner"]: seen.get("+".join(blocks))})
+                                  known={params.design_learner: seen.get("+".join(blocks))})
     template = available[best]
     fault_causes = sorted(c for c in labels.unique() if c != "none")
     held = held_out_cause_probabilities(template, frame, columns, fault_causes, balance,
@@ -486,12 +525,12 @@ def train_system(frame: pd.DataFrame, params: dict[str, Any], progress=None, pro
             "fault_model_from": fault_from, "fault_model": fault_model,
             "fault_nearest_accuracy_all_runs": all_runs_accuracy, "fault_nearest_accuracy_faults_only": alone,
             "confusion": confusion(predictions, classes),
-            "per_cause": per_cause(predictions, few=int(params["few_runs"])),
+            "per_cause": per_cause(predictions, few=params.few_runs),
             "loo_predictions": predictions,
             "null_fault_scores": {r: v["fault_score"] for r, v in predictions.items() if v["truth"] == "none"}}
 
 
-def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: dict[str, Any],
+def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: CauseParams,
                         in_use: dict[str, LearnerScore] | None = None, progress=None) -> LearnerComparison:
     """Model selection for one system, on the design its model uses (``blocks``): every learner's
     leave-one-run-out accuracy and gain (``in_use``: the rows the night already measured, by
@@ -499,13 +538,12 @@ def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: dict[str
     curves of the ``learning_curve_learners`` best (Nguyen 2017 §8.3, §8.5).  ``chosen`` differs
     from ``in_use`` (the first of ``learners``) only when another learner is better by more than
     ``learner_standard_errors`` standard errors: listing it first adopts it."""
-    balance = bool(params["balance_classes"])
-    seed = int(params["seed"])
+    balance, seed = params.balance_classes, params.seed
     available = learners(seed)
     frame, columns = design_frame(frame, list(blocks))
     labels = run_labels(frame)
     r = random_accuracy(list(labels))
-    candidates = {k: available[k] for k in params["learners"]}      # in the order listed: the first is preferred
+    candidates = {k: available[k] for k in params.learners}      # in the order listed: the first is preferred
     done = {k: v for k, v in (in_use or {}).items() if k in candidates}
     table, _ = compare_learners({k: v for k, v in candidates.items() if k not in done}, frame, columns, labels,
                                 balance, progress=progress)
@@ -513,11 +551,11 @@ def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: dict[str
     order = list(candidates)
     ranked = sorted(table, key=lambda k: (-table[k]["accuracy"], -table[k]["gain"], order.index(k)))
     chosen = choose_learner({k: table[k]["accuracy"] for k in table}, order, len(labels),
-                            float(params["learner_standard_errors"]))
+                            params.learner_standard_errors)
     curve = []
-    for name in ranked[: int(params["learning_curve_learners"])]:
-        for row in learning_curve(candidates[name], frame, columns, max_runs=int(params["learning_curve_max_runs"]),
-                                  repeats=int(params["learning_curve_repeats"]), seed=seed, balance=balance):
+    for name in ranked[:params.learning_curve_learners]:
+        for row in learning_curve(candidates[name], frame, columns, max_runs=params.learning_curve_max_runs,
+                                  repeats=params.learning_curve_repeats, seed=seed, balance=balance):
             curve.append({"learner": name, **row})
     return {"learners": table, "in_use": order[0], "chosen": chosen, "random_accuracy": round(r, 4),
             "runs": int(len(labels)), "feature_blocks": list(blocks), "learning_curve": curve}

@@ -28,7 +28,8 @@ changed by ``variance_ratio`` or more.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -166,6 +167,16 @@ def pelt_changes(table: pd.DataFrame, *, penalty: float, min_segment: int, outli
     return out
 
 
-def pelt_params(p: dict[str, Any]) -> dict[str, Any]:
+class PeltSettings(TypedDict):
+    """The ``commit_changes.pelt`` block as :func:`pelt_changes`' keywords."""
+
+    penalty: float
+    min_segment: int
+    outlier_sd: float
+    min_magnitude: float
+    variance_ratio: float
+
+
+def pelt_params(p: Mapping[str, Any]) -> PeltSettings:
     return {"penalty": float(p["penalty"]), "min_segment": int(p["min_segment"]), "outlier_sd": float(p["outlier_sd"]),
             "min_magnitude": float(p["min_magnitude"]), "variance_ratio": float(p["variance_ratio"])}

@@ -31,7 +31,7 @@ import pandas as pd
 
 from pipelines.detectors.change_points import despike, pelt_changes, pelt_params
 from pipelines.detectors.level_shifts import LevelShiftParams, level_shift_changes
-from pipelines.detectors.mono import commit_effect, mono_changes, mono_series, mono_summary
+from pipelines.detectors.mono import MonoParams, commit_effect, mono_changes, mono_series, mono_summary
 from pipelines.detectors.skia import skia_changes, skia_params
 from pipelines.detectors.series_changes import ContractChange, SeriesChange, SeriesDetection
 
@@ -127,7 +127,7 @@ def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, ma
             "true_changes": tp + fn, "detected": tp + fp}
 
 
-def mono_all(frame: pd.DataFrame, commits: list[str], mo: dict[str, Any], *, progress=None
+def mono_all(frame: pd.DataFrame, commits: list[str], mo: MonoParams, *, progress=None
              ) -> tuple[list[SeriesChange], dict[str, pd.DataFrame], dict[str, dict[str, float | str | None]]]:
     """Mono on every series of ``frame``: its changes, each series' intervals and summary.
     A series of one value per commit is judged by its own noise (``mono.commit_effect``)
@@ -136,20 +136,18 @@ def mono_all(frame: pd.DataFrame, commits: list[str], mo: dict[str, Any], *, pro
     changes, intervals, summaries = [], {}, {}
     groups = list(frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series", sort=True))
     for i, (series, g) in enumerate(groups, 1):
-        if mo.get("despike_sd") and g["commit"].is_unique:          # one value per commit: no run to average
+        if mo.despike_sd and g["commit"].is_unique:          # one value per commit: no run to average
             order = {c: k for k, c in enumerate(commits)}          # an outlier out, as PELT does
             g = g.sort_values("commit", key=lambda c: c.map(order), kind="stable")
-            g = g.assign(value=despike(g["value"].to_numpy(float), outlier_sd=float(mo["despike_sd"])))
-        iv = mono_series(g, commits, warmup=int(mo["warmup"]), subsamples=int(mo["subsamples"]),
-                         share=float(mo["subsample_share"]), alpha=float(mo["alpha"]), quantile=mo["quantile"],
-                         seed=int(mo["seed"]))
-        if mo["commit_effect"] or not np.isfinite(iv["half"]).any():
-            iv = commit_effect(iv, alpha=float(mo["alpha"]), quantile=mo["quantile"],
-                               window=int(mo["commit_effect_window"]))
+            g = g.assign(value=despike(g["value"].to_numpy(float), outlier_sd=mo.despike_sd))
+        iv = mono_series(g, commits, warmup=mo.warmup, subsamples=mo.subsamples, share=mo.subsample_share,
+                         alpha=mo.alpha, quantile=mo.quantile, seed=mo.seed)
+        if mo.commit_effect or not np.isfinite(iv["half"]).any():
+            iv = commit_effect(iv, alpha=mo.alpha, quantile=mo.quantile, window=mo.commit_effect_window)
         intervals[series] = iv
-        summaries[series] = mono_summary(iv, int(mo["warmup"]))
+        summaries[series] = mono_summary(iv, mo.warmup)
         changes += [{"series": series, "method": "mono", **c, "evidence": {**c["evidence"], **summaries[series]}}
-                    for c in mono_changes(iv, persist=int(mo["persist"]))]
+                    for c in mono_changes(iv, persist=mo.persist)]
         if progress:
             progress(i, len(groups), series)
     return changes, intervals, summaries
@@ -212,7 +210,7 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     if "skia" in detectors:
         skia, clusters = skia_changes(table, skia_params(params["skia"]))
     if "mono" in detectors:
-        mono, intervals, summaries = mono_all(frame, commits, params["mono"], progress=progress)
+        mono, intervals, summaries = mono_all(frame, commits, MonoParams.of(params["mono"]), progress=progress)
     if "pelt" in detectors:
         pp = pelt_params(params["pelt"])
         pelt = pelt_changes(table, **pp)

@@ -18,6 +18,9 @@ asks both levels to hold for that many commits (:func:`mono_changes`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +28,35 @@ from scipy.stats import norm
 from scipy.stats import t as student
 
 from pipelines.detectors.series_changes import SeriesChange
+
+
+@dataclass(frozen=True)
+class MonoParams:
+    """The ``commit_changes.mono`` block, typed: the ``warmup`` measurements dropped from each run,
+    the bootstrap's ``subsamples`` of ``subsample_share`` of a run, the intervals' ``alpha`` and
+    ``quantile`` (``normal`` or ``student``), whether intervals widen by the commits' own variance
+    (``commit_effect``, over ``commit_effect_window`` commits), the commits a new level must hold
+    (``persist``), the outliers of a one-value-per-commit series (``despike_sd``; 0 keeps them)
+    and the ``seed``."""
+
+    warmup: int
+    subsamples: int
+    subsample_share: float
+    alpha: float
+    quantile: str
+    commit_effect: bool
+    commit_effect_window: int
+    persist: int
+    despike_sd: float
+    seed: int
+
+    @classmethod
+    def of(cls, block: Mapping[str, Any]) -> "MonoParams":
+        return cls(warmup=int(block["warmup"]), subsamples=int(block["subsamples"]),
+                   subsample_share=float(block["subsample_share"]), alpha=float(block["alpha"]),
+                   quantile=str(block["quantile"]), commit_effect=bool(block["commit_effect"]),
+                   commit_effect_window=int(block["commit_effect_window"]), persist=int(block["persist"]),
+                   despike_sd=float(block.get("despike_sd") or 0.0), seed=int(block["seed"]))
 
 
 def run_statistics(runs: list[np.ndarray], *, warmup: int, subsamples: int, share: float,

@@ -23,7 +23,7 @@ def compare_learners(index: ValidIndex) -> None:
     model uses, the night's own learner taken from its model (Nguyen 2017 §8.3-8.5,
     :func:`causes.compare_learners_of`); a learner better than the night's by more than
     ``learner_standard_errors`` is named, with how to adopt it."""
-    params = config.load_params("train_causes")
+    params = causes.CauseParams.load()
     out: dict[str, Any] = {}
     curves = []
     for system in history.systems(index):
@@ -31,7 +31,7 @@ def compare_learners(index: ValidIndex) -> None:
         path = config.features_path(system)
         if not meta or not path.exists():
             continue
-        prog = Progress(log, f"evaluate learners {system}", len(params["learners"]), what="learners")
+        prog = Progress(log, f"evaluate learners {system}", len(params.learners), what="learners")
         figures = causes.compare_learners_of(pd.read_parquet(path), meta["feature_blocks"], params,
                                              in_use=meta["learners"],
                                              progress=lambda i, n, name, acc: prog.step(i, f"{name} {acc:.3f}"))
@@ -40,7 +40,7 @@ def compare_learners(index: ValidIndex) -> None:
         if figures["chosen"] != figures["in_use"]:
             log.warning("evaluate %s: %s is better than the night's %s by more than %s standard error(s) in "
                         "leave-one-out; list it first in train_causes.learners to adopt it", system,
-                        figures["chosen"], figures["in_use"], params["learner_standard_errors"])
+                        figures["chosen"], figures["in_use"], params.learner_standard_errors)
     config.METRICS.mkdir(parents=True, exist_ok=True)
     atomic.write_json_atomic(config.METRICS / "cause_learners.json", out)
     with atomic.atomic_path(config.METRICS / "causes_learning_curve.csv") as tmp:

@@ -19,6 +19,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.calibration import history
 from pipelines.calibration.cause_model_versions import current_model, system_metrics, verified_history_digest
+from pipelines.detectors.causes import CauseParams
 from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.train_causes")
@@ -34,7 +35,7 @@ def verified_runs_changed() -> list[str]:
 @locks.holding("train_causes")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    params = config.load_params("train_causes")
+    params = CauseParams.load()
     index = manifest.read_valid_index()
     metrics: dict[str, Any] = {}
     config.CAUSE_MODELS.mkdir(parents=True, exist_ok=True)     # the stage's output, even with nothing to learn

@@ -87,10 +87,10 @@ def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
 
 def test_train_system_fits_the_first_learner_and_the_comparison_reports_every_learner():
     frame = _toy_features(np.random.default_rng(2))
-    params = {"learners": list(causes.learners()), "learning_curve_max_runs": 2,
-              "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
-              "feature_designs": [["counters"]], "design_learner": "random_forest", "balance_classes": True,
-              "few_runs": 4, "learner_standard_errors": 0}
+    params = causes.CauseParams.of({"learners": list(causes.learners()), "learning_curve_max_runs": 2,
+                                    "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
+                                    "feature_designs": [["counters"]], "design_learner": "random_forest",
+                                    "balance_classes": True, "few_runs": 4, "learner_standard_errors": 0})
     out = causes.train_system(frame, params)
     assert list(out["learners"]) == ["random_forest"] == [out["best"]]      # the night's learner only
     assert "learning_curve" not in out
@@ -227,10 +227,10 @@ def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
     assert source == "faults_only" and accuracy == 1.0 and sorted(model.classes_) == ["cpu", "db"]
     none_only = frame[frame["cause"].isin(["none", "cpu"])]
     assert causes.fault_only_model(template, none_only, cols, labels, False) == (None, "all_runs", None)
-    params = {"learners": ["logistic_regression"], "learning_curve_max_runs": 2, "learning_curve_repeats": 1,
-              "learning_curve_learners": 1, "seed": 0, "feature_designs": [["counters"]], "design_learner": "random_forest",
-              "balance_classes": False,
-              "few_runs": 4, "learner_standard_errors": 1}
+    params = causes.CauseParams.of({"learners": ["logistic_regression"], "learning_curve_max_runs": 2,
+                                    "learning_curve_repeats": 1, "learning_curve_learners": 1, "seed": 0,
+                                    "feature_designs": [["counters"]], "design_learner": "random_forest",
+                                    "balance_classes": False, "few_runs": 4, "learner_standard_errors": 1})
     out = causes.train_system(frame, params)
     assert out["fault_nearest_accuracy_all_runs"] == 1.0 == out["fault_nearest_accuracy_faults_only"]
     assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None          # a tie

@@ -237,7 +237,7 @@ def test_one_value_per_commit_is_judged_by_the_series_own_noise():
     values = np.r_[np.full(60, 100.0), np.full(60, 110.0)] + rng.normal(0, 0.5, 120)
     frame = _one_value_per_commit(values)
     commits = list(frame["commit"])
-    changes, intervals, summaries = commit_series.mono_all(frame, commits, MONO)
+    changes, intervals, summaries = commit_series.mono_all(frame, commits, mono.MonoParams.of(MONO))
     iv = intervals["b|default"]
     # the half-length by hand: u * 1.4826 * MAD of the values around their running median (11 commits)
     s = pd.Series(values)
@@ -253,7 +253,7 @@ def test_one_value_per_commit_without_a_change_raises_nothing():
     for seed in range(10):
         values = 100.0 + np.random.default_rng(seed).normal(0, 1.0, 300)
         frame = _one_value_per_commit(values)
-        assert commit_series.mono_all(frame, list(frame["commit"]), MONO)[0] == []
+        assert commit_series.mono_all(frame, list(frame["commit"]), mono.MonoParams.of(MONO))[0] == []
 
 
 def test_a_flat_series_is_drawn_with_finite_coordinates():
