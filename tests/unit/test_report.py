@@ -175,6 +175,26 @@ def test_a_short_run_says_it_was_analysed_at_its_own_resolution():
     assert 'id="short-run"' not in pages.render_run(long, meta, None, pages.RunPage(**kw))
 
 
+def test_a_method_row_under_the_calibrated_verdict_says_what_its_p_value_says():
+    """Stacking fails on any flagged counter by its own rule; under the calibrated verdict the run
+    fails on its p-value only, and the row says which (0.154 > 0.05: pass; 0.01 <= 0.05: fail)."""
+    meta = {"version": "1", "started_at": "2026", "environment": {}}
+    kw = dict(baseline_envs={}, raw_href="x", raw_name="x")
+    doc = _doc()
+    doc["details"].update(verdict_rule="calibrated", false_alarm_rate=0.05)
+
+    def row(p_value):
+        doc["methods"]["association_rules_stacking"].update(score=1.061, p_value=p_value, normal_runs=12)
+        html = pages.render_run(doc, meta, None, pages.RunPage(**kw))
+        return re.search(r"<tr><td>association_rules_stacking</td>.*?</tr>", html, re.S).group(0)
+    quiet = row(0.154)
+    assert 'class="tag pass"' in quiet and "1 counters flagged, none of them unusual enough" in quiet
+    loud = row(0.01)
+    assert 'class="tag fail"' in loud and "unusual enough" not in loud
+    doc["details"]["verdict_rule"] = "all"                  # the rules' own verdict decides: shown as it is
+    assert 'class="tag fail"' in row(0.154)
+
+
 def test_the_cause_classifier_row_shows_its_score_p_value_or_why_it_abstained():
     meta = {"version": "1", "started_at": "2026", "environment": {}}
     kw = dict(baseline_envs={}, raw_href="x", raw_name="x")
