@@ -84,7 +84,7 @@ class CauseClassifier:
     def kept(self, run_id: str, seen: SystemHistory, calibration: CauseModelMeta) -> None:
         return None
 
-    def judge(self, run_id: str, seen: SystemHistory, calibration: CauseModelMeta) -> tuple[CausePrediction, bool]:
+    def judge(self, run_id: str, seen: SystemHistory, calibration: CauseModelMeta) -> CausePrediction:
         if seen.system not in self.charters:
             self.charters[seen.system] = charts.Charter(seen.frames, self.params.chart)
-        return predict_one(run_id, seen.index, self.models, self.charters[seen.system], self.params, seen.hist), False
+        return predict_one(run_id, seen.index, self.models, self.charters[seen.system], self.params, seen.hist)

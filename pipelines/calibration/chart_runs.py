@@ -169,17 +169,14 @@ def chart_key(run_id: str, index: ValidIndex, frames: store.FrameStore, params: 
 
 def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: ControlChartParams,
               hist: history.HistoryParams, significance: effects.Significance, calibration: ChartCalibration
-              ) -> tuple[ChartResult, bool]:
-    """Chart one target against its baseline with its system's calibration and write the result;
-    (the result, whether it was kept: the result written under the same :func:`chart_key`)."""
+              ) -> ChartResult:
+    """Chart one target against its baseline with its system's calibration and write the result
+    under its :func:`chart_key`."""
     key = chart_key(run_id, index, frames, params, hist, significance, calibration)
-    done = memo.reuse(config.chart_path(run_id), key)
-    if done is not None:
-        return done, True
     result = chart_run(run_id, hist.baseline(run_id, index),
                        SystemCharts(index, frames, calibration, params, labs.lab_params(hist), significance),
                        hist.verdicts(index, index[run_id]["system"]))
-    return memo.write(config.chart_path(run_id), result, key), False
+    return memo.write(config.chart_path(run_id), result, key)
 
 
 @dataclass(frozen=True)
@@ -202,5 +199,5 @@ class ControlCharts:
         return memo.reuse(config.chart_path(run_id), chart_key(run_id, seen.index, seen.frames, self.params, seen.hist,
                                                                seen.significance, calibration))
 
-    def judge(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> tuple[ChartResult, bool]:
+    def judge(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> ChartResult:
         return chart_one(run_id, seen.index, seen.frames, self.params, seen.hist, seen.significance, calibration)

@@ -86,19 +86,15 @@ def cluster_key(run_id: str, index: ValidIndex, frames, params: ClusterParams, h
 
 
 def cluster_run(run_id: str, index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
-                calibration: Calibration) -> tuple[ClusterResult, bool]:
+                calibration: Calibration) -> ClusterResult:
     """One target's clustered regression models against the most similar passed runs of its
-    baseline, judged against its system's calibration, and written; (the result, whether it was
-    reused: the result written under the same :func:`cluster_key`)."""
+    baseline, judged against its system's calibration, and written under its :func:`cluster_key`."""
     key = cluster_key(run_id, index, frames, params, hist, calibration)
-    done = memo.reuse(config.cluster_path(run_id), key)
-    if done is not None:
-        return done, True
     result = judge_matched(model_against(run_id, hist.baseline(run_id, index), index, frames, params, hist),
                            calibration.get("normal_scores") or {}, calibration.get("cross_lab_scores"), params, run_id)
     result["history_faults"] = calibration.get("fault_pvalues")
     result["history_normals"] = calibration.get("normal_pvalues")
-    return memo.write(config.cluster_path(run_id), result, key), False
+    return memo.write(config.cluster_path(run_id), result, key)
 
 
 def stored_calibration(system: str, index, frames, params, hist) -> Calibration:
@@ -125,5 +121,5 @@ class ClusterModels:
         return memo.reuse(config.cluster_path(run_id), cluster_key(run_id, seen.index, seen.frames, self.params,
                                                                    seen.hist, calibration))
 
-    def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> tuple[ClusterResult, bool]:
+    def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> ClusterResult:
         return cluster_run(run_id, seen.index, seen.frames, self.params, seen.hist, calibration)

@@ -103,7 +103,5 @@ class AssociationRules:
     def kept(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> RuleDetection | None:
         return DetectJob.of(run_id, seen, calibration, self.params, self.mine_params).reused()
 
-    def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> tuple[RuleDetection, bool]:
-        job = DetectJob.of(run_id, seen, calibration, self.params, self.mine_params)
-        done = job.reused()
-        return (done, True) if done is not None else (job.compute(self.context(seen)), False)
+    def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> RuleDetection:
+        return DetectJob.of(run_id, seen, calibration, self.params, self.mine_params).compute(self.context(seen))

@@ -77,7 +77,8 @@ class Detector(Protocol):
     nightly DAG batch, in a process of its own); ``kept`` is a target's result stored under the same
     inputs (the run, its baseline, the lab's verified runs, the calibration, the params and the
     code), if any; ``judge`` judges one target against its baseline under the calibration and
-    stores the result, saying whether an unchanged one was kept.  The verdict reads the stored
+    stores the result under those inputs (:mod:`~pipelines.orchestration.judging` asks ``kept``
+    first).  The verdict reads the stored
     result into a :class:`DetectorResult` (:mod:`pipelines.calibration.stage_results`);
     :mod:`pipelines.orchestration.judging` runs a detector over a night's targets."""
 
@@ -89,4 +90,4 @@ class Detector(Protocol):
 
     def kept(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any] | None: ...
 
-    def judge(self, run_id: str, history: SystemHistory, calibration: Calibration) -> tuple[dict[str, Any], bool]: ...
+    def judge(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any]: ...

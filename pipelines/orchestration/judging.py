@@ -3,7 +3,8 @@
 A stage that judges runs (``detect``, ``control_charts``, ``clusters``) names its
 :class:`~pipelines.detectors.protocol.Detector`; this calibrates it on every system's history and
 judges each target of the system under that calibration (:func:`judge_night`, the stage's
-``main``), calibrates every system alone (:func:`calibrate_every_system`, the nightly DAG's
+``main``) — a target whose result is stored under the same inputs (``kept``) is not judged again,
+here and nowhere else — calibrates every system alone (:func:`calibrate_every_system`, the nightly DAG's
 calibration task) or judges the targets of one DAG batch against the stored calibrations
 (:func:`batch`, one frame store and one calibration per system for the batch).
 """
@@ -49,7 +50,7 @@ def judge_night(detector: Detector, targets: list[str], index: ValidIndex, hist:
         for run_id in [r for r in mine if stored[r] is not None]:
             tick(0, run_id, (stored[run_id], True))
         fresh = [r for r in mine if stored[r] is None]
-        parallel.map_ordered(lambda run_id: detector.judge(run_id, seen, calibration), fresh,
+        parallel.map_ordered(lambda run_id: (detector.judge(run_id, seen, calibration), False), fresh,
                              jobs=1 if len(fresh) < parallel.configured_jobs() else None, progress=tick)
         kept += len(mine) - len(fresh)
     return kept
@@ -69,7 +70,8 @@ def batch(detector: Detector, hist: history.HistoryParams, significance: effects
             seen = SystemHistory.of(system, index, hist, significance)
             shared[system] = seen, detector.stored(seen)
         seen, calibration = shared[system]
-        return detector.judge(run_id, seen, calibration)[0]
+        stored = detector.kept(run_id, seen, calibration)
+        return stored if stored is not None else detector.judge(run_id, seen, calibration)
 
     with locks.data_lock(lock, shared=True):
         yield one

@@ -105,9 +105,7 @@ class CountingDetector:
 
     def judge(self, run_id, seen, calibration):
         self.judged.append(run_id)
-        stored = self.kept(run_id, seen, calibration)
-        return (stored, True) if stored is not None else \
-            ({"run_id": run_id, "system": seen.system, "null": calibration["runs"]}, False)
+        return {"run_id": run_id, "system": seen.system, "null": calibration["runs"]}
 
 
 def judging_tree(tree):
@@ -151,3 +149,4 @@ def test_a_dag_batch_reads_each_systems_stored_calibration_once(tree):
         out = [one(r) for r in ("a-t1", "a-t2-kept", "b-t1")]
     assert detector.read_back == ["a", "b"] and detector.calibrated == []
     assert [o["null"] for o in out] == [["stored"]] * 3 and [o["system"] for o in out] == ["a", "a", "b"]
+    assert detector.judged == ["a-t1", "b-t1"] and out[1]["run_id"] == "a-t2-kept"  # a kept result is not judged again
