@@ -6,6 +6,7 @@
     python bench/rescore_trust.py build/robustness --detectors stacking control_charts \
         clustered_regression cause_classifier within_run                     # the run against itself named too
     python bench/rescore_trust.py build/robustness --allowed 0               # every false alarm charged
+    python bench/rescore_trust.py build/robustness --ties fewer_with_faults  # equal records: fewer detectors
 
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
@@ -153,13 +154,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="the detectors the verdict may follow (default: the tree's report.headline_detectors)")
     parser.add_argument("--allowed", type=float, default=None,
                         help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
+    parser.add_argument("--ties", choices=("more", "fewer_with_faults"), default=None,
+                        help="how equal records are decided (default: the rule's, more detectors)")
     parser.add_argument("--detectors-order", action="store_true",
                         help="a failed run's counters in the detectors' order alone (no cause signature)")
     args = parser.parse_args(argv)
-    if args.allowed is not None:             # a variant of record.choose, for the comparison
+    variant = {k: v for k, v in (("allowed", args.allowed), ("ties", args.ties)) if v is not None}
+    if variant:                              # a variant of record.choose, for the comparison
         import dataclasses
         chooser = record.choose
-        record.choose = lambda p, h, rule, **kw: chooser(p, h, dataclasses.replace(rule, allowed=args.allowed), **kw)
+        record.choose = lambda p, h, rule, **kw: chooser(p, h, dataclasses.replace(rule, **variant), **kw)
     methods = ("record", "headline", *DETECTORS.values())
     print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap |\n"
           "|---|---|---|---|---|---|---|")

@@ -205,13 +205,17 @@ class TrustRule:
     ``level`` the binomial tail at which a detector's false alarms are more than the rate explains,
     ``min_runs`` the normal runs of a lab that make its own record, ``combination`` of the deciders'
     p-values, ``allowed`` the share of normal runs a candidate may fail uncharged (default
-    ``alpha``, the rate's own)."""
+    ``alpha``, the rate's own); ``ties`` how equal records are decided: ``more`` detectors (one
+    run's odd p-value then moves the verdict less), or ``fewer_with_faults``: fewer where the
+    situation holds verified faults (a member that caught nothing more only adds false alarms),
+    more where it holds none (a variant, measured in ``docs/results/robustness.md``)."""
 
     alpha: float = 0.05
     level: float = 0.05
     min_runs: int = 3
     combination: str = "simes"
     allowed: float | None = None
+    ties: str = "more"
 
 
 def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRule, *, lab: str | None = None,
@@ -240,7 +244,8 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     candidates = [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
-    best = max(candidates, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
+    fewer = rule.ties == "fewer_with_faults" and bool(fault_runs)
+    best = max(candidates, key=lambda c: (round(scored[c][0], 9), -len(c) if fewer else len(c), -scored[c][1]))
     weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
     dropped = [d for d in judged if not standings[d].trusted]
     reason = ("the best record on this history's verified runs"

@@ -45,6 +45,21 @@ def test_two_good_detectors_decide_together_when_their_records_tie():
     assert choice.p_value == pytest.approx(0.04)
 
 
+def test_equal_records_go_to_fewer_detectors_under_the_variant_only_where_the_history_holds_faults():
+    """``a`` and ``b`` pass every normal run and catch every fault, as does their combination: three
+    equal records.  By default the tie goes to (a, b); under ``fewer_with_faults`` to ``a`` alone
+    (the first of the single ones); with no fault in the history, to (a, b) under both."""
+    import dataclasses
+    hist = record.History(normals={"a": {r: 0.5 for r in NORMALS}, "b": {r: 0.6 for r in NORMALS}},
+                          faults={"a": {r: 0.001 for r in FAULTS}, "b": {r: 0.001 for r in FAULTS}})
+    fewer = dataclasses.replace(RULE, ties="fewer_with_faults")
+    assert record.choose({"a": 0.3, "b": 0.01}, hist, RULE, lab=None).detectors == ("a", "b")
+    alone = record.choose({"a": 0.3, "b": 0.01}, hist, fewer, lab=None)
+    assert alone.detectors == ("a",) and alone.p_value == 0.3
+    no_faults = record.History(normals=hist.normals, faults={})
+    assert record.choose({"a": 0.3, "b": 0.01}, no_faults, fewer, lab=None).detectors == ("a", "b")
+
+
 def test_the_run_against_itself_never_takes_away_the_combination_of_the_others():
     """40 normal runs, no fault.  ``a`` and ``b`` pass every one (p 0.5); ``within_run`` fails 3
     (p 0.001), 7.5 % against a rate of 5 %: trusted (P(X >= 3 | 40, 0.05) = 0.32), but charged 2.5 %.

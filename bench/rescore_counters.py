@@ -1,0 +1,153 @@
+"""Other orders of a failed run's counters, scored on the protocol's stored split trees.
+
+    python bench/robustness.py --out build/robustness --tag base   # once: the split trees
+    python bench/rescore_counters.py build/robustness               # every stored split
+    python bench/rescore_counters.py build/robustness --sets trainticket --show   # one row per fault
+
+On every target of a split that is a labelled fault and that the headline failed, where the first
+counters shown name a labelled one (``robustness.labelled_counters``: its regressed counters, else
+its root service's), for the order the verdict file shows and for simple alternatives computed
+from the split's stored runs (nothing is re-run):
+
+* ``shown``: the verdict file's ``flagged_counters``;
+* ``robust_z``: every counter by ``|run median − m| / s`` with ``m`` the median of its baseline
+  runs' medians and ``s`` their MAD (×1.4826), at least 5 % of ``|m|``;
+* ``kind_relative``: that ``z`` over the median, across the history's normal runs (each against
+  the other normal runs of its lab), of the largest ``z`` among the counters of its kind: a kind
+  whose counters jump in every normal run (TrainTicket's timeouts) counts less;
+* ``signature_by_change``: the verdict's order with the counters of its cause's signature
+  (``details.cause_signature``) taken in turn, those sorted by their change (``details.effects``),
+  not by the detectors' order;
+* ``component``: the components in order of the mean ``log(1 + z)`` of their three strongest
+  counters, each component's counters by ``z``.
+
+Prints, per set, how many such faults and the share whose first counter (top 1) and whose first
+five (top 5) hold a labelled one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from pipelines.detectors.counter_kinds import counter_kind  # noqa: E402 -- after the path is set
+from robustness import SETS, labelled_counters  # noqa: E402
+
+ORDERS = ("shown", "robust_z", "kind_relative", "signature_by_change", "component")
+
+
+class Medians:
+    """Each stored run's counter medians (``base``: the set's normalised runs), read once."""
+
+    def __init__(self, base: Path):
+        self.base, self.cache = base, {}
+
+    def __call__(self, run: str) -> pd.Series:
+        if run not in self.cache:
+            self.cache[run] = pd.read_parquet(self.base / "data/interim/normalized" / f"{run}.parquet").median()
+        return self.cache[run]
+
+    def z(self, run: str, baseline: list[str]) -> pd.Series:
+        ref = pd.DataFrame({r: self(r) for r in baseline}).T
+        level = ref.median()
+        scale = np.maximum((ref - level).abs().median().fillna(0.0) * 1.4826, 0.05 * level.abs() + 1e-9)
+        return ((self(run) - level) / scale).abs().replace([np.inf, -np.inf], np.nan).dropna()
+
+
+def kind_scale(tree: Path, medians: Medians) -> dict[str, float]:
+    """Per counter kind, the median over the history's normal runs of the largest ``z`` of its
+    counters (each normal run against the other normal runs of its lab, or every other one when
+    its lab has fewer than three)."""
+    index = json.loads((tree / "data/interim/valid_runs.json").read_text())["valid"]
+    normal = [r for r, row in index.items() if row.get("verdict") == "pass"]
+    lab = {r: json.dumps(index[r].get("environment"), sort_keys=True) for r in normal}
+    largest: dict[str, list[float]] = {}
+    for run in normal:
+        others = [o for o in normal if o != run and lab[o] == lab[run]]
+        z = medians.z(run, others if len(others) >= 3 else [o for o in normal if o != run])
+        for kind, value in z.groupby([counter_kind(c)[1] for c in z.index]).max().items():
+            largest.setdefault(kind, []).append(float(value))
+    return {k: float(np.median(v)) + 1e-9 for k, v in largest.items()}
+
+
+def in_turn(first: list[str], rest: list[str]) -> list[str]:
+    """``first`` and ``rest`` (without ``first``'s) taken in turn, as ``cause_signatures.explain_order``."""
+    rest = [c for c in rest if c not in set(first)]
+    out: list[str] = []
+    for i in range(max(len(first), len(rest))):
+        out += first[i:i + 1] + rest[i:i + 1]
+    return out
+
+
+def orders(doc: dict, z: pd.Series, scale: dict[str, float]) -> dict[str, list[str]]:
+    shown = list(doc["flagged_counters"])
+    effects = doc["details"].get("effects") or {}
+    kinds = set((doc["details"].get("cause_signature") or {}).get("kinds") or ())
+    by_z = list(z.sort_values(ascending=False).index)
+    relative = pd.Series({c: z[c] / scale.get(counter_kind(c)[1], 1.0) for c in z.index})
+    logs = np.log1p(z)
+    component = logs.groupby([c.split(".", 1)[0] for c in logs.index]).apply(lambda s: s.nlargest(3).mean())
+    signature = sorted((c for c in shown if counter_kind(c)[1] in kinds), key=lambda c: -abs(effects.get(c) or 0.0))
+    return {"shown": shown, "robust_z": by_z,
+            "kind_relative": list(relative.sort_values(ascending=False).index),
+            "signature_by_change": in_turn(signature, shown),
+            "component": [c for comp in component.sort_values(ascending=False).index
+                          for c in by_z if c.split(".", 1)[0] == comp]}
+
+
+def rank(order: list[str], labelled: set[str]) -> int | None:
+    return next((i for i, c in enumerate(order) if c in labelled), None)
+
+
+def score_set(root: Path, name: str, show: bool) -> list[dict]:
+    rows = []
+    base = root / name / "base"
+    medians = Medians(base)
+    for tree in sorted(p for p in (root / name).iterdir() if (p / "result.json").exists()):
+        labels = json.loads((tree / "labels.json").read_text())
+        scale = None
+        for path in sorted((tree / "reports" / "runs").glob("*.json")):
+            doc = json.loads(path.read_text())
+            truth = labels.get(doc["run_id"]) or {}
+            if truth.get("verdict") != "fail" or doc["verdict"] != "fail":
+                continue
+            labelled = set(labelled_counters(truth, list(medians(doc["run_id"]).index)))
+            if not labelled:
+                continue
+            scale = scale if scale is not None else kind_scale(tree, medians)
+            z = medians.z(doc["run_id"], [b["run_id"] for b in doc["baseline_runs"]])
+            ranks = {k: rank(v, labelled) for k, v in orders(doc, z, scale).items()}
+            rows.append({"split": tree.name, "run": doc["run_id"], "cause": truth.get("cause"),
+                         "said": doc["cause"]["label"], **ranks})
+            if show:
+                print(tree.name, doc["run_id"], truth.get("cause"), "->", doc["cause"]["label"], ranks)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path, help="the protocol's --out folder")
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    parser.add_argument("--show", action="store_true", help="one line per fault")
+    args = parser.parse_args(argv)
+    print("| set | failed faults with labelled counters | " + " | ".join(f"{o} top 1 / top 5" for o in ORDERS) + " |")
+    print("|---|---|" + "---|" * len(ORDERS))
+    for name in args.sets:
+        if not (args.root / name / "base").exists():
+            continue
+        rows = score_set(args.root, name, args.show)
+        if not rows:
+            continue
+        cells = [f"{np.mean([r[o] == 0 for r in rows]):.2f} / {np.mean([r[o] is not None and r[o] < 5 for r in rows]):.2f}"
+                 for o in ORDERS]
+        print(f"| {name} | {len(rows)} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
