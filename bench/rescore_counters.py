@@ -36,7 +36,8 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipelines.detectors.counter_kinds import counter_kind  # noqa: E402 -- after the path is set
+from pipelines.calibration.cause_signatures import in_turn  # noqa: E402 -- after the path is set
+from pipelines.detectors.counter_kinds import counter_kind  # noqa: E402
 from robustness import SETS, labelled_counters  # noqa: E402
 
 ORDERS = ("shown", "robust_z", "kind_relative", "signature_by_change", "component")
@@ -74,15 +75,6 @@ def kind_scale(tree: Path, medians: Medians) -> dict[str, float]:
         for kind, value in z.groupby([counter_kind(c)[1] for c in z.index]).max().items():
             largest.setdefault(kind, []).append(float(value))
     return {k: float(np.median(v)) + 1e-9 for k, v in largest.items()}
-
-
-def in_turn(first: list[str], rest: list[str]) -> list[str]:
-    """``first`` and ``rest`` (without ``first``'s) taken in turn, as ``cause_signatures.explain_order``."""
-    rest = [c for c in rest if c not in set(first)]
-    out: list[str] = []
-    for i in range(max(len(first), len(rest))):
-        out += first[i:i + 1] + rest[i:i + 1]
-    return out
 
 
 def orders(doc: dict, z: pd.Series, scale: dict[str, float]) -> dict[str, list[str]]:

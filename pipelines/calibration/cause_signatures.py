@@ -81,11 +81,15 @@ def explain_order(flagged: list[str], sig: Signature | None) -> list[str]:
     if sig is None:
         return list(flagged)
     matching = [c for c in flagged if sig.names(c)]
-    if not matching:
-        return list(flagged)
-    chosen = set(matching)
-    rest = [c for c in flagged if c not in chosen]
+    return in_turn(matching, flagged) if matching else list(flagged)
+
+
+def in_turn(first: list[str], others: list[str]) -> list[str]:
+    """``first`` and ``others`` without ``first``'s counters, taken in turn (first, other, first,
+    ...); each keeps its own order, and a list that runs out leaves the rest to the other."""
+    chosen = set(first)
+    rest = [c for c in others if c not in chosen]
     out: list[str] = []
-    for i in range(max(len(matching), len(rest))):
-        out += matching[i:i + 1] + rest[i:i + 1]
+    for i in range(max(len(first), len(rest))):
+        out += first[i:i + 1] + rest[i:i + 1]
     return out
