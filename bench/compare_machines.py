@@ -1,12 +1,14 @@
-"""Does a labelled set give the same figures on another machine?  Emulated on this one.
+"""Does a labelled set give the same figures on another path through the CPU?  Tried on this one.
 
     python bench/compare_machines.py smd [--shared ../shared] [--keep]
 
 Runs every stage of ``dvc.yaml``'s order on ``<shared>/data/<set>`` twice, each in its own tree
-(``build/<set>-native``, ``build/<set>-emulated``), the second as a machine without AVX-512 and
-with another BLAS kernel and one thread (``NPY_DISABLE_CPU_FEATURES=X86_V4``,
-``OPENBLAS_CORETYPE=SkylakeX``, ``OPENBLAS_NUM_THREADS=1``: numpy and OpenBLAS read them when they
-load, so each stage is its own process), then compares the metric files.  ``model_version`` (a
+(``build/<set>-native``, ``build/<set>-emulated``), the second on the path most unlike the default
+that this processor can run: numpy with each SIMD level above its baseline that is on here
+switched off, the oldest OpenBLAS kernel the CPU has, one BLAS thread
+(``tests/machine_variants.py``; numpy and OpenBLAS read these variables when they load, so each
+stage is its own process), then compares the metric files.  A kernel or level the processor lacks
+is never forced (OpenBLAS would die of SIGILL); what was left out is printed with why.  ``model_version`` (a
 hash of the cause models' bytes, whose split thresholds may differ at the last ULP) is left out.
 Prints each differing figure and exits 1 when there is one.
 """
@@ -28,7 +30,22 @@ sys.path.insert(0, str(ROOT))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
 STAGES = stage_graph.stages_from("pull")       # dvc.yaml's stages from pull on (before it: the example's generators)
-EMULATED = {"NPY_DISABLE_CPU_FEATURES": "X86_V4", "OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def emulated() -> tuple[dict[str, str], dict[str, str]]:
+    """The other path this machine can take (every variable of ``machine_variants``' variants that
+    moves away from the default, merged), and what was left out."""
+    from tests import machine_variants
+
+    envs, left_out = machine_variants.variants()
+    kernels, _ = machine_variants.blas_kernels()
+    merged = {"OPENBLAS_NUM_THREADS": "1"}
+    if kernels:
+        merged["OPENBLAS_CORETYPE"] = kernels[0]
+    for env in envs:
+        if "NPY_DISABLE_CPU_FEATURES" in env:
+            merged["NPY_DISABLE_CPU_FEATURES"] = env["NPY_DISABLE_CPU_FEATURES"]
+    return merged, left_out
 
 
 def build(tree: Path, data: Path, extra: dict[str, str]) -> float:
@@ -88,17 +105,20 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep both trees under build/")
     args = parser.parse_args()
     data = Path(args.shared).resolve() / "data" / args.set
-    native, emulated = ROOT / "build" / f"{args.set}-native", ROOT / "build" / f"{args.set}-emulated"
+    native, emulated_tree = ROOT / "build" / f"{args.set}-native", ROOT / "build" / f"{args.set}-emulated"
     t_native = build(native, data, {})
-    t_emulated = build(emulated, data, EMULATED)
-    found = compare(native, emulated)
-    print(f"{args.set}: native {t_native:.0f} s, emulated ({' '.join(f'{k}={v}' for k, v in EMULATED.items())}) "
+    other, left_out = emulated()
+    for name, why in left_out.items():
+        print(f"not tried here: {name} ({why})")
+    t_emulated = build(emulated_tree, data, other)
+    found = compare(native, emulated_tree)
+    print(f"{args.set}: native {t_native:.0f} s, emulated ({' '.join(f'{k}={v}' for k, v in other.items())}) "
           f"{t_emulated:.0f} s; {len(found)} differing figure(s) in metrics/")
     for line in found[:50]:
         print("  " + line)
     if not args.keep:
         shutil.rmtree(native, ignore_errors=True)
-        shutil.rmtree(emulated, ignore_errors=True)
+        shutil.rmtree(emulated_tree, ignore_errors=True)
     sys.exit(1 if found else 0)
 
 

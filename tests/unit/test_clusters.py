@@ -235,40 +235,49 @@ def test_distances_do_not_depend_on_how_the_correlations_are_summed():
     assert np.array_equal(cluster_models.pearson_distance(with_gap).to_numpy(), cluster_models.pearson_distance(with_gap).to_numpy().T)
 
 
-BLAS_MACHINES = (                  # other machines, emulated: OpenBLAS kernels, thread counts, numpy's SIMD
-    {},
-    {"OPENBLAS_CORETYPE": "SkylakeX", "OPENBLAS_NUM_THREADS": "1"},
-    {"OPENBLAS_CORETYPE": "Prescott"},
-    {"OPENBLAS_CORETYPE": "Zen", "NPY_DISABLE_CPU_FEATURES": "X86_V4,X86_V3"},
-)
 REDUNDANCY_PROBE = """
-import json, sys
+import json
 import numpy as np, pandas as pd
 from pipelines.detectors.cluster_models import redundant_counters
 rng = np.random.default_rng(7)
 mix = rng.normal(size=(600, 12)) @ rng.normal(size=(12, 40))       # 40 counters from 12 sources
 cols = {f"c{i:02d}": mix[:, i] for i in range(40)}
 cols.update({f"d{i:02d}": mix[:, i].copy() for i in range(0, 40, 4)})  # 10 exact copies (a p95 equal to its p99)
-print(json.dumps(redundant_counters(pd.DataFrame(cols), r2_threshold=0.9)))
+frame = pd.DataFrame(cols)
+shuffled = frame.sample(frac=1.0, random_state=3)       # the same rows, summed in another order
+print(json.dumps([redundant_counters(frame, r2_threshold=0.9), redundant_counters(shuffled, r2_threshold=0.9)]))
 """
 
 
-def test_redundancy_removes_the_same_counters_on_every_blas_kernel():
+def test_redundancy_removes_the_same_counters_whatever_path_this_machine_takes():
     """Two counters with the same signal have the same R² up to the inverse's rounding noise, which
-    depends on the BLAS kernel, and the other machine removed the other one.  Each kernel below
-    runs in its own process (OpenBLAS and numpy read these variables when they load); without
-    the R² rounding the four gave three different removal lists on this machine."""
+    depends on the BLAS kernel, its threads and the order the rows are summed in; another machine
+    once removed the other one.  Every kind of path this processor can take is tried, each in its
+    own process (OpenBLAS and numpy read these variables when they load): one or two BLAS threads,
+    the oldest and newest OpenBLAS kernels whose instructions the CPU has, numpy with its SIMD
+    levels switched off, and the rows shuffled.  A kernel the CPU lacks is never forced (it would
+    die of SIGILL): the test names what it left out here, and why."""
     import json
+    import warnings
 
-    from tests.helpers import fresh_python
+    from tests import machine_variants
 
-    outputs = [json.loads(fresh_python(REDUNDANCY_PROBE, **extra)) for extra in BLAS_MACHINES]
+    ran = machine_variants.run_everywhere(REDUNDANCY_PROBE)
+    assert len(ran) >= 2                          # at least the default and one thread
+    outputs = []
+    for extra, path, printed in ran:
+        assert machine_variants.took(extra, path), (extra, path)      # each variant took the path it asked for
+        outputs += json.loads(printed)            # the rows in order, then shuffled
     assert all(out == outputs[0] for out in outputs[1:])
     removed = [name for name, _ in outputs[0]]
     for i in range(0, 40, 4):       # while both copies are in, their R² are equal: the earlier column goes first
         c, d = f"c{i:02d}", f"d{i:02d}"
         assert d not in removed or (c in removed and removed.index(c) < removed.index(d))
     assert any(f"d{i:02d}" in removed for i in range(0, 40, 4))     # the rule above was put to the test
+    _, left_out = machine_variants.variants()
+    if left_out:
+        warnings.warn("not run on this processor: " + "; ".join(f"{k} ({why})" for k, why in left_out.items()),
+                      stacklevel=1)
 
 
 @pytest.mark.parametrize("eps", [1e-14, -1e-14])
