@@ -174,37 +174,55 @@ def _call(i: int) -> Any:
     return on_fresh_stack(_in_share, fn, items[i])
 
 
+class _NotRun:
+    """The result of an item :func:`map_ordered` did not compute because ``stop`` said so."""
+
+    def __repr__(self) -> str:
+        return "NOT_RUN"
+
+
+NOT_RUN = _NotRun()
+
+
 def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | None = None,
-                progress: Callable[[int, Any, Any], None] | None = None) -> list[Any]:
+                progress: Callable[[int, Any, Any], None] | None = None,
+                stop: Callable[[Any, Any, int], bool] | None = None) -> list[Any]:
     """``[fn(x) for x in items]``, computed by ``jobs`` processes (default :func:`configured_jobs`).
 
     ``progress(done, item, result)`` is called in this process as each result arrives (``done``
-    counts them), for the stage's progress lines.  An exception of ``fn`` is raised here, as the
-    serial loop would raise it, after the workers stop."""
+    counts them), for the stage's progress lines.  ``stop(item, result, left)``, when given, is
+    called likewise with the items not yet arrived; once it returns True no further item is
+    started, and the items not computed are :data:`NOT_RUN` (what a bound on the rest needs to
+    know, the caller's ``stop`` keeps).  An exception of ``fn`` is raised here, as the serial loop
+    would raise it, after the workers stop."""
     global _WORK
     items = list(items)
     n = 1 if _IN_WORKER else min(configured_jobs() if jobs is None else resolve(jobs), len(items))
     if n <= 1:
-        out = []
+        out: list[Any] = []
         for i, item in enumerate(items, 1):
             out.append(on_fresh_stack(fn, item))
             if progress:
                 progress(i, item, out[-1])
+            if stop is not None and stop(item, out[-1], len(items) - i):
+                return out + [NOT_RUN] * (len(items) - i)
         return out
     if _WORK is not None:
         raise RuntimeError("map_ordered is not re-entrant within one process")
     _WORK = (fn, items)
-    results: list[Any] = [None] * len(items)
+    results: list[Any] = [NOT_RUN] * len(items)
     try:
         with children_allowed(), ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
                                                      initializer=_initialise,
                                                      initargs=(worker_threads(n),)) as pool:
             pending = {pool.submit(_call, i): i for i in range(len(items))}
-            done = 0
+            done, stopped = 0, False
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in sorted(finished, key=pending.get):
                     i = pending.pop(future)
+                    if future.cancelled():
+                        continue
                     try:
                         results[i] = future.result()
                     except BaseException:
@@ -214,6 +232,10 @@ def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | N
                     done += 1
                     if progress:
                         progress(done, items[i], results[i])
+                    if stop is not None and not stopped and stop(items[i], results[i], len(items) - done):
+                        stopped = True
+                        for other in pending:      # those already running end; the others never start
+                            other.cancel()
     finally:
         _WORK = None
     return results

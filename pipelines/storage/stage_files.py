@@ -308,7 +308,7 @@ class CauseModelMeta(TypedDict, total=False):
     columns: list[str]
     classes: list[str]
     feature_blocks: list[str]
-    design_scores: dict[str, dict[str, float | None]]
+    design_scores: dict[str, dict[str, float | None]]   # None figures: set aside before its leave-one-out ended
     balance_classes: bool
     runs: int
     pairs: int
@@ -317,7 +317,7 @@ class CauseModelMeta(TypedDict, total=False):
     fault_model_from: str
     fault_model_file: str
     fault_nearest_accuracy_all_runs: float | None
-    fault_nearest_accuracy_faults_only: float | None
+    fault_nearest_accuracy_faults_only: float | None    # None: no second fault cause, or it could not pass all_runs
     confusion: dict[str, dict[str, int]]
     per_cause: dict[str, CauseRecall]
     loo_predictions: dict[str, LooPrediction]

@@ -73,6 +73,54 @@ def test_the_design_the_history_supports_is_chosen_and_a_tie_keeps_the_first():
     assert causes.choose_design(frame, [["shifts"]], template, False) == (["shifts"], {})   # one: no LOO
 
 
+def test_a_loo_bound_stops_only_a_loop_that_cannot_pass_by_hand():
+    """(k − m + r) / (k + r): the best share a loop can still end with, rounded as figures are."""
+    bound = causes.LooBound(0.75, None, ties_lose=False)
+    assert not bound.hopeless(0, 0, 8)                  # at best 8/8
+    assert not bound.hopeless(4, 2, 4)                  # at best 6/8 = 0.75: a tie, which may still win
+    assert bound.hopeless(4, 3, 4)                      # at best 5/8 = 0.625 < 0.75
+    assert causes.LooBound(0.75, None, ties_lose=True).hopeless(4, 2, 4)    # 0.75 ties, and ties lose
+    assert causes.LooBound(1.0, None, ties_lose=True).hopeless(0, 0, 12)    # nothing passes a perfect score
+    assert not causes.LooBound(1.0, None, ties_lose=True).hopeless(0, 0, 0)   # an empty loop is not judged
+
+
+def test_a_design_that_cannot_pass_the_leader_is_not_measured_to_the_end_and_the_choice_is_the_same(monkeypatch):
+    """The ratios name every toy run (12/12), so no later design can pass them: the excursions'
+    leave-one-out is never started, and their figures say so (None).  Listed the other way round,
+    the excursions (0/12) lead and the ratios are measured to the end and win, as without the
+    bound.  With one process, a loop that becomes hopeless stops at the miss that makes it so."""
+    from pipelines import parallel
+
+    frame = _toy_features(np.random.default_rng(0))
+    frame = frame.assign(**{"below:a.cpu": 0.0, "above:a.cpu": 1.0, "below:a.db": 0.0, "above:a.db": 1.0})
+    frame = frame.rename(columns={"lower:cpu": "lower:a.cpu", "upper:cpu": "upper:a.cpu",
+                                  "lower:db": "lower:a.db", "upper:db": "upper:a.db"})
+    template = causes.learners()["decision_tree"]
+    fits = []
+    real_fit = causes.fit_rows
+    monkeypatch.setattr(causes, "fit_rows", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    parallel.set_jobs(1)
+    try:
+        chosen, scores = causes.choose_design(frame, [["kinds"], ["shifts"]], template, False)
+        assert chosen == ["kinds"] and scores["shifts"] == {"accuracy": None, "fault_nearest_accuracy": None}
+        assert len(fits) == 12                                  # the ratios' 12 folds; the excursions' none
+        fits.clear()
+        chosen, scores = causes.choose_design(frame, [["shifts"], ["kinds"]], template, False)
+        assert chosen == ["kinds"] and scores["kinds"]["accuracy"] == 1.0 and scores["shifts"]["accuracy"] == 0.0
+        assert len(fits) == 24                                  # a leader that can be passed: both measured
+        # a loop that misses every run, against a leader at 0.5: after k misses of 12, at best (12 - k) / 12,
+        # below 0.5 from the 7th miss on; one process takes the runs in order, so it stops after 7 fits
+        blind = frame.assign(**{"lower:a.cpu": 0.0, "upper:a.cpu": 0.0, "upper:a.db": 0.0})   # a constant
+        labels = causes.run_labels(blind)
+        fits.clear()
+        bound = causes.LooBound(0.5, lambda r, p: p.idxmax() == labels[r], ties_lose=False)
+        assert causes.loo_probabilities(template, blind, ["lower:a.cpu", "upper:a.cpu", "upper:a.db"],
+                                        bound=bound) is None
+        assert len(fits) == 7         # a constant: the majority of the other runs, never the held-out run's cause
+    finally:
+        parallel.set_jobs(None)
+
+
 def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
     frame = _toy_features(np.random.default_rng(1))
     cols = cause_features.feature_columns(frame)
@@ -232,8 +280,10 @@ def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
                                     "feature_designs": [["counters"]], "design_learner": "random_forest",
                                     "balance_classes": False, "few_runs": 4, "learner_standard_errors": 1})
     out = causes.train_system(frame, params)
-    assert out["fault_nearest_accuracy_all_runs"] == 1.0 == out["fault_nearest_accuracy_faults_only"]
-    assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None          # a tie
+    # the full model names every fault (1.0): the faults-only model could at best tie, and a tie keeps
+    # the full model, so its leave-one-out is not run at all
+    assert out["fault_nearest_accuracy_all_runs"] == 1.0 and out["fault_nearest_accuracy_faults_only"] is None
+    assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None
     rows = frame[frame["target"] == "db-0"]
     pred = causes.predict_cause(out["model"], rows, out["columns"], out["classes"], tau=0.5,
                                         blocks=["counters"], fault_model=model)

@@ -28,6 +28,25 @@ def test_results_come_back_in_the_items_order_computed_in_other_processes():
     assert [d for d, _ in seen] == list(range(1, 13)) and sorted(i for _, i in seen) == items
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_stop_starts_no_further_item_and_marks_those_not_run(jobs):
+    """``stop`` fires at the first result ≥ 3 (item 3, whose work sleeps less than the others'
+    so that, on two processes, it arrives while most items are still queued): no further item is
+    started; those already running finish; the rest are NOT_RUN, never a result."""
+    import time
+
+    def work(x):
+        time.sleep(0.0 if x == 3 else 0.05)
+        return x
+    out = parallel.map_ordered(work, range(40), jobs=jobs, stop=lambda item, result, left: result >= 3)
+    done = [v for v in out if v is not parallel.NOT_RUN]
+    assert done[:4] == [0, 1, 2, 3] and all(v == i for i, v in enumerate(out) if v is not parallel.NOT_RUN)
+    assert len(done) <= 4 + 2 * jobs + 1        # at most the items already handed to the workers
+    assert out[-1] is parallel.NOT_RUN
+    if jobs == 1:
+        assert out == [0, 1, 2, 3] + [parallel.NOT_RUN] * 36
+
+
 def test_one_job_runs_in_this_process_and_a_closure_sees_the_callers_state():
     big = np.arange(1000)               # inherited by the workers, never pickled
     serial = parallel.map_ordered(lambda i: (int(big[i] * 2), os.getpid()), [1, 5, 999], jobs=1)
