@@ -183,7 +183,11 @@ _PARSED: dict[bytes, dict[str, Any]] = {}
 
 def install_error_hook() -> None:
     """For a command's entry point (a stage run as ``python -m``): when it stops on a bad
-    ``params.yaml`` it says what is wrong, not a traceback.  Importing this module changes nothing."""
+    ``params.yaml`` it says what is wrong, not a traceback; and every log record has a location's
+    credentials masked (``safe_text.mask_logging``).  Importing this module changes nothing."""
+    from pipelines.safe_text import mask_logging
+
+    mask_logging()
     previous = sys.excepthook
     if getattr(previous, "regresslab", False):
         return
@@ -219,7 +223,8 @@ def load_params(stage: str | None = None, path: Path | None = None) -> dict[str,
         try:
             parsed = yaml.safe_load(data.decode("utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise params_schema.ConfigError(f"{source.name}: not valid YAML ({exc})") from None
+            from pipelines.safe_text import mask_urls
+            raise params_schema.ConfigError(mask_urls(f"{source.name}: not valid YAML ({exc})")) from None
         _PARSED[digest] = params_schema.check(parsed, source=source.name)
     params = copy.deepcopy(_PARSED[digest])
     return params.get(stage, {}) if stage else params

@@ -171,12 +171,61 @@ def check(params: Any, *, source: str = "params.yaml") -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ConfigError(f"{source}: the file must be a mapping of blocks (labsim:, pull:, …), "
                           f"not {type(params).__name__}")
+    from pipelines.safe_text import mask_urls
+
     full = merged(params)
     try:
         schema().model_validate(full)
     except ValidationError as exc:
-        raise ConfigError("\n".join(_message(source, err) for err in exc.errors())) from None
+        raise ConfigError(mask_urls("\n".join(_message(source, err) for err in exc.errors()))) from None
+    problems = [f"{source}: {where}: {why}" for where, why in location_problems(full)]
+    if problems:
+        raise ConfigError(mask_urls("\n".join(problems)))
     return full
+
+
+# the keys that name a location (a folder, a file or a URL) the pipeline reads from or links to
+LOCATION_KEYS = ("pull.source", "commit_changes.source", "commit_changes.labels", "ingest.prometheus.url",
+                 "alerts.index_url")
+CREDENTIALS_ELSEWHERE = ("give credentials to the client instead, never in params.yaml: for s3:// the AWS "
+                         "credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws/credentials, an instance role), "
+                         "for https:// a ~/.netrc entry for the host or a header in the environment variable "
+                         "REGRESSLAB_HTTP_AUTHORIZATION (docs/operations/storage.md)")
+
+
+def _locations(full: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(where, value) of every location the file names (``pull.source`` may be a list, an entry
+    a block with a ``path``)."""
+    out = []
+    for key in LOCATION_KEYS:
+        node: Any = full
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        entries = node if isinstance(node, list) else [node]
+        for i, entry in enumerate(entries):
+            where = key if not isinstance(node, list) else f"{key}.{i}"
+            if isinstance(entry, dict):
+                entry, where = entry.get("path"), f"{where}.path"
+            if entry is not None:
+                out.append((where, entry))
+    return out
+
+
+def location_problems(full: dict[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong with the locations ``full`` names: text with control characters (a newline
+    would split the project's files and messages), or credentials written into a URL."""
+    from pipelines.safe_text import control_characters, has_credentials, mask_url
+
+    problems = []
+    for where, value in _locations(full):
+        if not isinstance(value, str):
+            continue                         # a type the schema already named
+        bad = control_characters(value) + (["\\n"] if "\n" in value else [])
+        if bad:
+            problems.append((where, f"control characters ({', '.join(sorted(set(bad)))}) in a location"))
+        elif has_credentials(value):
+            problems.append((where, f"{mask_url(value)!r} holds credentials; {CREDENTIALS_ELSEWHERE}"))
+    return problems
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

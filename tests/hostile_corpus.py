@@ -62,6 +62,13 @@ def corpus() -> dict[str, tuple[bytes, list[str]]]:
     for name, system in (("sys-up", "../../../../escaped"), ("sys-abs", ESCAPED_ABSOLUTE), ("sys-nl", "sys\n"),
                          ("sys-nul", "s\x00ys"), ("sys-emoji", "\U0001F600" * 100)):
         out[f"{name}.tar.gz"] = (_tgz(good(name, system=system)), ["system_is_identifier"])
+    # --- class 1b: free text shown on pages, in mails, JUnit files and terminals, made unprintable
+    for name, field, meta in (
+            ("sys-cause-nul", "cause", {"cause": "cpu\x00\x0cspike"}),              # XML 1.0 forbids both
+            ("sys-version-esc", "version", {"version": "1.0\x1b[2J\x1b]0;pwned\x07"}),  # clears a terminal
+            ("sys-cause-long", "cause", {"cause": "c" * 5000}),
+            ("sys-env-ff", "environment", {"environment": {"cpu_model": "x\x0cy", "cpu_cores": 4}})):
+        out[f"{name}.tar.gz"] = (_tgz(good(name, **meta)), [f"{field}_is_printable", field])
     # --- class 2: poison pills that raise something other than ArchiveError in a careless reader
     z = _zip_bytes(good("sys-zip-crc"))
     at = z.find(b"PK\x03\x04") + 14                        # CRC-32 of the first member (run.json)

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from pipelines import config, params_schema
+from pipelines.safe_text import for_terminal, mask_url, mask_urls, one_line
 
 
 def check(argv: list[str]) -> int:
@@ -35,16 +36,17 @@ def check(argv: list[str]) -> int:
     print(f"[check] {config.PARAMS}: valid")
     produced = stage_outputs()
     for location in source_locations(config.load_params("pull")):
+        shown = for_terminal(mask_url(location))
         stage = produced.get(str(Path(location).resolve())) if "://" not in location else None
         if stage and not Path(location).exists():
-            print(f"[check] source {location}: not there yet, written by the {stage} stage of the night")
+            print(f"[check] source {shown}: not there yet, written by the {stage} stage of the night")
             continue
         try:
             found = find_archives(location)
-            print(f"[check] source {location}: {len(found)} archive(s) or run director(ies)")
+            print(f"[check] source {shown}: {len(found)} archive(s) or run director(ies)")
         except OSError as exc:
             problems += 1
-            print(f"[check] source {location}: {exc}", file=sys.stderr)
+            print(f"[check] source {shown}: {for_terminal(mask_urls(str(exc)))}", file=sys.stderr)
     if shutil.which("dvc") is None and not (Path(sys.executable).parent / "dvc").exists():
         problems += 1
         print("[check] dvc: not found on PATH (pip install regresslab installs it)", file=sys.stderr)
@@ -92,6 +94,7 @@ def run(argv: list[str]) -> int:
     with subprocess.Popen([dvc, "repro", *argv], cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
         for line in proc.stdout:
+            line = mask_urls(line)              # a client's error may quote a location with its credentials
             sys.stdout.write(line)
             sys.stdout.flush()
             tail.append(line)
@@ -189,7 +192,7 @@ def report_line(doc: dict, stem: str) -> str:
         said = str(label)
     else:
         said = "unknown" + (f" (nearest {label})" if label else "")
-    return f"{doc.get('run_id', stem):40s} {verdict:36s} {said}".rstrip()
+    return for_terminal(one_line(f"{doc.get('run_id', stem):40s} {verdict:36s} {said}".rstrip()))
 
 
 def ingest(argv: list[str]) -> int:
@@ -224,6 +227,9 @@ COMMANDS = {"init": init, "check": check, "run": run, "stage": stage, "ingest": 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipelines.safe_text import mask_logging
+
+    mask_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print(__doc__.strip())

@@ -128,52 +128,145 @@ DVCIGNORE = """# a pull's staging copies and every atomic write's temporary file
 """
 
 
+MERGED = (".gitignore", ".dvcignore")        # line files: a user's lines are kept, ours appended
+
+
+def merged_lines(current: str, ours: str) -> str:
+    """``current`` with each line of ``ours`` it lacks appended (comments and blank lines of ours
+    only where they introduce a line that is added)."""
+    have = {line.strip() for line in current.splitlines()}
+    missing = [line for line in ours.splitlines() if line.strip() and not line.startswith("#") and line.strip() not in have]
+    if not missing:
+        return current
+    lead = "" if not current or current.endswith("\n") else "\n"
+    return current + lead + "# regresslab (regresslab init)\n" + "\n".join(missing) + "\n"
+
+
+def kept_name(path: Path) -> Path:
+    """Where a file ``init --force`` replaces is kept: ``NAME.orig`` (``NAME.orig.1``, … when taken)."""
+    candidate, n = path.with_name(path.name + ".orig"), 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.orig.{n}")
+    return candidate
+
+
+def input_problem(source: str, name: str | None, commit_series: str | None) -> str | None:
+    """What is wrong with ``init``'s arguments, if anything: a location with credentials (they
+    belong to the client, docs/operations/storage.md) or control characters in any of them."""
+    from pipelines.params_schema import CREDENTIALS_ELSEWHERE
+    from pipelines.safe_text import control_characters, has_credentials, mask_url
+
+    for flag, value in (("--source", source), ("--name", name), ("--commit-series", commit_series)):
+        if value is None:
+            continue
+        bad = control_characters(value) + (["\\n"] if "\n" in value else [])
+        if bad:
+            return f"{flag}: control characters ({', '.join(sorted(set(bad)))}) are not allowed"
+        if flag != "--name" and has_credentials(value):
+            return f"{flag}: {mask_url(value)!r} holds credentials; {CREDENTIALS_ELSEWHERE}"
+    return None
+
+
 def init(argv: list[str]) -> int:
     """Write a lab's project in DIR (params.yaml, dvc.yaml, .gitignore, a README; git and DVC
-    repositories), ready for ``regresslab run``."""
+    repositories), ready for ``regresslab run``.  In a folder that already holds files, it never
+    writes over one it did not make: .gitignore and .dvcignore get the lines they lack, any other
+    file of the same name is kept as it is and named (``--force`` replaces it, keeping the user's
+    as NAME.orig).  Exit 1 over an existing project without ``--force``; exit 2 for a path that is
+    a file, a folder it cannot write, or a source with credentials in it."""
+    import os
+
+    from pipelines.safe_text import for_terminal, mask_url
+
     parser = argparse.ArgumentParser(prog="regresslab init", description=init.__doc__)
     parser.add_argument("directory", type=Path)
     parser.add_argument("--source", required=True,
-                        help="where the lab's archives are: a folder, s3:// or https:// location")
+                        help="where the lab's archives are: a folder, s3:// or https:// location "
+                             "(credentials: the client's own, never in the location)")
     parser.add_argument("--name", help="the lab's name (default: the directory's)")
     parser.add_argument("--commit-series", metavar="CSV", help="a benchmark history, one value per commit")
-    parser.add_argument("--force", action="store_true", help="write over an existing project's files")
+    parser.add_argument("--force", action="store_true", help="write over an existing project's files "
+                                                             "(each replaced file is kept as NAME.orig)")
     args = parser.parse_args(argv)
-    root = args.directory.resolve()
+    root = args.directory.expanduser().resolve()
+    problem = input_problem(args.source, args.name, args.commit_series)
+    if problem:
+        print(f"regresslab init: {problem}", file=sys.stderr)
+        return 2
+    if root.exists() and not root.is_dir():
+        print(f"regresslab init: {for_terminal(str(root))} is a file, not a folder", file=sys.stderr)
+        return 2
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"regresslab init: cannot make the folder {for_terminal(str(root))}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    if not os.access(root, os.W_OK | os.X_OK):
+        print(f"regresslab init: cannot write in {for_terminal(str(root))} (permission denied)", file=sys.stderr)
+        return 2
     mine = [root / f for f in ("params.yaml", "dvc.yaml")]
     if any(p.exists() for p in mine) and not args.force:
         print(f"regresslab init: {root} already holds a project ({', '.join(p.name for p in mine if p.exists())}); "
-              "--force writes over it", file=sys.stderr)
+              "--force writes over it (keeping each file it replaces as NAME.orig)", file=sys.stderr)
         return 1
     source = args.source if "://" in args.source else str(Path(args.source).expanduser().resolve())
     lab = args.name or root.name
-    root.mkdir(parents=True, exist_ok=True)
     stages = yaml.safe_load(TEMPLATE.read_text(encoding="utf-8"))["stages"]
     if not args.commit_series:
         produced = {next(iter(o)) if isinstance(o, dict) else o for o in stages.pop(COMMIT_SERIES).get("outs") or []}
         for other in stages.values():
             other["deps"] = [d for d in other.get("deps") or [] if d not in produced]
-    (root / "dvc.yaml").write_text(HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=110))
-    (root / "params.yaml").write_text(params_text(source, lab, args.commit_series))
-    write_version(root)
-    (root / "data" / "triage").mkdir(parents=True, exist_ok=True)     # analysts' verdicts (regresslab triage)
-    (root / "data" / "triage" / "README.md").write_text(TRIAGE_README)
-    (root / ".gitignore").write_text(GITIGNORE)
-    (root / "dags").mkdir(exist_ok=True)
+    files = {"dvc.yaml": HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=110),
+             "params.yaml": params_text(source, lab, args.commit_series),
+             "data/triage/README.md": TRIAGE_README, ".gitignore": GITIGNORE,
+             "README.md": README.format(lab=lab, source=mask_url(source))}
     for dag in sorted(DAGS.glob("*.py.in")):
-        (root / "dags" / dag.name.removesuffix(".in")).write_text(project_dag(dag.read_text(encoding="utf-8"), root))
-    (root / "README.md").write_text(README.format(lab=lab, source=source))
+        files[f"dags/{dag.name.removesuffix('.in')}"] = project_dag(dag.read_text(encoding="utf-8"), root)
+    kept, replaced = write_files(root, files, force=args.force)
+    write_version(root)
     git = shutil.which("git")
     dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
     if git and not (root / ".git").exists():
         subprocess.run([git, "init", "-q"], cwd=root, check=True)
     if not (root / ".dvc").exists():
         subprocess.run([dvc, "init", "-q", *([] if git else ["--no-scm"])], cwd=root, check=True)
-    (root / ".dvcignore").write_text(DVCIGNORE)
-    print(f"[init] a regresslab project for {lab!r} in {root}: archives from {source}\n"
-          f"[init] next: cd {root} && regresslab check && regresslab run\n"
+    write_files(root, {".dvcignore": DVCIGNORE}, force=args.force)
+    print(f"[init] a regresslab project for {for_terminal(lab)!r} in {root}: archives from {mask_url(source)}")
+    for rel in kept:
+        print(f"[init] kept your {rel} (it differs from regresslab's; --force replaces it, keeping yours as "
+              f"{rel}.orig)")
+    for rel, orig in replaced:
+        print(f"[init] replaced {rel}; yours is kept as {orig.relative_to(root)}")
+    print(f"[init] next: cd {root} && regresslab check && regresslab run\n"
           f"[init] nightly with Airflow: its DAG files are in {root / 'dags'} (AIRFLOW__CORE__DAGS_FOLDER)")
     return 0
+
+
+def write_files(root: Path, files: dict[str, str], *, force: bool) -> tuple[list[str], list[tuple[str, Path]]]:
+    """Each of ``files`` (path relative to ``root`` -> text) written unless a file is there with
+    other text: :data:`MERGED` files get the lines they lack; another file is kept (listed first in
+    what is returned) or, with ``force``, moved to NAME.orig and written (listed second)."""
+    kept: list[str] = []
+    replaced: list[tuple[str, Path]] = []
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file() and path.name in MERGED:
+            current = path.read_text(encoding="utf-8", errors="replace")
+            if merged_lines(current, text) != current:
+                path.write_text(merged_lines(current, text), encoding="utf-8")
+            continue
+        if path.exists() and (not path.is_file() or path.read_text(encoding="utf-8", errors="replace") != text):
+            if not force or not path.is_file():
+                kept.append(rel)
+                continue
+            orig = kept_name(path)
+            path.rename(orig)
+            replaced.append((rel, orig))
+        path.write_text(text, encoding="utf-8")
+    return kept, replaced
 
 
 def write_version(root: Path) -> bool:

@@ -7,15 +7,14 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import logging
-import os
 import sys
 from datetime import datetime, timezone
 
 from pipelines import config
 from pipelines.calibration import history
-from pipelines.storage import locks, manifest
+from pipelines.safe_text import for_terminal, text_problem
+from pipelines.storage import locks, manifest, store
 from pipelines.storage.triage_log import VERDICTS, append, apply_triage, decision, read_log, triage_state, undo
 
 log = logging.getLogger("regresslab.triage")
@@ -30,8 +29,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verdict", choices=VERDICTS)
     parser.add_argument("--cause")
     parser.add_argument("--counters", nargs="*", default=None)
-    parser.add_argument("--note")
-    parser.add_argument("--by", default=os.environ.get("USER") or getpass.getuser())
+    parser.add_argument("--note", help=f"why (printable, at most {NOTE_LIMIT} characters)")
+    parser.add_argument("--by", help=f"who decides (required with --verdict or --undo; printable, at most "
+                                     f"{BY_LIMIT} characters)")
     parser.add_argument("--undo", action="store_true", help="take back the run's last decision")
     parser.add_argument("--list", action="store_true", help="the runs awaiting triage, and the decisions in force")
     args = parser.parse_args(argv)
@@ -42,12 +42,18 @@ def main(argv: list[str] | None = None) -> None:
         for run in history.targets(current):      # the runs no analyst has decided on
             print(f"awaiting  {run}  ({current[run].get('system')})")
         for run, dec in sorted(state.items()):
-            print(f"decided   {run}  {dec['verdict']}  cause={dec['cause']}  by {dec['by']} at {dec['at']}")
+            print(for_terminal(f"decided   {run}  {dec['verdict']}  cause={dec['cause']}  by {dec['by']} at {dec['at']}"))
         return
     if not args.run_id or (args.undo == bool(args.verdict)):
         parser.error("give a RUN_ID and either --verdict pass|fail or --undo")
+    problem = text_problem("--by", args.by, BY_LIMIT, required=True) or text_problem("--note", args.note, NOTE_LIMIT)
+    if problem:
+        parser.error(problem)
     with locks.data_lock("triage"):
         record_decision(args)
+
+
+BY_LIMIT, NOTE_LIMIT = 200, 2000
 
 
 def record_decision(args: argparse.Namespace) -> None:
@@ -55,7 +61,8 @@ def record_decision(args: argparse.Namespace) -> None:
     index = manifest.read_valid_index() if config.VALID_INDEX.exists() else {}
     state = triage_state(read_log())
     if args.run_id not in index:
-        print(f"[triage] {args.run_id!r} is not a validated run (see data/interim/valid_runs.json)", file=sys.stderr)
+        print(f"[triage] {for_terminal(repr(args.run_id))} is not a validated run (see data/interim/valid_runs.json)",
+              file=sys.stderr)
         raise SystemExit(2)
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if args.undo:
@@ -66,6 +73,14 @@ def record_decision(args: argparse.Namespace) -> None:
         print(f"[triage] {args.run_id}: took back {state[args.run_id]['verdict']}/{state[args.run_id]['cause']} "
               f"(by {args.by}); run `dvc repro` to re-analyse")
         return
+    if args.counters:
+        recorded = store.run_counters(args.run_id)
+        unknown = [c for c in args.counters if c not in recorded]
+        if unknown:
+            shown = ", ".join(repr(for_terminal(c)) for c in unknown[:5]) + (" …" if len(unknown) > 5 else "")
+            print(f"[triage] --counters: {shown} not among the {len(recorded)} counters {args.run_id} recorded "
+                  f"(e.g. {', '.join(sorted(recorded)[:3])})", file=sys.stderr)
+            raise SystemExit(2)
     row = apply_triage(index, state)[args.run_id]
     previous = {"verdict": row.get("verdict"), "cause": row.get("cause"),
                 "regressed_counters": row.get("regressed_counters") or []}

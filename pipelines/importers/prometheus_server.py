@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipelines.importers.common import FormatError, Parsed
 from pipelines.importers.prometheus import prometheus_samples
+from pipelines.safe_text import mask_url
 
 # node_exporter (host level: the names start with node_) and cAdvisor (per container)
 DEFAULT_QUERIES = {
@@ -53,21 +54,21 @@ def query_range(url: str, query: str, *, start: float, end: float, step_s: float
             detail = json.loads(detail).get("error", detail)
         except ValueError:
             pass
-        raise FormatError(f"Prometheus at {url} refused the query {query!r}: HTTP {exc.code}: {detail}") from exc
+        raise FormatError(f"Prometheus at {mask_url(url)} refused the query {query!r}: HTTP {exc.code}: {detail}") from exc
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise FormatError(f"Prometheus at {url} unreachable ({reason}; timeout {timeout_s:g} s): check "
+        raise FormatError(f"Prometheus at {mask_url(url)} unreachable ({reason}; timeout {timeout_s:g} s): check "
                           "ingest.prometheus.url or the run's prometheus_url") from exc
     if len(body) > max_bytes:
-        raise FormatError(f"Prometheus at {url}: the answer to {query!r} is more than {max_bytes:,} bytes "
+        raise FormatError(f"Prometheus at {mask_url(url)}: the answer to {query!r} is more than {max_bytes:,} bytes "
                           "(a longer step, or a narrower query)")
     try:
         doc = json.loads(body)
     except ValueError as exc:
-        raise FormatError(f"Prometheus at {url}: the answer to {query!r} is not JSON (a proxy's page?)") from exc
+        raise FormatError(f"Prometheus at {mask_url(url)}: the answer to {query!r} is not JSON (a proxy's page?)") from exc
     if not isinstance(doc, dict) or doc.get("status") != "success" or \
             (doc.get("data") or {}).get("resultType") != "matrix":
-        raise FormatError(f"Prometheus at {url}: no matrix for {query!r}: {str(doc)[:200]}")
+        raise FormatError(f"Prometheus at {mask_url(url)}: no matrix for {query!r}: {str(doc)[:200]}")
     return doc["data"].get("result") or []
 
 
@@ -76,15 +77,15 @@ def fetch(url: str, queries: dict[str, str] | None, *, start: float, end: float,
     """The run's window of every query, as the samples of one collector file."""
     chosen = queries or DEFAULT_QUERIES
     if end <= start:
-        raise FormatError(f"Prometheus at {url}: an empty window ({start} to {end})")
+        raise FormatError(f"Prometheus at {mask_url(url)}: an empty window ({start} to {end})")
     matrices = {name: query_range(url, query.replace("{window}", rate_window), start=start, end=end, step_s=step_s,
                                   timeout_s=timeout_s, max_bytes=max_bytes) for name, query in chosen.items()}
     empty = [name for name, result in matrices.items() if not result]
     matrices = {name: result for name, result in matrices.items() if result}
     if not matrices:
-        raise FormatError(f"Prometheus at {url}: no series for any query in the run's window "
+        raise FormatError(f"Prometheus at {mask_url(url)}: no series for any query in the run's window "
                           f"({', '.join(chosen)}): is it scraping the lab's hosts?")
-    samples = prometheus_samples(matrices, Path(f"{url} query_range"), name_hint="prometheus")
+    samples = prometheus_samples(matrices, Path(f"{mask_url(url)} query_range"), name_hint="prometheus")
     notes = [f"{len(matrices)} of {len(chosen)} queries with series"] + \
         ([f"no series: {', '.join(empty)}"] if empty else [])
     return Parsed("prometheus_server", samples, notes=notes)

@@ -93,7 +93,9 @@ def notify_failure(context) -> None:
     index = getattr(ti, "map_index", -1)
     which = f" (mapped run #{index})" if index is not None and index >= 0 else ""
     exc = context.get("exception")
-    reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc or "")
+    from pipelines.safe_text import mask_urls
+
+    reason = mask_urls(f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc or ""))
     stage = f"{getattr(ti, 'task_id', '?')}{which}"
     print(f"regresslab: stage {stage} failed in DAG run {context.get('run_id')}: {reason}")
     from pipelines.reporting import alerts
@@ -107,8 +109,12 @@ def notify_failure(context) -> None:
 
 def params_or_fail() -> None:
     """params.yaml checked before a task runs its stage: a configuration error fails the task at
-    once, without its retries (they would find the same file), and the night with it."""
+    once, without its retries (they would find the same file), and the night with it.  The
+    task's log records have a location's credentials masked from here on (``safe_text``)."""
     from pipelines import config, params_schema
+    from pipelines.safe_text import mask_logging
+
+    mask_logging()
 
     try:
         config.load_params()

@@ -35,6 +35,7 @@ from email.message import EmailMessage
 from typing import Any, Mapping
 
 from pipelines import config
+from pipelines.safe_text import mask_urls
 from pipelines.storage import atomic
 from pipelines.storage.stage_files import IndexRow, NightSummary
 
@@ -204,15 +205,17 @@ def send_webhook(message: Message, params: AlertParams) -> str:
 
 def deliver(message: Message, params: AlertParams, context: dict | None = None) -> str:
     """Send ``message`` on every configured channel; one line per channel.  A failing channel is
-    logged and reported, never raised: an alert must not fail the night it reports."""
+    logged and reported, never raised: an alert must not fail the night it reports.  Every field
+    is masked first (a location's credentials, quoted by a reason, never leave in a mail)."""
+    message = Message(mask_urls(message.subject), mask_urls(message.html), mask_urls(message.text))
     said = []
     for name, send in (("e-mail", lambda: send_email(message, params, context)),
                        ("webhook", lambda: send_webhook(message, params))):
         try:
             said.append(send())
         except Exception as exc:        # noqa: BLE001 -- a broken channel is reported, the night goes on
-            log.warning("alert by %s failed: %s: %s", name, type(exc).__name__, exc)
-            said.append(f"{name}: FAILED ({type(exc).__name__}: {exc})")
+            log.warning("alert by %s failed: %s: %s", name, type(exc).__name__, mask_urls(str(exc)))
+            said.append(f"{name}: FAILED ({type(exc).__name__}: {mask_urls(str(exc))})")
     return "; ".join(said)
 
 

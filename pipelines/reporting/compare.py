@@ -122,8 +122,18 @@ def differences(meta_a: RunRecord, meta_b: RunRecord) -> list[str]:
 
 
 def page_name(run_a: str, run_b: str) -> str:
-    """The page's file name under ``reports/compare`` (both ids checked: they become a path)."""
-    return f"{config.identifier(run_a, 'run id')}--{config.identifier(run_b, 'run id')}.html"
+    """The page's file name under ``reports/compare`` (both ids checked: they become a path):
+    ``A--B.html``; when either id holds ``--`` itself, ``A--B--<8 hex of the pair's hash>.html``,
+    so that ``(x--y, z)`` and ``(x, y--z)`` are two pages (two ids too long for one file name are
+    cut, and the hash added).  A name with one ``--`` is a pair of ids without one, read one way
+    only; a name with more carries its pair's hash."""
+    import hashlib
+
+    a, b = config.identifier(run_a, "run id"), config.identifier(run_b, "run id")
+    if "--" not in a and "--" not in b and len(a) + len(b) <= 240:
+        return f"{a}--{b}.html"
+    digest = hashlib.sha256(f"{a}\n{b}".encode()).hexdigest()[:8]
+    return f"{a[:110]}--{b[:110]}--{digest}.html"          # within a file name's 255 bytes
 
 
 def render(result: dict[str, Any], run_a: str, run_b: str, meta_a: RunRecord, meta_b: RunRecord, *,

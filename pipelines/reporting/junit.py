@@ -4,14 +4,27 @@ Jenkins, GitLab and GitHub show a JUnit file's test cases where test results app
 Jenkins Performance plugin and Taurus' pass/fail criteria report a load test).  One test suite per
 night, one test case per target run (``classname`` its system): a regressed run is a failure whose
 message is the run's summary sentence and whose text names its page; a run not judged
-(``no_baseline``) is skipped with its reason.  Pure: verdict files in, XML text out.
+(``no_baseline``) is skipped with its reason.  Pure: verdict files in, XML text out.  Every
+text and attribute is cleared of the characters XML 1.0 forbids (a cause or version from an
+archive may hold any), so the file parses whatever the archives held.
 """
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from pipelines.safe_text import for_xml
 from pipelines.storage.stage_files import VerdictFile
+
+
+def xml_safe(root: ET.Element) -> ET.Element:
+    """``root`` with every text, tail and attribute value cleared by :func:`for_xml`, in place."""
+    for element in root.iter():
+        element.text = None if element.text is None else for_xml(element.text)
+        element.tail = None if element.tail is None else for_xml(element.tail)
+        for key, value in list(element.attrib.items()):
+            element.set(key, for_xml(value))
+    return root
 
 
 def night_xml(night: str, docs: dict[str, VerdictFile], *, index: Path | None = None) -> str:
@@ -41,5 +54,5 @@ def night_xml(night: str, docs: dict[str, VerdictFile], *, index: Path | None = 
         elif summary:
             out = ET.SubElement(case, "system-out")
             out.text = f"{summary}\npage: {page}"
-    ET.indent(suite)
+    ET.indent(xml_safe(suite))
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -11,7 +11,6 @@ import functools
 import hashlib
 import logging
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,26 +161,44 @@ def render_index(rows: list[IndexRow], page: NightIndex) -> str:
         missing_sources=list(page.missing_sources))
 
 
-FAILED_BANNER = re.compile(r'<div class="banner fail" id="night-failed">.*?</div>\n?', re.S)
+BANNER_START, BANNER_END = "<!-- regresslab:night-failed -->", "<!-- /regresslab:night-failed -->"
+
+
+def without_failed_banner(html: str) -> str:
+    """``html`` with every failed-night banner (each between its own markers) taken out whole."""
+    while (start := html.find(BANNER_START)) >= 0:
+        end = html.find(BANNER_END, start)
+        if end < 0:                                  # a torn banner: its start marker and what follows it
+            return html[:start]
+        end += len(BANNER_END)
+        html = html[:start] + html[end + 1 if html[end:end + 1] == "\n" else end:]
+    return html
 
 
 def mark_night_failed(html: str | None, *, night: str, stage: str, reason: str) -> str:
     """The night index of a night that failed at ``stage``: its first line says so, and that the
     runs below, if any, are of the last night analysed (``html``: the index as it stands, None when
-    no night was ever analysed)."""
+    no night was ever analysed).  The banner is one element between markers of its own, replaced
+    whole each time: the page holds one banner, the latest, however many nights failed in a row.
+    The reason is shown with credentials masked and its control characters replaced."""
     from markupsafe import escape
 
-    banner = (f'<div class="banner fail" id="night-failed"><div class="v">Night {escape(night)} FAILED at '
-              f'{escape(stage)}</div><div class="s">{escape(" ".join(reason.split())[-600:])}. No run was analysed tonight'
-              + ('; what follows is the last night analysed, not tonight.' if html else '.') + '</div></div>\n')
+    from pipelines.safe_text import mask_urls, one_line
+
+    said = one_line(" ".join(mask_urls(reason).split())[-600:])
+    banner = (f'{BANNER_START}<div class="banner fail" id="night-failed"><div class="v">Night {escape(night)} FAILED '
+              f'at {escape(stage)}</div><div class="s">{escape(said)}. No run was analysed tonight'
+              + ('; what follows is the last night analysed, not tonight.' if html else '.') + f'</div></div>{BANNER_END}\n')
+    title = f"<title>regresslab — night {escape(night)} FAILED</title>"
     if not html or "<main>" not in html:
-        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>regresslab — night '
-                f'{escape(night)} FAILED</title><style>{style_sheet()}</style></head><body><main>\n{banner}'
-                '</main></body></html>\n')
-    html = FAILED_BANNER.sub("", html)
-    html = re.sub(r"<title>.*?</title>", f"<title>regresslab — night {escape(night)} FAILED</title>", html, count=1,
-                  flags=re.S)
-    return html.replace("<main>", "<main>\n" + banner, 1)
+        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{title}'
+                f'<style>{style_sheet()}</style></head><body><main>\n{banner}</main></body></html>\n')
+    html = without_failed_banner(html)
+    opened, closed = html.find("<title>"), html.find("</title>")
+    if 0 <= opened < closed:
+        html = html[:opened] + title + html[closed + len("</title>"):]
+    at = html.index("<main>") + len("<main>")
+    return html[:at] + "\n" + banner + html[at:].removeprefix("\n")
 
 
 def write_failed_night(stage: str, reason: str) -> Path:

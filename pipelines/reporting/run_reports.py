@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from pipelines import config, parallel
+from pipelines.safe_text import mask_urls
 from pipelines.calibration import cause_signatures, headline, history, labs
 from pipelines.reporting import compare, counter_history, links
 from pipelines.reporting.pages import (NightIndex, RunPage, dropped_counters, index_row, render_index, render_run,
@@ -222,12 +223,12 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
     out: dict[str, str] = {}
     for path in sorted(config.QUARANTINE.glob("*.json")) if config.QUARANTINE.exists() else []:
         try:
-            out[path.stem] = str(atomic.read_json(path).get("reason") or "")[:limit]
+            out[path.stem] = mask_urls(str(atomic.read_json(path).get("reason") or ""))[:limit]
         except (OSError, ValueError) as exc:
             out[path.stem] = f"(quarantine file unreadable: {exc})"
     summary = store.read_optional(config.PULL_SUMMARY) or {}
     for refused in summary.get("refused") or []:
-        out.setdefault(str(refused.get("run_id")), f"refused by pull: {str(refused.get('reason'))[:limit]}")
+        out.setdefault(str(refused.get("run_id")), f"refused by pull: {mask_urls(str(refused.get('reason')))[:limit]}")
     return out
 
 
@@ -249,7 +250,8 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
         r["change"] = changes[r["run_id"]]
     reasons = quarantine_reasons()
     quarantined = sorted(reasons)
-    missing = (store.read_optional(config.PULL_SUMMARY) or {}).get("missing_sources") or []
+    missing = [{"source": mask_urls(str(m.get("source"))), "reason": mask_urls(str(m.get("reason")))}
+               for m in (store.read_optional(config.PULL_SUMMARY) or {}).get("missing_sources") or []]
     atomic.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
     history_nights = []
     for path in earlier[-(params.trend_nights - 1):]:

@@ -94,6 +94,11 @@ def triage_main(argv: list[str]) -> None:
     parser.add_argument("--by", required=True, help="who triaged it")
     parser.add_argument("--note", default=None)
     args = parser.parse_args(argv)
+    from pipelines.safe_text import text_problem
+
+    problem = text_problem("--by", args.by, 200, required=True) or text_problem("--note", args.note, 2000)
+    if problem:
+        parser.error(problem)
     known = atomic.read_json(config.COMMIT_CLUSTERS) if config.COMMIT_CLUSTERS.exists() else []
     try:
         registry = triage_cluster(known, args.cluster, args.status, by=args.by, note=args.note,

@@ -13,6 +13,14 @@ listing alone), and an archive whose name, size and marker the manifest already 
 without a byte of it read.  Only the others are copied and hashed.  A source whose URL scheme
 needs a package that is not installed (``s3://`` without ``s3fs``) is skipped with a reason
 naming the extra to install; the other sources are still pulled.
+
+Credentials never sit in a source location (the schema refuses one that holds them): each client
+finds its own, as it does anywhere else.  ``s3://``: the AWS credential chain (``AWS_PROFILE``,
+``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``~/.aws/credentials``, an instance role).
+``https://``: an entry for the host in ``~/.netrc`` (or the file ``NETRC`` names), or an
+``Authorization`` header taken from the environment variable :data:`HTTP_AUTH_ENV`
+(e.g. ``Bearer <token>``).  Every location this module logs, stores in the manifest or the
+summary, or puts in a reason is masked first (:func:`pipelines.safe_text.mask_url`).
 """
 from __future__ import annotations
 
@@ -27,9 +35,11 @@ from typing import Any
 
 from pipelines import config
 from pipelines.progress import Progress
+from pipelines.safe_text import mask_url, mask_urls
 from pipelines.storage import archive, atomic, manifest
 
 log = logging.getLogger("regresslab.pull")
+HTTP_AUTH_ENV = "REGRESSLAB_HTTP_AUTHORIZATION"     # an Authorization header for https:// sources
 
 
 def archive_status(entry: manifest.ManifestEntry | None, sha256: str) -> str:
@@ -89,14 +99,28 @@ class SourceUnavailable(OSError):
     """A source that cannot be listed at all (missing, or its scheme's package not installed)."""
 
 
+def http_options(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """fsspec's options for an http(s) source: aiohttp reads ``~/.netrc`` (and the proxy
+    variables) for each host, and the ``Authorization`` header comes from :data:`HTTP_AUTH_ENV`
+    when it is set; never from the location itself."""
+    env = os.environ if environ is None else environ
+    options: dict[str, Any] = {"client_kwargs": {"trust_env": True}}
+    header = env.get(HTTP_AUTH_ENV, "").strip()
+    if header:
+        options["headers"] = {"Authorization": header}
+    return options
+
+
 def _open_source(location: str):
     """Return (fsspec filesystem or None for local, root path)."""
     if "://" not in location:
         return None, location
     import fsspec
 
+    scheme = location.split("://", 1)[0].lower()
+    options = http_options() if scheme in ("http", "https") else {}
     try:
-        fs, root = fsspec.core.url_to_fs(location)
+        fs, root = fsspec.core.url_to_fs(location, **options)
     except ImportError as exc:
         scheme = location.split("://", 1)[0].lower()
         package, extra = SCHEME_EXTRAS.get(scheme, (None, None))
@@ -105,7 +129,7 @@ def _open_source(location: str):
         raise SourceUnavailable(f"{scheme}:// needs the {package or scheme} package, which is not installed "
                                 f"({how})") from exc
     except ValueError as exc:                     # an unknown protocol
-        raise SourceUnavailable(f"cannot read {location!r}: {exc}") from exc
+        raise SourceUnavailable(f"cannot read {mask_url(location)!r}: {mask_urls(str(exc))}") from exc
     return fs, root
 
 
@@ -158,7 +182,7 @@ def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tup
     if fs is None:
         base = Path(root)
         if not base.is_dir():
-            raise FileNotFoundError(f"pull source {location!r} is not a directory")
+            raise FileNotFoundError(f"pull source {mask_url(location)!r} is not a directory")
         # the source is one lab run directory itself, or a folder of archives and run directories
         listed = [base] if archive.is_run_directory(base) else archive.list_archives(base)
         for p in listed:
@@ -285,6 +309,7 @@ class _Pull:
                                         "listed_known": 0, "bytes_read": 0}
 
     def refuse(self, run_id: str, reason: str, *, loud: bool = True) -> None:
+        reason = mask_urls(reason)
         self.summary["refused"].append({"run_id": run_id, "reason": reason})
         if loud:
             log.error("refused %s: %s", run_id, reason)
@@ -345,7 +370,7 @@ class _Pull:
             tmp.rename(target)
         new = manifest.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
                                     first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                    source=location, marker=marker)
+                                    source=mask_url(location), marker=marker)
         _append_manifest(new, self.manifest_path)
         self.manifest[run_id] = new
         self.summary["new"].append(run_id)
@@ -359,10 +384,11 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
         try:
             candidates = find_archives(location, with_markers=True)
         except (FileNotFoundError, OSError) as exc:       # SourceUnavailable among them: the night goes on
-            log.warning("source %s skipped: %s", location, exc)
-            run.summary["missing_sources"].append({"source": location, "reason": str(exc)})
+            shown, reason = mask_url(location), mask_urls(str(exc))
+            log.warning("source %s skipped: %s", shown, reason)
+            run.summary["missing_sources"].append({"source": shown, "reason": reason})
             continue
-        progress = Progress(log, f"pull {location}", len(candidates), what="archives checked", every=25)
+        progress = Progress(log, f"pull {mask_url(location)}", len(candidates), what="archives checked", every=25)
         for i, (run_id, (path, name, size, marker)) in enumerate(sorted(candidates.items()), 1):
             run.take(location, run_id, path, name, size, marker)
             progress.step(i, f"{len(run.summary['new'])} new")

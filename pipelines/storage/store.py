@@ -34,6 +34,16 @@ def read_optional(path: Path) -> Any | None:
 # --------------------------------------------------------------------------- normalised runs
 
 
+def run_counters(run_id: str) -> set[str]:
+    """The counters a validated run recorded: its host frames' columns, read from their schemas
+    alone (``ts``, the time column, is no counter)."""
+    import pyarrow.parquet as pq
+
+    folder = config.valid_dir(run_id)
+    return {name for path in sorted(folder.glob("*.parquet")) for name in pq.read_schema(path).names
+            if name != "ts"}
+
+
 def read_info(run_id: str) -> dict[str, Any]:
     """What normalisation decided for a run (interval, counters, load fits, cache key)."""
     return atomic.read_json(config.info_path(run_id))

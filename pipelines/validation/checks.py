@@ -23,6 +23,25 @@ log = logging.getLogger("regresslab.validate")
 
 REQUIRED_FIELDS = ("schema_version", "run_id", "system", "version", "started_at", "duration_s",
                    "workload", "environment", "verdict", "cause")
+# free text of run.json shown on pages, in mails, in JUnit files and on terminals: printable and bounded
+TEXT_LIMITS = {"version": 128, "cause": 200, "environment": 200}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable_text(value: Any, limit: int) -> bool:
+    """Whether ``value`` is absent or text of at most ``limit`` characters with no control character
+    (newlines and tabs included: each field is one line)."""
+    if value is None:
+        return True
+    return isinstance(value, str) and len(value) <= limit and not _CONTROL.search(value)
+
+
+def printable_environment(env: Any, limit: int) -> bool:
+    """Whether every key, and every text value, of a flat environment is :func:`printable_text`."""
+    if not isinstance(env, dict):
+        return True                         # its shape is another check's
+    return all(printable_text(str(k), limit) and (not isinstance(v, str) or printable_text(v, limit))
+               for k, v in env.items())
 
 
 # --------------------------------------------------------------------------- pure core
@@ -78,6 +97,9 @@ def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str],
         # the offered load is what normalisation scales by: without it the run is not comparable
         "load_counter_usable": load_counter is None or load_counter not in dropped,
         "dropped_counter_share": len(dropped) / len(counters) if counters else 0.0,
+        "version_is_printable": printable_text(meta.get("version"), TEXT_LIMITS["version"]),
+        "cause_is_printable": printable_text(meta.get("cause"), TEXT_LIMITS["cause"]),
+        "environment_is_printable": printable_environment(env, TEXT_LIMITS["environment"]),
         "environment_is_flat_object": isinstance(env, dict)
         and all(isinstance(v, (str, int, float, bool)) or v is None for v in env.values()),
         "baseline_is_list_of_ids": "baseline" not in meta or (

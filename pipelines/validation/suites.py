@@ -31,7 +31,7 @@ from pipelines.storage.run_records import DroppedCounter
 
 log = logging.getLogger("regresslab.validate")
 
-SUITE_VERSION = 6   # bump when an expectation or a reader's numbers change: every archive is validated again
+SUITE_VERSION = 7   # bump when an expectation or a reader's numbers change: every archive is validated again
 
 
 def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: float,
@@ -53,6 +53,9 @@ def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: fl
         gxe.ExpectColumnValuesToNotBeNull(column="system"),                              # runs compared per system
         gxe.ExpectColumnValuesToBeInSet(column="system_is_identifier", value_set=[True]),  # safe as a file name
         gxe.ExpectColumnValuesToNotBeNull(column="version"),
+        gxe.ExpectColumnValuesToBeInSet(column="version_is_printable", value_set=[True]),  # one line, bounded
+        gxe.ExpectColumnValuesToBeInSet(column="cause_is_printable", value_set=[True]),    # shown on pages, in CI
+        gxe.ExpectColumnValuesToBeInSet(column="environment_is_printable", value_set=[True]),  # keys, text values
         gxe.ExpectColumnValuesToNotBeNull(column="started_at_epoch"),                    # ISO-8601 start, parseable
         gxe.ExpectColumnValuesToBeInSet(column="duration_is_number", value_set=[True]),  # units: seconds, a number
         gxe.ExpectColumnValuesToBeBetween(column="duration_s", min_value=1, max_value=max_duration_s),
@@ -149,6 +152,13 @@ def dropped_counters(summary: pd.DataFrame, failures: list[Failure]) -> list[Dro
     return out
 
 
+def _text_words() -> dict[str, str]:
+    from pipelines.validation.checks import TEXT_LIMITS
+
+    return {f"{field}_is_printable": f"{field}: control characters, or more than {limit} characters"
+            + (" in a key or a value" if field == "environment" else "") for field, limit in TEXT_LIMITS.items()}
+
+
 def describe_failure(f: Failure) -> str:
     """One run-level failure as a sentence: the check, the column, the hosts and example values."""
     if f.get("reason"):
@@ -156,6 +166,8 @@ def describe_failure(f: Failure) -> str:
     column = f["kwargs"].get("column") or ", ".join(
         str(f["kwargs"][k]) for k in ("column_A", "column_B") if k in f["kwargs"])
     text = f"{f['suite']}: {f['expectation']}({column})"
+    if column in _text_words():
+        return f"{text}: {_text_words()[column]}"
     where = [", ".join(f"{k}={v}" for k, v in idx.items()) for idx in (f.get("unexpected_index_list") or [])[:5]]
     if where:
         text += " failed for " + "; ".join(where)

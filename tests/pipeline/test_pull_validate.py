@@ -5,6 +5,8 @@ import pytest
 
 import io
 import json
+import re
+from xml.etree import ElementTree
 import shutil
 from pathlib import Path
 
@@ -243,6 +245,15 @@ def test_poison_pills_are_quarantined_with_a_specific_reason(tree, tiny_lab, tmp
     assert targets and {p.stem for p in config.REPORTS.joinpath("runs").glob("*.json")} == targets
     page = config.NIGHT_INDEX.read_text()
     assert "runs regressed" in page and all(run_id in page for run_id in expected)   # each listed with its reason
+    # whatever the archives held, every output a parser reads parses: the index (no character XML and
+    # HTML forbid), the JUnit file CI servers read, and (below) every JSON file
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", page)
+    from pipelines.cli import main as cli
+
+    junit_file = tmp_path / "night.xml"
+    assert cli.main(["report", "--junit", str(junit_file)]) == 0
+    cases = ElementTree.parse(junit_file).getroot()
+    assert {c.get("name") for c in cases.iter("testcase")} == targets
     for path in [p for p in tree.rglob("*.json") if p.is_file() and config.RAW not in p.parents
                  and src not in p.parents]:   # ours, not the lab's
         try:

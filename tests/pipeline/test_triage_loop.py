@@ -54,6 +54,11 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
     page = config.run_report_path(first, "html").read_text()
     assert f"regresslab triage {first} --verdict" in page and 'id="triage"' in page
 
+    for bogus in ("../../x", "<script>"):              # a counter the run never recorded is no regressed counter
+        with pytest.raises(SystemExit) as refused:
+            triage.main([first, "--verdict", "fail", "--counters", "tomcat.cpu_pct", bogus, "--by", "ana"])
+        assert refused.value.code == 2
+    assert "not among the" in capsys.readouterr().err and not triage_log.read_log()
     for run in (first, second):
         triage.main([run, "--verdict", "fail", "--cause", "cpu_contention", "--counters", "tomcat.cpu_pct",
                      "--note", "noisy neighbour", "--by", "ana"])

@@ -51,7 +51,7 @@ def test_the_code_digest_covers_the_stage_and_what_it_imports():
                                     known) == {"pipelines.calibration.pvalues"}
     assert {"pipelines.detectors.rule_ensemble", "pipelines.calibration.pvalues"} <= codebase.closure(
         "pipelines.stages.detect")
-    assert codebase.closure("pipelines.config") == {"pipelines.config", "pipelines.params_schema"}
+    assert codebase.closure("pipelines.config") == {"pipelines.config", "pipelines.params_schema", "pipelines.safe_text"}
     assert codebase.code_digest("pipelines.stages.detect") != codebase.code_digest("pipelines.stages.control_charts")
     assert len(codebase.code_digest("pipelines.config")) == 64
 

@@ -347,12 +347,21 @@ def test_a_failed_night_opens_the_index_once_escaped_and_says_what_the_rest_is()
     earlier = "<html><head><title>regresslab — night 2026-11-25</title></head><body><main>\n<h1>night 2026-11-25</h1>"
     once = mark_night_failed(earlier, night="2026-11-26", stage="pull", reason="source <b>/mnt/x</b>:\n  gone")
     body = once[once.index("<main>") + 6:].strip()
-    assert body.startswith('<div class="banner fail" id="night-failed"><div class="v">Night 2026-11-26 FAILED at pull')
+    assert body.startswith('<!-- regresslab:night-failed --><div class="banner fail" id="night-failed"><div class="v">'
+                           'Night 2026-11-26 FAILED at pull')
     assert "source &lt;b&gt;/mnt/x&lt;/b&gt;: gone" in body and "<b>/mnt" not in once
     assert "last night analysed, not tonight" in body and "<h1>night 2026-11-25</h1>" in body
     twice = mark_night_failed(once, night="2026-11-27", stage="validate", reason="disk full")
     assert twice.count('id="night-failed"') == 1 and "2026-11-27 FAILED at validate" in twice
     assert "<title>regresslab — night 2026-11-27 FAILED</title>" in twice
+    # a third failure, a night label with a backslash (a replacement template would choke on it) and a
+    # reason with tags: one banner, the latest, nothing of the earlier reasons left, the tags balanced
+    thrice = mark_night_failed(twice, night="2026\\11\\28", stage="report", reason="</div></div><div>x")
+    assert thrice.count('id="night-failed"') == 1 and "disk full" not in thrice and "gone" not in thrice
+    assert "2026\\11\\28 FAILED at report" in thrice
+    assert thrice.count("<div") == thrice.count("</div>") and thrice.count("<title>") == 1
+    banner = thrice[thrice.index("<!-- regresslab"):thrice.index("-->\n<h1>") + 4]
+    assert thrice.replace(banner, "").split("<main>")[1] == earlier.split("<main>")[1]      # the page below, as it was
     fresh = mark_night_failed(None, night="2026-11-26", stage="pull", reason="gone")
     assert "FAILED at pull" in fresh and "No run was analysed tonight." in fresh and "last night" not in fresh
 
