@@ -30,12 +30,13 @@ def main() -> None:
     config.VALID.mkdir(parents=True, exist_ok=True)
     config.QUARANTINE.mkdir(parents=True, exist_ok=True)
     clean_stale(config.VALID)
-    index, quarantined, validator, done = judge_all(sorted(entries.values(), key=lambda e: e.run_id), params)
+    index, quarantined, validator, done, checked_as = judge_all(sorted(entries.values(), key=lambda e: e.run_id),
+                                                                params)
     if validator is None and not (config.VALIDATION_DOCS / "index.html").exists():
         validator = new_validator(params)
     if validator is not None:               # nothing validated and the site exists: it is current
         t_docs = time.monotonic()
-        pages = validator.build_docs(run_names=done)
+        pages = validator.build_docs(run_names=checked_as)
         log.info("Data Docs: %s in %.1fs", "every page" if pages is None else f"{pages} page(s) rendered",
                  time.monotonic() - t_docs)
     # the analysts' decisions win over the archives' verdicts (storage/triage_log.py): a triaged target joins the history

@@ -1,9 +1,10 @@
 """Judging the archives of ``data/raw`` against the data contract: each archive's result stored
 under the key of what it was made from (the archive, the suites' version, the params), the rest
-judged in ``compute.jobs`` worker children each held to the budget (``storage.budget``), a valid
-run's host frames swapped in by renames (a run killed at any point leaves the old or the new run
-directory), a failed archive's quarantine file with its reasons.  What is written does not depend
-on how many workers judged.
+read in ``compute.jobs`` worker children each held to the budget (``storage.budget``) and checked
+by the suites together (one Great Expectations validation per suite for the night's archives,
+``suites.check_reads``), a valid run's host frames swapped in by renames (a run killed at any
+point leaves the old or the new run directory), a failed archive's quarantine file with its
+reasons.  What is written does not depend on how many workers read.
 """
 from __future__ import annotations
 
@@ -29,10 +30,13 @@ from pipelines.validation.suites import (
     SUITE_VERSION,
     Checked,
     Failure,
+    Read,
     Validator,
+    _uninterpretable,
+    check_reads,
     describe_failure,
+    read_archive,
     suites_from_params,
-    validate_archive,
 )
 
 log = logging.getLogger("regresslab.validate")
@@ -79,52 +83,96 @@ def write_quarantine(entry: manifest.ManifestEntry, key: str, checked) -> str:
     return reason
 
 
-def write_valid(entry: manifest.ManifestEntry, key: str, checked) -> dict[str, Any]:
-    """A valid run's host frames and ``meta.json``, in a directory of this process's own name
-    swapped in by renames: a run killed at any point leaves either the old or the new run
-    directory (or none: validated again).  Its metadata."""
-    run_dir, dropped = config.valid_dir(entry.run_id), checked.dropped
-    tmp_dir = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
-    for host, frame in valid_host_frames(checked.frames, checked.summary, dropped).items():
-        atomic.write_parquet_atomic(tmp_dir / f"{host}.parquet", frame)
-    meta = dict(checked.raw.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
-                _hosts=sorted(checked.frames), _dropped_counters=dropped)
-    if dropped:
-        log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
-                    "; ".join(d["reason"] for d in dropped[:3])[:500])
-    atomic.write_json_atomic(tmp_dir / "meta.json", meta)
-    old = None
-    if run_dir.exists():
-        old = tmp_dir.with_suffix(".old")
-        run_dir.rename(old)
-    tmp_dir.rename(run_dir)
-    if old is not None:
-        shutil.rmtree(old)
-    config.quarantine_path(entry.run_id).unlink(missing_ok=True)
-    return meta
+class Staged(NamedTuple):
+    """An archive read in a worker child: what the suites check (its frames left out), and the
+    folder its host frames were written to, to become its run directory if it passes."""
+    read: Read
+    folder: Path | None
 
 
-def judge_archive(entry: manifest.ManifestEntry, key: str, validator: Validator,
-                  params: dict[str, Any]) -> tuple[str, Any, int]:
-    """Validate one archive and write what it gives: (``valid``, its index row, the counters
-    dropped) or (``quarantined``, the reason, 0)."""
-    checked = validate_archive(config.RAW / entry.file, validator, params)
-    if checked.failures:
-        return "quarantined", write_quarantine(entry, key, checked), 0
-    return "valid", _index_row(write_valid(entry, key, checked)), len(checked.dropped)
+def stage_archive(entry: manifest.ManifestEntry, key: str, params: dict[str, Any]) -> Staged:
+    """Read one archive (``suites.read_archive``) and write its host frames, in the form later
+    stages read, to a folder of this process's own name in ``data/interim/valid``; what the suites
+    check goes back to the parent, not the frames (at scale a run's frames are a hundred MB)."""
+    read = read_archive(config.RAW / entry.file, params)
+    if read.summary is None:
+        return Staged(read, None)
+    folder = Path(tempfile.mkdtemp(prefix=f".{entry.run_id}.", suffix=".tmp", dir=config.VALID))
+    for host, frame in valid_host_frames(read.frames, read.summary).items():
+        atomic.write_parquet_atomic(folder / f"{host}.parquet", frame)
+    return Staged(read._replace(raw=None, frames={}), folder)
 
 
-def judge_within_budget(worker: budget.Worker, entry: manifest.ManifestEntry, key: str) -> tuple[str, Any, int]:
-    """:func:`judge_archive` in the worker's child, held to ``validate.max_memory_mb`` and
+def stage_within_budget(worker: budget.Worker, entry: manifest.ManifestEntry, key: str) -> Staged:
+    """:func:`stage_archive` in the worker's child, held to ``validate.max_memory_mb`` and
     ``max_seconds`` (``storage.budget``): an archive that blows either is quarantined with the
     budget named."""
     try:
         return worker.run(f"validating {entry.file}", entry, key)
     except (budget.BudgetExceeded, RuntimeError) as exc:
         log.error("%s: %s", entry.run_id, str(exc).splitlines()[0])
-        failure = {"suite": "archive", "expectation": "within_budget",
-                   "reason": f"could not be judged: {str(exc).splitlines()[0]}"}
-        return "quarantined", write_quarantine(entry, key, Checked(None, {}, [failure], [], None)), 0
+        failure: Failure = {"suite": "archive", "expectation": "within_budget",
+                            "reason": f"could not be judged: {str(exc).splitlines()[0]}"}
+        return Staged(Read(entry.run_id, None, [], [], None, None, [failure]), None)
+
+
+def finish(entry: manifest.ManifestEntry, key: str, staged: Staged, failures: list[Failure],
+           dropped: list[DroppedCounter]) -> tuple[str, Any, int]:
+    """What the suites found for one staged archive, written: its quarantine file, or its run
+    directory (the dropped counters taken out of its staged frames, ``meta.json`` beside them,
+    swapped in by renames): (``valid``, its index row, the counters dropped) or (``quarantined``,
+    the reason, 0)."""
+    if failures:
+        if staged.folder is not None:
+            shutil.rmtree(staged.folder, ignore_errors=True)
+        return "quarantined", write_quarantine(entry, key, Checked(None, {}, failures, dropped, None)), 0
+    gone: dict[str, set[str]] = {}
+    for d in dropped:
+        gone.setdefault(d["host"], set()).add(d["counter"])
+    for host, counters in gone.items():
+        path = staged.folder / f"{host}.parquet"
+        frame = atomic.read_parquet(path)
+        atomic.write_parquet_atomic(path, frame.drop(columns=[c for c in frame.columns if c in counters]))
+    meta = dict(staged.read.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
+                _hosts=sorted(staged.read.hosts), _dropped_counters=dropped)
+    if dropped:
+        log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
+                    "; ".join(d["reason"] for d in dropped[:3])[:500])
+    atomic.write_json_atomic(staged.folder / "meta.json", meta)
+    swap_in(staged.folder, config.valid_dir(entry.run_id))
+    config.quarantine_path(entry.run_id).unlink(missing_ok=True)
+    return "valid", _index_row(meta), len(dropped)
+
+
+def swap_in(folder: Path, run_dir: Path) -> None:
+    """``folder`` becomes ``run_dir`` by renames: a run killed at any point leaves either the old
+    or the new run directory (or none: validated again)."""
+    old = None
+    if run_dir.exists():
+        old = folder.with_suffix(".old")
+        run_dir.rename(old)
+    folder.rename(run_dir)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def check_staged(staged: list[Staged], validator: Validator, run_name: str
+                 ) -> list[tuple[list[Failure], list[DroppedCounter]]]:
+    """The suites on every staged archive at once (``suites.check_reads``); should Great
+    Expectations itself fail on the stack, each archive alone, and one it still cannot check is
+    quarantined with the fault named: the night never stops for one archive."""
+    reads = [s.read for s in staged]
+    try:
+        return check_reads(reads, validator, run_name)
+    except Exception:                          # noqa: BLE001 -- found out archive by archive below
+        log.exception("the suites failed on the night's archives together; checking them one by one")
+    out = []
+    for read in reads:
+        try:
+            out.append(check_reads([read], validator, f"{run_name}-{read.archive}")[0])
+        except Exception as exc:               # noqa: BLE001 -- this archive's rows break the suites
+            out.append((list(read.failures) + [_uninterpretable(exc)], []))
+    return out
 
 
 def new_validator(params: dict[str, Any]) -> Validator:
@@ -136,16 +184,18 @@ class Judged(NamedTuple):
     quarantined: dict[str, str]           # run_id -> the reason
     validator: Validator | None           # when one was made (an archive was validated now)
     judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
+    checked_as: list[str]                 # the names the suites' results were stored under now (Data Docs)
 
 
 def judge_all(todo: list[manifest.ManifestEntry], params: dict[str, Any], *, jobs: int | None = None) -> Judged:
     """Every archive's result: the stored one when its key matches, else judged now.
 
-    The archives to judge go to ``jobs`` worker children (``storage.budget.Worker``, default
-    ``compute.jobs``), each held to the budget archive by archive; the parent's threads only wait
-    on their pipes.  Each archive writes its own files (its run directory or its quarantine file,
-    Great Expectations' results under its own run name), and the index is assembled here in the
-    archives' order, so what the stage writes is the same for any number of workers."""
+    The archives to judge are read by ``jobs`` worker children (``storage.budget.Worker``, default
+    ``compute.jobs``), each held to the budget archive by archive, which stage each one's frames;
+    the parent's threads only wait on their pipes.  The suites then check every archive read at
+    once, under one name for the night's results, and each archive's files are written (its run
+    directory or its quarantine file); the index is assembled here in the archives' order, so what
+    the stage writes is the same for any number of workers."""
     results: dict[str, tuple[str, Any, int]] = {}
     fresh: list[tuple[manifest.ManifestEntry, str]] = []
     for entry in todo:
@@ -161,38 +211,56 @@ def judge_all(todo: list[manifest.ManifestEntry], params: dict[str, Any], *, job
         else:
             results[entry.run_id] = (stored[0], stored[1], 0)
     validator: Validator | None = None       # Great Expectations' context costs seconds: made when first needed
+    checked_as: list[str] = []
     if fresh:
-        validator = new_validator(params)
-        n_workers = min(parallel.configured_jobs() if jobs is None else parallel.resolve(jobs), len(fresh))
-        progress = Progress(log, "validate", len(fresh), what="archives", every=10)
+        staged = read_all(fresh, params, jobs)
+        validator = new_validator(params)          # after the children fork: none of them needs it
+        run_name = f"night-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{len(fresh)}-archives"
+        t_check = time.monotonic()
+        found = check_staged([staged[entry.run_id] for entry, _ in fresh], validator, run_name)
+        checked_as.append(run_name)
         counts = {"quarantined": 0, "dropped": 0}
-        with contextlib.ExitStack() as stack:
-            idle: queue.SimpleQueue[budget.Worker] = queue.SimpleQueue()
-            for _ in range(n_workers):
-                idle.put(stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
-                    judge_archive, validator=validator, params=params))))
-
-            def judge(item: tuple[manifest.ManifestEntry, str]) -> tuple[str, Any, int]:
-                worker = idle.get()
-                try:
-                    return judge_within_budget(worker, *item)
-                finally:
-                    idle.put(worker)
-
-            with ThreadPoolExecutor(n_workers, thread_name_prefix="validate") as pool:
-                futures = {pool.submit(judge, item): item[0].run_id for item in fresh}
-                for done, future in enumerate(as_completed(futures), 1):
-                    results[futures[future]] = future.result()
-                    counts["quarantined"] += results[futures[future]][0] != "valid"
-                    counts["dropped"] += results[futures[future]][2]
-                    progress.step(done, f"{counts['quarantined']} quarantined, "
-                                        f"{counts['dropped']} counters dropped")
+        for (entry, key), (failures, dropped) in zip(fresh, found):
+            results[entry.run_id] = finish(entry, key, staged[entry.run_id], failures, dropped)
+            counts["quarantined"] += results[entry.run_id][0] != "valid"
+            counts["dropped"] += results[entry.run_id][2]
+        log.info("validate: the suites checked %d archive(s) together in %.1fs: %d quarantined, %d counters dropped",
+                 len(fresh), time.monotonic() - t_check, counts["quarantined"], counts["dropped"])
     index: ValidIndex = {}
     quarantined: dict[str, str] = {}
     for entry in todo:
         status, row, _ = results[entry.run_id]
         (index if status == "valid" else quarantined)[entry.run_id] = row
-    return Judged(index, quarantined, validator, [entry.run_id for entry, _ in fresh])
+    return Judged(index, quarantined, validator, [entry.run_id for entry, _ in fresh], checked_as)
+
+
+def read_all(fresh: list[tuple[manifest.ManifestEntry, str]], params: dict[str, Any],
+             jobs: int | None) -> dict[str, Staged]:
+    """Every archive of ``fresh`` read and staged by the budgeted worker children (run_id -> what it gave)."""
+    n_workers = min(parallel.configured_jobs() if jobs is None else parallel.resolve(jobs), len(fresh))
+    progress = Progress(log, "validate", len(fresh), what="archives read", every=10)
+    staged: dict[str, Staged] = {}
+    unreadable = 0
+    with contextlib.ExitStack() as stack:
+        idle: queue.SimpleQueue[budget.Worker] = queue.SimpleQueue()
+        for _ in range(n_workers):
+            idle.put(stack.enter_context(budget.Worker(budget.Budget.from_params(params), partial(
+                stage_archive, params=params))))
+
+        def read(item: tuple[manifest.ManifestEntry, str]) -> Staged:
+            worker = idle.get()
+            try:
+                return stage_within_budget(worker, *item)
+            finally:
+                idle.put(worker)
+
+        with ThreadPoolExecutor(n_workers, thread_name_prefix="validate") as pool:
+            futures = {pool.submit(read, item): item[0].run_id for item in fresh}
+            for done, future in enumerate(as_completed(futures), 1):
+                staged[futures[future]] = future.result()
+                unreadable += staged[futures[future]].read.summary is None
+                progress.step(done, f"{unreadable} unreadable")
+    return staged
 
 
 def quarantine_reason(failures: list[Failure], dropped: list[DroppedCounter]) -> str:

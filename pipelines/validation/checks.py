@@ -72,11 +72,19 @@ def parse_started_at(value: Any) -> float | None:
 
 
 def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str],
-               dropped: set[str] = frozenset()) -> pd.DataFrame:
-    """``run.json`` as one row, with derived columns for the checks that need Python to see types."""
-    row: dict[str, Any] = {f: meta.get(f) for f in REQUIRED_FIELDS if f in meta}
+               dropped: set[str] = frozenset(), hosts: int | None = None) -> pd.DataFrame:
+    """``run.json`` as one row, with derived columns for the checks that need Python to see types.
+
+    Every required field has its column (null when the file lacks it) and ``has_<field>`` says
+    whether it was there, so that rows of several archives stack into one frame that Great
+    Expectations checks row by row (a column-exists check would pass for a stack when any one
+    archive had the field); ``hosts`` is the number of host files (at least one)."""
+    row: dict[str, Any] = {f: meta.get(f) for f in REQUIRED_FIELDS}
+    row.update({f"has_{f}": f in meta for f in REQUIRED_FIELDS})
     for key in ("workload", "environment", "baseline", "regressed_counters"):
         row.pop(key, None)
+    if hosts is not None:
+        row["hosts"] = hosts
     for key in ("run_id", "system", "version", "started_at", "verdict", "cause"):
         if key in row and row[key] is not None and not isinstance(row[key], str):
             row[key] = repr(row[key])           # a non-string becomes a value no regex accepts

@@ -26,12 +26,12 @@ import pandas as pd
 
 from pipelines.importers import run_directory
 from pipelines.storage import archive, atomic
-from pipelines.validation.checks import counter_summary, host_coverage, meta_frame
+from pipelines.validation.checks import counter_summary, host_coverage, meta_frame, parse_started_at
 from pipelines.storage.run_records import DroppedCounter
 
 log = logging.getLogger("regresslab.validate")
 
-SUITE_VERSION = 7   # bump when an expectation or a reader's numbers change: every archive is validated again
+SUITE_VERSION = 8   # bump when an expectation or a reader's numbers change: every archive is validated again
 
 
 def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: float,
@@ -44,9 +44,10 @@ def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: fl
     only when more than ``max_dropped_share`` of its counters went, or the load counter did."""
     import great_expectations.expectations as gxe
 
-    meta = [gxe.ExpectColumnToExist(column=f) for f in  # schema: every field the contract requires
+    meta = [gxe.ExpectColumnValuesToBeInSet(column=f"has_{f}", value_set=[True]) for f in  # schema: every
             ("schema_version", "run_id", "system", "version", "started_at", "duration_s", "verdict", "cause")]
-    meta += [
+    meta += [                                                                              # field required
+        gxe.ExpectColumnValuesToBeBetween(column="hosts", min_value=1),                   # at least one machine
         gxe.ExpectColumnValuesToBeInSet(column="schema_version", value_set=[1]),        # schema version we read
         gxe.ExpectColumnValuesToBeInSet(column="run_id_is_identifier", value_set=[True]),  # safe as a file name
         gxe.ExpectColumnValuesToBeInSet(column="run_id_matches_archive", value_set=[True]),  # id = archive stem
@@ -69,7 +70,6 @@ def build_suites(*, min_coverage: float, max_duration_s: float, value_mostly: fl
         gxe.ExpectColumnValuesToBeBetween(column="dropped_counter_share", max_value=max_dropped_share),  # enough left
     ]
     hosts = [
-        gxe.ExpectTableRowCountToBeBetween(min_value=1),                                  # at least one machine
         gxe.ExpectColumnValuesToMatchRegex(column="host", regex=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"),  # file stem
         gxe.ExpectColumnValuesToBeBetween(column="counters", min_value=1),                # each CSV has counters
         gxe.ExpectColumnValuesToBeInSet(column="timestamp_column", value_set=[True]),      # first column: timestamp
@@ -94,8 +94,10 @@ def suites_from_params(params: dict[str, Any]) -> dict[str, list]:
                         value_mostly=params["value_mostly"], max_dropped_share=params["max_dropped_share"])
 
 
-#: the columns that name the offending rows in each suite's results (GX ``unexpected_index_list``)
-INDEX_COLUMNS = {"run_meta": [], "host_coverage": ["host"], "counter_values": ["host", "counter"]}
+#: the columns that name the offending rows in each suite's results (GX ``unexpected_index_list``):
+#: the archive first (the suites check the rows of many archives at once), then the host and counter
+INDEX_COLUMNS = {"run_meta": ["archive"], "host_coverage": ["archive", "host"],
+                 "counter_values": ["archive", "host", "counter"]}
 
 
 CHECK_WORDS = {
@@ -258,12 +260,30 @@ def failed_expectations(suite_name: str, result: Any) -> list[Failure]:
 
 
 def result_format(suite_name: str) -> dict[str, Any]:
-    """SUMMARY for the one-row ``run_meta``; COMPLETE with the index columns for the others, so
-    every failing host and counter is named (the frames hold one row per host or counter)."""
-    if not INDEX_COLUMNS.get(suite_name):
-        return {"result_format": "SUMMARY", "partial_unexpected_count": 10}
+    """COMPLETE with the suite's index columns, so every failing archive, host and counter is named
+    (the frames hold one row per archive, host or counter)."""
     return {"result_format": "COMPLETE", "unexpected_index_column_names": INDEX_COLUMNS[suite_name],
             "partial_unexpected_count": 10}
+
+
+def for_archive(failures: list[Failure], archive_id: str, suite_name: str) -> list[Failure]:
+    """The failures of one archive in the results of a stack of archives: each failed expectation
+    with the rows of that archive (its index entries without the archive), its count, and, for
+    ``run_meta`` (one row per archive), its value as the unexpected value."""
+    label = gx_text(archive_id)
+    out: list[Failure] = []
+    for f in failures:
+        mine = [{k: v for k, v in idx.items() if k != "archive"} for idx in f.get("unexpected_index_list") or []
+                if idx.get("archive") == label]
+        if not mine and (f.get("unexpected_index_list") or f.get("exception") is None):
+            continue                             # another archive's rows (a check that raised is everyone's)
+        column = f["kwargs"].get("column")
+        one = dict(f, unexpected_count=len(mine), unexpected_percent=None, unexpected_index_list=mine,
+                   partial_unexpected_list=[str(idx.get(column)) for idx in mine[:10]] if column else [])
+        if suite_name == "run_meta":             # one row per archive: its value says it all
+            one["unexpected_index_list"] = []
+        out.append(one)
+    return out
 
 
 class Validator:
@@ -369,28 +389,46 @@ class Checked(NamedTuple):
     summary: pd.DataFrame | None
 
 
-def validate_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
-    """Validate one archive; any fault of reading or interpreting it is a failure, never an exception."""
+class Read(NamedTuple):
+    """An archive read for the suites, before any of them runs: its ``run.json``, its hosts and
+    the counters they recorded, the rows the suites check (the counter summary and the hosts'
+    coverage; its ``run.json`` row needs the counters the summary's suite drops, so it is made
+    after), and the faults found in reading it (any quarantines it; None rows then).  ``raw`` and
+    ``frames`` are the archive as read, kept where it was read (a worker child stages the frames
+    and sends the rest)."""
+    archive: str                      # the run_id the archive's name gives: its rows' ``archive``
+    meta: dict[str, Any] | None
+    hosts: list[str]
+    counters: list[str]
+    summary: pd.DataFrame | None
+    cover: pd.DataFrame | None
+    failures: list[Failure]
+    raw: archive.RawRun | None = None
+    frames: dict[str, pd.DataFrame] = {}
+
+
+def read_archive(path: Path, params: dict[str, Any]) -> Read:
+    """Read and parse one archive and derive the rows the suites check; any fault of reading or
+    interpreting it is a failure, never an exception."""
+    expected_id = archive.archive_stem(path) if path.is_file() else path.name
     try:
-        return check_archive(path, validator, params)
+        return _read_archive(path, expected_id, params)
     except archive.ArchiveError as exc:
-        return Checked(None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
-                                   "reason": str(exc)}], [], None)
+        return Read(expected_id, None, [], [], None, None, [{"suite": "archive", "expectation": "readable_safe_archive",
+                                                             "reason": str(exc)}])
     except (Exception, RecursionError, MemoryError) as exc:      # noqa: BLE001 -- any fault of one archive
         # raw data is immutable: an archive that breaks a reader would break every night; it is
         # quarantined with the fault named, and the night goes on (a fault of ours shows in the log)
         log.exception("could not read or interpret %s", path.name)
-        return Checked(None, {}, [{"suite": "archive", "expectation": "readable_safe_archive",
-                                   "reason": f"could not read or interpret the archive: {type(exc).__name__}: "
-                                             f"{str(exc)[:300]}"}], [], None)
+        return Read(expected_id, None, [], [], None, None, [_uninterpretable(exc)])
 
 
-def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
-    """:func:`validate_archive` without the catch-all: read, parse and run the three suites.
+def _uninterpretable(exc: BaseException) -> Failure:
+    return {"suite": "archive", "expectation": "readable_safe_archive",
+            "reason": f"could not read or interpret the archive: {type(exc).__name__}: {str(exc)[:300]}"}
 
-    ``counter_values`` runs first: its failures drop counters, and ``run_meta`` then checks
-    that enough of them (and the load counter) are left."""
-    expected_id = archive.archive_stem(path) if path.is_file() else path.name
+
+def _read_archive(path: Path, expected_id: str, params: dict[str, Any]) -> Read:
     raw = run_directory.read_run(path, params["limits"], params.get("ingest") or {})
     archive.check_cells(raw.csv_bytes, params["limits"])
     frames = {h: archive.parse_counter_csv(b, h, params["limits"]) for h, b in sorted(raw.csv_bytes.items())}
@@ -400,20 +438,59 @@ def check_archive(path: Path, validator: Validator, params: dict[str, Any]) -> C
     if dupes:
         failures.append({"suite": "archive", "expectation": "unique_counter_names",
                          "reason": f"counter names repeated across hosts: {dupes[:10]}"})
-    environment = raw.meta.get("environment") if isinstance(raw.meta, dict) else None
-    summary = counter_summary(frames, environment, units=params["units"],
+    meta = raw.meta if isinstance(raw.meta, dict) else {}
+    summary = counter_summary(frames, meta.get("environment"), units=params["units"],
                               host_components=[c.lower() for c in params["host_components"]],
                               cores_key=params["cores_key"], slack=params["range_slack"])
-    dropped = dropped_counters(summary, validator.run("counter_values", summary, expected_id))
-    gone = {d["counter"] for d in dropped}
-    meta = meta_frame(raw.meta, archive_run_id=expected_id, counters=set(counts), dropped=gone)
-    failures += validator.run("run_meta", meta, expected_id)
-    started = meta["started_at_epoch"].iloc[0]
-    duration = meta["duration_s"].iloc[0] if meta["duration_is_number"].iloc[0] else None
-    cover = host_coverage(frames, started_at=None if pd.isna(started) else float(started),
-                          duration_s=None if duration is None or pd.isna(duration) else float(duration),
-                          min_samples=params["min_samples_per_host"], min_coverage=params["min_coverage"],
-                          min_samples_floor=params["min_samples_floor"])
-    failures += validator.run("host_coverage", cover, expected_id)
-    return Checked(raw, frames, failures, dropped, summary)
+    started = parse_started_at(meta.get("started_at"))
+    duration = meta.get("duration_s")
+    duration = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
+    cover = host_coverage(frames, started_at=started, duration_s=None if duration is None or pd.isna(duration)
+                          else duration, min_samples=params["min_samples_per_host"],
+                          min_coverage=params["min_coverage"], min_samples_floor=params["min_samples_floor"])
+    return Read(expected_id, raw.meta, sorted(frames), sorted(counts), summary, cover, failures, raw, frames)
 
+
+def check_reads(reads: list[Read], validator: "Validator", run_name: str) -> list[tuple[list[Failure],
+                                                                                       list[DroppedCounter]]]:
+    """The three suites on the rows of every archive read at once (one validation per suite, under
+    ``run_name``, instead of three per archive: each costs Great Expectations the same whatever its
+    rows); per archive, in ``reads``' order, its failures and the counters dropped from it.
+
+    ``counter_values`` runs first: its failures drop counters, and ``run_meta`` then checks that
+    enough of them (and the load counter) are left."""
+    readable = [r for r in reads if r.summary is not None]
+    found: dict[str, tuple[list[Failure], list[DroppedCounter]]] = {r.archive: (list(r.failures), []) for r in reads}
+    if readable:
+        values = validator.run("counter_values", _stack([(r.archive, r.summary) for r in readable]), run_name)
+        rows = []
+        for r in readable:
+            dropped = dropped_counters(r.summary, for_archive(values, r.archive, "counter_values"))
+            found[r.archive] = (found[r.archive][0], dropped)
+            try:
+                rows.append((r.archive, meta_frame(r.meta, archive_run_id=r.archive, counters=set(r.counters),
+                                                   dropped={d["counter"] for d in dropped}, hosts=len(r.hosts))))
+            except (Exception, RecursionError) as exc:      # noqa: BLE001 -- a run.json no check can read
+                found[r.archive][0].append(_uninterpretable(exc))
+        for name, stacked in (("run_meta", _stack(rows)), ("host_coverage", _stack([(r.archive, r.cover)
+                                                                                    for r in readable]))):
+            if stacked is None:
+                continue
+            failed = validator.run(name, stacked, run_name)
+            for r in readable:
+                found[r.archive][0].extend(for_archive(failed, r.archive, name))
+    return [found[r.archive] for r in reads]
+
+
+def _stack(parts: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame | None:
+    """The frames of several archives as one, each row marked with its ``archive`` first."""
+    frames = [f.assign(archive=a)[["archive", *f.columns]] for a, f in parts if f is not None]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def validate_archive(path: Path, validator: Validator, params: dict[str, Any]) -> Checked:
+    """Validate one archive (:func:`read_archive`, then :func:`check_reads` on it alone); any
+    fault of reading or interpreting it is a failure, never an exception."""
+    read = read_archive(path, params)
+    (failures, dropped), = check_reads([read], validator, read.archive)
+    return Checked(read.raw, read.frames, failures, dropped, read.summary)

@@ -209,7 +209,7 @@ def test_each_bad_run_json_fails_the_expectation_that_guards_it(tmp_path, valida
 def test_missing_required_field(tmp_path, validator):
     meta = good_meta("sys-run-1")
     del meta["system"]
-    assert ("expect_column_to_exist", "system") in failed(check(tmp_path, validator, meta=meta))
+    assert ("expect_column_values_to_be_in_set", "has_system") in failed(check(tmp_path, validator, meta=meta))
 
 
 def test_target_with_null_verdict_is_valid(tmp_path, validator):
