@@ -67,9 +67,15 @@ def tree(tmp_path, monkeypatch):
     config.use_root(old)
 
 
+# the nights of the pipeline and DAG tests let the cause model see one feature design: choosing the
+# design is tested where it is made (tests/unit/test_causes.py), and two designs double its training
+ONE_DESIGN = [["kinds"]]
+
+
 def night_tree(root: Path, lab: Path, **compute) -> Path:
     """A tree whose params.yaml reads ``lab`` and names the night 2026-11-22, with no commit
-    series (the stage says so), two learning-curve repeats and ``compute`` overrides (``jobs``):
+    series (the stage says so), two learning-curve repeats, one feature design (:data:`ONE_DESIGN`)
+    and ``compute`` overrides (``jobs``):
     the settings of every whole night a test runs on ``cause_lab``."""
     import yaml
 
@@ -77,6 +83,7 @@ def night_tree(root: Path, lab: Path, **compute) -> Path:
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
     params["train_causes"]["learning_curve_repeats"] = 2
+    params["train_causes"]["feature_designs"] = ONE_DESIGN
     params["report"]["night"] = "2026-11-22"
     params["commit_changes"]["source"] = None
     params["compute"].update(compute)

@@ -68,14 +68,17 @@ def write_zip(path: Path, files: dict[str, bytes]) -> Path:
 def every_stage_on(tree: Path, lab: Path, *, jobs: int | None = None, **train_causes):
     """``tree`` with params.yaml pointed at ``lab`` (its archives and target labels), every
     analysis stage's main() run in DVC order with the pipeline rooted there; yields while the
-    root is still set, and restores it afterwards.  ``train_causes`` overrides that params block,
+    root is still set, and restores it afterwards.  ``train_causes`` overrides that params block
+    (one feature design unless it says otherwise: ``conftest.ONE_DESIGN``),
     ``jobs`` sets ``compute.jobs``."""
     import yaml
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
     params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
-    params["train_causes"].update(train_causes)
+    from tests.conftest import ONE_DESIGN
+
+    params["train_causes"].update({"feature_designs": ONE_DESIGN, **train_causes})
     params["compute"]["jobs"] = jobs
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     with rooted_at(tree):

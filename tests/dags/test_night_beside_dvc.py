@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.storage import atomic
+from tests.conftest import ONE_DESIGN
 from tests.dags.test_nightly_dag import PY, REPO, migrated_home
 from tests.pipeline.test_concurrency import _hold
 
@@ -39,7 +40,7 @@ def dvc_checkout(root) -> "os.PathLike":
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     for block, values in TINY_EXAMPLE.items():
         params[block].update(values)
-    params["train_causes"]["learning_curve_repeats"] = 1
+    params["train_causes"].update(learning_curve_repeats=1, feature_designs=ONE_DESIGN)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run([*_dvc(), "init", "--no-scm", "-q"], cwd=root, check=True, env=_dvc_env(root))
     return root

@@ -101,17 +101,23 @@ def params_of(root: Path) -> dict:
 
 
 DRIVER = (
-    "import sys\n"
+    "import os, sys\n"
+    "from pathlib import Path\n"
     "from airflow.models.dagbag import DagBag\n"
     f"bag = DagBag(dag_folder={str(REPO / 'dags')!r})\n"
+    "from pipelines import config\n"
     "for line in sys.stdin:\n"
-    "    print('STATE', line.strip(), bag.dags[line.strip()].test().state, flush=True)\n")
+    "    dag_id, root = line.split(maxsplit=1)\n"
+    "    os.environ['REGRESSLAB_ROOT'] = root.strip()\n"
+    "    config.use_root(Path(root.strip()))\n"
+    "    print('STATE', dag_id, bag.dags[dag_id].test().state, flush=True)\n")
 
 
 class DagTests:
     """One Python process that runs ``dag.test()`` on each DAG it is sent, one after the other, as
-    a scheduler would run them against one metadata DB: Airflow's imports, the DAG files' parse
-    and ``dag.test()``'s in-process execution API are paid once, not once per DAG run."""
+    a scheduler would run them against one metadata DB, each on the project folder it is sent with
+    (``REGRESSLAB_ROOT``, as a worker of that project sets it): Airflow's imports, the DAG files'
+    parse and ``dag.test()``'s in-process execution API are paid once, not once per DAG run."""
 
     def __init__(self, env: dict):
         self.proc = subprocess.Popen([PY, "-c", DRIVER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -125,9 +131,10 @@ class DagTests:
             self.lines.put(line)
         self.lines.put(None)
 
-    def run(self, dag_id: str, expect: str = "success", timeout: float = 900) -> str:
-        """``dag.test()`` on ``dag_id``; its output, once the run ended in ``expect`` (else fails with it)."""
-        self.proc.stdin.write(dag_id + "\n")
+    def run(self, dag_id: str, root: Path, expect: str = "success", timeout: float = 900) -> str:
+        """``dag.test()`` on ``dag_id`` in the project ``root``; its output, once the run ended in
+        ``expect`` (else fails with it)."""
+        self.proc.stdin.write(f"{dag_id} {root}\n")
         self.proc.stdin.flush()
         deadline, out = time.monotonic() + timeout, []
         while True:
@@ -148,43 +155,38 @@ class DagTests:
         assert self.proc.wait(timeout=120) == 0, "".join(self.tail)
 
 
-@pytest.fixture()
-def dag_tests():
-    """Starts a :class:`DagTests` process for an Airflow environment; kills what is left of it after the test."""
-    started: list[DagTests] = []
-
-    def start(env: dict) -> DagTests:
-        started.append(DagTests(env))
-        return started[-1]
-    yield start
-    for dags in started:
-        if dags.proc.poll() is None:
-            dags.proc.kill()
-            dags.proc.wait()
+@pytest.fixture(scope="module")
+def dag_tests(tmp_path_factory, migrated_airflow_db):
+    """One :class:`DagTests` process for this module's DAG runs, on a copy of the session's
+    migrated metadata DB (each test sends its runs with its own project folder); killed after."""
+    home = tmp_path_factory.mktemp("dag_tests") / "airflow_home"
+    dags = DagTests(migrated_home(home, home, migrated_airflow_db))
+    yield dags
+    if dags.proc.poll() is None:
+        dags.proc.kill()
+        dags.proc.wait()
 
 
 def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, cause_lab, night_without_model,
-                                                                     night_with_model, dag_tests, migrated_airflow_db):
+                                                                     night_with_model, dag_tests):
     """Night 1 (no cause model yet) writes the verdict files of the stages' night; the asset it
     emits triggers the retraining DAG; night 2 uses its model and writes what the stages write
     once ``features``, ``train_causes``, ``predict_causes`` and ``report`` have run on that night
     (``night_with_model``, computed beside the Airflow nights)."""
     lab, truth = cause_lab
     by_airflow = night_tree(tmp_path / "airflow_tree", lab)
-    env = migrated_home(tmp_path / "airflow_home", by_airflow, migrated_airflow_db)
-    dags = dag_tests(env)
-    dags.run("nightly_regression_analysis")
+    dags = dag_tests
+    dags.run("nightly_regression_analysis", by_airflow)
     targets = sorted(r for r in truth if "-t" in r)
     first_night = night_without_model.result(timeout=900)
     for run_id in targets:
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
         assert a == json.loads((first_night / "reports" / "runs" / f"{run_id}.json").read_text())
         assert a["cause"]["label"] in (None, "none")
-    dags.run("retrain_cause_models")
+    dags.run("retrain_cause_models", by_airflow)
     compared = json.loads((by_airflow / "metrics" / "cause_learners.json").read_text())      # model selection
     assert len(compared["shop"]["learners"]) == len(params_of(by_airflow)["train_causes"]["learners"])
-    dags.run("nightly_regression_analysis")
-    dags.close()
+    dags.run("nightly_regression_analysis", by_airflow)
     by_stages = night_with_model.result(timeout=900)
     for run_id in targets:
         a = json.loads((by_airflow / "reports" / "runs" / f"{run_id}.json").read_text())
@@ -201,8 +203,7 @@ def test_nightly_dag_runs_end_to_end_and_agrees_with_the_dvc_stages(tmp_path, ca
 
 
 
-def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, cause_lab, dag_tests,
-                                                                    migrated_airflow_db):
+def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, cause_lab, dag_tests):
     """A misspelt key: the first task fails without its retries (none is scheduled: with them, the
     run would wait out their delays past the subprocess' timeout), the night with it, and the
     task's failure says which key."""
@@ -210,7 +211,6 @@ def test_a_bad_params_yaml_fails_the_night_at_once_with_the_message(tmp_path, ca
     tree = night_tree(tmp_path / "tree", lab)
     with open(tree / "params.yaml", "a") as fh:
         fh.write("alerts:\n  enable: true\n")
-    env = migrated_home(tmp_path / "airflow_home", tree, migrated_airflow_db)
-    out = dag_tests(env).run("nightly_regression_analysis", expect="failed", timeout=600)
+    out = dag_tests.run("nightly_regression_analysis", tree, expect="failed", timeout=600)
     assert "configuration error, not retried" in out and "up_for_retry" not in out.lower()
     assert "alerts.enable: unknown key, did you mean `enabled`?" in out

@@ -12,7 +12,7 @@ import yaml
 from pipelines import config
 from pipelines.simulators import labsim
 from pipelines.storage import atomic
-from tests.conftest import write_lab
+from tests.conftest import ONE_DESIGN, write_lab
 from tests.helpers import run_stages
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -39,7 +39,8 @@ def test_a_run_with_no_passed_run_of_its_system_gets_no_baseline(tree, tmp_path)
     lonely = lonely_target(lab)
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
-    params["train_causes"].update(learners=["random_forest"], learning_curve_learners=1, learning_curve_repeats=2)
+    params["train_causes"].update(learners=["random_forest"], learning_curve_learners=1, learning_curve_repeats=2,
+                                  feature_designs=ONE_DESIGN)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     run_stages("pull", through="report")
     doc = json.loads(config.run_report_path(lonely).read_text())
@@ -63,7 +64,8 @@ def test_a_history_of_failed_runs_only_ends_the_night_with_every_target_unjudged
     truth = write_lab(lab, n_normal=0, history_causes=["cpu_hot_path", "extra_db_query"], n_per_cause=1)
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["pull"]["source"] = str(lab)
-    params["train_causes"].update(learners=["random_forest"], learning_curve_learners=1, learning_curve_repeats=2)
+    params["train_causes"].update(learners=["random_forest"], learning_curve_learners=1, learning_curve_repeats=2,
+                                  feature_designs=ONE_DESIGN)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     run_stages("pull", through="report")
     targets = [r for r, t in truth.items() if "-t" in r]

@@ -16,6 +16,7 @@ import yaml
 from pipelines import config
 from pipelines.stages import pull, validate
 from pipelines.storage import archive, manifest
+from tests.conftest import ONE_DESIGN
 from tests.helpers import good_frames, good_meta, members, run_stages, write_tgz
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -28,7 +29,7 @@ def set_source(tree, *sources, quick_training: bool = False):
     params["pull"]["source"] = [str(s) for s in sources]
     if quick_training:
         params["train_causes"].update(learners=["decision_tree"], learning_curve_repeats=2,
-                                      learning_curve_learners=1)
+                                      learning_curve_learners=1, feature_designs=ONE_DESIGN)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
 
 

@@ -17,7 +17,7 @@ from pipelines.calibration import history
 from pipelines.cli import triage
 from pipelines.stages import train_causes, validate
 from pipelines.storage import manifest, triage_log
-from tests.conftest import write_lab
+from tests.conftest import ONE_DESIGN, write_lab
 from tests.helpers import run_stages
 
 pytestmark = pytest.mark.slow     # stages end to end
@@ -41,7 +41,7 @@ def test_triage_a_target_then_the_night_learns_its_cause(tree, tmp_path, capsys)
     params["pull"]["source"] = str(src)
     # two learners and short learning curves: the loop, not the model choice, is under test here
     params["train_causes"].update(learners=["logistic_regression", "random_forest"], learning_curve_repeats=2,
-                                  learning_curve_learners=1)
+                                  learning_curve_learners=1, feature_designs=ONE_DESIGN)
     (tree / "params.yaml").write_text(yaml.safe_dump(params))
     night()
     index = manifest.read_valid_index()
