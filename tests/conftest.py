@@ -96,30 +96,30 @@ def stage_env(root: Path) -> dict[str, str]:
 
 
 def _night_without_model(folder: Path) -> Path:
-    """``cause_lab`` written into ``folder`` and its night by the stages, each as ``dvc repro``
-    runs it (``python -m pipelines.stages.<stage>``), pull to report with no cause model yet
+    """``cause_lab`` written into ``folder`` and its night by the stages, each stage's ``main()``
+    in one new process (``helpers.stages_in_a_process``), pull to report with no cause model yet
     (no ``features``, no ``train_causes``): what a first Airflow night writes."""
     from pipelines.orchestration import stage_graph
-    from tests.helpers import stages_in_processes
+    from tests.helpers import stages_in_a_process
 
     lab = folder / "lab"
     write_lab(lab, **CAUSE_LAB)
     tree = night_tree(folder / "tree", lab, jobs=2)
-    stages_in_processes(stage_env(tree), stage_graph.select("pull", through="report",
+    stages_in_a_process(stage_env(tree), stage_graph.select("pull", through="report",
                                                             skip=("features", "train_causes")))
     return tree
 
 
 def _night_with_model(folder: Path, night: Path) -> Path:
     """A copy of the night ``night`` (:func:`_night_without_model`) in ``folder`` with the cause
-    model's stages then run on it as ``dvc repro`` runs them (``features``, ``train_causes``,
+    model's stages then run on it in one new process (``features``, ``train_causes``,
     ``predict_causes``, ``report``): what the next night writes once the retraining has made a model."""
     from pipelines.orchestration import stage_graph
-    from tests.helpers import stages_in_processes
+    from tests.helpers import stages_in_a_process
 
     tree = folder / "tree"
     shutil.copytree(night, tree, symlinks=True)         # file times kept: nothing of the night looks new
-    stages_in_processes(stage_env(tree), stage_graph.select("features", through="report"))
+    stages_in_a_process(stage_env(tree), stage_graph.select("features", through="report"))
     return tree
 
 

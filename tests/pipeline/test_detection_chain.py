@@ -26,7 +26,7 @@ CONTRACT_KEYS = {"schema_version", "run_id", "system", "verdict", "score", "flag
 def analysed(cause_lab, night_with_model, tmp_path_factory):
     """One tree analysed by every stage, shared by this module's tests (they only read it or
     re-run stages that must change nothing): a copy of the session's night of ``cause_lab`` with
-    its cause model (every stage as ``dvc repro`` runs it, on two processes: ``compute.jobs: 2``),
+    its cause model (every stage's main() in one new process, its work on two processes: ``compute.jobs: 2``),
     then ``evaluate`` here, in process, with the lab's labels."""
     lab, truth = cause_lab
     night = night_with_model.result(timeout=900)
