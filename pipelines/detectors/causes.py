@@ -304,10 +304,16 @@ def run_labels(frame: pd.DataFrame) -> pd.Series:
 
 def learning_curve(template: Pipeline, frame: pd.DataFrame, columns: list[str], *, max_runs: int,
                    repeats: int, seed: int, balance: bool = False) -> list[CurvePoint]:
-    """Accuracy with ``n`` = 1..``max_runs`` training runs per cause (Nguyen 2017 §8.5)."""
+    """Accuracy with ``n`` = 1..``max_runs`` training runs per cause (Nguyen 2017 §8.5).
+
+    Points past the largest cause's run count are not drawn: from there on every cause gives all
+    its runs (but the one held out), so each such point trains on the same runs as that one, and a
+    young history would pay for the same trial again and again.  The points drawn are the same
+    draws either way (the plan is drawn in order of ``n``)."""
     rng = np.random.default_rng(seed)
     labels = run_labels(frame)
     classes = sorted(labels.unique())
+    max_runs = min(max_runs, int(labels.value_counts().max()) if len(labels) else 0)
     plan = []                       # every trial drawn first, in order, so that any number of processes agree
     for n in range(1, max_runs + 1):
         for _ in range(repeats):

@@ -314,25 +314,40 @@ class _Pull:
         if loud:
             log.error("refused %s: %s", run_id, reason)
 
+    def to_read(self, run_id: str, path: str, name: str, listed_size: int = 0, marker: str = "") -> bool:
+        """Whether :meth:`take` will read this archive: a valid run_id, one archive of it at the
+        source, and not known by the listing alone (name, size and change marker as the manifest
+        holds them)."""
+        entry = self.manifest.get(run_id)
+        known = bool(marker) and entry is not None and entry.marker == marker and entry.file == name \
+            and entry.size == listed_size
+        return bool(archive.RUN_ID_RE.match(run_id)) and bool(path) and not known
+
+    def fetch(self, location: str, path: str, marker: str = "") -> tuple[str, int, Path] | Exception:
+        """One archive copied to a staging name while hashed (thread-safe: its own temporary
+        name); (sha256, size, staged path), or the reason it could not be."""
+        try:
+            return _hash_and_stage(location, path, self.raw_dir, self.max_bytes, directory=marker.startswith("dir:"))
+        except (archive.ArchiveError, OSError) as exc:
+            return exc
+
     def take(self, location: str, run_id: str, path: str, name: str, listed_size: int = 0,
-             marker: str = "") -> None:
+             marker: str = "", fetched=None) -> None:
         """Copy one archive found at ``location`` unless it is known, changed or refused.  Known
-        by the listing alone (name, size and change marker as the manifest holds them): not read."""
+        by the listing alone (name, size and change marker as the manifest holds them): not read.
+        ``fetched``: what :meth:`fetch` gave for it already (read concurrently), else it is read now."""
         if not archive.RUN_ID_RE.match(run_id):
             return self.refuse(run_id, "invalid run_id in file name", loud=False)
         if not path:
             return self.refuse(run_id, f"two archives for one run_id at {location}: {name}; which one is the run?")
-        entry = self.manifest.get(run_id)
-        if marker and entry is not None and entry.marker == marker and entry.file == name \
-                and entry.size == listed_size:
+        if not self.to_read(run_id, path, name, listed_size, marker):
             self.summary["known"].append(run_id)
             self.summary["listed_known"] += 1
             return
-        try:
-            digest, size, tmp = _hash_and_stage(location, path, self.raw_dir, self.max_bytes,
-                                                directory=marker.startswith("dir:"))
-        except (archive.ArchiveError, OSError) as exc:
-            return self.refuse(run_id, str(exc))
+        got = self.fetch(location, path, marker) if fetched is None else fetched
+        if isinstance(got, Exception):
+            return self.refuse(run_id, str(got))
+        digest, size, tmp = got
         self.summary["bytes_read"] += size
         try:
             self._commit(location, run_id, name, digest, size, tmp, marker)
@@ -376,8 +391,18 @@ class _Pull:
         self.summary["new"].append(run_id)
 
 
-def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[str, Any]:
-    """Copy new archives from every source into ``raw_dir``; return a summary."""
+FETCHES = 8        # archives read from a source at once: a store's latency, not its bandwidth, bounds one
+
+
+def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int, fetches: int = FETCHES) -> dict[str, Any]:
+    """Copy new archives from every source into ``raw_dir``; return a summary.
+
+    The archives a source's listing does not already account for are read ``fetches`` at a time
+    (each to a staging name of its own, hashed as it arrives: an object store answers each request
+    after its own latency), and taken in the listing's order (the manifest, the summary and every
+    refusal as one reader would write them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     raw_dir.mkdir(parents=True, exist_ok=True)
     run = _Pull(raw_dir, max_archive_bytes)
     for location in sources:
@@ -389,7 +414,20 @@ def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int) -> dict[s
             run.summary["missing_sources"].append({"source": shown, "reason": reason})
             continue
         progress = Progress(log, f"pull {mask_url(location)}", len(candidates), what="archives checked", every=25)
-        for i, (run_id, (path, name, size, marker)) in enumerate(sorted(candidates.items()), 1):
-            run.take(location, run_id, path, name, size, marker)
-            progress.step(i, f"{len(run.summary['new'])} new")
+        listed = sorted(candidates.items())
+        with ThreadPoolExecutor(max(1, fetches), thread_name_prefix="pull") as pool:
+            reading = {run_id: pool.submit(run.fetch, location, path, marker)
+                       for run_id, (path, name, size, marker) in listed if run.to_read(run_id, path, name, size, marker)}
+            try:
+                for i, (run_id, (path, name, size, marker)) in enumerate(listed, 1):
+                    fetched = reading[run_id].result() if run_id in reading else None
+                    run.take(location, run_id, path, name, size, marker, fetched=fetched)
+                    progress.step(i, f"{len(run.summary['new'])} new")
+            finally:                                   # a pull that stops leaves no staged copy behind
+                for future in reading.values():
+                    future.cancel()
+                for future in reading.values():
+                    got = None if future.cancelled() else future.result()
+                    if isinstance(got, tuple) and got[2].exists():
+                        shutil.rmtree(got[2]) if got[2].is_dir() else got[2].unlink()
     return run.summary

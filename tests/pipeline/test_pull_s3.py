@@ -37,8 +37,11 @@ def s3(monkeypatch):
 
 
 def test_a_second_night_on_s3_reads_only_the_new_archive(s3, tmp_path):
-    for i in range(1000):
-        s3.put_object(Bucket="lab", Key=f"runs/shop-run-{i:04d}.tar.gz", Body=os.urandom(512))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:             # 1,000 objects: a second listing spans two pages
+        list(pool.map(lambda i: s3.put_object(Bucket="lab", Key=f"runs/shop-run-{i:04d}.tar.gz",
+                                              Body=os.urandom(512)), range(1000)))
     raw = tmp_path / "raw"
     first = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 20)
     assert len(first["new"]) == 1000 and first["bytes_read"] == 512_000 and not first["missing_sources"]

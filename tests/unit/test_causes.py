@@ -121,6 +121,17 @@ def test_a_design_that_cannot_pass_the_leader_is_not_measured_to_the_end_and_the
         parallel.set_jobs(None)
 
 
+def test_a_learning_curve_stops_where_every_cause_gives_all_its_runs():
+    """Four runs of each cause: from four runs per cause on, each trial trains on every run but the
+    held-out one, the same as at four; the points up to four are the draws of a longer plan."""
+    frame = _toy_features(np.random.default_rng(3))
+    template = causes.learners()["decision_tree"]
+    cols = cause_features.feature_columns(frame)
+    long = causes.learning_curve(template, frame, cols, max_runs=6, repeats=3, seed=0)
+    short = causes.learning_curve(template, frame, cols, max_runs=4, repeats=3, seed=0)
+    assert [r["runs_per_cause"] for r in long] == [1, 2, 3, 4] and long == short
+
+
 def test_held_out_cause_gets_a_low_probability_and_is_called_unknown():
     frame = _toy_features(np.random.default_rng(1))
     cols = cause_features.feature_columns(frame)

@@ -116,20 +116,14 @@ def test_report_says_what_the_index_says(tmp_path, capsys):
         config.use_root(old)
 
 
-def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_without_its_source(
-        installed, tmp_path, tiny_lab):
+def test_a_labs_own_project_from_the_wheel_runs_its_night(installed, tmp_path, tiny_lab):
     """``regresslab init`` on a folder of archives, with the wheel installed into a venv of its own
     (no checkout on the path): its dvc.yaml runs ``regresslab stage`` and holds no simulated lab;
-    ``regresslab run`` writes a verdict for every target; a source gone fails the night, and the
-    failed-night mail reaches a real SMTP server (aiosmtpd)."""
-    import email
+    ``regresslab run`` writes a verdict for every target.  (A source gone failing the night with its
+    banner and mail is tests/dags/test_alerts.py's, by the same ``regresslab run``.)"""
+    import sysconfig
 
     import yaml
-    from aiosmtpd.controller import Controller
-
-    from tests.dags.test_alerts import Inbox, free_port
-
-    import sysconfig
 
     lab, truth = tiny_lab
     # a venv of its own holding the wheel; the dependencies are the test environment's, on a .pth line
@@ -179,21 +173,3 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night_and_fails_loudly_witho
     assert "runs regressed" in (project / "reports" / "index.html").read_text()
     cases = (project / "reports" / "junit.xml").read_text()
     assert cases.count("<testcase ") == len(targets) and f'failures="{len(regressed)}"' in cases
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params["pull"]["source"] = str(tmp_path / "gone")
-    port, inbox = free_port(), Inbox()
-    params["alerts"] = {"enabled": True, "to": ["perf@lab.example"], "smtp_host": "127.0.0.1", "smtp_port": port,
-                        "from_email": "night@lab.example"}
-    (project / "params.yaml").write_text(yaml.safe_dump(params))
-    server = Controller(inbox, hostname="127.0.0.1", port=port)
-    server.start()
-    try:
-        failed = regresslab(project, "run")
-    finally:
-        server.stop()
-    assert failed.returncode != 0
-    (mail,) = [email.message_from_bytes(m[2]) for m in inbox.messages]
-    assert "FAILED at pull" in mail["Subject"] and mail["To"] == "perf@lab.example"
-    page = (project / "reports" / "index.html").read_text()
-    first = page[page.index("<main>") + len("<main>"):].strip().splitlines()[0]
-    assert "FAILED at pull" in first and str(tmp_path / "gone") in first
