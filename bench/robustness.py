@@ -23,7 +23,10 @@ result was looked at:
   its first k verified runs in the history; its targets are judged; the other labs keep all theirs
   (every system of the set at once, each with its own j-th lab).  ``k`` = all is ``given``;
 * ``first-lab``: in such a system, the history keeps only the verified runs of its first lab (the
-  one whose first verified run started first: Nezha's first day), and every target is judged.
+  one whose first verified run started first: Nezha's first day), and every target is judged;
+* ``small-<n>`` for n in 2, 4, 8, 12: a young history, each system's first ``n`` verified normal runs
+  (by start) and its verified faults; ``small-<n>-nofaults``: the same normal runs alone.  Every
+  target of ``given`` is judged (a target of a lab the first runs do not reach is a new lab).
 
 A split is a tree of its own under ``--out``: the set's validated and normalised runs are shared
 (validated once, in ``<set>/base``), and the split's index hides the targets' truth and drops the
@@ -59,6 +62,7 @@ from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path 
 SETS = ("example", "smd", "nezha", "hpc", "trainticket")
 SET_DIRS = {"trainticket": "nezha_trainticket"}    # a set's folder under the shared data, when not its name
 CHRONO = (40, 50, 60, 70)
+SMALL_HISTORIES = (2, 4, 8, 12)
 LAB_RUNS = (0, 1, 3)
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "within_run": "within_run",
              "cluster_models": "clustered_regression", "cause_classifier": "cause_classifier"}
@@ -160,6 +164,12 @@ def splits(index: dict[str, dict], truth: dict[str, dict]) -> dict[str, tuple[li
                  for system in labs}
         out["first-lab"] = ([r for r in given_history if first.get(index[r]["system"], lab_of(index[r]))
                              == lab_of(index[r])], list(given_targets))
+    for n in SMALL_HISTORIES:      # a young history: the first n verified normal runs, with or without its faults
+        firsts = [r for system in systems for r in by_start(index, [r for r in given_history if
+                  index[r]["system"] == system and truth[r]["verdict"] == "pass"])[:n]]
+        faults = [r for r in given_history if truth[r]["verdict"] == "fail"]
+        out[f"small-{n}"] = (firsts + faults, list(given_targets))
+        out[f"small-{n}-nofaults"] = (list(firsts), list(given_targets))
     for j in range(max((len(v) for v in labs.values()), default=0)):
         reduced = {system: lab_list[j] for system, lab_list in labs.items() if j < len(lab_list)}
         for k in LAB_RUNS:
