@@ -9,12 +9,15 @@ faults of one cause name counters of the same *kinds* (``cartservice.cpu_usage_m
 ``adservice.cpu_usage_m`` are both ``cpu_usage_m``: ``counter_kinds.counter_kind``) whichever
 component they hit.
 
-So when the run's cause is predicted (the cause classifier, Nguyen 2017 ch. 8, seed 004), the
-flagged counters of the kinds the history's verified faults of that cause named — its
-**signature** on this system — are shown in turn with the detectors' own order (:func:`explain_order`):
-the first counter is the signature's strongest, the second the detectors' strongest, and so on.
-A wrong cause prediction then costs the detectors' first counter one place, not five.  Only the
-order changes: every counter shown is one the detectors flagged.  No signature (the cause is not
+So when the run's cause is predicted (the cause classifier, Nguyen 2017 ch. 8, seed 004), its
+**signature** on this system is read from the history's verified faults of that cause: **by
+counter** first, the counters most of them named (sock-shop's four ``orders-cpu`` faults all name
+``orders.cpu``: that counter, not every ``*.cpu``), **by kind** for the rest, the kinds they named
+when they hit different components.  The run's counters of the signature's own counters come
+first (a counter of the signature that the run moved enough to matter is shown even when no
+detector flagged it: the cause's evidence), then the counters of its kinds in turn with the
+detectors' own order (:func:`explain_order`).  A wrong cause prediction then costs the detectors'
+first counter one place per counter of the signature.  No signature (the cause is not
 predicted, or no verified fault of it names counters, as for code faults that leave no trace in
 the counters) leaves the detectors' order as it is.
 
@@ -41,18 +44,21 @@ class FaultLabel:
 
 @dataclass(frozen=True)
 class Signature:
-    """The counter kinds the history's verified faults of ``cause`` named (``runs`` of them)."""
+    """What the history's verified faults of ``cause`` named (``runs`` of them): the ``counters``
+    most of them named, and the counter ``kinds`` they named."""
 
     cause: str
     kinds: frozenset[str]
     runs: int
+    counters: frozenset[str] = frozenset()
 
     def names(self, counter: str) -> bool:
-        """Whether ``counter`` is of one of the signature's kinds."""
-        return counter_kind(counter)[1] in self.kinds
+        """Whether ``counter`` is one of the signature's counters or of one of its kinds."""
+        return counter in self.counters or counter_kind(counter)[1] in self.kinds
 
     def to_json(self) -> dict[str, object]:
-        return {"cause": self.cause, "kinds": sorted(self.kinds), "runs": self.runs}
+        return {"cause": self.cause, "counters": sorted(self.counters), "kinds": sorted(self.kinds),
+                "runs": self.runs}
 
 
 def fault_labels(index: Mapping[str, Mapping], system: str) -> dict[str, FaultLabel]:
@@ -71,17 +77,24 @@ def signature(labels: Mapping[str, FaultLabel], cause: str | None, *, leave_out:
         return None
     named = [lab for run_id, lab in labels.items() if lab.cause == cause and run_id != leave_out]
     kinds = frozenset(counter_kind(c)[1] for lab in named for c in lab.counters)
-    return Signature(cause, kinds, len(named)) if kinds else None
+    counts: dict[str, int] = {}
+    for lab in named:
+        for c in set(lab.counters):
+            counts[c] = counts.get(c, 0) + 1
+    counters = frozenset(c for c, k in counts.items() if 2 * k > len(named))      # named by most of them
+    return Signature(cause, kinds, len(named), counters) if kinds else None
 
 
 def explain_order(flagged: list[str], sig: Signature | None) -> list[str]:
-    """``flagged`` (the detectors' order) with the counters of the signature's kinds taken in turn
-    with the others: signature, detectors, signature, ...; each list keeps its own order, and a
-    list that runs out leaves the rest to the other."""
+    """``flagged`` (the detectors' order) with the signature's own counters first, then the
+    counters of its kinds taken in turn with the others: kind, detectors, kind, ...; each list
+    keeps its own order, and a list that runs out leaves the rest to the other."""
     if sig is None:
         return list(flagged)
-    matching = [c for c in flagged if sig.names(c)]
-    return in_turn(matching, flagged) if matching else list(flagged)
+    own = [c for c in flagged if c in sig.counters]
+    rest = [c for c in flagged if c not in sig.counters]
+    matching = [c for c in rest if counter_kind(c)[1] in sig.kinds]
+    return own + (in_turn(matching, rest) if matching else rest)
 
 
 def in_turn(first: list[str], others: list[str]) -> list[str]:

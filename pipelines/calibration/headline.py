@@ -471,6 +471,10 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     cause = cause_of(verdict, predicted)
     signature = cause_signatures.signature(fault_labels or {}, cause["label"], leave_out=run.run_id) \
         if verdict == "fail" else None
+    if signature is not None:           # the cause's own counters the run moved enough: its evidence, shown
+        moved = effects.split_by_effect([c for c in sorted(signature.counters) if counter_scores.get(c, 0) > 0
+                                         and c not in flagged], changes, rule.min_effect_pct)[0]
+        flagged = flagged + moved
     flagged = cause_signatures.explain_order(flagged, signature)
     details = {**run.details, "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,

@@ -149,10 +149,16 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
         moved = [within_text(c, inside[c], directions) for c in doc["flagged_counters"] if c in inside][:top]
         text = "Regression within the run: " + ("; ".join(moved) if moved else "a part of the run differs from the rest")
     else:
-        moved = [change_text(c, changes[c]) for c in summary_order(doc["flagged_counters"], changes,
-                                                                   user_facing=user_facing)][:top]
-        text = "Regression: " + ("; ".join(moved) if moved else "the detectors' combined evidence; no single "
-                                 "counter stands out")
+        ordered = summary_order(doc["flagged_counters"], changes, user_facing=user_facing)
+        moved = [change_text(c, changes[c]) for c in ordered if changes[c]["direction"] != "better"][:top]
+        improved = [change_text(c, changes[c]) for c in ordered if changes[c]["direction"] == "better"]
+        if moved:
+            text = "Regression: " + "; ".join(moved)
+        elif improved:                  # a change for the better is never named as the regression
+            text = ("Regression: the detectors' combined evidence; no flagged counter got worse (the largest "
+                    "change was for the better: " + improved[0] + ")")
+        else:
+            text = "Regression: the detectors' combined evidence; no single counter stands out"
     if doc["verdict"] == "fail":
         cause = doc["cause"]
         if cause.get("label") and cause.get("known"):

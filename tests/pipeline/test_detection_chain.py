@@ -83,9 +83,11 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
             doc["methods"]["association_rules_bagging"]["flagged_counters"])
         charted = set(doc["methods"]["control_charts"]["flagged_counters"]) | set(
             doc["details"]["control_charts"]["counters_over_limit"])
+        own = set((doc["details"].get("cause_signature") or {}).get("counters") or [])
         for c in doc["flagged_counters"]:
-            if {"within_run", "cause_classifier"} & set(combined) and c not in ruled | charted:
-                continue        # the run against itself names its own counters; the classifier, those that moved most
+            if {"within_run", "cause_classifier"} & set(combined) and c not in ruled | charted or c in own:
+                continue        # the run against itself names its own counters; the classifier, those that moved
+                                # most; the predicted cause, the counters its verified faults named
             if c in ruled:
                 assert doc["details"]["violated_rules"][c]          # every rule flag comes with its rules
                 assert doc["details"]["violation_intervals"][c]     # and the intervals they broke in

@@ -115,6 +115,17 @@ def test_units_and_the_plain_summary():
         "Cause unknown (nearest: cpu_hot_path, not certain). New lab with no baseline of its own: this verdict is "
         "uncertain.")
     assert summary.plain_summary({"verdict": "pass", "details": {}}, {}) == "No regression found."
+    # a change for the better is never named as the regression: a worse one first, the better left out;
+    # with none worse, the sentence says so and shows the better one as what it is
+    better = {"baseline": 1.02, "target": 0.968, "change_pct": -5.1, "direction": "better"}
+    two = dict(doc, flagged_counters=["user_db.cpu_pct", "orders.cpu_pct"], baseline_status="same_lab",
+               cause={"label": "orders-cpu", "probability": 0.95, "known": True})
+    worse = {"baseline": 10.0, "target": 33.0, "change_pct": 230.0, "direction": "worse"}
+    assert summary.plain_summary(two, {"user_db.cpu_pct": better, "orders.cpu_pct": worse}) == (
+        "Regression: orders.cpu_pct 10 % → 33 % (+230 %, worse). Probable cause: orders-cpu (95 %).")
+    only = summary.plain_summary(dict(two, flagged_counters=["user_db.cpu_pct"]), {"user_db.cpu_pct": better})
+    assert only.startswith("Regression: the detectors' combined evidence; no flagged counter got worse (the largest "
+                           "change was for the better: user_db.cpu_pct 1.02 % → 0.968 % (-5 %, better))")
     seen = {"verdict": "pass", "details": {"fault_pattern": {"label": "cpu_hog", "probability": 0.87}}}
     assert summary.plain_summary(seen, {}) == ("No regression found, but the cause classifier sees the pattern "
                                               "of cpu_hog (87 %): worth a look.")
