@@ -108,11 +108,12 @@ def meta_normal_scores(tree: Path, system: str) -> dict | None:
 
 
 def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None = None,
-            signatures: bool = True) -> dict:
+            signatures: bool = True, reading: str = "uncertain") -> dict:
     params = yaml.safe_load((tree / "params.yaml").read_text())["report"]
     params = {**params, "headline_detectors": detectors or params["headline_detectors"]}
     rule = headline.HeadlineRule.from_params(params)
-    rule = headline.HeadlineRule(**{**rule.__dict__, "trust": "record", "trust_level": level, "trust_min_runs": min_runs})
+    rule = headline.HeadlineRule(**{**rule.__dict__, "trust": "record", "trust_level": level, "trust_min_runs": min_runs,
+                                    "trust_reading": reading})
     index = read(tree / "data" / "interim" / "valid_runs.json")["valid"]
     labels = read(tree / "labels.json")
     stored = read(tree / "result.json")["targets"]
@@ -132,6 +133,7 @@ def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None
                  for name, key in ALONE.items()}       # each detector alone, from the stage results read
         out[run_id] = {"truth": truth["verdict"], "record": doc["verdict"],
                        "by": (doc["details"].get("trust") or {}).get("decided_by") or [],
+                       "basis": (doc["details"].get("trust") or {}).get("basis"),
                        "first_counters": (doc["flagged_counters"] or list(doc.get("counter_scores") or {}))[:5],
                        "stored_first": stored[run_id].get("first_counters") or [], "labelled": labelled,
                        **stored[run_id]["said"], **alone}
@@ -156,30 +158,43 @@ def main(argv: list[str] | None = None) -> None:
                         help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
     parser.add_argument("--ties", choices=("more", "fewer_with_faults"), default=None,
                         help="how equal records are decided (default: the rule's, more detectors)")
+    parser.add_argument("--equals", choices=("best", "largest"), default=None,
+                        help="among the candidates the record cannot tell apart: the best score, or the largest")
+    parser.add_argument("--no-small", action="store_true", help="no rule of its own for a history too small")
+    parser.add_argument("--no-new-lab", action="store_true", help="no rule of its own for a lab with no normal run")
+    parser.add_argument("--corroboration", action="store_true",
+                        help="a failure resting on one detector's tail beyond its null needs a second detector")
+    parser.add_argument("--reading", choices=("uncertain", "point"), default="uncertain",
+                        help="how the record is read (report.trust_reading): its size and noise, or scores alone")
     parser.add_argument("--detectors-order", action="store_true",
                         help="a failed run's counters in the detectors' order alone (no cause signature)")
     args = parser.parse_args(argv)
-    variant = {k: v for k, v in (("allowed", args.allowed), ("ties", args.ties)) if v is not None}
+    variant = {k: v for k, v in (("allowed", args.allowed), ("ties", args.ties), ("equals", args.equals),
+                                 ("corroborate", True if args.corroboration else None),
+                                 ("small", False if args.no_small else None),
+                                 ("new_lab", False if args.no_new_lab else None)) if v is not None}
     if variant:                              # a variant of record.choose, for the comparison
         import dataclasses
         chooser = record.choose
         record.choose = lambda p, h, rule, **kw: chooser(p, h, dataclasses.replace(rule, **variant), **kw)
     methods = ("record", "headline", *DETECTORS.values())
-    print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap |\n"
-          "|---|---|---|---|---|---|---|")
+    print("| set | split | targets (normal/faults) | record | stored headline | best detector alone | gap | not judged |\n"
+          "|---|---|---|---|---|---|---|---|")
     worst: dict[str, dict[str, float]] = {}
     normal_failed = normal = stored_failed = 0
     every = {}
     for result in sorted(args.out.glob("*/*/result.json")):
         tree = result.parent
-        rows = list(rescore(tree, args.level, args.min_runs, args.detectors, signatures=not args.detectors_order).values())
+        rows = list(rescore(tree, args.level, args.min_runs, args.detectors, signatures=not args.detectors_order,
+                            reading=args.reading).values())
         every[f"{tree.parent.name}/{tree.name}"] = rows
         acc = {m: accuracy(rows, m) for m in methods}
         best = max(DETECTORS.values(), key=lambda m: acc[m][0])
         cell = lambda m: f"{acc[m][0]:.3f} ({acc[m][1]}/{acc[m][2]})"   # noqa: E731
         n_normal = sum(r["truth"] == "pass" for r in rows)
+        unjudged = sum(r["record"] == "no_baseline" for r in rows)
         print(f"| {tree.parent.name} | {tree.name} | {len(rows)} ({n_normal}/{len(rows) - n_normal}) | {cell('record')} | "
-              f"{cell('headline')} | {cell(best)} {best} | {acc['record'][0] - acc[best][0]:+.3f} |")
+              f"{cell('headline')} | {cell(best)} {best} | {acc['record'][0] - acc[best][0]:+.3f} | {unjudged} |")
         normal += n_normal
         normal_failed += acc["record"][1]
         stored_failed += acc["headline"][1]
@@ -194,6 +209,17 @@ def main(argv: list[str] | None = None) -> None:
         best = max(w[m] for m in DETECTORS.values())
         print(f"| {name} | {w['record']:.3f} | {w['headline']:.3f} | "
               + " | ".join(f"{w[m]:.3f}" for m in DETECTORS.values()) + f" | {best:.3f} | {w['record'] - best:+.3f} |")
+    print("\n| set | faults caught: given | small-4 | small-4-nofaults | share (small-4, small-4-nofaults) | "
+          "not judged on small-4 |\n|---|---|---|---|---|---|")
+    for name in sorted({k.split("/")[0] for k in every}):
+        caught = {split: sum(r["record"] == "fail" for r in every.get(f"{name}/{split}", []) if r["truth"] == "fail")
+                  for split in ("given", "small-4", "small-4-nofaults")}
+        if f"{name}/given" not in every:
+            continue
+        base = max(1, caught["given"])
+        unjudged = sum(r["record"] == "no_baseline" for r in every.get(f"{name}/small-4", []))
+        print(f"| {name} | {caught['given']} | {caught['small-4']} | {caught['small-4-nofaults']} | "
+              f"{caught['small-4'] / base:.2f}, {caught['small-4-nofaults'] / base:.2f} | {unjudged} |")
     print("\n| set | failed faults with labelled counters | a labelled counter first (top 1) | among the first five |"
           "\n|---|---|---|---|")
     ranks: dict[str, list[tuple[bool, bool]]] = {}

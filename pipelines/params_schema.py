@@ -41,6 +41,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "report.combination": ("simes", "bonferroni"),
     "report.detector_weights": ("faults", "equal"),
     "report.detector_trust": ("record", "none"),
+    "report.trust_reading": ("uncertain", "point"),
     "report.flag_rule": ("rules", "union"),
 }
 # keys whose default is null (off, unset) and the type they take when set

@@ -201,6 +201,7 @@ class HeadlineRule:
     trust: str = "none"
     trust_level: float = 0.05
     trust_min_runs: int = 3
+    trust_reading: str = "uncertain"
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -223,7 +224,8 @@ class HeadlineRule:
                    classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"],
                    min_effect_pct=significance.min_effect_pct if significance is not None else 0.0,
                    detector_weights=params["detector_weights"], trust=params.get("detector_trust", "none"),
-                   trust_level=float(params.get("trust_level", 0.05)))
+                   trust_level=float(params.get("trust_level", 0.05)),
+                   trust_reading=params.get("trust_reading", "uncertain"))
 
 
 @dataclass
@@ -408,8 +410,26 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
     history = record.History(ev.history_normals, {d: {r: p for r, p in v.items() if p is not None}
                                                   for d, v in ev.history_faults.items()}, lab_of)
     trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
-                             combination=rule.combination)
-    return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id)
+                             combination=rule.combination, reading=rule.trust_reading)
+    return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id, nulls=nulls_of(ev))
+
+
+METHOD_OF = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
+             "clustered_regression": "clustered_regression", "within_run": "within_run",
+             "cause_classifier": "cause_classifier"}
+
+
+def nulls_of(ev: Evidence) -> dict[str, record.Null]:
+    """What each detector judged the run against (``record.Null``): the normal runs of its null
+    (its page's count, else its record's) and whether they were judged across labs."""
+    out = {}
+    for name in ev.p_values:
+        page = ev.methods.get(METHOD_OF.get(name, name)) or {}
+        runs = page.get("normal_runs", page.get("null_runs"))
+        if runs is None and name in ev.history_normals:
+            runs = len(ev.history_normals[name])
+        out[name] = record.Null(int(runs) if runs is not None else None, page.get("null"))
+    return out
 
 
 def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
@@ -455,8 +475,11 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=run.run_id,
                          lab_of=lab_of)
         used = {d: ev.p_values[d] for d in choice.detectors}         # its shares: details["trust"]
-        verdict, p_value = (("fail" if choice.p_value <= rule.false_alarm_rate else "pass"), choice.p_value) \
-            if choice.p_value is not None else (headline_verdict(ev.verdicts, "all"), None)
+        if choice.unjudged is not None:          # the history cannot judge it, and says why
+            unjudged, verdict, p_value = choice.unjudged, "no_baseline", None
+        else:
+            verdict, p_value = (("fail" if choice.p_value <= rule.false_alarm_rate else "pass"), choice.p_value) \
+                if choice.p_value is not None else (headline_verdict(ev.verdicts, "all"), None)
     else:
         verdict, p_value = decide(ev, rule, used, weighting) if unjudged is None else ("no_baseline", None)
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)

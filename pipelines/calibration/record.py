@@ -31,12 +31,44 @@ choice depends on the history alone, never on the run judged, so the chosen test
 (``pvalues.combined_pvalue``).  Nothing trusted at all (every detector failed this situation's
 normal runs beyond the rate): the one with the fewest false alarms decides, and says so.
 
+**How much the record knows** (``TrustRule.reading: "uncertain"``, the default).  A record of 4
+normal runs cannot tell a detector with a 5 % false-alarm rate from one with 40 %, and one of 12
+cannot tell 0 false alarms from 2; choosing the best of seven candidates on such a record picks the
+luckiest.  So:
+
+* **the size at which the record decides** is derived from its level, not tuned: ``n_min`` verified
+  normal runs of the system, the fewest in which a detector that failed none of them is shown (at
+  ``level``, one-sided) to fail fewer than half of the normal runs: ``0.5^n ≤ level``, 5 at 5 %.
+  Below that the record cannot tell a detector from one that fails normal runs as often as a coin;
+* **with fewer** (:func:`small_history`) no record weighs the detectors.  The run against itself decides: its
+  null compares the run with itself, so it does not assume that this run is like the history's other
+  runs (of other days, builds and labs), the one assumption so few runs cannot check; when it cannot
+  judge the run, or failed more of the normal runs than the rate explains, the run is not judged
+  (``no_baseline``, with the reason), never passed in silence;
+* **a lab the history has never seen** (no verified normal run of the run's lab) is a history of
+  zero runs for that situation: the record read on the other labs is not this run's.  The detectors
+  whose p-value comes from a null of normal runs judged across labs (``labs.cross_lab_null``) decide,
+  as they are built for a lab shift; with none, the run against itself; with neither, ``no_baseline``;
+* **with enough**, candidates the record cannot tell apart are equal: one candidate is better than
+  another only when, over the situation's verified runs both judged, the runs only it got right
+  outnumber those only the other got right beyond chance (exact McNemar, one-sided, at ``level``);
+  the candidates no other is better than are the equals, and the page names them beside the one
+  that decides, so a reader sees how little separated them.  Among the equals the best record
+  decides (``equals: "best"``): each is a valid test, so any keeps the rate, and the best record is
+  still the likeliest to be right.  Giving the say to the largest of them instead (``"largest"``:
+  none is shown worse, and a fault any of them sees carries it) was measured and not adopted: it
+  brings back detectors whose record was worse, though not beyond chance, and their false alarms;
+* whatever the size, a p-value below ``1/(n + 1)`` of its null's ``n`` normal runs lies beyond every
+  run of that null: how far beyond is the fitted tail's assumption, which those runs cannot check, and
+  the page says so beside the detector's record (:func:`beyond_calibration`).
+
 Pure: p-values in, a :class:`Choice` out.  Cited: the calibration of every detector against the
 history's normal runs is Nguyen 2017 §7.5.3 (seed 004), the per-system weighting of models by
 their past accuracy Foo et al. 2015 §3.3 (seed 003), applied to the detectors.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -96,20 +128,51 @@ class Standing:
 
 
 @dataclass(frozen=True)
+class Null:
+    """What a detector judged the run against: the normal runs of its null and whether they were
+    judged across labs (``cross_lab``) or inside their own (``same_lab``)."""
+    runs: int | None = None
+    kind: str | None = None
+
+    def floor(self) -> float | None:
+        """The smallest p-value ``runs`` normal runs can support without a fitted tail: ``1/(n + 1)``."""
+        return 1.0 / (self.runs + 1) if self.runs else None
+
+
+def n_min(level: float) -> int:
+    """The verified normal runs a record needs before it weighs the detectors (module docstring):
+    the fewest in which a detector that failed none of them is shown, at ``level``, to fail fewer
+    than half of the normal runs: ``0.5^n <= level``, 5 at 5 %."""
+    return max(1, math.ceil(math.log(level) / math.log(0.5) - 1e-9))
+
+
+@dataclass(frozen=True)
 class Choice:
     """What decides the run: ``detectors`` (one, or several combined), their combined ``p_value``
     and ``weights`` (shares of the rate, None for one detector), every detector's standing and
-    every candidate's record score; ``reason`` in words."""
+    every candidate's record score; ``reason`` in words.  ``basis``: ``record`` (the record chose),
+    ``small_history`` (too few verified normal runs to weigh the detectors), ``new_lab`` (no verified
+    normal run of the run's lab) or ``none`` (no detector); ``normal_runs`` the system's verified
+    normal runs on record; ``equals`` the candidates the record could not tell from the chosen one;
+    ``beyond`` each detector whose p-value lies below what its null's runs can support (its floor);
+    ``unjudged`` why the run is not judged, when it is not."""
     detectors: tuple[str, ...]
     p_value: float | None
     weights: dict[str, float] | None
     standings: dict[str, Standing]
     candidates: dict[str, float] = field(default_factory=dict)
     reason: str = ""
+    basis: str = "record"
+    normal_runs: int | None = None
+    equals: tuple[str, ...] = ()
+    beyond: dict[str, float] = field(default_factory=dict)
+    unjudged: str | None = None
 
     def to_json(self) -> dict:
         return {"decided_by": list(self.detectors), "p_value": None if self.p_value is None else round(self.p_value, 6),
-                "weights": self.weights, "reason": self.reason,
+                "weights": self.weights, "reason": self.reason, "basis": self.basis,
+                "normal_runs": self.normal_runs, "equals": list(self.equals),
+                "beyond_calibration": {d: round(f, 6) for d, f in self.beyond.items()},
                 "candidates": {k: round(v, 4) for k, v in self.candidates.items()},
                 "record": {d: s.to_json() for d, s in self.standings.items()}}
 
@@ -208,7 +271,11 @@ class TrustRule:
     ``alpha``, the rate's own); ``ties`` how equal records are decided: ``more`` detectors (one
     run's odd p-value then moves the verdict less), or ``fewer_with_faults``: fewer where the
     situation holds verified faults (a member that caught nothing more only adds false alarms),
-    more where it holds none (a variant, measured in ``docs/results/robustness.md``)."""
+    more where it holds none (a variant, measured in ``docs/results/robustness.md``); ``reading``:
+    ``uncertain`` (how much the record knows decides how it is read: its size, a new lab, equal
+    records) or ``point`` (every candidate by its record's score alone, as measured before).
+
+    ``level`` is also the McNemar level at which one candidate's record is better than another's."""
 
     alpha: float = 0.05
     level: float = 0.05
@@ -216,14 +283,60 @@ class TrustRule:
     combination: str = "simes"
     allowed: float | None = None
     ties: str = "more"
+    reading: str = "uncertain"          # uncertain: the record's size and noise read (module docstring) | point
+    equals: str = "best"                # among equal records: best (its score, then more detectors) | largest
+    corroborate: bool = False           # a failure resting on one detector's tail beyond its null needs a second
+                                        # (measured, not adopted: docs/results/robustness.md)
+    small: bool = True                  # too few verified normal runs: the run against itself, or not judged
+    new_lab: bool = True                # no verified normal run of the run's lab: the detectors judged across labs
+
+
+def right_on(candidate: tuple[str, ...], history: History, normal_runs: set[str], fault_runs: set[str], *,
+             alpha: float, combination: str) -> dict[str, bool]:
+    """Per verified run of the situation a detector of ``candidate`` judged: whether the candidate
+    was right (passed a normal run, failed a fault), judged as :func:`replay` judges it."""
+    caught_by = catches(history, candidate, fault_runs, alpha)
+    out = {}
+    for runs, source, truth in ((normal_runs, history.normals, False), (fault_runs, history.faults, True)):
+        for run in runs:
+            ps = {d: source[d][run] for d in candidate if run in (source.get(d) or {})}
+            if not ps:
+                continue
+            p = combined(ps, shares(caught_by, fault_runs, leave_out=run), combination)
+            out[run] = (p is not None and p <= alpha) == truth
+    return out
+
+
+def better(a: Mapping[str, bool], b: Mapping[str, bool], level: float) -> bool:
+    """Whether the record ``a`` (run -> right) is better than ``b`` beyond chance: over the runs
+    both judged, those only ``a`` got right outnumber those only ``b`` got right, at ``level``
+    (exact McNemar, one-sided: ``P(X >= k | n, 1/2)``)."""
+    from scipy.stats import binom
+
+    common = set(a) & set(b)
+    only_a = sum(a[r] and not b[r] for r in common)
+    only_b = sum(b[r] and not a[r] for r in common)
+    n = only_a + only_b
+    return n > 0 and only_a > only_b and float(binom.sf(only_a - 1, n, 0.5)) <= level
+
+
+def beyond_calibration(p_values: Mapping[str, float | None], nulls: Mapping[str, Null]) -> dict[str, float]:
+    """The detectors whose p-value lies below what its null's runs can support: detector -> the floor."""
+    out = {}
+    for d, p in p_values.items():
+        floor = (nulls.get(d) or Null()).floor()
+        if p is not None and floor is not None and np.isfinite(p) and p < floor:
+            out[d] = floor
+    return out
 
 
 def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRule, *, lab: str | None = None,
-           leave_out: str | None = None) -> Choice:
+           leave_out: str | None = None, nulls: Mapping[str, Null] | None = None) -> Choice:
     """The meta-decision (module docstring) over the detectors that judged the run (``p_values``,
     None = could not judge): which decide, and the p-value the verdict compares with ``rule.alpha``.
     ``lab``: the run's lab; ``leave_out``: the run itself when it is one of the history's
-    (leave-one-out)."""
+    (leave-one-out); ``nulls``: what each detector judged the run against (its floor, a null
+    across labs)."""
     alpha, level, min_runs, combination = rule.alpha, rule.level, rule.min_runs, rule.combination
     allowed = alpha if rule.allowed is None else rule.allowed
     judged = tuple(d for d, p in p_values.items() if p is not None and np.isfinite(p))
@@ -232,7 +345,18 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     standings = {d: standing(d, history, normal_runs, fault_runs, situation, alpha=alpha, level=level)
                  for d in judged}
     if not judged:
-        return Choice((), None, None, standings, reason="no detector could judge the run")
+        return Choice((), None, None, standings, reason="no detector could judge the run", basis="none")
+    if rule.reading == "uncertain":
+        nulls = nulls or {}
+        system_normals = {r for runs in history.normals.values() for r in runs} - {leave_out}
+        beyond = beyond_calibration({d: p_values[d] for d in judged}, nulls)
+        own_lab = {r for r in system_normals if lab is not None and history.lab_of.get(r) == lab}
+        if rule.new_lab and lab is not None and history.lab_of and not own_lab:
+            return new_lab(p_values, judged, standings, nulls, rule, beyond, len(system_normals))
+        if rule.small and len(system_normals) < n_min(rule.level):
+            return small_history(p_values, judged, standings, rule, beyond, len(system_normals))
+        return read_record(p_values, judged, standings, history, normal_runs, fault_runs, rule, beyond,
+                           len(system_normals))
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
@@ -253,3 +377,105 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
     return Choice(best, combined({d: p_values[d] for d in best}, weights, combination), weights, standings,
                   {"+".join(c): v[0] for c, v in scored.items()}, reason)
+
+
+def _within(p_values: Mapping[str, float | None], standings: Mapping[str, Standing]) -> str | None:
+    """The self-contained detector that can decide: it judged the run and keeps its say."""
+    for d in SELF_CONTAINED:
+        if p_values.get(d) is not None and np.isfinite(p_values[d]) and (d not in standings or standings[d].trusted):
+            return d
+    return None
+
+
+def small_history(p_values: Mapping[str, float | None], judged: tuple[str, ...], standings: dict[str, Standing],
+                  rule: TrustRule, beyond: dict[str, float], normals: int) -> Choice:
+    """A history too small to weigh the detectors (module docstring): the run against itself
+    decides, or the run is not judged."""
+    need = n_min(rule.level)
+    head = (f"history too small to weigh the detectors ({normals} verified normal run{'s' * (normals != 1)}; "
+            f"{need} are needed before a detector that failed none of them is shown to fail fewer than half)")
+    within = _within(p_values, standings)
+    if within is not None:
+        return Choice((within,), float(p_values[within]), None, standings, basis="small_history",
+                      normal_runs=normals, beyond=beyond,
+                      reason=(f"{head}: decided by the run against itself, because its null compares the run with "
+                              "itself and does not assume that it is like the history's other runs, which so few "
+                              "runs cannot check"))
+    why = ("the run cannot be compared with itself" if not any(d in judged for d in SELF_CONTAINED) else
+           "the run against itself failed more of them than the rate explains")
+    return Choice((), None, None, standings, basis="small_history", normal_runs=normals, beyond=beyond,
+                  reason=f"{head}, and {why}", unjudged=f"{head}, and {why}")
+
+
+def new_lab(p_values: Mapping[str, float | None], judged: tuple[str, ...], standings: dict[str, Standing],
+            nulls: Mapping[str, Null], rule: TrustRule, beyond: dict[str, float], normals: int) -> Choice:
+    """A lab the history has never seen (module docstring): the detectors judged against normal
+    runs across labs decide; with none, the run against itself; with neither, the run is not judged."""
+    head = "a lab with no verified normal run in the history: the record read on other labs is not this run's"
+    across = tuple(d for d in judged if (nulls.get(d) or Null()).kind == "cross_lab")
+    if across:
+        p = combined({d: p_values[d] for d in across}, None, rule.combination)
+        return Choice(across, p, None, standings, basis="new_lab", normal_runs=normals, beyond=beyond,
+                      reason=f"{head}; decided by the detectors whose null judges normal runs across labs")
+    within = _within(p_values, standings)
+    if within is not None:
+        return Choice((within,), float(p_values[within]), None, standings, basis="new_lab", normal_runs=normals,
+                      beyond=beyond, reason=(f"{head}; no detector has a null across labs: decided by the run "
+                                             "against itself, which compares the run with itself"))
+    why = f"{head}, no detector has a null across labs and the run cannot be compared with itself"
+    return Choice((), None, None, standings, basis="new_lab", normal_runs=normals, beyond=beyond, reason=why,
+                  unjudged=why)
+
+
+def read_record(p_values: Mapping[str, float | None], judged: tuple[str, ...], standings: dict[str, Standing],
+                history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
+                beyond: dict[str, float], normals: int) -> Choice:
+    """A history large enough to weigh the detectors (module docstring): the candidates no other is
+    better than beyond chance are equal, the best record among them decides (``rule.equals``) and
+    the others are named beside it."""
+    alpha, combination = rule.alpha, rule.combination
+    allowed = alpha if rule.allowed is None else rule.allowed
+    trusted = tuple(d for d in judged if standings[d].trusted)
+    if not trusted:
+        best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
+                                          -standings[d].faults_caught, d))
+        return Choice((best,), float(p_values[best]), None, standings, basis="record", normal_runs=normals,
+                      beyond=beyond,
+                      reason=("every detector failed more of this history's normal runs than the rate explains; "
+                              "the one with the fewest false alarms decides"))
+    others = tuple(d for d in trusted if d not in SELF_CONTAINED)
+    candidates = [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
+    scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
+              for c in candidates}
+    records = {c: right_on(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination)
+               for c in candidates}
+    equals = [c for c in candidates if not any(better(records[o], records[c], rule.level) for o in candidates
+                                               if o != c)] or candidates
+    if rule.equals == "largest":
+        best = max(equals, key=lambda c: (len(c), round(scored[c][0], 9), -scored[c][1]))
+    else:
+        best = max(equals, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
+    weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
+    p_best = combined({d: p_values[d] for d in best}, weights, combination)
+    uncorroborated = None
+    if rule.corroborate and p_best is not None and p_best <= alpha and beyond:
+        floored = {d: max(float(p_values[d]), beyond.get(d, 0.0)) for d in best}
+        seen = [d for d in trusted if p_values[d] <= alpha]
+        if (combined(floored, weights, combination) or 1.0) > alpha and len(seen) < 2:
+            uncorroborated = seen or list(best)
+    dropped = [d for d in judged if not standings[d].trusted]
+    named = ["+".join(c) for c in equals if c != best]
+    reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({normals} normal runs)"
+               if rule.equals == "largest" else
+               f"the best record on this history's verified runs ({normals} normal runs)")
+              + (f"; not told apart from it beyond chance: {', '.join(named)}" if named else "")
+              + ("; left out for failing more normal runs than the rate explains: "
+                 + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
+    if uncorroborated is not None:      # the failure rests on one detector's tail beyond its null: not enough
+        reason += ("; the run would fail on " + " and ".join(uncorroborated) + " alone, whose p-value lies beyond every "
+                   "run of its null (how far is its fitted tail's assumption, which this history cannot check) and "
+                   "which no other detector corroborates: judged at what its null can support")
+        p_best = combined({d: max(float(p_values[d]), beyond.get(d, 0.0)) for d in best}, weights, combination)
+    return Choice(best, p_best, weights, standings,
+                  {"+".join(c): v[0] for c, v in scored.items()}, reason, basis="record", normal_runs=normals,
+                  equals=tuple("+".join(c) for c in equals), beyond=beyond)

@@ -127,11 +127,16 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
     itself alone), the probable cause (or unknown), and whether a new lab makes the verdict
     uncertain."""
     details = doc.get("details") or {}
-    within_only = details.get("combined_detectors") == ["within_run"] and bool(details.get("set_aside_detectors"))
+    basis = (details.get("trust") or {}).get("basis")
+    within_only = details.get("combined_detectors") == ["within_run"] and (
+        bool(details.get("set_aside_detectors")) or basis in ("small_history", "new_lab"))
     if doc["verdict"] == "no_baseline":
         text = "Not judged: " + (doc.get("details", {}).get("no_baseline") or "no baseline")
         return text + "."
-    if doc["verdict"] == "pass" and within_only:
+    if doc["verdict"] == "pass" and within_only and basis == "small_history":
+        text = ("No regression found within the run; it was not compared with other runs: "
+                + (details.get("trust") or {}).get("reason", "the history is too small").split(":")[0])
+    elif doc["verdict"] == "pass" and within_only:
         text = ("No regression found within the run; it was not compared with other runs, whose detectors have "
                 "no normal runs measured in a lab like its own")
     elif doc["verdict"] == "pass":

@@ -7,7 +7,7 @@ from pipelines.calibration import headline
 from pipelines.calibration.stage_results import RULE_METHODS, RunJudged, from_stages
 from pipelines.detectors.protocol import DetectorResult
 
-NORMALS = [f"n{i}" for i in range(10)]
+NORMALS = [f"n{i}" for i in range(20)]      # enough for the record to weigh the detectors (record.n_min)
 FAULTS = [f"f{i}" for i in range(6)]
 LAB = {"status": "same_lab", "lab_runs": [], "reason": None, "largest_shifts": {}}
 
@@ -20,9 +20,9 @@ def _rules(verdict: str, p: float, normals: dict, faults: dict) -> DetectorResul
 
 
 def test_a_new_detector_is_a_record_and_the_record_decides():
-    """No stage file at all: stacking fails the run (p 0.001) but failed all 10 normal runs of the
+    """No stage file at all: stacking fails the run (p 0.001) but failed all 20 normal runs of the
     history (p 0.01 each at a rate of 0.05); a detector of another kind, ``spectral``, passed all
-    10 and caught 5 of 6 faults, and says fail here (p 0.004): the run fails on ``spectral`` alone,
+    20 and caught 5 of 6 faults, and says fail here (p 0.004): the run fails on ``spectral`` alone,
     p 0.004, and stacking's record is on the page."""
     run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
                     details={"lab": LAB, "effects": {"a": 0.5, "b": 0.4}}, lab=LAB)
@@ -36,7 +36,7 @@ def test_a_new_detector_is_a_record_and_the_record_decides():
     doc = headline.compose(run, results, rule)
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
     assert doc["details"]["trust"]["decided_by"] == ["spectral"]
-    assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 10
+    assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 20
     assert doc["methods"]["spectral"] == {"verdict": "fail", "p_value": 0.004}
     assert doc["details"]["p_values"] == {"stacking": 0.001, "spectral": 0.004}
 

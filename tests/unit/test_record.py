@@ -6,7 +6,7 @@ import pytest
 from pipelines.calibration import headline, record
 
 RULE = record.TrustRule(alpha=0.05, level=0.05, min_runs=3, combination="simes")
-NORMALS = [f"n{i}" for i in range(10)]
+NORMALS = [f"n{i}" for i in range(20)]
 FAULTS = [f"f{i}" for i in range(4)]
 
 
@@ -29,9 +29,9 @@ def test_a_detector_failing_every_normal_run_loses_its_say_and_the_verdict_follo
     choice = record.choose({"loud": 0.01, "quiet": 0.3}, hist, RULE, lab=None)
     assert choice.detectors == ("quiet",) and choice.p_value == 0.3
     assert not choice.standings["loud"].trusted and choice.standings["quiet"].trusted
-    # binomial tail of 10 false alarms in 10 runs at 5 %: 0.05 ** 10
-    assert choice.standings["loud"].excess_p == pytest.approx(0.05 ** 10)
-    assert choice.standings["quiet"].sentence() == "quiet: 0 of 10 normal runs failed, 4 of 4 faults caught"
+    # binomial tail of 20 false alarms in 20 runs at 5 %: 0.05 ** 20
+    assert choice.standings["loud"].excess_p == pytest.approx(0.05 ** 20)
+    assert choice.standings["quiet"].sentence() == "quiet: 0 of 20 normal runs failed, 4 of 4 faults caught"
     # and when quiet sees a fault, the run fails on it alone
     assert record.choose({"loud": 0.9, "quiet": 0.002}, hist, RULE, lab=None).p_value == 0.002
 
@@ -52,8 +52,9 @@ def test_equal_records_go_to_fewer_detectors_under_the_variant_only_where_the_hi
     import dataclasses
     hist = record.History(normals={"a": {r: 0.5 for r in NORMALS}, "b": {r: 0.6 for r in NORMALS}},
                           faults={"a": {r: 0.001 for r in FAULTS}, "b": {r: 0.001 for r in FAULTS}})
-    fewer = dataclasses.replace(RULE, ties="fewer_with_faults")
-    assert record.choose({"a": 0.3, "b": 0.01}, hist, RULE, lab=None).detectors == ("a", "b")
+    fewer = dataclasses.replace(RULE, ties="fewer_with_faults", reading="point")
+    assert record.choose({"a": 0.3, "b": 0.01}, hist, dataclasses.replace(RULE, reading="point"),
+                         lab=None).detectors == ("a", "b")
     alone = record.choose({"a": 0.3, "b": 0.01}, hist, fewer, lab=None)
     assert alone.detectors == ("a",) and alone.p_value == 0.3
     no_faults = record.History(normals=hist.normals, faults={})
@@ -64,41 +65,54 @@ def test_the_run_against_itself_never_takes_away_the_combination_of_the_others()
     """40 normal runs, no fault.  ``a`` and ``b`` pass every one (p 0.5); ``within_run`` fails 3
     (p 0.001), 7.5 % against a rate of 5 %: trusted (P(X >= 3 | 40, 0.05) = 0.32), but charged 2.5 %.
     Records: a, b and (a, b) pass all (1.0); within_run alone 0.975; (a, b, within_run) fails the
-    same 3 (Simes: 3 x 0.001 = 0.003), 0.975.  The best: (a, b), the tie with a and b alone going to
-    more detectors; without the combination of the others the choice would be a detector alone."""
+    same 3 (Simes: 3 x 0.001 = 0.003), 0.975.  Read by their scores alone (``point``), the best is
+    (a, b), the tie with a and b alone going to more detectors.  Read with their uncertainty, 3 runs
+    that only (a, b) got right are not beyond chance (P(X >= 3 | 3, 1/2) = 0.125): every candidate is
+    as good; the best of them by its score decides (``equals: best``), or the largest (``largest``)."""
+    import dataclasses
+
     runs = [f"n{i}" for i in range(40)]
     hist = record.History(normals={"a": {r: 0.5 for r in runs}, "b": {r: 0.5 for r in runs},
                                    "within_run": {r: (0.001 if r in ("n1", "n2", "n3") else 0.5) for r in runs}},
                           faults={})
-    choice = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, RULE, lab=None)
-    assert choice.standings["within_run"].trusted and choice.standings["within_run"].normal_failed == 3
-    assert choice.detectors == ("a", "b") and choice.p_value == pytest.approx(0.5)
-    assert choice.candidates == {"a": 1.0, "b": 1.0, "within_run": 0.975, "a+b+within_run": 0.975, "a+b": 1.0}
+    point = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, dataclasses.replace(RULE, reading="point"),
+                          lab=None)
+    assert point.standings["within_run"].trusted and point.standings["within_run"].normal_failed == 3
+    assert point.detectors == ("a", "b") and point.p_value == pytest.approx(0.5)
+    assert point.candidates == {"a": 1.0, "b": 1.0, "within_run": 0.975, "a+b+within_run": 0.975, "a+b": 1.0}
+    read = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, RULE, lab=None)
+    assert set(read.equals) == {"a", "b", "within_run", "a+b", "a+b+within_run"} and read.basis == "record"
+    assert read.detectors == ("a", "b") and "as good on its record" in read.reason    # the best of the equals
+    largest = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, dataclasses.replace(RULE, equals="largest"),
+                            lab=None)
+    assert largest.detectors == ("a", "b", "within_run") and largest.p_value == pytest.approx(0.003)
 
 
 def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
-    # "day2" normal runs: the detector failed 3 of 3 there, none of the 10 of day 1
-    normals = {"rules": {**{r: 0.5 for r in NORMALS}, "d1": 0.01, "d2": 0.02, "d3": 0.01},
-               "self": {**{r: 0.5 for r in NORMALS}, "d1": 0.4, "d2": 0.6, "d3": 0.7}}
-    lab_of = {**{r: "day1" for r in NORMALS}, "d1": "day2", "d2": "day2", "d3": "day2", "t": "day2", "u": "day1"}
+    # day 1: 16 normal runs, none failed by either detector; day 2: 4, every one failed by "rules";
+    # day 3: one normal run.  21 in all: enough for the record to weigh the detectors (19)
+    day1 = [f"n{i}" for i in range(16)]
+    normals = {"rules": {**{r: 0.5 for r in day1}, "d1": 0.01, "d2": 0.02, "d3": 0.01, "d4": 0.01, "e1": 0.5},
+               "self": {**{r: 0.5 for r in day1}, "d1": 0.4, "d2": 0.6, "d3": 0.7, "d4": 0.5, "e1": 0.5}}
+    lab_of = {**{r: "day1" for r in day1}, **{f"d{i}": "day2" for i in range(1, 5)}, "e1": "day3"}
     hist = record.History(normals, {}, lab_of)
     day2 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day2")
     assert day2.detectors == ("self",) and day2.standings["rules"].situation == "this lab"
-    assert (day2.standings["rules"].normal_runs, day2.standings["rules"].normal_failed) == (3, 3)
-    # a day-1 run: 10 normal runs of its lab, none failed by either: both decide (Simes of 0.001, 0.5 = 0.002)
-    day1 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day1")
-    assert day1.detectors == ("rules", "self") and day1.p_value == pytest.approx(0.002)
-    # a lab with fewer than min_runs normal runs on record reads every lab's record: 3 of 13 failed,
-    # binomial tail P(X >= 3 | 13, 0.05) = 0.0245 <= 0.05: rules still loses its say
+    assert (day2.standings["rules"].normal_runs, day2.standings["rules"].normal_failed) == (4, 4)
+    # a day-1 run: 16 normal runs of its lab, none failed by either: both decide (Simes of 0.001, 0.5 = 0.002)
+    on_day1 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day1")
+    assert on_day1.detectors == ("rules", "self") and on_day1.p_value == pytest.approx(0.002)
+    # a lab with fewer than min_runs normal runs on record reads every lab's record: 4 of 21 failed,
+    # binomial tail P(X >= 4 | 21, 0.05) = 0.0189 <= 0.05: rules still loses its say
     other = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day3")
-    assert other.standings["rules"].situation == "every lab" and other.standings["rules"].normal_runs == 13
-    assert other.standings["rules"].excess_p == pytest.approx(0.0245, abs=5e-4) and other.detectors == ("self",)
+    assert other.standings["rules"].situation == "every lab" and other.standings["rules"].normal_runs == 21
+    assert other.standings["rules"].excess_p == pytest.approx(0.0189, abs=5e-4) and other.detectors == ("self",)
 
 
 def test_a_run_of_the_history_is_left_out_of_its_own_record():
     hist = loud_and_quiet()
     choice = record.choose({"quiet": 0.5}, hist, RULE, lab=None, leave_out="n0")
-    assert choice.standings["quiet"].normal_runs == 9
+    assert choice.standings["quiet"].normal_runs == 19
 
 
 def test_when_nothing_is_trusted_the_fewest_false_alarms_decide_and_say_so():
@@ -127,8 +141,73 @@ def test_compose_follows_the_detector_with_the_clean_record():
     doc = headline.verdict_of(det, charts, None, rule)
     assert doc["verdict"] == "pass" and doc["p_value"] == pytest.approx(0.4)
     assert doc["details"]["trust"]["decided_by"] == ["within_run"]
-    assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 10
+    assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 20
     # the same run under the old rule (every named detector, Simes): 2 x 0.001 fails it
     old = headline.verdict_of(det, charts, None, headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
                                                                     detectors=("stacking", "within_run")))
     assert old["verdict"] == "fail"
+
+
+def test_n_min_is_the_fewest_normal_runs_that_tell_a_detector_from_a_coin():
+    """0.5^4 = 0.0625 > 0.05 >= 0.5^5 = 0.031: 5 normal runs at 5 %; 7 at 1 % (0.5^7 = 0.0078)."""
+    assert record.n_min(0.05) == 5 and record.n_min(0.01) == 7 and record.n_min(0.1) == 4
+
+
+def test_four_normal_runs_cannot_weigh_the_detectors_and_the_run_against_itself_decides_and_says_why():
+    """A history of 4 normal runs.  ``stacking`` passed each in leave-one-out (p 0.5) and ``within_run``
+    too: a perfect record for both, which 4 runs cannot tell from a detector failing 40 %.  New normal
+    runs: stacking fails half of them at p 0.0048, below 1/(4 + 1) = 0.2, what 4 runs can support;
+    the run against itself passes them all (p 0.6).  The verdict follows the run against itself and
+    says why; stacking's p-value is named as beyond what the history can calibrate."""
+    runs = [f"n{i}" for i in range(4)]
+    hist = record.History(normals={"stacking": {r: 0.5 for r in runs}, "within_run": {r: 0.5 for r in runs}},
+                          faults={})
+    nulls = {"stacking": record.Null(4, "same_lab"), "within_run": record.Null(4, None)}
+    verdicts = []
+    for i in range(6):                                   # six new normal runs, stacking "fails" every other one
+        p = {"stacking": 0.0048 if i % 2 == 0 else 0.4, "within_run": 0.6}
+        choice = record.choose(p, hist, RULE, lab=None, nulls=nulls)
+        assert choice.detectors == ("within_run",) and choice.basis == "small_history" and choice.normal_runs == 4
+        assert "history too small to weigh the detectors (4 verified normal runs; 5 are needed" in choice.reason
+        assert "run against itself" in choice.reason
+        assert (choice.beyond == {"stacking": pytest.approx(0.2)}) == (i % 2 == 0)
+        verdicts.append("fail" if choice.p_value <= 0.05 else "pass")
+    assert verdicts == ["pass"] * 6
+    # read by their scores alone, both records are perfect and the tie went to more detectors: Simes of
+    # (0.0048, 0.6) = 2 x 0.0048 = 0.0096 failed half the new normal runs
+    import dataclasses
+    point = record.choose({"stacking": 0.0048, "within_run": 0.6}, hist, dataclasses.replace(RULE, reading="point"),
+                          lab=None)
+    assert point.detectors == ("stacking", "within_run") and point.p_value == pytest.approx(0.0096)
+    # the run against itself cannot judge (a run too short to compare with itself): not judged, and why
+    alone = record.choose({"stacking": 0.0048}, hist, RULE, lab=None, nulls=nulls)
+    assert alone.detectors == () and alone.unjudged and "cannot be compared with itself" in alone.unjudged
+
+
+def test_a_new_lab_is_judged_by_the_detectors_whose_null_crosses_labs():
+    """30 normal runs of lab A; the run is of lab B, which has none.  The record read on lab A is not
+    this run's: the charts, judged against normal runs across labs, decide (p 0.3: pass), not the run
+    against itself (p 0.002) nor the rules, whose null is lab A's."""
+    runs = [f"n{i}" for i in range(30)]
+    hist = record.History(normals={d: {r: 0.5 for r in runs} for d in ("stacking", "control_charts", "within_run")},
+                          faults={}, lab_of={r: "A" for r in runs})
+    nulls = {"stacking": record.Null(30, "same_lab"), "control_charts": record.Null(30, "cross_lab"),
+             "within_run": record.Null(30, None)}
+    choice = record.choose({"stacking": 0.01, "control_charts": 0.3, "within_run": 0.002}, hist, RULE, lab="B",
+                           nulls=nulls)
+    assert choice.detectors == ("control_charts",) and choice.p_value == 0.3 and choice.basis == "new_lab"
+    assert "no verified normal run" in choice.reason
+    without = record.choose({"stacking": 0.01, "within_run": 0.2}, hist, RULE, lab="B", nulls=nulls)
+    assert without.detectors == ("within_run",)             # no null across labs: the run against itself
+    same_lab = record.choose({"stacking": 0.01, "control_charts": 0.3, "within_run": 0.002}, hist, RULE, lab="A",
+                             nulls=nulls)
+    assert same_lab.basis == "record"                       # its own lab's 30 runs: the record weighs them
+
+
+def test_a_candidate_is_better_only_beyond_chance():
+    """Exact McNemar, one-sided: 5 runs only a got right, none only b: P(X >= 5 | 5, 1/2) = 1/32 = 0.031
+    <= 0.05; 4 of them: 1/16 = 0.0625, not beyond chance."""
+    a = {f"r{i}": True for i in range(20)}
+    b5 = {**a, **{f"r{i}": False for i in range(5)}}
+    b4 = {**a, **{f"r{i}": False for i in range(4)}}
+    assert record.better(a, b5, 0.05) and not record.better(a, b4, 0.05) and not record.better(b5, a, 0.05)
