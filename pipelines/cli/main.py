@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from pipelines import config, params_schema
 from pipelines.safe_text import for_terminal, mask_url, mask_urls, one_line
@@ -75,6 +76,17 @@ def stage_outputs() -> dict[str, str]:
     return out
 
 
+def stage_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment ``dvc repro`` runs the stages in: this interpreter's folder first on PATH, so
+    that ``dvc`` and each stage's ``python`` are those regresslab is installed in even when its
+    virtual environment is not activated, and the stages' output unbuffered (shown as it comes)."""
+    import os
+
+    bin_dir = str(Path(sys.executable).parent)
+    rest = [p for p in (environ.get("PATH") or "").split(os.pathsep) if p and p != bin_dir]
+    return {**environ, "PATH": os.pathsep.join([bin_dir, *rest]), "PYTHONUNBUFFERED": "1"}
+
+
 def run(argv: list[str]) -> int:
     """The night through DVC: ``dvc repro`` in the project, any further arguments passed on.  Its
     output is shown as it comes; when a stage fails, the night's alert says which and why
@@ -89,10 +101,11 @@ def run(argv: list[str]) -> int:
     from pipelines.cli import project
     if (config.ROOT / project.VERSION_FILE).exists() and project.write_version(config.ROOT):
         print(f"[run] regresslab {project.installed_version()}: a new version, the night's stages run again")
-    dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+    env = stage_env(os.environ)
+    dvc = shutil.which("dvc", path=env["PATH"]) or "dvc"
     tail: collections.deque[str] = collections.deque(maxlen=80)
     with subprocess.Popen([dvc, "repro", *argv], cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
+                          text=True, errors="replace", env=env) as proc:
         for line in proc.stdout:
             line = mask_urls(line)              # a client's error may quote a location with its credentials
             sys.stdout.write(line)

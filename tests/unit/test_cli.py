@@ -173,3 +173,18 @@ def test_a_labs_own_project_from_the_wheel_runs_its_night(installed, tmp_path, t
     assert "runs regressed" in (project / "reports" / "index.html").read_text()
     cases = (project / "reports" / "junit.xml").read_text()
     assert cases.count("<testcase ") == len(targets) and f'failures="{len(regressed)}"' in cases
+
+
+def test_the_stages_run_with_this_interpreter_without_an_activated_environment():
+    """`.venv/bin/regresslab run` from a shell whose PATH finds another python: dvc and the stages'
+    `python` must be those of the interpreter regresslab runs in, its folder first and only once."""
+    import os
+    import sys
+
+    from pipelines.cli.main import stage_env
+
+    here = os.path.dirname(sys.executable)
+    env = stage_env({"PATH": os.pathsep.join(["/usr/bin", here, "/bin"]), "HOME": "/home/x"})
+    assert env["PATH"].split(os.pathsep) == [here, "/usr/bin", "/bin"]
+    assert env["HOME"] == "/home/x" and env["PYTHONUNBUFFERED"] == "1"
+    assert stage_env({})["PATH"] == here
