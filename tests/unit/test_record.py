@@ -82,7 +82,7 @@ def test_the_run_against_itself_never_takes_away_the_combination_of_the_others()
     assert point.candidates == {"a": 1.0, "b": 1.0, "within_run": 0.975, "a+b+within_run": 0.975, "a+b": 1.0}
     read = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, RULE, lab=None)
     assert set(read.equals) == {"a", "b", "within_run", "a+b", "a+b+within_run"} and read.basis == "record"
-    assert read.detectors == ("a", "b") and "as good on its record" in read.reason    # the best of the equals
+    assert read.detectors == ("a", "b") and "not told apart from it beyond chance: a, b, within_run" in read.reason    # the best of the equals
     largest = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, dataclasses.replace(RULE, equals="largest"),
                             lab=None)
     assert largest.detectors == ("a", "b", "within_run") and largest.p_value == pytest.approx(0.003)
