@@ -107,15 +107,17 @@ def within_text(counter: str, change: WindowChange, directions: list[dict[str, s
             f"of the run ({pct:+.0f} %, {direction})")
 
 
-def summary_order(flagged: list[str], changes: dict[str, CounterChange], *, user_facing: str) -> list[str]:
-    """The flagged counters in the order a person reads them: what users feel first (response
-    times, throughput, errors: ``report.user_facing``), then the other worsened counters by the
-    size of their change, then those that only changed, and the improved last."""
+def summary_order(flagged: list[str], changes: dict[str, CounterChange], *, user_facing: str,
+                  lead: frozenset[str] = frozenset()) -> list[str]:
+    """The flagged counters in the order a person reads them: the probable cause's own counters
+    first (``lead``: its signature's counters, ``cause_signatures``), then what users feel
+    (response times, throughput, errors: ``report.user_facing``), then the other worsened counters
+    by the size of their change, then those that only changed, and the improved last."""
     rank = {"worse": 0, "changed": 1, "better": 2}
 
     def key(c: str) -> tuple:
         ch = changes[c]
-        return (not re.search(user_facing, c), rank[ch["direction"]], -abs(ch["change_pct"] or 1e9))
+        return (c not in lead, not re.search(user_facing, c), rank[ch["direction"]], -abs(ch["change_pct"] or 1e9))
     return sorted((c for c in flagged if c in changes), key=key)
 
 
@@ -154,9 +156,16 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
         moved = [within_text(c, inside[c], directions) for c in doc["flagged_counters"] if c in inside][:top]
         text = "Regression within the run: " + ("; ".join(moved) if moved else "a part of the run differs from the rest")
     else:
-        ordered = summary_order(doc["flagged_counters"], changes, user_facing=user_facing)
-        moved = [change_text(c, changes[c]) for c in ordered if changes[c]["direction"] != "better"][:top]
+        cause = doc.get("cause") or {}
+        known = doc["verdict"] == "fail" and bool(cause.get("label")) and bool(cause.get("known"))
+        lead = frozenset((details.get("cause_signature") or {}).get("counters") or ()) if known else frozenset()
+        ordered = summary_order(doc["flagged_counters"], changes, user_facing=user_facing, lead=lead)
+        worse = [c for c in ordered if changes[c]["direction"] != "better"]
+        moved = [change_text(c, changes[c]) for c in worse][:top]
         improved = [change_text(c, changes[c]) for c in ordered if changes[c]["direction"] == "better"]
+        if moved and worse[0] in lead:         # where, in one line: the cause, then its own counter
+            return _tail(f"Regression, probable cause {cause['label']} "
+                         f"({100 * (cause.get('probability') or 0):.0f} %): " + "; ".join(moved), doc)
         if moved:
             text = "Regression: " + "; ".join(moved)
         elif improved:                  # a change for the better is never named as the regression
@@ -170,6 +179,11 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
             text += f". Probable cause: {cause['label']} ({100 * (cause.get('probability') or 0):.0f} %)"
         else:
             text += ". Cause unknown" + (f" (nearest: {cause['label']}, not certain)" if cause.get("label") else "")
+    return _tail(text, doc)
+
+
+def _tail(text: str, doc: VerdictFile) -> str:
+    """What the baseline and the lab add to the summary's first sentence ``text``."""
     if doc.get("details", {}).get("baseline_origin") == "later":
         text += ". Compared with runs verified after it (none came before)"
     elif doc.get("details", {}).get("baseline_origin") == "later_lab":

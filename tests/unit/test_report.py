@@ -126,6 +126,19 @@ def test_units_and_the_plain_summary():
     only = summary.plain_summary(dict(two, flagged_counters=["user_db.cpu_pct"]), {"user_db.cpu_pct": better})
     assert only.startswith("Regression: the detectors' combined evidence; no flagged counter got worse (the largest "
                            "change was for the better: user_db.cpu_pct 1.02 % → 0.968 % (-5 %, better))")
+    # the cause's own counter (its signature's, from the history's verified faults of that cause)
+    # leads, with the cause, in one line: before the user-facing latency that would otherwise come first
+    latency = {"baseline": 100.0, "target": 150.0, "change_pct": 50.0, "direction": "worse"}
+    signed = dict(two, flagged_counters=["front.latency_ms", "user_db.cpu_pct", "orders.cpu_pct"],
+                  details={"cause_signature": {"cause": "orders-cpu", "counters": ["orders.cpu_pct"],
+                                               "kinds": ["cpu_pct"], "runs": 4}})
+    moves = {"front.latency_ms": latency, "user_db.cpu_pct": better, "orders.cpu_pct": worse}
+    assert summary.plain_summary(signed, moves) == (
+        "Regression, probable cause orders-cpu (95 %): orders.cpu_pct 10 % → 33 % (+230 %, worse); "
+        "front.latency_ms 100 ms → 150 ms (+50 %, worse).")
+    # a cause not certain gives its counter no lead: the sentence is the detectors' as before
+    unsure = dict(signed, cause={"label": "orders-cpu", "probability": 0.4, "known": False})
+    assert summary.plain_summary(unsure, moves).startswith("Regression: front.latency_ms 100 ms → 150 ms")
     seen = {"verdict": "pass", "details": {"fault_pattern": {"label": "cpu_hog", "probability": 0.87}}}
     assert summary.plain_summary(seen, {}) == ("No regression found, but the cause classifier sees the pattern "
                                               "of cpu_hog (87 %): worth a look.")
