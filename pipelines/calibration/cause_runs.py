@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pipelines import config
 from pipelines.calibration import history, labs
 from pipelines.detectors import cause_features, charts
-from pipelines.detectors.causes import predict_cause
+from pipelines.detectors.causes import evidence_counters, predict_cause
 from pipelines.detectors.protocol import SystemHistory
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex
@@ -45,11 +45,13 @@ def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, chart
         else:
             lab = charter.lab(run_id, pairs, index,
                               hist.verdicts(index, system), labs.lab_params(hist))
-            result = predict_cause(model, cause_features.pair_features(charter, run_id, pairs, lab["shift"]),
-                                   meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
+            rows = cause_features.pair_features(charter, run_id, pairs, lab["shift"])
+            result = predict_cause(model, rows, meta["columns"], meta["classes"], tau=meta["unknown"]["tau"],
                                    blocks=meta.get("feature_blocks") or ["counters"], per_cause=meta.get("per_cause"),
                                    fault_model=models.fault_model(system))
             result["baseline_runs"] = pairs
+            # the counters that carried it: those the nearest fault cause raises, on this run
+            result["evidence"] = evidence_counters(rows, meta.get("counter_profile"), (result.get("fault") or {}).get("label"))
             if meta.get("null_fault_scores") is not None:     # the classifier as a detector (headline)
                 result["null_fault_scores"] = sorted(meta["null_fault_scores"].values())
                 result["history_fault_scores"] = history_fault_scores(meta)

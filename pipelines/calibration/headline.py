@@ -238,6 +238,7 @@ class Evidence:
     rule_scores: dict[str, float]
     chart_scores: dict[str, float] = field(default_factory=dict)
     cluster_flags: list[str] = field(default_factory=list)
+    classifier_flags: list[str] = field(default_factory=list)     # the counters that carried its prediction
     over_limit: list[str] = field(default_factory=list)
     within: WithinRunResult | None = None
     history_faults: dict[str, dict[str, float | None]] = field(default_factory=dict)
@@ -266,6 +267,9 @@ def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
         ev.cluster_flags = list(clusters.flagged_counters)
     if within is not None and within.judged:
         ev.within = {"score": within.extra.get("score"), "counters_beyond_limit": within.flagged_counters}
+    classifier = results.get("cause_classifier")
+    if classifier is not None and classifier.judged:
+        ev.classifier_flags = list(classifier.flagged_counters)
     return ev
 
 
@@ -364,7 +368,10 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     classifier, the counters that moved most.  When the run against itself decided alone
     (``used``: the combined detectors), its counters: beyond their limit in a window of the run
     (their change matters by construction).  ``only_deciders``: the detectors of ``used`` (those the
-    record chose) name the counters; only when they name none do the others' flags."""
+    record chose) name the counters; only when they name none do the others' flags, after the cause
+    classifier's evidence when it decides (the counters its predicted cause raises on this run,
+    ``causes.evidence_counters``).  The verdict is the same either way: the evidence never stands
+    alone where the others' flags are empty."""
     beyond = list((ev.within or {}).get("counters_beyond_limit") or [])
     if set(used) == {"within_run"}:
         return beyond
@@ -380,8 +387,13 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     named = [c for c in counter_scores if c in chosen] or clusters or within
     if named:
         return named
-    if only_deciders:       # the deciders name none (the classifier): what the other detectors flagged
-        return failed_counters(ev, counter_scores, flag_rule, changes, min_effect_pct, used)
+    if only_deciders:       # the deciders name none (the classifier): what the other detectors flagged,
+        others = failed_counters(ev, counter_scores, flag_rule, changes, min_effect_pct, used)
+        if not others or not speaks("cause_classifier"):     # ... after the classifier's own evidence
+            return others
+        carried = effects.split_by_effect([c for c in ev.classifier_flags if c not in others
+                                           and changes.get(c) is not None], changes, min_effect_pct)[0]
+        return carried + others
     return moved[:FALLBACK_FLAGS]
 
 

@@ -193,6 +193,8 @@ def classifier_result(predicted: CausePrediction | None, status: str, *, resolut
     out = DetectorResult(judged=evidence is not None, history_faults=faults, history_normals=normals)
     if evidence is not None:
         out.verdict, out.p_value, out.page = evidence["verdict"], evidence["p_value"], {"cause_classifier": evidence}
+        out.counter_scores = dict((predicted or {}).get("evidence") or {})     # the counters that carried it
+        out.flagged_counters = list(out.counter_scores)
     return out
 
 

@@ -553,6 +553,7 @@ def train_system(frame: pd.DataFrame, params: CauseParams, progress=None, progre
     ``progress_for(phase, items)`` returns the progress callback of each leave-out loop (the
     designs', the held-out causes', the fault model's)."""
     balance = params.balance_classes
+    profile = counter_profile(frame)
     available = learners(params.seed)
     phase = progress_for or (lambda name, items: None)
     seen: dict[str, pd.DataFrame] = {}          # the design learner's LOO of each design, computed once
@@ -588,6 +589,7 @@ def train_system(frame: pd.DataFrame, params: CauseParams, progress=None, progre
     return {"learners": table, "best": best, "random_accuracy": round(r, 4),
             "unknown": unknown, "model": model, "columns": columns, "classes": classes,
             "feature_blocks": blocks, "design_scores": design_scores, "balance_classes": balance,
+            "counter_profile": profile,
             "runs": int(len(labels)), "pairs": int(len(frame)),
             "fault_runs": len(faults),
             "fault_nearest_accuracy": alone if fault_from == "faults_only" else all_runs_accuracy,
@@ -634,6 +636,53 @@ def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: CausePar
 
 
 ALTERNATIVES = 2          # the runner-up causes a prediction names
+
+
+EVIDENCE_SD = 3.0        # a counter carries a cause's evidence beyond this many of the normal runs' deviations
+EVIDENCE_FLOOR = 0.05     # the smallest deviation of a violation ratio counted (a twentieth of the intervals)
+EVIDENCE_TOP = 15         # counters kept per prediction
+
+
+def counter_profile(frame: pd.DataFrame) -> dict[str, Any]:
+    """What each cause does to each counter on this system, from the training rows: per counter-level
+    feature (``above:``/``below:`` violation ratios), the verified normal runs' mean and standard
+    deviation (each run the mean of its pair rows) and each fault cause's mean, for the features some
+    cause raises above the normal runs' mean.  Whatever design the model uses (kinds or shifts fold
+    the counters), the evidence a prediction shows is read on the counters (:func:`evidence_counters`)."""
+    ratios = tuple(side + ":" for side in cause_features.RATIO_SIDES)
+    cols = [c for c in cause_features.feature_columns(frame) if c.startswith(ratios)]
+    per_run = frame.groupby("target")[cols].mean()
+    cause_of = frame.groupby("target")["cause"].first()
+    normal = per_run[cause_of.reindex(per_run.index) == "none"]
+    if normal.empty or not cols:
+        return {}
+    none_mean, none_sd = normal.mean(), normal.std(ddof=1).fillna(0.0) if len(normal) > 1 else normal.mean() * 0.0
+    means = {c: per_run[cause_of.reindex(per_run.index) == c].mean() for c in sorted(set(cause_of) - {"none"})}
+    raised = sorted({col for m in means.values() for col in cols if m[col] > none_mean[col]})
+    return {"none_mean": {c: round(float(none_mean[c]), 4) for c in raised},
+            "none_sd": {c: round(float(none_sd[c]), 4) for c in raised},
+            "cause_mean": {cause: {c: round(float(m[c]), 4) for c in raised if m[c] > none_mean[c]}
+                           for cause, m in means.items()}}
+
+
+def evidence_counters(rows: pd.DataFrame, profile: Mapping[str, Any] | None, cause: str | None) -> dict[str, float]:
+    """The counters that carry the prediction of ``cause`` on this run (the cause classifier's
+    evidence, Nguyen 2017 ch. 8, seed 004): each counter whose violation ratio on the run's pair rows
+    lies ``EVIDENCE_SD`` or more of the normal runs' deviations (at least ``EVIDENCE_FLOOR``) above
+    their mean, on a side the cause's verified runs raised; its strength is that distance (the
+    larger side).  Strongest first, at most ``EVIDENCE_TOP``.  Pure: rows and profile in."""
+    means = ((profile or {}).get("cause_mean") or {}).get(cause or "") or {}
+    if not means:
+        return {}
+    target = rows.reindex(columns=list(means)).astype(float).mean()
+    out: dict[str, float] = {}
+    for col, raised in means.items():
+        mu = profile["none_mean"][col]
+        distance = (float(target[col]) - mu) / max(float(profile["none_sd"][col]), EVIDENCE_FLOOR)
+        if np.isfinite(distance) and distance >= EVIDENCE_SD and raised > mu:
+            counter = col.split(":", 1)[1]
+            out[counter] = max(out.get(counter, 0.0), round(distance, 3))
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))[:EVIDENCE_TOP])
 
 
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,

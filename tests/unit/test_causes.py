@@ -349,3 +349,28 @@ def test_a_feature_tables_rows_come_back_as_computed_with_what_they_lacked():
                       ignore_index=True)
     assert again[frame.columns].equals(frame)
     assert cause_features.rows_by_key(frame) == {}                  # a table without keys gives nothing to reuse
+
+
+def test_the_counters_that_carried_a_prediction_by_hand():
+    """The classifier's evidence: a counter whose violation ratio on the run lies 3 or more of the
+    normal runs' deviations above their mean, on a side the predicted cause's runs raised.
+    Normal runs n1, n2 (one pair row each): upper:orders.cpu 0.10, 0.20 (mean 0.15, sd 0.0707),
+    upper:db.cpu 0.0, 0.0 (sd 0: the floor 0.05), lower:front.rps 0.1, 0.1.  Cause orders-cpu (f1,
+    two pair rows 0.8, 0.6: mean 0.7) raises orders.cpu; cause db-lock (f2) raises db.cpu (0.5).
+    Target rows: orders.cpu 0.45, 0.55 (mean 0.5: (0.5-0.15)/0.0707 = 4.95), db.cpu 0.3 ((0.3-0)/0.05
+    = 6.0, but not raised by orders-cpu), front.rps 0.9 (not raised by any cause: not in the profile)."""
+    frame = pd.DataFrame({
+        "target": ["n1", "n2", "f1", "f1", "f2"], "baseline": ["n2", "n1", "n1", "n2", "n1"],
+        "system": "shop", "cause": ["none", "none", "orders-cpu", "orders-cpu", "db-lock"],
+        "upper:orders.cpu": [0.1, 0.2, 0.8, 0.6, 0.1], "upper:db.cpu": [0.0, 0.0, 0.0, 0.0, 0.5],
+        "lower:front.rps": [0.1, 0.1, 0.1, 0.1, 0.1]})
+    profile = causes.counter_profile(frame)
+    assert profile["none_mean"] == {"upper:db.cpu": 0.0, "upper:orders.cpu": 0.15}
+    assert profile["none_sd"]["upper:orders.cpu"] == pytest.approx(0.0707, abs=1e-4)
+    assert profile["cause_mean"] == {"db-lock": {"upper:db.cpu": 0.5}, "orders-cpu": {"upper:orders.cpu": 0.7}}
+    run = pd.DataFrame({"upper:orders.cpu": [0.45, 0.55], "upper:db.cpu": [0.3, 0.3], "lower:front.rps": [0.9, 0.9]})
+    assert causes.evidence_counters(run, profile, "orders-cpu") == {"orders.cpu": pytest.approx(4.95, abs=0.01)}
+    assert causes.evidence_counters(run, profile, "db-lock") == {"db.cpu": 6.0}
+    calm = run.assign(**{"upper:orders.cpu": [0.3, 0.3]})           # (0.3-0.15)/0.0707 = 2.1 < 3
+    assert causes.evidence_counters(calm, profile, "orders-cpu") == {}
+    assert causes.evidence_counters(run, profile, None) == {} and causes.evidence_counters(run, {}, "db-lock") == {}

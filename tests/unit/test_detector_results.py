@@ -59,3 +59,31 @@ def test_the_stage_files_become_the_same_records():
     assert chart.judged and chart.run_score == pytest.approx(0.6) and chart.votes   # 2 x the violation ratio
     assert chart.extra == {"ratios": {"b": 0.3}, "multimodal": [], "counters_over_limit": ["b"]}
     assert not within.judged and within.reason == "too short" and within.history_normals == {"n0": 0.4}
+
+
+def test_a_failure_the_cause_classifier_decides_shows_the_counters_that_carried_it():
+    """Stacking failed every normal run of the history, so the classifier decides alone (it passed
+    them all, caught 5 of 6 faults) and fails the run (p 0.004).  Its evidence names ``orders.cpu``
+    (and ``db.cpu``, whose change is too small to matter: 1 % at a 5 % floor); stacking flagged
+    ``a``.  The page shows orders.cpu first, then what the others flagged; without any other flag the
+    run passes as it did before (the evidence never stands alone, so the verdict cannot change)."""
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                    details={"lab": LAB, "effects": {"a": 0.5, "orders.cpu": 2.3, "db.cpu": 0.01}}, lab=LAB)
+    classifier = DetectorResult(judged=True, verdict="fail", p_value=0.004,
+                                counter_scores={"orders.cpu": 7.5, "db.cpu": 4.0},
+                                flagged_counters=["orders.cpu", "db.cpu"],
+                                history_normals={r: 0.5 for r in NORMALS},
+                                history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
+                                page={"cause_classifier": {"verdict": "fail", "p_value": 0.004}})
+    results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
+               "cause_classifier": classifier}
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", min_effect_pct=5.0)
+    doc = headline.compose(run, results, rule)
+    assert doc["details"]["trust"]["decided_by"] == ["cause_classifier"] and doc["verdict"] == "fail"
+    assert doc["flagged_counters"] == ["orders.cpu", "a"]
+    quiet = dict(results, stacking=_rules("pass", 0.5, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}))
+    quiet["stacking"].flagged_counters, quiet["stacking"].counter_scores = [], {}
+    for page in quiet["stacking"].page.values():
+        page["flagged_counters"] = []
+    alone = headline.compose(run, quiet, rule)
+    assert alone["verdict"] == "pass" and alone["flagged_counters"] == []
