@@ -74,7 +74,7 @@ from pipelines.storage.stage_files import (CauseModelMeta, CausePrediction, Caus
                                            LearnerScore, LooPrediction, UnknownCauses)
 
 log = logging.getLogger("regresslab.train_causes")
-CODE_VERSION = 7
+CODE_VERSION = 8      # a model trained by other code is another version (8: the counters profile of its causes)
 
 
 @dataclass(frozen=True)
@@ -670,19 +670,22 @@ def evidence_counters(rows: pd.DataFrame, profile: Mapping[str, Any] | None, cau
     evidence, Nguyen 2017 ch. 8, seed 004): each counter whose violation ratio on the run's pair rows
     lies ``EVIDENCE_SD`` or more of the normal runs' deviations (at least ``EVIDENCE_FLOOR``) above
     their mean, on a side the cause's verified runs raised; its strength is that distance (the
-    larger side).  Strongest first, at most ``EVIDENCE_TOP``.  Pure: rows and profile in."""
+    larger side).  First the counters the run moved furthest *and* the cause raises most (the
+    distance times the cause's own raise of the ratio: a run past every normal run on many counters
+    shows first those its cause is known by), at most ``EVIDENCE_TOP``.  Pure: rows and profile in."""
     means = ((profile or {}).get("cause_mean") or {}).get(cause or "") or {}
     if not means:
         return {}
     target = rows.reindex(columns=list(means)).astype(float).mean()
-    out: dict[str, float] = {}
+    out: dict[str, tuple[float, float]] = {}
     for col, raised in means.items():
         mu = profile["none_mean"][col]
         distance = (float(target[col]) - mu) / max(float(profile["none_sd"][col]), EVIDENCE_FLOOR)
         if np.isfinite(distance) and distance >= EVIDENCE_SD and raised > mu:
             counter = col.split(":", 1)[1]
-            out[counter] = max(out.get(counter, 0.0), round(distance, 3))
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))[:EVIDENCE_TOP])
+            out[counter] = max(out.get(counter, (0.0, 0.0)), (round(distance * (raised - mu), 6), round(distance, 3)))
+    ranked = sorted(out.items(), key=lambda kv: (-kv[1][0], kv[0]))[:EVIDENCE_TOP]
+    return {counter: distance for counter, (_, distance) in ranked}
 
 
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,

@@ -374,3 +374,20 @@ def test_the_counters_that_carried_a_prediction_by_hand():
     calm = run.assign(**{"upper:orders.cpu": [0.3, 0.3]})           # (0.3-0.15)/0.0707 = 2.1 < 3
     assert causes.evidence_counters(calm, profile, "orders-cpu") == {}
     assert causes.evidence_counters(run, profile, None) == {} and causes.evidence_counters(run, {}, "db-lock") == {}
+
+
+def test_the_counters_that_carried_a_prediction_come_in_order_of_distance_times_the_causes_raise():
+    """Two counters the cause raises: cpu by 0.6 (normal 0.1 ± 0.1: mean 0.1, sd 0.1414 from 0.0, 0.2),
+    latency by 0.2 (normal 0.0, sd 0: the floor 0.05).  The run: cpu 0.8 ((0.8-0.1)/0.1414 = 4.95,
+    times 0.6 = 2.97), latency 0.5 ((0.5-0)/0.05 = 10, times 0.2 = 2.0): cpu first though its distance
+    is the smaller; with latency at 1.0 (20 x 0.2 = 4.0) latency first."""
+    frame = pd.DataFrame({"target": ["n1", "n2", "f1"], "baseline": ["n2", "n1", "n1"], "system": "s",
+                          "cause": ["none", "none", "hot"], "upper:app.cpu": [0.0, 0.2, 0.7],
+                          "upper:app.latency": [0.0, 0.0, 0.2]})
+    profile = causes.counter_profile(frame)
+    run = pd.DataFrame({"upper:app.cpu": [0.8], "upper:app.latency": [0.5]})
+    got = causes.evidence_counters(run, profile, "hot")
+    assert list(got) == ["app.cpu", "app.latency"]
+    assert got["app.cpu"] == pytest.approx(4.95, abs=0.01) and got["app.latency"] == pytest.approx(10.0)
+    assert list(causes.evidence_counters(run.assign(**{"upper:app.latency": [1.0]}), profile, "hot")) == [
+        "app.latency", "app.cpu"]
