@@ -81,6 +81,8 @@ from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
 DETECTOR_TRUST = ("record", "none")
+# the detectors whose flags failed_counters reads from their own entries (the others': their flagged_counters)
+NAMED_FLAGS = ("stacking", "control_charts", "clustered_regression", "within_run", "cause_classifier")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
 BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
                 "clustered_regression": "clustered_regression"}      # detector -> its method: runs against runs
@@ -239,6 +241,7 @@ class Evidence:
     chart_scores: dict[str, float] = field(default_factory=dict)
     cluster_flags: list[str] = field(default_factory=list)
     classifier_flags: list[str] = field(default_factory=list)     # the counters that carried its prediction
+    other_flags: dict[str, list[str]] = field(default_factory=dict)  # any other detector's own flags
     over_limit: list[str] = field(default_factory=list)
     within: WithinRunResult | None = None
     history_faults: dict[str, dict[str, float | None]] = field(default_factory=dict)
@@ -259,7 +262,8 @@ def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
                 ev.scores.append(result.run_score)
     ev.history_faults = {k: r.history_faults for k, r in results.items() if r.history_faults is not None}
     ev.history_normals = {k: r.history_normals for k, r in results.items() if r.history_normals is not None}
-    ev.rule_scores = results["stacking"].counter_scores
+    stacking = results.get("stacking")      # a night may run without the rules
+    ev.rule_scores = stacking.counter_scores if stacking is not None else {}
     charts, clusters, within = (results.get(k) for k in ("control_charts", "clustered_regression", "within_run"))
     if charts is not None and charts.judged:
         ev.chart_scores = charts.counter_scores
@@ -270,6 +274,8 @@ def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
     classifier = results.get("cause_classifier")
     if classifier is not None and classifier.judged:
         ev.classifier_flags = list(classifier.flagged_counters)
+    ev.other_flags = {k: list(r.flagged_counters) for k, r in results.items()
+                      if r.judged and k not in NAMED_FLAGS and r.flagged_counters}
     return ev
 
 
@@ -340,8 +346,8 @@ def set_aside_small(ev: Evidence, charts: DetectorResult | None, changes: dict[s
     already, by ``detect``); those counters with their change in %."""
     small: dict[str, float] = {}
     for name in RULE_METHODS:
-        rules = ev.methods[name]
-        if rules["flagged_counters"]:
+        rules = ev.methods.get(name) or {}
+        if rules.get("flagged_counters"):
             rules["flagged_counters"], small_rules = effects.split_by_effect(rules["flagged_counters"], changes,
                                                                              min_effect_pct)
             small.update(small_rules)
@@ -376,8 +382,9 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     if set(used) == {"within_run"}:
         return beyond
     speaks = (lambda name: name in used) if only_deciders else (lambda name: True)   # noqa: E731
-    rules = set(ev.methods["association_rules_stacking"]["flagged_counters"]
-                or ev.methods["association_rules_bagging"]["flagged_counters"]) if speaks("stacking") else set()
+    rules = set((ev.methods.get("association_rules_stacking") or {}).get("flagged_counters")
+                or (ev.methods.get("association_rules_bagging") or {}).get("flagged_counters") or ()) \
+        if speaks("stacking") else set()
     charted = set(ev.methods.get("control_charts", {}).get("flagged_counters") or ev.over_limit) \
         if speaks("control_charts") else set()
     chosen = rules | charted if flag_rule == "union" else rules or charted
@@ -385,6 +392,10 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     within = beyond if "within_run" in used else []
     clusters = ev.cluster_flags if speaks("clustered_regression") else []
     named = [c for c in counter_scores if c in chosen] or clusters or within
+    if not named:                   # a detector of another kind that decides names its own counters
+        own = list(dict.fromkeys(c for d, flags in ev.other_flags.items() if speaks(d) for c in flags
+                                 if changes.get(c) is not None))
+        named = effects.split_by_effect(own, changes, min_effect_pct)[0]
     if named:
         return named
     if only_deciders:       # the deciders name none (the classifier): what the other detectors flagged,
@@ -399,10 +410,14 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
 
 def verdict_score(ev: Evidence, used: dict[str, float | None]) -> float:
     """The run's score: the mean of the methods' scores, or, when the run against itself decided
-    alone, its own score ``r`` (its largest contrast over its limit) as ``r / (1 + r)``."""
+    alone, its own score ``r`` (its largest contrast over its limit) as ``r / (1 + r)``; when no
+    detector gives a run score, one minus the deciders' smallest p-value (0 without any)."""
     if set(used) == {"within_run"}:
         r = float((ev.within or {}).get("score") or 0.0)
         return round(r / (1.0 + r), 4)
+    if not ev.scores:
+        ps = [float(p) for p in used.values() if p is not None and np.isfinite(p)]
+        return round(1.0 - min(ps), 4) if ps else 0.0
     return round(float(np.mean(ev.scores)), 4)
 
 

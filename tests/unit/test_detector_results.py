@@ -87,3 +87,22 @@ def test_a_failure_the_cause_classifier_decides_shows_the_counters_that_carried_
         page["flagged_counters"] = []
     alone = headline.compose(run, quiet, rule)
     assert alone["verdict"] == "pass" and alone["flagged_counters"] == []
+
+
+def test_a_night_of_detectors_the_verdict_has_never_heard_of_is_composed():
+    """No rules, no charts: two detectors of other kinds, each with its record, are the night's
+    whole evidence.  ``spectral`` passed all 20 normal runs and caught 5 of 6 faults, ``drift``
+    failed every normal run: spectral decides (p 0.004: fail) and its flag is the counter shown."""
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                    details={"lab": LAB, "effects": {"b": 0.4}}, lab=LAB)
+
+    def detector(p: float, normal_p: float, flags: list[str]) -> DetectorResult:
+        return DetectorResult(judged=True, verdict="fail" if p <= 0.05 else "pass", p_value=p, flagged_counters=flags,
+                              history_normals={r: normal_p for r in NORMALS},
+                              history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS})
+    results = {"spectral": detector(0.004, 0.5, ["b"]), "drift": detector(0.001, 0.01, ["c"])}
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record")
+    doc = headline.compose(run, results, rule)
+    assert doc["verdict"] == "fail" and doc["details"]["trust"]["decided_by"] == ["spectral"]
+    assert doc["p_value"] == pytest.approx(0.004) and doc["flagged_counters"] == ["b"]
+    assert doc["score"] == pytest.approx(0.996)          # no run score given: 1 - the deciders' p-value
