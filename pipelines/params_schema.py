@@ -42,6 +42,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "report.detector_weights": ("faults", "equal"),
     "report.detector_trust": ("record", "none"),
     "report.trust_reading": ("uncertain", "point"),
+    "report.trust_ties": ("more", "fewer_with_faults"),
+    "report.trust_equals": ("best", "largest"),
     "report.flag_rule": ("rules", "union"),
 }
 # keys whose default is null (off, unset) and the type they take when set

@@ -204,6 +204,9 @@ class HeadlineRule:
     trust_level: float = 0.05
     trust_min_runs: int = 3
     trust_reading: str = "uncertain"
+    trust_ties: str = "more"
+    trust_equals: str = "best"
+    trust_corroborate: bool = False
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -227,7 +230,10 @@ class HeadlineRule:
                    min_effect_pct=significance.min_effect_pct if significance is not None else 0.0,
                    detector_weights=params["detector_weights"], trust=params.get("detector_trust", "none"),
                    trust_level=float(params.get("trust_level", 0.05)),
-                   trust_reading=params.get("trust_reading", "uncertain"))
+                   trust_min_runs=int(params.get("trust_min_runs", 3)),
+                   trust_reading=params.get("trust_reading", "uncertain"), trust_ties=params.get("trust_ties", "more"),
+                   trust_equals=params.get("trust_equals", "best"),
+                   trust_corroborate=bool(params.get("trust_corroborate", False)))
 
 
 @dataclass
@@ -437,7 +443,8 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
     history = record.History(ev.history_normals, {d: {r: p for r, p in v.items() if p is not None}
                                                   for d, v in ev.history_faults.items()}, lab_of)
     trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
-                             combination=rule.combination, reading=rule.trust_reading)
+                             combination=rule.combination, reading=rule.trust_reading, ties=rule.trust_ties,
+                             equals=rule.trust_equals, corroborate=rule.trust_corroborate)
     return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id, nulls=nulls_of(ev))
 
 

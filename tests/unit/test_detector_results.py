@@ -106,3 +106,29 @@ def test_a_night_of_detectors_the_verdict_has_never_heard_of_is_composed():
     assert doc["verdict"] == "fail" and doc["details"]["trust"]["decided_by"] == ["spectral"]
     assert doc["p_value"] == pytest.approx(0.004) and doc["flagged_counters"] == ["b"]
     assert doc["score"] == pytest.approx(0.996)          # no run score given: 1 - the deciders' p-value
+
+
+def test_the_records_settings_come_from_params_and_corroboration_passes_a_lone_tail():
+    """params.yaml's report block sets the record's reading; ``trust_corroborate: true`` (measured,
+    not the default) passes a run whose failure rests on one detector's p-value below what its null
+    of 12 normal runs supports (0.0048 < 1/13 = 0.077) when no other detector sees anything (the run
+    against itself: p 0.6).  By default the same run fails (Simes of the two, each with its share)."""
+    from pipelines import config
+
+    report = dict(config.load_params()["report"])
+    runs = NORMALS[:12]
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                    details={"lab": LAB, "effects": {"a": 0.5}}, lab=LAB)
+    within = DetectorResult(judged=True, verdict="pass", p_value=0.6, flagged_counters=[],
+                            history_normals={r: 0.5 for r in runs}, history_faults={f: 0.5 for f in FAULTS},
+                            page={"within_run": {"verdict": "pass", "p_value": 0.6}})
+    results = {"stacking": _rules("fail", 0.0048, {r: 0.5 for r in runs}, {f: 0.001 for f in FAULTS}),
+               "within_run": within}
+    default = headline.HeadlineRule.from_params(report)
+    assert (default.trust_min_runs, default.trust_ties, default.trust_equals, default.trust_corroborate) == (
+        3, "more", "best", False)
+    assert headline.compose(run, results, default)["verdict"] == "fail"
+    strict = headline.HeadlineRule.from_params({**report, "trust_corroborate": True})
+    doc = headline.compose(run, results, strict)
+    assert doc["verdict"] == "pass" and "which no other detector corroborates" in doc["details"]["trust"]["reason"]
+    assert doc["details"]["trust"]["beyond_calibration"] == {"stacking": pytest.approx(1 / 13, abs=1e-6)}

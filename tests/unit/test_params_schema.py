@@ -24,6 +24,8 @@ BAD = [
     ({"alerts": {"to": "ops@example.com"}}, "alerts.to: 'ops@example.com' is not a list"),
     ({"history": "all"}, "history: 'all' is not a block of keys (window, exclude,"),
     ({"control_charts": {"threshold": "high"}}, "control_charts.threshold: 'high' is not a number"),
+    ({"report": {"trust_equals": "biggest"}}, "report.trust_equals: 'biggest' is not one of best, largest"),
+    ({"report": {"trust_corroborate": "maybe"}}, "report.trust_corroborate: 'maybe' is not true or false"),
 ]
 
 
