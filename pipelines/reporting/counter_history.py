@@ -181,9 +181,10 @@ def system_dir(system: str) -> Path:
     return config.SYSTEM_REPORTS / slug(system)
 
 
-def run_medians(system: str, runs: list[str]) -> pd.DataFrame:
+def run_medians(system: str, runs: list[str], *, write: bool = True) -> pd.DataFrame:
     """Each run's median of every counter (rows: ``runs`` that have a normalised frame), read
-    from ``medians.parquet`` where the run's frame key is unchanged, else from its frame."""
+    from ``medians.parquet`` where the run's frame key is unchanged, else from its frame; the
+    cache is written again only with ``write`` (one writer: the system pages, not each run's report)."""
     from pipelines.storage import atomic, memo, store
 
     path = system_dir(system) / "medians.parquet"
@@ -205,7 +206,7 @@ def run_medians(system: str, runs: list[str]) -> pd.DataFrame:
         rows[run] = store.load_normalized(run).median(numeric_only=True)
         fresh += 1
     frame = pd.DataFrame(rows).T.apply(pd.to_numeric, errors="coerce") if rows else pd.DataFrame()
-    if fresh or len(frame) != len(cached):
+    if write and (fresh or len(frame) != len(cached)):
         out = frame.copy()
         out[KEY_COLUMN] = pd.Series(keys, dtype=str)
         atomic.write_parquet_atomic(path, out)

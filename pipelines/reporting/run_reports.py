@@ -6,6 +6,7 @@ archive's name, the params and the code) is unchanged; and the night's index pag
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -14,7 +15,7 @@ import pandas as pd
 
 from pipelines import config, parallel
 from pipelines.safe_text import mask_urls
-from pipelines.calibration import cause_signatures, headline, history, labs
+from pipelines.calibration import cause_signatures, counter_order, effects, headline, history, labs
 from pipelines.reporting import compare, counter_history, links
 from pipelines.reporting.pages import (NightIndex, RunPage, dropped_counters, index_row, render_index, render_run,
                                       templates_digest)
@@ -91,9 +92,64 @@ def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params:
                         config.cluster_path(run_id))}
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
-    return memo.input_key("report", index, {"target": [run_id], "baseline": baseline}, report=params.block,
+    runs = {"target": [run_id], "baseline": baseline}
+    if fault_labels:            # the rankings' records (counter_order): the labelled faults, the passed runs, the charts'
+        system = index[run_id]["system"]
+        runs.update(labelled=sorted(fault_labels), passed=passed_runs(index, system))
+        inputs["features"] = memo.file_digest(config.features_path(system))
+    return memo.input_key("report", index, runs, report=params.block,
                           rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels,
                           templates=templates_digest())
+
+
+def passed_runs(index: ValidIndex, system: str) -> list[str]:
+    """The system's verified passed runs, in order."""
+    return [r for r in history.verified_runs(index, system) if index[r].get("verdict") == "pass"]
+
+
+@functools.lru_cache(maxsize=8)
+def _records(system: str, labels: tuple, features: str | None, passed: tuple, lab_of: tuple
+             ) -> dict[str, counter_order.RankingRecord]:
+    """The rankings' records of one system (:func:`counter_order.records`), once per process for the
+    same inputs (every failed target of the system reads the same)."""
+    fault_labels = dict(labels)
+    lab = dict(lab_of)
+
+    def passed_for(run: str) -> list[str]:
+        same = [p for p in passed if lab.get(p) == lab.get(run) and p != run]
+        return same if len(same) >= 3 else [p for p in passed if p != run]
+    medians = counter_history.run_medians(system, sorted(set(passed) | set(fault_labels)), write=False)
+    frame = atomic.read_parquet(config.features_path(system)) if features else None
+    return counter_order.records(fault_labels, medians, frame, {r: passed_for(r) for r in fault_labels})
+
+
+def order_counters(run_id: str, doc: VerdictFile, index: ValidIndex,
+                   fault_labels: dict[str, cause_signatures.FaultLabel], min_effect_pct: float) -> None:
+    """A failed run's counters in the order the better record on the system's labelled faults
+    chooses (:mod:`pipelines.calibration.counter_order`), and both records, on ``doc`` (in place):
+    the detectors' order stays unless the robust distance's record is the better."""
+    if doc["verdict"] != "fail" or not fault_labels:
+        return
+    system = index[run_id]["system"]
+    passed = tuple(passed_runs(index, system))
+    lab_of = tuple(sorted((r, labs.lab_key(index[r].get("environment"))) for r in set(passed) | set(fault_labels)))
+    recorded = _records(system, tuple(sorted(fault_labels.items())), memo.file_digest(config.features_path(system)),
+                        passed, lab_of)
+    chosen = counter_order.choose(recorded)
+    doc["details"]["counter_order"] = {"ranking": chosen, "records": {k: v.to_json() for k, v in recorded.items()}}
+    if chosen != "robust":
+        return
+    baseline = [b["run_id"] for b in doc["baseline_runs"]]
+    medians = counter_history.run_medians(system, [run_id, *baseline], write=False)
+    baseline = [b for b in baseline if b in medians.index]
+    if run_id not in medians.index or not baseline:
+        return
+    sig = cause_signatures.signature(fault_labels, doc["cause"].get("label"), leave_out=run_id)
+    order = cause_signatures.explain_order(counter_order.robust_order(medians.loc[run_id], medians.loc[baseline]), sig)
+    changes = doc["details"].get("effects") or {}
+    kept = effects.split_by_effect([c for c in order if changes.get(c) is not None], changes, min_effect_pct)[0]
+    if kept:
+        doc["flagged_counters"] = kept[:max(len(doc["flagged_counters"]), counter_order.IN_FIVE)]
 
 
 class ReportInputs(NamedTuple):
@@ -142,6 +198,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     doc = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
                               fault_labels=labels)
+    order_counters(run_id, doc, index, labels, rule.min_effect_pct)
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
