@@ -359,13 +359,8 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
                            len(system_normals))
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
-        best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
-                                          -standings[d].faults_caught, d))
-        return Choice((best,), float(p_values[best]), None, standings,
-                      reason=("every detector failed more of this history's normal runs than the rate explains; "
-                              "the one with the fewest false alarms decides"))
-    others = tuple(d for d in trusted if d not in SELF_CONTAINED)
-    candidates = [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
+        return fewest_false_alarms(p_values, judged, standings)
+    candidates = candidates_of(trusted)
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     fewer = rule.ties == "fewer_with_faults" and bool(fault_runs)
@@ -377,6 +372,23 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
     return Choice(best, combined({d: p_values[d] for d in best}, weights, combination), weights, standings,
                   {"+".join(c): v[0] for c, v in scored.items()}, reason)
+
+
+def candidates_of(trusted: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """What the record weighs: each trusted detector alone, and the trusted ones together both with
+    and without the detectors whose null needs no other run (``SELF_CONTAINED``)."""
+    others = tuple(d for d in trusted if d not in SELF_CONTAINED)
+    return [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
+
+
+def fewest_false_alarms(p_values: Mapping[str, float | None], judged: tuple[str, ...],
+                        standings: dict[str, Standing], **extra) -> Choice:
+    """Nothing trusted at all: the detector with the fewest false alarms decides, and says so."""
+    best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
+                                      -standings[d].faults_caught, d))
+    return Choice((best,), float(p_values[best]), None, standings, **extra,
+                  reason=("every detector failed more of this history's normal runs than the rate explains; "
+                          "the one with the fewest false alarms decides"))
 
 
 def _within(p_values: Mapping[str, float | None], standings: Mapping[str, Standing]) -> str | None:
@@ -437,14 +449,8 @@ def read_record(p_values: Mapping[str, float | None], judged: tuple[str, ...], s
     allowed = alpha if rule.allowed is None else rule.allowed
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
-        best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
-                                          -standings[d].faults_caught, d))
-        return Choice((best,), float(p_values[best]), None, standings, basis="record", normal_runs=normals,
-                      beyond=beyond,
-                      reason=("every detector failed more of this history's normal runs than the rate explains; "
-                              "the one with the fewest false alarms decides"))
-    others = tuple(d for d in trusted if d not in SELF_CONTAINED)
-    candidates = [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
+        return fewest_false_alarms(p_values, judged, standings, normal_runs=normals, beyond=beyond)
+    candidates = candidates_of(trusted)
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     records = {c: right_on(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination)
