@@ -314,14 +314,18 @@ class _Pull:
         if loud:
             log.error("refused %s: %s", run_id, reason)
 
+    def known(self, run_id: str, name: str, listed_size: int = 0, marker: str = "") -> bool:
+        """Whether the listing alone accounts for this archive: name, size and change marker as the
+        manifest holds them."""
+        entry = self.manifest.get(run_id)
+        return bool(marker) and entry is not None and entry.marker == marker and entry.file == name \
+            and entry.size == listed_size
+
     def to_read(self, run_id: str, path: str, name: str, listed_size: int = 0, marker: str = "") -> bool:
         """Whether :meth:`take` will read this archive: a valid run_id, one archive of it at the
-        source, and not known by the listing alone (name, size and change marker as the manifest
-        holds them)."""
-        entry = self.manifest.get(run_id)
-        known = bool(marker) and entry is not None and entry.marker == marker and entry.file == name \
-            and entry.size == listed_size
-        return bool(archive.RUN_ID_RE.match(run_id)) and bool(path) and not known
+        source, and not :meth:`known`."""
+        return bool(archive.RUN_ID_RE.match(run_id)) and bool(path) \
+            and not self.known(run_id, name, listed_size, marker)
 
     def fetch(self, location: str, path: str, marker: str = "") -> tuple[str, int, Path] | Exception:
         """One archive copied to a staging name while hashed (thread-safe: its own temporary
@@ -340,7 +344,7 @@ class _Pull:
             return self.refuse(run_id, "invalid run_id in file name", loud=False)
         if not path:
             return self.refuse(run_id, f"two archives for one run_id at {location}: {name}; which one is the run?")
-        if not self.to_read(run_id, path, name, listed_size, marker):
+        if self.known(run_id, name, listed_size, marker):
             self.summary["known"].append(run_id)
             self.summary["listed_known"] += 1
             return
