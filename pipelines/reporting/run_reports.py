@@ -82,7 +82,7 @@ class ReportParams:
 
 def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params: ReportParams,
                rule: headline.HeadlineRule, raw: list[str],
-               fault_labels: dict[str, cause_signatures.FaultLabel]) -> str:
+               fault_labels: dict[str, cause_signatures.FaultLabel], features: str | None = None) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
     params, the counters the system's verified faults name (the order of a failed run's counters:
@@ -94,9 +94,8 @@ def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params:
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
     runs = {"target": [run_id], "baseline": baseline}
     if fault_labels:            # the rankings' records (counter_order): the labelled faults, the passed runs, the charts'
-        system = index[run_id]["system"]
-        runs.update(labelled=sorted(fault_labels), passed=passed_runs(index, system))
-        inputs["features"] = memo.file_digest(config.features_path(system))
+        runs.update(labelled=sorted(fault_labels), passed=passed_runs(index, index[run_id]["system"]))
+        inputs["features"] = features
     return memo.input_key("report", index, runs, report=params.block,
                           rule=dataclasses.asdict(rule), inputs=inputs, raw=raw, fault_labels=labels,
                           templates=templates_digest())
@@ -123,18 +122,19 @@ def _records(system: str, labels: tuple, features: str | None, passed: tuple, la
     return counter_order.records(fault_labels, medians, frame, {r: passed_for(r) for r in fault_labels})
 
 
-def order_counters(run_id: str, doc: VerdictFile, index: ValidIndex,
-                   fault_labels: dict[str, cause_signatures.FaultLabel], min_effect_pct: float) -> None:
+def order_counters(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: "ReportInputs",
+                   lab_of: Mapping[str, str], min_effect_pct: float) -> None:
     """A failed run's counters in the order the better record on the system's labelled faults
     chooses (:mod:`pipelines.calibration.counter_order`), and both records, on ``doc`` (in place):
-    the detectors' order stays unless the robust distance's record is the better."""
+    the detectors' order stays unless the robust distance's record is the better.  ``lab_of``:
+    the lab of each run of the system (``labs.lab_key``)."""
+    fault_labels = inputs.fault_labels
     if doc["verdict"] != "fail" or not fault_labels:
         return
     system = index[run_id]["system"]
     passed = tuple(passed_runs(index, system))
-    lab_of = tuple(sorted((r, labs.lab_key(index[r].get("environment"))) for r in set(passed) | set(fault_labels)))
-    recorded = _records(system, tuple(sorted(fault_labels.items())), memo.file_digest(config.features_path(system)),
-                        passed, lab_of)
+    labs_of = tuple(sorted((r, lab_of[r]) for r in set(passed) | set(fault_labels)))
+    recorded = _records(system, tuple(sorted(fault_labels.items())), inputs.features, passed, labs_of)
     chosen = counter_order.choose(recorded)
     doc["details"]["counter_order"] = {"ranking": chosen, "records": {k: v.to_json() for k, v in recorded.items()}}
     if chosen != "robust":
@@ -154,11 +154,13 @@ def order_counters(run_id: str, doc: VerdictFile, index: ValidIndex,
 
 class ReportInputs(NamedTuple):
     """What a run's report is made from, read once: its detection result, its own archives in
-    ``data/raw``, its system's verified fault labels (``cause_signatures``) and the input key they
-    give (:func:`report_key`)."""
+    ``data/raw``, its system's verified fault labels (``cause_signatures``), the hash of its
+    system's feature table when they exist (the counters' rankings replay them on it:
+    ``counter_order``) and the input key they give (:func:`report_key`)."""
     detection: RuleDetection
     raw: list[str]
     fault_labels: dict[str, cause_signatures.FaultLabel]
+    features: str | None
     key: str
 
 
@@ -167,7 +169,9 @@ def report_inputs(run_id: str, index: ValidIndex, params: ReportParams, rule: he
     detection = atomic.read_json(config.detection_path(run_id))
     raw = raw_archives(run_id)
     labels = cause_signatures.fault_labels(index, index[run_id]["system"])
-    return ReportInputs(detection, raw, labels, report_key(run_id, detection, index, params, rule, raw, labels))
+    features = memo.file_digest(config.features_path(index[run_id]["system"])) if labels else None
+    return ReportInputs(detection, raw, labels, features,
+                        report_key(run_id, detection, index, params, rule, raw, labels, features))
 
 
 def kept_report(run_id: str, inputs: ReportInputs) -> VerdictFile | None:
@@ -190,7 +194,7 @@ def report_run(run_id: str, index: ValidIndex, params: ReportParams, rule: headl
 def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: ReportParams,
                  rule: headline.HeadlineRule) -> VerdictFile:
     """Compose, write and render one run's report; return its verdict document."""
-    detection, raw, labels, key = inputs
+    detection, raw, labels, _, key = inputs
     charts = store.read_optional(config.chart_path(run_id))
     predicted = store.read_optional(config.cause_path(run_id))
     clustered = store.read_optional(config.cluster_path(run_id))
@@ -198,7 +202,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     doc = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
                               fault_labels=labels)
-    order_counters(run_id, doc, index, labels, rule.min_effect_pct)
+    order_counters(run_id, doc, index, inputs, lab_of, rule.min_effect_pct)
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
         [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
