@@ -465,10 +465,10 @@ def read_record(p_values: Mapping[str, float | None], judged: tuple[str, ...], s
     p_best = combined({d: p_values[d] for d in best}, weights, combination)
     uncorroborated = None
     if rule.corroborate and p_best is not None and p_best <= alpha and beyond:
-        floored = {d: max(float(p_values[d]), beyond.get(d, 0.0)) for d in best}
+        floored = combined({d: max(float(p_values[d]), beyond.get(d, 0.0)) for d in best}, weights, combination)
         seen = [d for d in trusted if p_values[d] <= alpha]
-        if (combined(floored, weights, combination) or 1.0) > alpha and len(seen) < 2:
-            uncorroborated = seen or list(best)
+        if (floored or 1.0) > alpha and len(seen) < 2:
+            uncorroborated, p_best = seen or list(best), floored
     dropped = [d for d in judged if not standings[d].trusted]
     named = ["+".join(c) for c in equals if c != best]
     reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({normals} normal runs)"
@@ -481,7 +481,6 @@ def read_record(p_values: Mapping[str, float | None], judged: tuple[str, ...], s
         reason += ("; the run would fail on " + " and ".join(uncorroborated) + " alone, whose p-value lies beyond every "
                    "run of its null (how far is its fitted tail's assumption, which this history cannot check) and "
                    "which no other detector corroborates: judged at what its null can support")
-        p_best = combined({d: max(float(p_values[d]), beyond.get(d, 0.0)) for d in best}, weights, combination)
     return Choice(best, p_best, weights, standings,
                   {"+".join(c): v[0] for c, v in scored.items()}, reason, basis="record", normal_runs=normals,
                   equals=tuple("+".join(c) for c in equals), beyond=beyond)
