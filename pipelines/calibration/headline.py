@@ -448,9 +448,7 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
     return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id, nulls=nulls_of(ev))
 
 
-METHOD_OF = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
-             "clustered_regression": "clustered_regression", "within_run": "within_run",
-             "cause_classifier": "cause_classifier"}
+METHOD_OF = {**BETWEEN_RUNS, "within_run": "within_run", "cause_classifier": "cause_classifier"}   # detector -> its page
 
 
 def nulls_of(ev: Evidence) -> dict[str, record.Null]:
