@@ -27,7 +27,8 @@ from the split's stored runs (nothing is re-run):
   signature (the label left out), the control charts' evidence (its violation ratios against its
   baselines, ``features``: the replayable part of the detectors' order) and ``robust_signature``
   are scored (a labelled counter among the first five, then first); ``robust_signature`` orders
-  the run when its record is the better, else ``shown`` does.
+  the run when its record is the better, else ``shown`` does: ``counter_order.records`` and
+  ``choose``, the rule the report applies.
 
 Prints, per set, how many such faults and the share whose first counter (top 1) and whose first
 five (top 5) hold a labelled one.
@@ -44,6 +45,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from pipelines.calibration import counter_order  # noqa: E402 -- after the path is set
 from pipelines.calibration.cause_signatures import FaultLabel, explain_order, in_turn, signature  # noqa: E402
 from pipelines.detectors.counter_kinds import counter_kind  # noqa: E402
 from robustness import SETS, labelled_counters  # noqa: E402
@@ -63,10 +65,7 @@ class Medians:
         return self.cache[run]
 
     def z(self, run: str, baseline: list[str]) -> pd.Series:
-        ref = pd.DataFrame({r: self(r) for r in baseline}).T
-        level = ref.median()
-        scale = np.maximum((ref - level).abs().median().fillna(0.0) * 1.4826, 0.05 * level.abs() + 1e-9)
-        return ((self(run) - level) / scale).abs().replace([np.inf, -np.inf], np.nan).dropna()
+        return counter_order.robust_distance(self(run), pd.DataFrame({r: self(r) for r in baseline}).T)
 
 
 def kind_scale(tree: Path, medians: Medians) -> dict[str, float]:
@@ -106,43 +105,23 @@ def fault_labels(index: dict, system: str) -> dict[str, FaultLabel]:
             if v.get("system") == system and v.get("verdict") == "fail" and v.get("cause") and v.get("regressed_counters")}
 
 
-def violation_order(features: pd.DataFrame, run: str) -> list[str]:
-    """The control charts' evidence on a history run: its counters by their largest mean violation
-    ratio (``lower:``/``upper:``) over its pair rows, those above 0."""
-    rows = features[features.target == run]
-    cols = [c for c in features.columns if c.startswith(("lower:", "upper:"))]
-    ratios = rows[cols].mean()
-    by_counter = ratios.groupby([c.split(":", 1)[1] for c in ratios.index]).max()
-    return list(by_counter[by_counter > 0].sort_values(ascending=False).index)
-
-
-def history_record(tree: Path, index: dict, system: str, medians: Medians) -> dict[str, tuple[float, float, int]]:
-    """Per replayable order (``violations``, ``robust_signature``): over the history's verified
-    faults of ``system`` with labelled counters, the share with one among the first five, the share
-    with one first, and how many."""
+def history_record(tree: Path, index: dict, system: str, medians: Medians) -> dict[str, counter_order.RankingRecord]:
+    """Each ranking's record on the history's labelled faults of ``system`` (``counter_order.records``,
+    as the report reads it: each fault's robust distance from the normal runs of its lab, or of
+    every lab when its own has fewer than three)."""
     path = tree / "data/processed/features" / f"{system}.parquet"
     if not path.exists():
         return {}
-    features = pd.read_parquet(path)
-    judged = set(features.target)
     labels = fault_labels(index, system)
     normals = [r for r, v in index.items() if v.get("system") == system and v.get("verdict") == "pass"]
     lab = {r: json.dumps(index[r].get("environment"), sort_keys=True) for r in index}
-    ranks: dict[str, list[int | None]] = {"violations": [], "robust_signature": []}
-    for run, row in index.items():
-        if row.get("system") != system or row.get("verdict") != "fail" or run not in judged:
-            continue
-        labelled = set(labelled_counters(row, list(medians(run).index)))
-        if not labelled:
-            continue
-        sig = signature(labels, row.get("cause"), leave_out=run)
-        same = [o for o in normals if lab[o] == lab[run]]
-        z = medians.z(run, same if len(same) >= 3 else normals)
-        ranks["violations"].append(rank(explain_order(violation_order(features, run), sig), labelled))
-        ranks["robust_signature"].append(rank(explain_order(list(z.sort_values(ascending=False).index), sig),
-                                              labelled))
-    return {k: (float(np.mean([x is not None and x < 5 for x in v])), float(np.mean([x == 0 for x in v])), len(v))
-            for k, v in ranks.items() if v}
+
+    def passed_for(run: str) -> list[str]:
+        same = [o for o in normals if lab[o] == lab[run] and o != run]
+        return same if len(same) >= 3 else [o for o in normals if o != run]
+    runs = sorted(set(normals) | set(labels))
+    frame = pd.DataFrame({r: medians(r) for r in runs}).T if runs else pd.DataFrame()
+    return counter_order.records(labels, frame, pd.read_parquet(path), {r: passed_for(r) for r in labels})
 
 
 def rank(order: list[str], labelled: set[str]) -> int | None:
@@ -172,10 +151,8 @@ def score_set(root: Path, name: str, show: bool) -> list[dict]:
             ranked["robust_signature"] = explain_order(ranked["robust_z"], sig)
             if doc["system"] not in records:
                 records[doc["system"]] = history_record(tree, index, doc["system"], medians)
-            rec = records[doc["system"]]
-            better = "violations" in rec and "robust_signature" in rec and \
-                rec["robust_signature"][:2] > rec["violations"][:2]
-            ranked["by_record"] = ranked["robust_signature"] if better else ranked["shown"]
+            robust = counter_order.choose(records[doc["system"]]) == "robust"
+            ranked["by_record"] = ranked["robust_signature"] if robust else ranked["shown"]
             ranks = {k: rank(v, labelled) for k, v in ranked.items()}
             rows.append({"split": tree.name, "run": doc["run_id"], "cause": truth.get("cause"),
                          "said": doc["cause"]["label"], **ranks})
