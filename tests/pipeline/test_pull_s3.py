@@ -1,7 +1,8 @@
 """pull from s3:// against a real S3 API: moto's server (``moto[server]``, started by the test on a
 local port; no AWS account is reachable from here, which is why it stands in), read through s3fs
-as a lab's bucket would be.  1,000 archives; the second night, with one new archive, lists the
-bucket and reads only that archive's bytes; a rewritten object (new ETag, same key) is read and
+as a lab's bucket would be.  The server answers listings in pages of ten keys (moto's
+``MOTO_S3_DEFAULT_MAX_KEYS``; S3's own pages hold 1,000), so 25 archives make a listing of three pages:
+the second night, with one new archive, lists the bucket and reads only that archive's bytes; a rewritten object (new ETag, same key) is read and
 refused as a changed archive."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from pipelines.storage import manifest, sources
 
 pytestmark = pytest.mark.slow
+PAGE, N = 10, 25                # keys per listing page, archives in the bucket
 
 
 @pytest.fixture()
@@ -26,6 +28,7 @@ def s3(monkeypatch):
     endpoint = f"http://{host}:{port}"
     import urllib.request
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))  # state is per process
+    monkeypatch.setenv("MOTO_S3_DEFAULT_MAX_KEYS", str(PAGE))     # read by the server at each listing
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
         monkeypatch.setenv(key, value)
@@ -39,23 +42,25 @@ def s3(monkeypatch):
 def test_a_second_night_on_s3_reads_only_the_new_archive(s3, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(8) as pool:             # 1,000 objects: a second listing spans two pages
+    with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: s3.put_object(Bucket="lab", Key=f"runs/shop-run-{i:04d}.tar.gz",
-                                              Body=os.urandom(512)), range(1000)))
+                                              Body=os.urandom(512)), range(N)))
+    page = s3.list_objects_v2(Bucket="lab", Prefix="runs/")
+    assert page["KeyCount"] == PAGE and page["IsTruncated"]          # every listing below spans pages
     raw = tmp_path / "raw"
     first = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 20)
-    assert len(first["new"]) == 1000 and first["bytes_read"] == 512_000 and not first["missing_sources"]
+    assert len(first["new"]) == N and first["bytes_read"] == 512 * N and not first["missing_sources"]
     entries = manifest.read_manifest(raw / "manifest.jsonl")
     assert entries["shop-run-0000"].marker.startswith("ETag:")
 
     s3.put_object(Bucket="lab", Key="runs/shop-run-new.tar.gz", Body=os.urandom(700))
     second = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 20)
     assert second["new"] == ["shop-run-new"]
-    assert second["listed_known"] == 1000 and second["bytes_read"] == 700
+    assert second["listed_known"] == N and second["bytes_read"] == 700
 
     s3.put_object(Bucket="lab", Key="runs/shop-run-0007.tar.gz", Body=os.urandom(512))   # rewritten in place
     third = sources.pull(["s3://lab/runs"], raw, max_archive_bytes=1 << 20)
-    assert third["bytes_read"] == 512 and third["listed_known"] == 1000
+    assert third["bytes_read"] == 512 and third["listed_known"] == N
     assert [r["run_id"] for r in third["refused"]] == ["shop-run-0007"]
     assert "content changed" in third["refused"][0]["reason"]
 
