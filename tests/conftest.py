@@ -6,6 +6,8 @@ import fcntl
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,20 @@ def night_with_model(tmp_path_factory, night_without_model) -> concurrent.future
         _night_with_model(folder, night_without_model.result(timeout=900))
     return concurrent.futures.ThreadPoolExecutor(1).submit(
         lambda: once_per_session(tmp_path_factory, "night-with-model", build) / "tree")
+
+
+def _build_wheel(folder: Path) -> None:
+    """The wheel (``uv build``: the install's uv, a PEP 517 front end like ``pip wheel``, at about
+    40 % of its CPU) in ``folder/dist``, installed with ``pip install --no-deps --target folder/site``."""
+    subprocess.run([str(Path(sys.executable).parent / "uv"), "build", "--quiet", "--wheel", "-o", str(folder / "dist"),
+                    str(REPO)], check=True, capture_output=True)
+    (wheel,) = (folder / "dist").glob("regresslab-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder / "site"),
+                    str(wheel)], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Path:
+    """The package as a user gets it (its data files included), installed from its wheel into a
+    folder of its own (``site``; the wheel beside it in ``../dist``), once for the test session."""
+    return once_per_session(tmp_path_factory, "wheel", _build_wheel) / "site"

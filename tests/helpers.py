@@ -196,3 +196,24 @@ class GatlingBinaryLog:
         self.cached(name)
         self.out += b"".join((v - self.start).to_bytes(4, "big") for v in (begin_ms, end_ms)) + (5).to_bytes(4, "big")
         self.out += bytes([1])
+
+
+def wheel_venv(installed: Path, folder: Path) -> tuple[Path, dict[str, str]]:
+    """A venv in ``folder`` holding the wheel ``installed`` was built from (conftest ``installed``),
+    its dependencies the test environment's on a .pth line (a directory added so does not run that
+    environment's .pth files: this checkout's editable install stays out); its ``bin`` and the
+    environment of a shell that finds it first (no ``REGRESSLAB_ROOT``, no ``PYTHONPATH``)."""
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    (site,) = (folder / "lib").glob("python3*/site-packages")
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (wheel,) = (installed.parent / "dist").glob("regresslab-*.whl")
+    subprocess.run([str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--no-deps",
+                    "--python", str(folder / "bin" / "python"), str(wheel)], check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
+    env.update(PATH=f"{folder / 'bin'}:{Path(sys.executable).parent}:{env['PATH']}")
+    where = subprocess.run([str(folder / "bin" / "python"), "-c", "import pipelines; print(pipelines.__file__)"],
+                           env=env, cwd=folder, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(site)), where              # the wheel's package, not this checkout
+    return folder / "bin", env

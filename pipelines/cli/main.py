@@ -114,6 +114,11 @@ def run(argv: list[str]) -> int:
     if proc.returncode:
         from pipelines.reporting import alerts
 
+        busy = another_night(list(tail))
+        if busy:                                # not this night's failure: the night that holds the project goes on
+            print(f"[run] another night holds this project, so this one did not start (nothing written, "
+                  f"no alert): {busy}", file=sys.stderr)
+            return proc.returncode
         stage, reason = failed_stage(list(tail))
         if not alerts.is_skip(reason):
             from pipelines.reporting.pages import write_failed_night
@@ -128,6 +133,15 @@ def run(argv: list[str]) -> int:
                   file=sys.stderr)
             return 3
     return 0
+
+
+def another_night(lines: list[str]) -> str | None:
+    """DVC's line saying that another ``dvc repro`` holds the project (its repository lock, or the
+    outputs of the stage it is running), None when the night failed for another reason."""
+    for line in reversed(lines):
+        if "is busy, it is being blocked by" in line or "Unable to acquire lock" in line:
+            return line.strip()
+    return None
 
 
 def failed_stage(lines: list[str]) -> tuple[str, str]:

@@ -17,21 +17,6 @@ from pipelines.cli import main as cli
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """``pip install --no-deps --target T <wheel>``: the package as a user gets it (its data files
-    included), beside the test environment's dependencies.  The wheel is built by ``uv build`` (the
-    install's uv, a PEP 517 front end like ``pip wheel``, at about 40 % of its CPU)."""
-    base = tmp_path_factory.mktemp("wheel")
-    subprocess.run([str(Path(sys.executable).parent / "uv"), "build", "--quiet", "--wheel", "-o", str(base / "dist"),
-                    str(REPO)], check=True, capture_output=True)
-    (wheel,) = (base / "dist").glob("regresslab-*.whl")
-    target = base / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-                    str(wheel)], check=True, capture_output=True)
-    return target
-
-
 def _regresslab(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
     env["PYTHONPATH"] = str(installed)
@@ -114,65 +99,6 @@ def test_report_says_what_the_index_says(tmp_path, capsys):
         assert xml.count("<testcase ") == 4 and 'failures="2"' in xml and 'skipped="1"' in xml
     finally:
         config.use_root(old)
-
-
-def test_a_labs_own_project_from_the_wheel_runs_its_night(installed, tmp_path, tiny_lab):
-    """``regresslab init`` on a folder of archives, with the wheel installed into a venv of its own
-    (no checkout on the path): its dvc.yaml runs ``regresslab stage`` and holds no simulated lab;
-    ``regresslab run`` writes a verdict for every target.  (A source gone failing the night with its
-    banner and mail is tests/dags/test_alerts.py's, by the same ``regresslab run``.)"""
-    import sysconfig
-
-    import yaml
-
-    lab, truth = tiny_lab
-    # a venv of its own holding the wheel; the dependencies are the test environment's, on a .pth line
-    # (a directory added so does not run that environment's .pth files: this checkout's editable
-    # install stays out)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site,) = (venv / "lib").glob("python3*/site-packages")
-    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    (wheel,) = (installed.parent / "dist").glob("regresslab-*.whl")
-    subprocess.run([str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--no-deps",
-                    "--python", str(venv / "bin" / "python"), str(wheel)], check=True, capture_output=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("REGRESSLAB_ROOT", "PYTHONPATH")}
-    env.update(PATH=f"{venv / 'bin'}:{Path(sys.executable).parent}:{env['PATH']}")
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import pipelines; print(pipelines.__file__)"],
-                           env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    assert where.startswith(str(site)), where              # the wheel's package, not this checkout
-
-    def regresslab(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(venv / "bin" / "regresslab"), *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=900)
-    made = regresslab(tmp_path, "init", "perf-lab", "--source", str(lab), "--name", "shop lab")
-    assert made.returncode == 0, made.stderr
-    project = tmp_path / "perf-lab"
-    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
-    assert {"labsim", "commitsim", "commit_changes"}.isdisjoint(stages) and {"pull", "report", "evaluate"} <= set(stages)
-    assert all(s["cmd"] == f"regresslab stage {name}" for name, s in stages.items())
-    assert not any(str(d).startswith("pipelines/") for s in stages.values() for d in s["deps"])
-    assert yaml.safe_load((project / "params.yaml").read_text())["pull"]["source"] == str(lab)
-    assert (project / ".dvc").is_dir() and (project / ".regresslab" / "version").is_file()
-    dags = sorted(p.name for p in (project / "dags").glob("*.py"))
-    assert dags == ["nightly_regression_analysis.py", "retrain_cause_models.py"]
-    assert f'"REGRESSLAB_ROOT", "{project}"' in (project / "dags" / dags[0]).read_text()
-    assert len((project / "README.md").read_text().strip().splitlines()) <= 6
-    assert regresslab(tmp_path, "init", "perf-lab", "--source", str(lab)).returncode == 1     # not over a project
-    with open(project / "params.yaml", "a") as fh:
-        fh.write("report:\n  junit: reports/junit.xml\n")
-    night = regresslab(project, "run", "--fail-on-regression")
-    regressed = [p.stem for p in (project / "reports" / "runs").glob("*.json")
-                 if json.loads(p.read_text())["verdict"] == "fail"]
-    assert night.returncode == (3 if regressed else 0), night.stdout[-3000:] + night.stderr[-3000:]
-    assert (f"{len(regressed)} run(s) regressed" in night.stderr) == bool(regressed)
-    targets = sorted(r for r in truth if "-t" in r)
-    written = sorted(p.stem for p in (project / "reports" / "runs").glob("*.json"))
-    assert targets and written == targets
-    assert not (project / "data" / "example").exists() and not (project / "reports" / "commits").exists()
-    assert "runs regressed" in (project / "reports" / "index.html").read_text()
-    cases = (project / "reports" / "junit.xml").read_text()
-    assert cases.count("<testcase ") == len(targets) and f'failures="{len(regressed)}"' in cases
 
 
 def test_the_stages_run_with_this_interpreter_without_an_activated_environment():
