@@ -62,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["REGRESSLAB_ROOT"] = str(Path(args.tree).resolve())
     from pipelines import config
-    from pipelines.calibration import history, labs
+    from pipelines.systems import history, labs
     from pipelines.storage import manifest, store
 
     labels = json.loads(Path(args.labels).read_text())

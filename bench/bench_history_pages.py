@@ -26,7 +26,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines import config  # noqa: E402
-from pipelines.calibration import history  # noqa: E402
+from pipelines.systems import history  # noqa: E402
 from pipelines.reporting import counter_history  # noqa: E402
 from pipelines.storage import atomic, manifest  # noqa: E402
 

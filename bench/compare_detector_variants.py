@@ -49,7 +49,8 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     import pandas as pd
 
     from pipelines import config
-    from pipelines.calibration import effects, history
+    from pipelines.stats import effects
+    from pipelines.systems import history
     from pipelines.detectors import rule_ensemble, rule_mining
     from pipelines.storage import manifest, store
     index = manifest.read_valid_index()
@@ -82,7 +83,8 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
 def cross_lab_null(tree: str, labels_path: str) -> None:
     _root(tree)
     from pipelines import config
-    from pipelines.calibration import effects, history, labs
+    from pipelines.stats import effects
+    from pipelines.systems import history, labs
     from pipelines.detectors import rule_ensemble, rule_mining
     from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
@@ -127,7 +129,7 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
 
 def _across_labs(index: dict, system: str, path_of, status_of):
     """The system's targets judged across labs: (run_id, the stage's result file, its lab status)."""
-    from pipelines.calibration import history
+    from pipelines.systems import history
     from pipelines.storage import store
     for run_id in [t for t in history.targets(index) if index[t]["system"] == system]:
         doc = store.read_optional(path_of(run_id)) or {}
@@ -142,7 +144,9 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     target's chart p-value (run and window, Bonferroni) under the same-lab calibration and under
     one whose null scores are those cross-lab ones."""
     from pipelines import config
-    from pipelines.calibration import chart_runs, effects, labs
+    from pipelines.detection import chart_runs
+    from pipelines.stats import effects
+    from pipelines.systems import labs
     from pipelines.detectors import charts
     from pipelines.storage import atomic, store
     params = charts.ControlChartParams.load()
@@ -186,7 +190,8 @@ def peak(tree: str, labels_path: str) -> None:
     import pandas as pd
 
     from pipelines import config
-    from pipelines.calibration import history, pvalues
+    from pipelines.systems import history
+    from pipelines.stats import pvalues
     from pipelines.detectors import charts
     from pipelines.storage import atomic, manifest, store
     labels = json.loads(Path(labels_path).read_text())

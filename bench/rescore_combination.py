@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipelines.calibration import pvalues  # noqa: E402 -- after the path is set
+from pipelines.stats import pvalues  # noqa: E402 -- after the path is set
 
 VARIANTS = [(within, weights) for within in ("fallback", "every run") for weights in ("equal", "same-lab", "every run")]
 

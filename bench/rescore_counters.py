@@ -45,9 +45,9 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipelines.calibration import counter_order  # noqa: E402 -- after the path is set
-from pipelines.calibration.cause_signatures import FaultLabel, explain_order, in_turn, signature  # noqa: E402
-from pipelines.detectors.counter_kinds import counter_kind  # noqa: E402
+from pipelines.verdict import counter_order  # noqa: E402 -- after the path is set
+from pipelines.verdict.cause_signatures import FaultLabel, explain_order, in_turn, signature  # noqa: E402
+from pipelines.systems.counter_kinds import counter_kind  # noqa: E402
 from robustness import SETS, labelled_counters  # noqa: E402
 
 ORDERS = ("shown", "robust_z", "kind_relative", "signature_by_change", "component", "robust_signature", "by_record")

@@ -11,8 +11,8 @@
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
 faults' p-values; the cause model's leave-one-out fault scores).  This rebuilds every detector's
-record as the stages now do (``record.loo_pvalues`` with each detector's own p-value), composes
-every target's verdict file again with ``headline.verdict_of`` from the stored stage results and that
+record as the stages now do (``pvalues.loo_pvalues`` with each detector's own p-value), composes
+every target's verdict file again with ``stage_results.verdict_of`` from the stored stage results and that
 record (``report.detector_trust: record``), and prints, per set and split, the verdict so composed
 beside the stored headline and each detector alone, each set's worst case and its gap to the best
 detector alone, and where the first counters shown name a labelled one; each detector alone is its p-value in the
@@ -30,7 +30,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipelines.calibration import cause_signatures, headline, labs, record  # noqa: E402 -- after the path is set
+from pipelines.detection import stage_results
+from pipelines.verdict import cause_signatures, headline
+from pipelines.systems import labs
+from pipelines.verdict import record  # noqa: E402 -- after the path is set
 from pipelines.detectors import charts as control_charts, cluster_models, rule_ensemble, within_run  # noqa: E402
 from robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
 
@@ -71,8 +74,8 @@ def system_history(tree: Path, system: str, index: dict, resolution: float) -> r
                      list(meta["null_fault_scores"].values()),
                      "history_fault_scores": {r: v["fault_score"] for r, v in (meta.get("loo_predictions") or {}).items()
                                               if v.get("truth") not in (None, "none") and v.get("fault_score") is not None}}
-        normals["cause_classifier"] = headline.classifier_history_normals(predicted, resolution=resolution) or {}
-        faults["cause_classifier"] = headline.classifier_history_faults(predicted, resolution=resolution) or {}
+        normals["cause_classifier"] = stage_results.classifier_history_normals(predicted, resolution=resolution) or {}
+        faults["cause_classifier"] = stage_results.classifier_history_faults(predicted, resolution=resolution) or {}
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     return record.History(normals, faults, lab_of)
 
@@ -97,7 +100,7 @@ def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | N
     predicted = read(processed / "causes" / f"{run_id}.json") or None
     if predicted is not None and meta_scores:
         predicted["history_normal_scores"] = meta_scores
-    return headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of),
+    return stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of),
                                fault_labels=fault_labels)
 
 

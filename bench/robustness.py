@@ -250,7 +250,7 @@ def finish_split(set_name: str, split: str, tree: Path, history: list[str], t0: 
 def score_split() -> dict:
     """In a split's tree: each target's truth against every method's verdict."""
     from pipelines import config
-    from pipelines.calibration import history
+    from pipelines.systems import history
     from pipelines.evaluation.anchors import AnchorParams
     from pipelines.evaluation.leave_one_out import anchor_rows
     from pipelines.storage import manifest, store

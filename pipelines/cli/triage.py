@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timezone
 
 from pipelines import config
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.safe_text import for_terminal, text_problem
 from pipelines.storage import locks, manifest, store
 from pipelines.storage.triage_log import VERDICTS, append, apply_triage, decision, read_log, triage_state, undo

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.detectors import charts
-from pipelines.detectors.counter_kinds import counter_kind
+from pipelines.systems.counter_kinds import counter_kind
 from pipelines.storage.run_records import Environment
 
 log = logging.getLogger("regresslab.features")

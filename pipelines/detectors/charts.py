@@ -45,7 +45,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import history, labs, pvalues
+from pipelines.systems import history, labs
+from pipelines.stats import pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
 from pipelines.storage.stage_files import ChartCalibration, ChartResult, ChartSeries, CrossLabNull, MinorMode
 
@@ -648,7 +649,7 @@ def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], ver
 def normal_pvalues(calibration: ChartCalibration, intervals: dict[str, int]) -> dict[str, float]:
     """Each normal run's charts p-value against the others' run and window scores, as
     :func:`judge` computes a target's (Bonferroni of the two; resolution one interval of the run):
-    the charts' record of false alarms (``calibration.record``)."""
+    the charts' record of false alarms (``verdict.record``)."""
     runs, windows = calibration["normal_scores"], calibration["window_scores"]
     out = {}
     for r, score in runs.items():

@@ -53,7 +53,8 @@ from scipy.spatial.distance import squareform
 from scipy.stats import ks_2samp
 
 from pipelines import parallel
-from pipelines.calibration import history, labs, pvalues, record
+from pipelines.systems import history, labs
+from pipelines.stats import pvalues
 from pipelines.progress import Progress
 from pipelines.storage.run_records import ValidIndex
 from pipelines.storage.stage_files import ClusterResult
@@ -452,7 +453,7 @@ def complete_columns(frame: pd.DataFrame, *, min_share: float) -> pd.DataFrame:
 def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
     """Each normal run's p-value against the others' largest excess errors, as :func:`judge`
     computes a run's (the cluster models' record of false alarms, ``record``)."""
-    return record.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
+    return pvalues.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
 
 
 def judge(max_error: float, null: list[float], *, false_alarm_rate: float,

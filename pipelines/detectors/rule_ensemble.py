@@ -58,7 +58,8 @@ import pandas as pd
 import scipy.stats  # noqa: F401 -- labs' and pvalues' tests, imported once before the analyses fork, not in each process
 
 from pipelines import config, parallel
-from pipelines.calibration import effects, history, labs, pvalues, record
+from pipelines.stats import effects, pvalues
+from pipelines.systems import history, labs
 from pipelines.detectors import rule_mining
 from pipelines.preparation import bins
 from pipelines.progress import Progress
@@ -565,7 +566,7 @@ def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
     all the others but itself: one model fewer than the runs), the record's false alarms
     (``record``)."""
     models = max(1, len(normal_scores) - 1)
-    return record.loo_pvalues(normal_scores, lambda s, null: stacking_pvalue(s, null, models))
+    return pvalues.loo_pvalues(normal_scores, lambda s, null: stacking_pvalue(s, null, models))
 
 
 def stacking_evidence(result: RulesResult, null: list[float] | None) -> StackingEvidence:

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.calibration import effects, pvalues, record
-from pipelines.detectors.counter_kinds import counter_metric
+from pipelines.stats import effects, pvalues
+from pipelines.systems.counter_kinds import counter_metric
 from pipelines.storage.stage_files import WithinRunCalibration, WithinRunResult
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
@@ -307,7 +307,7 @@ def choose_limits(calibration: WithinRunCalibration, fault_pvalues: dict[str, di
 def normal_pvalues(normal_scores: dict[str, float]) -> dict[str, float]:
     """Each normal run's p-value against the others' scores, as :func:`judge` computes a run's (its
     record's false alarms, ``record``)."""
-    return record.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
+    return pvalues.loo_pvalues(normal_scores, lambda s, null: pvalues.calibrated_pvalue(s, null, resolution=RESOLUTION))
 
 
 def judge(contrasts: dict[str, Contrast], calibration: WithinRunCalibration, *, false_alarm_rate: float,

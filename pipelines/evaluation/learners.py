@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.detectors import causes
 from pipelines.progress import Progress
 from pipelines.storage import atomic, store

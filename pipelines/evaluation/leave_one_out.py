@@ -15,7 +15,10 @@ from dataclasses import dataclass
 import logging
 
 from pipelines import config, parallel
-from pipelines.calibration import cause_signatures, effects, headline, history, labs
+from pipelines.detection import stage_results
+from pipelines.verdict import cause_signatures, headline
+from pipelines.stats import effects
+from pipelines.systems import history, labs
 from pipelines.detectors import charts, rule_ensemble, within_run
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.evaluation import anchors
@@ -207,7 +210,7 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
             predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
-            head = headline.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
+            head = stage_results.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
                                        lab_of=lab_of, fault_labels=fault_labels)
             rows += score_rows(truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
@@ -251,7 +254,7 @@ def loo_history_faults(faults: list[str], analysed: dict[str, tuple[dict, dict]]
 
 def loo_classified(meta: CauseModelMeta) -> dict[str, CausePrediction]:
     """The cause classifier's leave-one-out evidence per verified run, shaped as a prediction for
-    ``headline.verdict_of``: the run's fault score from the model trained without it
+    ``stage_results.verdict_of``: the run's fault score from the model trained without it
     (``train_causes``), against the same scores of the other normal runs.  Those came from models
     that saw the held-out run; retraining every learner once per held-out run and per other run
     would cost the square of ``train_causes``' leave-one-out, for a null that moves by one run in

@@ -19,7 +19,7 @@ from typing import TypedDict
 import numpy as np
 import pandas as pd
 
-from pipelines.calibration import headline
+from pipelines.verdict import headline
 from pipelines.storage.run_records import RunRecord, ValidIndex
 from pipelines.storage.stage_files import ChartResult, ClusterResult, VerdictFile
 

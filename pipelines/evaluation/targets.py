@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pipelines import config
-from pipelines.calibration import headline
+from pipelines.verdict import headline
 from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex

@@ -32,7 +32,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu     # at import: the report's pool processes are forked after it
 
 from pipelines import config
-from pipelines.calibration import effects
+from pipelines.stats import effects
 from pipelines.reporting.summary import environment_differences, with_unit, worse_direction
 from pipelines.storage.run_records import RunRecord, ValidIndex
 

@@ -15,7 +15,10 @@ import pandas as pd
 
 from pipelines import config, parallel
 from pipelines.safe_text import mask_urls
-from pipelines.calibration import cause_signatures, counter_order, effects, headline, history, labs
+from pipelines.detection import stage_results
+from pipelines.verdict import cause_signatures, counter_order, headline
+from pipelines.stats import effects
+from pipelines.systems import history, labs
 from pipelines.reporting import compare, counter_history, links
 from pipelines.reporting.pages import (NightIndex, RunPage, dropped_counters, index_row, render_index, render_run,
                                       templates_digest)
@@ -125,7 +128,7 @@ def _records(system: str, labels: tuple, features: str | None, passed: tuple, la
 def order_counters(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: "ReportInputs",
                    lab_of: Mapping[str, str], min_effect_pct: float) -> None:
     """A failed run's counters in the order the better record on the system's labelled faults
-    chooses (:mod:`pipelines.calibration.counter_order`), and both records, on ``doc`` (in place):
+    chooses (:mod:`pipelines.verdict.counter_order`), and both records, on ``doc`` (in place):
     the detectors' order stays unless the robust distance's record is the better.  ``lab_of``:
     the lab of each run of the system (``labs.lab_key``)."""
     fault_labels = inputs.fault_labels
@@ -200,7 +203,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
-    doc = headline.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
+    doc = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
                               fault_labels=labels)
     order_counters(run_id, doc, index, inputs, lab_of, rule.min_effect_pct)
     doc["details"]["environment_not_in_baseline"] = novel_environment(

@@ -2,7 +2,7 @@
 
 The charts, violation ratios and calibration (Nguyen 2017 ch. 3, 6-7, seed 004) are
 :mod:`pipelines.detectors.charts`; a system's calibration and a target's charts, stored, are
-:mod:`pipelines.calibration.chart_runs` (its :class:`~pipelines.calibration.chart_runs.ControlCharts`
+:mod:`pipelines.detection.chart_runs` (its :class:`~pipelines.detection.chart_runs.ControlCharts`
 detector).  This stage calibrates each system on its normal runs and writes the calibration and each
 target's charts to ``data/processed/control_charts/``.
 """
@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from pipelines import config
-from pipelines.calibration import effects, history
-from pipelines.calibration.chart_runs import ControlCharts
+from pipelines.stats import effects
+from pipelines.systems import history
+from pipelines.detection.chart_runs import ControlCharts
 from pipelines.detectors.charts import ControlChartParams
-from pipelines.orchestration import judging
+from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from pipelines import config
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.preparation.bins import DiscretizeParams, edges_digest, edges_for
 from pipelines.storage import atomic, locks, manifest, memo, store
 

@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import effects, headline, history, labs
+from pipelines.stats import effects
+from pipelines.verdict import headline
+from pipelines.systems import history, labs
 from pipelines.detectors import cluster_models, rule_ensemble
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.detectors.charts import ControlChartParams

@@ -13,7 +13,7 @@ import logging
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import history, labs
+from pipelines.systems import history, labs
 from pipelines.detectors import charts
 from pipelines.detectors.cause_features import (KEY_COLUMNS, feature_columns, pair_baselines, pair_rows, rows_by_key,
                                                 rows_frame, shift_digest, with_pair_keys)

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from pipelines import config, parallel
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.detectors.rule_mining import MiningParams, mine_for_run, model_path
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store

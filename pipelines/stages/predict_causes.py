@@ -2,8 +2,8 @@
 
 The prediction (Nguyen 2017 ch. 8-9, seed 004) is :func:`pipelines.detectors.causes.predict_cause`:
 the target's pair rows through the system's current cause model; a target's prediction, stored,
-is :mod:`pipelines.calibration.cause_runs` (its
-:class:`~pipelines.calibration.cause_runs.CauseClassifier` detector).  Writes
+is :mod:`pipelines.detection.cause_runs` (its
+:class:`~pipelines.detection.cause_runs.CauseClassifier` detector).  Writes
 ``data/processed/causes/<run_id>.json``.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from pipelines import config
-from pipelines.calibration import history
-from pipelines.calibration.cause_runs import CauseClassifier
+from pipelines.systems import history
+from pipelines.detection.cause_runs import CauseClassifier
 from pipelines.detectors import charts
-from pipelines.orchestration import judging
+from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest
 from pipelines.storage.stage_files import CausePrediction

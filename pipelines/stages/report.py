@@ -1,6 +1,6 @@
 """report: the verdict file and the one-page HTML report of every target run, and the night's index.
 
-The headline decision is :func:`pipelines.calibration.headline.verdict_of`; a run's report (its
+The headline decision is :func:`pipelines.detection.stage_results.verdict_of`; a run's report (its
 verdict file, page and compare pages) and the night's index are :mod:`pipelines.reporting.run_reports`,
 the pages :mod:`pipelines.reporting.pages`.  This stage writes each target's verdict file
 (``reports/runs/<run_id>.json``, contract §2) and page, the night index with the quarantined
@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 
 from pipelines import config, parallel
-from pipelines.calibration import effects, headline, history
+from pipelines.stats import effects
+from pipelines.verdict import headline
+from pipelines.systems import history
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, junit
 from pipelines.reporting.pages import index_row

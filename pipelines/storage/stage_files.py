@@ -4,8 +4,8 @@
 its charts with the run against itself inside (``control_charts/runs/<run>.json``), ``clusters``
 its cluster models (``clusters/<run>.json``) and ``predict_causes`` its cause prediction
 (``causes/<run>.json``); ``report`` reads the four into one
-:class:`~pipelines.detectors.protocol.DetectorResult` per detector
-(:mod:`pipelines.calibration.stage_results`) and composes the verdict.  The files stay JSON at
+:class:`~pipelines.protocol.DetectorResult` per detector
+(:mod:`pipelines.detection.stage_results`) and composes the verdict.  The files stay JSON at
 rest and are read as plain dicts, as the valid-run index is (:mod:`run_records`); these types say
 what they hold, for readers and for type checkers.  Every detector's file carries its **record**
 on the system's history: ``history_faults`` and ``history_normals`` (run -> its leave-one-out

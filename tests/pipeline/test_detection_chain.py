@@ -224,7 +224,7 @@ def test_control_chart_results_and_metrics(analysed):
 
 def test_rule_flags_respect_the_practical_change_and_new_environment_filters(analysed):
     tree, truth = analysed
-    from pipelines.calibration import history
+    from pipelines.systems import history
     from pipelines.storage import atomic
     index = atomic.read_json(config.VALID_INDEX)["valid"]
     new_env = [r for r, t in truth.items() if t.get("new_environment")]
@@ -246,7 +246,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     """Eight passed runs over the simulator's labs, then a normal run on a lab none of them used.
 
     The history has no failed run (as SMD's): every later stage must still write its outputs."""
-    from pipelines.calibration import history
+    from pipelines.systems import history
     from pipelines.storage import atomic
     from tests.conftest import write_lab
 
@@ -360,7 +360,7 @@ def test_a_lone_new_report_writes_its_compare_pages_on_two_processes_as_one_woul
     run_id = sorted(p.stem for p in config.RUN_REPORTS.glob("*.json"))[0]
     for path in [*config.RUN_REPORTS.glob(f"{run_id}.*"), *config.COMPARE_REPORTS.glob(f"*{run_id}*")]:
         path.unlink()
-    from pipelines.calibration import headline
+    from pipelines.verdict import headline
 
     pids = tmp_path / "pids"
 

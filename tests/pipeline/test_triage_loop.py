@@ -13,7 +13,7 @@ import json
 import yaml
 
 from pipelines import config
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.cli import triage
 from pipelines.stages import train_causes, validate
 from pipelines.storage import manifest, triage_log

@@ -148,7 +148,7 @@ def test_a_broken_correlation_that_per_counter_checks_miss_is_caught():
 
 def test_the_verdict_is_calibrated_on_the_normal_runs_unless_a_threshold_is_set():
     null = [0.10, 0.12, 0.11, 0.13, 0.12]
-    from pipelines.calibration import pvalues
+    from pipelines.stats import pvalues
     high = cluster_models.judge(0.50, null, false_alarm_rate=0.05, error_threshold=None)
     assert high["verdict"] == "fail" and high["cluster_threshold"] == 0.13
     assert high["p_value"] == pytest.approx(pvalues.calibrated_pvalue(0.50, null, resolution=cluster_models.RESOLUTION),

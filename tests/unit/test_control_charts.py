@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.calibration import pvalues
+from pipelines.stats import pvalues
 from pipelines.detectors import charts
 from pipelines.preparation import intervals
 

@@ -1,12 +1,12 @@
 """Which ranking orders a failed run's counters: the one with the better record on the system's
-labelled faults (pipelines/calibration/counter_order.py), computed by hand."""
+labelled faults (pipelines/verdict/counter_order.py), computed by hand."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from pipelines.calibration import counter_order
-from pipelines.calibration.cause_signatures import FaultLabel
+from pipelines.verdict import counter_order
+from pipelines.verdict.cause_signatures import FaultLabel
 
 PASSED = ["p1", "p2", "p3", "p4"]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.calibration import history, labs
+from pipelines.systems import history, labs
 from pipelines.detectors import rule_ensemble, rule_mining
 
 

@@ -1,11 +1,11 @@
-"""The verdict from detector records built by hand (pipelines/detectors/protocol.py, calibration/stage_results.py)."""
+"""The verdict from detector records built by hand (pipelines/protocol.py, detection/stage_results.py)."""
 from __future__ import annotations
 
 import pytest
 
-from pipelines.calibration import headline
-from pipelines.calibration.stage_results import RULE_METHODS, RunJudged, from_stages
-from pipelines.detectors.protocol import DetectorResult
+from pipelines.verdict import headline
+from pipelines.detection.stage_results import RULE_METHODS, RunJudged, from_stages
+from pipelines.protocol import DetectorResult
 
 NORMALS = [f"n{i}" for i in range(20)]      # enough for the record to weigh the detectors (record.n_min)
 FAULTS = [f"f{i}" for i in range(6)]

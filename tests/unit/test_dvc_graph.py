@@ -42,9 +42,9 @@ def covered(path: str, deps: list[str]) -> bool:
 
 def test_the_import_reader_sees_imports_inside_functions(tmp_path):
     code = ("from pipelines import config\n\ndef f():\n    from pipelines.storage.store import read_info\n"
-            "    import pipelines.calibration.history\n")
+            "    import pipelines.systems.history\n")
     assert codebase.project_imports(code, MODULES) == {"pipelines.config", "pipelines.storage.store",
-                                                       "pipelines.calibration.history"}
+                                                       "pipelines.systems.history"}
 
 
 @pytest.mark.parametrize("name", sorted(STAGES))

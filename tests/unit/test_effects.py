@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.calibration import effects
+from pipelines.stats import effects
 
 KW = dict(window_share=0.2, min_window=3, floor_share=0.5)
 

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import pytest
+from pipelines.detection import stage_results
 
-from pipelines.calibration import headline
+from pipelines.verdict import headline
 
 BASELINE = [{"run_id": "b", "weight": 1.0}]
 
 
 def compose(detection, charts, predicted, *, clustered=None, **rule):
-    """The verdict file (JSON) of ``headline.verdict_of`` under the rule of ``rule``'s keywords."""
-    return headline.verdict_of(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered)
+    """The verdict file (JSON) of ``stage_results.verdict_of`` under the rule of ``rule``'s keywords."""
+    return stage_results.verdict_of(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered)
 
 
 @pytest.mark.parametrize("rule,stacking,charts,expected", [
@@ -38,7 +39,7 @@ def test_the_rule_is_built_once_from_params_and_checked():
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
            "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
-    verdict = headline.verdict_of(det, None, None, headline.HeadlineRule(verdict_rule="all"))
+    verdict = stage_results.verdict_of(det, None, None, headline.HeadlineRule(verdict_rule="all"))
     assert list(verdict) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
                              "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
                              "methods", "details"]
@@ -197,26 +198,26 @@ def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
     t = math.log(10) / (math.log(2) * math.sqrt(4 / 3))
     expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
     predicted = {"fault_score": 0.99, "null_fault_scores": [0.04, 0.09, 0.19]}
-    ev = headline.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.05)
+    ev = stage_results.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.05)
     assert ev["p_value"] == pytest.approx(expected, abs=1e-6) and expected == pytest.approx(0.0513, abs=1e-4)
     assert ev["verdict"] == "pass" and ev["null_runs"] == 3 and ev["abstained"] is None
-    assert headline.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.06)["verdict"] == "fail"
+    assert stage_results.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.06)["verdict"] == "fail"
     # a score of 0.65 is below one normal run's (0.70): p is at least 1/4 whatever the fitted tail says
     odd = {**predicted, "null_fault_scores": [0.04, 0.09, 0.70]}
-    low = headline.classifier_evidence({**odd, "fault_score": 0.65}, "same_lab", resolution=0.01, false_alarm_rate=0.05)
+    low = stage_results.classifier_evidence({**odd, "fault_score": 0.65}, "same_lab", resolution=0.01, false_alarm_rate=0.05)
     assert low["p_value"] >= 0.25
     # a run the classifier finds more probably normal (0.30 <= 1/2) gives no evidence, however far
     # above the normal runs' scores: p = 1
-    normalish = headline.classifier_evidence({**predicted, "fault_score": 0.30}, "same_lab", resolution=0.01,
+    normalish = stage_results.classifier_evidence({**predicted, "fault_score": 0.30}, "same_lab", resolution=0.01,
                                              false_alarm_rate=0.05)
     assert normalish["p_value"] == 1.0 and normalish["verdict"] == "pass"
     # another lab: the classifier's normal class never saw it, so it abstains and says why
-    other = headline.classifier_evidence(predicted, "adjusted", resolution=0.01, false_alarm_rate=0.05)
+    other = stage_results.classifier_evidence(predicted, "adjusted", resolution=0.01, false_alarm_rate=0.05)
     assert other["verdict"] is None and other["p_value"] is None and "adjusted" in other["abstained"]
-    few = headline.classifier_evidence({**predicted, "null_fault_scores": [0.1]}, "same_lab", resolution=0.01,
+    few = stage_results.classifier_evidence({**predicted, "null_fault_scores": [0.1]}, "same_lab", resolution=0.01,
                                        false_alarm_rate=0.05)
     assert few["verdict"] is None and "too few" in few["abstained"]
-    assert headline.classifier_evidence({"label": "none"}, "same_lab", resolution=0.01, false_alarm_rate=0.05) is None
+    assert stage_results.classifier_evidence({"label": "none"}, "same_lab", resolution=0.01, false_alarm_rate=0.05) is None
 
 
 def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are_shown():

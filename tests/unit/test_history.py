@@ -1,5 +1,5 @@
 """Which runs are a target's history: the named baseline only when it can be one."""
-from pipelines.calibration import history
+from pipelines.systems import history
 
 INDEX = {
     "p1": {"system": "s", "verdict": "pass", "started_at": "2026-01-01T00:00:00Z"},

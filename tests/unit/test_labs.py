@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.calibration import history, labs
+from pipelines.systems import history, labs
 from pipelines.detectors import charts
 
 A = {"cpu": "xeon", "db": "5.1"}

@@ -44,12 +44,12 @@ def test_the_key_moves_with_what_the_stage_read_and_nothing_else(index):
 def test_the_code_digest_covers_the_stage_and_what_it_imports():
     """The detect stage imports the rule ensemble, which imports the p-values; the config
     imports one project module, the schema of its parameters."""
-    known = {"pipelines.config", "pipelines.calibration.pvalues", "pipelines.storage.store"}
-    assert codebase.project_imports("from pipelines import config\nfrom pipelines.calibration import pvalues\n"
+    known = {"pipelines.config", "pipelines.stats.pvalues", "pipelines.storage.store"}
+    assert codebase.project_imports("from pipelines import config\nfrom pipelines.stats import pvalues\n"
                                     "import pipelines.storage.store\n", known) == known
-    assert codebase.project_imports("def f():\n    from pipelines.calibration.pvalues import simes\n",
-                                    known) == {"pipelines.calibration.pvalues"}
-    assert {"pipelines.detectors.rule_ensemble", "pipelines.calibration.pvalues"} <= codebase.closure(
+    assert codebase.project_imports("def f():\n    from pipelines.stats.pvalues import simes\n",
+                                    known) == {"pipelines.stats.pvalues"}
+    assert {"pipelines.detectors.rule_ensemble", "pipelines.stats.pvalues"} <= codebase.closure(
         "pipelines.stages.detect")
     assert codebase.closure("pipelines.config") == {"pipelines.config", "pipelines.params_schema", "pipelines.safe_text"}
     assert codebase.code_digest("pipelines.stages.detect") != codebase.code_digest("pipelines.stages.control_charts")

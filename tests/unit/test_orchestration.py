@@ -123,8 +123,8 @@ def judging_tree(tree):
 
 
 def test_a_night_calibrates_each_system_once_and_judges_its_targets_under_it(tree):
-    from pipelines.calibration import history
-    from pipelines.orchestration import judging
+    from pipelines.systems import history
+    from pipelines.detection import judging
     from pipelines.progress import Progress
     import logging
     index = judging_tree(tree)
@@ -141,8 +141,8 @@ def test_a_night_calibrates_each_system_once_and_judges_its_targets_under_it(tre
 
 
 def test_a_dag_batch_reads_each_systems_stored_calibration_once(tree):
-    from pipelines.calibration import history
-    from pipelines.orchestration import judging
+    from pipelines.systems import history
+    from pipelines.detection import judging
     judging_tree(tree)
     detector = CountingDetector()
     with judging.batch(detector, history.HistoryParams.load(), None, lock="test batch") as one:

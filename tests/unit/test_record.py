@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.calibration import headline, record
+from pipelines.stats import pvalues
+from pipelines.detection import stage_results
+from pipelines.verdict import headline, record
 
 RULE = record.TrustRule(alpha=0.05, level=0.05, min_runs=3, combination="simes")
 NORMALS = [f"n{i}" for i in range(20)]
@@ -20,7 +22,7 @@ def loud_and_quiet() -> record.History:
 def test_loo_pvalues_judge_each_run_against_the_others():
     # p(s, null) = the share of the others at or above s: by hand, 3 scores
     share = lambda s, null: sum(v >= s for v in null) / len(null)      # noqa: E731
-    assert record.loo_pvalues({"a": 1.0, "b": 2.0, "c": 3.0}, share) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    assert pvalues.loo_pvalues({"a": 1.0, "b": 2.0, "c": 3.0}, share) == {"a": 1.0, "b": 0.5, "c": 0.0}
 
 
 def test_a_detector_failing_every_normal_run_loses_its_say_and_the_verdict_follows_the_one_that_separates():
@@ -138,12 +140,12 @@ def test_compose_follows_the_detector_with_the_clean_record():
                                               "history_faults": {r: 0.001 for r in FAULTS}}}
     rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
                                  detectors=("stacking", "within_run"), trust="record")
-    doc = headline.verdict_of(det, charts, None, rule)
+    doc = stage_results.verdict_of(det, charts, None, rule)
     assert doc["verdict"] == "pass" and doc["p_value"] == pytest.approx(0.4)
     assert doc["details"]["trust"]["decided_by"] == ["within_run"]
     assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 20
     # the same run under the old rule (every named detector, Simes): 2 x 0.001 fails it
-    old = headline.verdict_of(det, charts, None, headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
+    old = stage_results.verdict_of(det, charts, None, headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
                                                                     detectors=("stacking", "within_run")))
     assert old["verdict"] == "fail"
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.storage import triage_log
 
 PREV = {"verdict": None, "cause": None, "regressed_counters": []}

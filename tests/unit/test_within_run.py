@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.calibration import pvalues
+from pipelines.stats import pvalues
 from pipelines.detectors import within_run
 
 KW = {"window_share": 0.2, "min_window": 3}

@@ -9,7 +9,7 @@ names its own ``baseline``.  Analysts remove a run from the repository by listin
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ def lab_key(env: Environment | None) -> str:
     return json.dumps(env or {}, sort_keys=True, default=str)
 
 
-def passed_runs(index: ValidIndex, system: str, *, exclude: set[str] = frozenset(),
+def passed_runs(index: ValidIndex, system: str, *, exclude: AbstractSet[str] = frozenset(),
                 before: str | None = None, window: int | None = None) -> list[str]:
     """Passed verified runs of ``system``, oldest first, optionally before a time and windowed."""
     runs = [(row["started_at"], rid) for rid, row in index.items()
@@ -33,15 +33,15 @@ def passed_runs(index: ValidIndex, system: str, *, exclude: set[str] = frozenset
     return ids[-window:] if window else ids
 
 
-def verified_runs(index: ValidIndex, system: str, *, exclude: set[str] = frozenset()) -> list[str]:
+def verified_runs(index: ValidIndex, system: str, *, exclude: AbstractSet[str] = frozenset()) -> list[str]:
     """The runs of ``system`` an analyst has verified (passed or failed), by run_id."""
     return [r for r in sorted(index) if index[r].get("system") == system
             and index[r].get("verdict") in ("pass", "fail") and r not in exclude]
 
 
-def verdicts(index: ValidIndex, system: str, *, exclude: set[str] = frozenset()) -> dict[str, str]:
+def verdicts(index: ValidIndex, system: str, *, exclude: AbstractSet[str] = frozenset()) -> dict[str, str]:
     """The verified runs of ``system`` with their verdict (``pass``/``fail``)."""
-    return {r: index[r]["verdict"] for r in verified_runs(index, system, exclude=exclude)}
+    return {r: str(index[r]["verdict"]) for r in verified_runs(index, system, exclude=exclude)}   # pass or fail
 
 
 def fault_runs(verdicts: dict[str, str]) -> list[str]:
@@ -57,7 +57,7 @@ def targets(index: ValidIndex) -> list[str]:
 
 
 def usable_baseline(run_id: str, named: list[str], index: ValidIndex, *,
-                    exclude: set[str] = frozenset()) -> list[str]:
+                    exclude: AbstractSet[str] = frozenset()) -> list[str]:
     """The runs of a named ``baseline`` that can be one: validated, of the same system, passed,
     started before the run, not the run itself and not excluded (a failed, later or unknown run,
     or the run itself, would make the comparison meaningless)."""
@@ -68,7 +68,7 @@ def usable_baseline(run_id: str, named: list[str], index: ValidIndex, *,
 
 
 def baseline_choice(run_id: str, index: ValidIndex, *, window: int,
-                    exclude: set[str] = frozenset()) -> tuple[list[str], str]:
+                    exclude: AbstractSet[str] = frozenset()) -> tuple[list[str], str]:
     """The passed runs a target is compared with, and where they come from:
 
     * ``named``: its own ``baseline``, when it names usable runs (:func:`usable_baseline`);
@@ -103,7 +103,7 @@ def baseline_choice(run_id: str, index: ValidIndex, *, window: int,
 
 
 def baseline_for(run_id: str, index: ValidIndex, *, window: int,
-                 exclude: set[str] = frozenset()) -> list[str]:
+                 exclude: AbstractSet[str] = frozenset()) -> list[str]:
     """The prior passed runs a target is compared with (:func:`baseline_choice`)."""
     return baseline_choice(run_id, index, window=window, exclude=exclude)[0]
 

@@ -6,7 +6,7 @@ in different components or instances: the name without the component prefix, eve
 digits folded to ``N``.  A fault in one service then looks the same whichever service it hits:
 the cause classifiers fold their features by kind (``cause_features.kind_features``), and a
 cause's signature on a system is the kinds its verified faults named
-(``calibration.cause_signatures``).
+(``verdict.cause_signatures``).
 """
 from __future__ import annotations
 

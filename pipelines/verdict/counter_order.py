@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pipelines.calibration.cause_signatures import FaultLabel, explain_order, signature
+from pipelines.verdict.cause_signatures import FaultLabel, explain_order, signature
 
 RANKINGS = ("detectors", "robust")
 IN_FIVE = 5

@@ -126,7 +126,7 @@ def split_by_effect(counters: list[str], effects: dict[str, float], min_effect_p
     kept, small = [], {}
     for c in counters:
         change = effects.get(c)
-        if is_significant(change, min_effect_pct):
+        if change is None or is_significant(change, min_effect_pct):
             kept.append(c)
         else:
             small[c] = round(100.0 * change, 2)

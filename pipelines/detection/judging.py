@@ -1,7 +1,7 @@
 """A detector over a night's targets, the one loop of the stages that judge runs against others.
 
 A stage that judges runs (``detect``, ``control_charts``, ``clusters``) names its
-:class:`~pipelines.detectors.protocol.Detector`; this calibrates it on every system's history and
+:class:`~pipelines.protocol.Detector`; this calibrates it on every system's history and
 judges each target of the system under that calibration (:func:`judge_night`, the stage's
 ``main``) — a target whose result is stored under the same inputs (``kept``) is not judged again,
 here and nowhere else — calibrates every system alone (:func:`calibrate_every_system`, the nightly DAG's
@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from pipelines import parallel
-from pipelines.calibration import effects, history
-from pipelines.detectors.protocol import Detector, SystemHistory
+from pipelines.stats import effects
+from pipelines.systems import history
+from pipelines.protocol import Detector, SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import locks, manifest
 from pipelines.storage.run_records import ValidIndex

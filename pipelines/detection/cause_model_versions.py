@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines import config
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.detectors import cause_features
 from pipelines.detectors.causes import CODE_VERSION, CauseParams, train_system
 from pipelines.progress import Progress

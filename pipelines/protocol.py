@@ -1,23 +1,23 @@
 """The shape every detector of a run takes: calibrated on a history, it judges a run against its
 baseline and the history's own verified runs the same way, and says so in one record.
 
-The verdict (:mod:`pipelines.calibration.headline`) reads nothing else: a :class:`DetectorResult`
+The verdict (:mod:`pipelines.verdict.headline`) reads nothing else: a :class:`DetectorResult`
 per detector (``stacking``, ``control_charts``, ``clustered_regression``, ``within_run``,
 ``cause_classifier``), built from the stages' files at one edge
-(:mod:`pipelines.calibration.stage_results`).  A new detector is a module that calibrates, judges
+(:mod:`pipelines.detection.stage_results`).  A new detector is a module that calibrates, judges
 and returns this record; the verdict weighs it by its record on the system's history
-(:mod:`pipelines.calibration.record`) like the others.
+(:mod:`pipelines.verdict.record`) like the others.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
-from pipelines.calibration.effects import Significance
-from pipelines.calibration.history import HistoryParams
+from pipelines.stats.effects import Significance
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import Calibration
+from pipelines.storage.stage_files import CausePrediction, Calibration, LabSummary, WeightedRun
 from pipelines.storage.store import FrameStore
+from pipelines.systems.history import HistoryParams
 
 
 @dataclass
@@ -42,8 +42,8 @@ class DetectorResult:
     run_score: float | None = None
     counter_scores: dict[str, float] = field(default_factory=dict)
     flagged_counters: list[str] = field(default_factory=list)
-    history_faults: dict[str, float | None] | None = None
-    history_normals: dict[str, float] | None = None
+    history_faults: Mapping[str, float | None] | None = None
+    history_normals: Mapping[str, float] | None = None
     page: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
@@ -77,10 +77,10 @@ class Detector(Protocol):
     nightly DAG batch, in a process of its own); ``kept`` is a target's result stored under the same
     inputs (the run, its baseline, the lab's verified runs, the calibration, the params and the
     code), if any; ``judge`` judges one target against its baseline under the calibration and
-    stores the result under those inputs (:mod:`~pipelines.orchestration.judging` asks ``kept``
+    stores the result under those inputs (:mod:`~pipelines.detection.judging` asks ``kept``
     first).  The verdict reads the stored
-    result into a :class:`DetectorResult` (:mod:`pipelines.calibration.stage_results`);
-    :mod:`pipelines.orchestration.judging` runs a detector over a night's targets."""
+    result into a :class:`DetectorResult` (:mod:`pipelines.detection.stage_results`);
+    :mod:`pipelines.detection.judging` runs a detector over a night's targets."""
 
     name: str
 
@@ -91,3 +91,16 @@ class Detector(Protocol):
     def kept(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any] | None: ...
 
     def judge(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class RunJudged:
+    """The run a verdict is about: its identity, baseline, the rules' details (effects, lab), how its
+    baseline relates to its lab (:func:`~pipelines.detection.stage_results.lab_status`) and the cause prediction, if any."""
+
+    run_id: str
+    system: str
+    baseline_runs: list[WeightedRun]
+    details: dict[str, Any]
+    lab: LabSummary
+    cause_prediction: CausePrediction | None = None

@@ -2,7 +2,7 @@
 :mod:`pipelines.detectors.causes`): the target's pair rows through its system's current cause model,
 with the model's leave-one-out fault scores, the classifier's record as a detector.
 
-The cause classifier is a :class:`~pipelines.detectors.protocol.Detector` like the detectors that
+The cause classifier is a :class:`~pipelines.protocol.Detector` like the detectors that
 compare runs, with one difference: its calibration (the model, its leave-one-out figures and the
 normal runs' fault scores) is learned by its own stage, ``train_causes``, and only read here.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipelines import config
-from pipelines.calibration import history, labs
+from pipelines.systems import history, labs
 from pipelines.detectors import cause_features, charts
 from pipelines.detectors.causes import evidence_counters, predict_cause
-from pipelines.detectors.protocol import SystemHistory
+from pipelines.protocol import SystemHistory
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex
 from pipelines.storage.stage_files import CauseModelMeta, CausePrediction
@@ -64,7 +64,7 @@ def predict_one(run_id: str, index: ValidIndex, models: store.CauseModels, chart
 
 @dataclass
 class CauseClassifier:
-    """The cause classifier as a :class:`~pipelines.detectors.protocol.Detector` (the
+    """The cause classifier as a :class:`~pipelines.protocol.Detector` (the
     ``predict_causes`` stage's): its calibration is the system's current model as ``train_causes``
     stored it (loaded once per system, with the model of its fault runs alone, before the stage's
     processes share them; empty without a model); a target's prediction is made again every night

@@ -70,11 +70,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from pipelines.calibration import pvalues
+from pipelines.stats import pvalues
 
 DETECTOR_NAMES = {"stacking": "association rules (stacking)", "control_charts": "control charts",
                   "clustered_regression": "cluster models", "within_run": "the run against itself",
@@ -85,18 +85,6 @@ DETECTOR_NAMES = {"stacking": "association rules (stacking)", "control_charts": 
 # detectors together both with and without them, so naming one never takes away the combination of
 # the others that the history showed right.
 SELF_CONTAINED = ("within_run",)
-
-
-def loo_pvalues(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
-    """Each normal run's p-value against the scores of the others (leave-one-out): the detector's
-    verdicts on the history's normal runs.  ``pvalue(score, null)`` is the detector's own; runs
-    whose p-value cannot be computed (too few others) are left out."""
-    out = {}
-    for run, score in scores.items():
-        p = pvalue(float(score), [float(v) for r, v in scores.items() if r != run])
-        if p is not None and np.isfinite(p):
-            out[run] = round(float(p), 6)
-    return out
 
 
 @dataclass(frozen=True)
@@ -339,7 +327,8 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     across labs)."""
     alpha, level, min_runs, combination = rule.alpha, rule.level, rule.min_runs, rule.combination
     allowed = alpha if rule.allowed is None else rule.allowed
-    judged = tuple(d for d, p in p_values.items() if p is not None and np.isfinite(p))
+    judged_p = {d: float(p) for d, p in p_values.items() if p is not None and np.isfinite(p)}
+    judged = tuple(judged_p)
     normal_runs, situation = history.situation(lab, min_runs, leave_out)
     fault_runs = history.fault_runs(leave_out)
     standings = {d: standing(d, history, normal_runs, fault_runs, situation, alpha=alpha, level=level)
@@ -349,17 +338,17 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     if rule.reading == "uncertain":
         nulls = nulls or {}
         system_normals = {r for runs in history.normals.values() for r in runs} - {leave_out}
-        beyond = beyond_calibration({d: p_values[d] for d in judged}, nulls)
+        beyond = beyond_calibration({d: judged_p[d] for d in judged}, nulls)
         own_lab = {r for r in system_normals if lab is not None and history.lab_of.get(r) == lab}
         if rule.new_lab and lab is not None and history.lab_of and not own_lab:
-            return new_lab(p_values, judged, standings, nulls, rule, beyond, len(system_normals))
+            return new_lab(judged_p, judged, standings, nulls, rule, beyond, len(system_normals))
         if rule.small and len(system_normals) < n_min(rule.level):
-            return small_history(p_values, judged, standings, rule, beyond, len(system_normals))
-        return read_record(p_values, judged, standings, history, normal_runs, fault_runs, rule, beyond,
+            return small_history(judged_p, judged, standings, rule, beyond, len(system_normals))
+        return read_record(judged_p, judged, standings, history, normal_runs, fault_runs, rule, beyond,
                            len(system_normals))
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
-        return fewest_false_alarms(p_values, judged, standings)
+        return fewest_false_alarms(judged_p, judged, standings)
     candidates = candidates_of(trusted)
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
@@ -370,7 +359,7 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     reason = ("the best record on this history's verified runs"
               + ("; left out for failing more normal runs than the rate explains: "
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
-    return Choice(best, combined({d: p_values[d] for d in best}, weights, combination), weights, standings,
+    return Choice(best, combined({d: judged_p[d] for d in best}, weights, combination), weights, standings,
                   {"+".join(c): v[0] for c, v in scored.items()}, reason)
 
 
@@ -381,8 +370,8 @@ def candidates_of(trusted: tuple[str, ...]) -> list[tuple[str, ...]]:
     return [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
 
 
-def fewest_false_alarms(p_values: Mapping[str, float | None], judged: tuple[str, ...],
-                        standings: dict[str, Standing], **extra) -> Choice:
+def fewest_false_alarms(p_values: Mapping[str, float], judged: tuple[str, ...],
+                        standings: dict[str, Standing], **extra: Any) -> Choice:
     """Nothing trusted at all: the detector with the fewest false alarms decides, and says so."""
     best = min(judged, key=lambda d: (standings[d].normal_failed / max(1, standings[d].normal_runs),
                                       -standings[d].faults_caught, d))
@@ -391,7 +380,7 @@ def fewest_false_alarms(p_values: Mapping[str, float | None], judged: tuple[str,
                           "the one with the fewest false alarms decides"))
 
 
-def _within(p_values: Mapping[str, float | None], standings: Mapping[str, Standing]) -> str | None:
+def _within(p_values: Mapping[str, float], standings: Mapping[str, Standing]) -> str | None:
     """The self-contained detector that can decide: it judged the run and keeps its say."""
     for d in SELF_CONTAINED:
         if p_values.get(d) is not None and np.isfinite(p_values[d]) and (d not in standings or standings[d].trusted):
@@ -399,7 +388,7 @@ def _within(p_values: Mapping[str, float | None], standings: Mapping[str, Standi
     return None
 
 
-def small_history(p_values: Mapping[str, float | None], judged: tuple[str, ...], standings: dict[str, Standing],
+def small_history(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
                   rule: TrustRule, beyond: dict[str, float], normals: int) -> Choice:
     """A history too small to weigh the detectors (module docstring): the run against itself
     decides, or the run is not judged."""
@@ -419,7 +408,7 @@ def small_history(p_values: Mapping[str, float | None], judged: tuple[str, ...],
                   reason=f"{head}, and {why}", unjudged=f"{head}, and {why}")
 
 
-def new_lab(p_values: Mapping[str, float | None], judged: tuple[str, ...], standings: dict[str, Standing],
+def new_lab(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
             nulls: Mapping[str, Null], rule: TrustRule, beyond: dict[str, float], normals: int) -> Choice:
     """A lab the history has never seen (module docstring): the detectors judged against normal
     runs across labs decide; with none, the run against itself; with neither, the run is not judged."""
@@ -439,7 +428,7 @@ def new_lab(p_values: Mapping[str, float | None], judged: tuple[str, ...], stand
                   unjudged=why)
 
 
-def read_record(p_values: Mapping[str, float | None], judged: tuple[str, ...], standings: dict[str, Standing],
+def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
                 history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
                 beyond: dict[str, float], normals: int) -> Choice:
     """A history large enough to weigh the detectors (module docstring): the candidates no other is

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pipelines.detectors.counter_kinds import counter_kind
+from pipelines.systems.counter_kinds import counter_kind
 
 
 @dataclass(frozen=True)

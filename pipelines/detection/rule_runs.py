@@ -10,11 +10,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from pipelines import config
-from pipelines.calibration import labs
+from pipelines.systems import labs
 from pipelines.detectors import rule_mining
 from pipelines.detectors.rule_ensemble import (DetectCache, DetectContext, DetectParams, analyse, calibrate_system,
                                                load_kept, stacking_evidence)
-from pipelines.detectors.protocol import SystemHistory
+from pipelines.protocol import SystemHistory
 from pipelines.storage import memo, store
 from pipelines.storage.stage_files import Calibration, RuleDetection
 
@@ -64,7 +64,7 @@ class DetectJob:
 @dataclass
 class AssociationRules:
     """The association-rule ensembles (stacking decides) as a
-    :class:`~pipelines.detectors.protocol.Detector` (the ``detect`` stage's).  ``contexts`` holds
+    :class:`~pipelines.protocol.Detector` (the ``detect`` stage's).  ``contexts`` holds
     each system's :class:`DetectContext` with its :class:`DetectCache` (the history's rule models,
     binned runs, pruning masks and levels) for as long as the detector lives: the calibration's, then
     its targets', in one process or in the processes forked from it."""

@@ -28,7 +28,7 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
   record on the history's own verified runs (their leave-one-out p-values on its normal runs and
   faults, read in the run's lab) leaves out those that fail more normal runs than the rate
   explains and lets the best of the trusted ones, alone or together, decide
-  (:mod:`pipelines.calibration.record`, :func:`trusted`); ``none`` combines every named detector
+  (:mod:`pipelines.verdict.record`, :func:`trusted`); ``none`` combines every named detector
   as below.
 * **the cause classifier as a detector** (``cause_classifier``): a run's fault score
   ``1 − P(none)`` (``causes.fault_score``) against the leave-one-out fault scores of the
@@ -67,14 +67,11 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from pipelines.calibration import cause_signatures
-from pipelines.calibration import effects
-from pipelines.calibration import pvalues
-from pipelines.calibration import record
-from pipelines.calibration.stage_results import (  # noqa: F401  (the stages' edge, used from here by name)
-    RULE_METHODS, RunJudged, classifier_evidence, classifier_history_faults, classifier_history_normals,
-    classifier_pvalue, clustered_summary, from_stages, lab_status)
-from pipelines.detectors.protocol import DetectorResult
+from pipelines.verdict import cause_signatures
+from pipelines.stats import effects
+from pipelines.stats import pvalues
+from pipelines.verdict import record
+from pipelines.protocol import DetectorResult, RunJudged
 from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, RuleDetection,
                                            VerdictFile, WeightedRun, WithinRunResult)
 
@@ -82,6 +79,7 @@ VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
 DETECTOR_TRUST = ("record", "none")
 # the detectors whose flags failed_counters reads from their own entries (the others': their flagged_counters)
+RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 NAMED_FLAGS = ("stacking", "control_charts", "clustered_regression", "within_run", "cause_classifier")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
 BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
@@ -250,8 +248,8 @@ class Evidence:
     other_flags: dict[str, list[str]] = field(default_factory=dict)  # any other detector's own flags
     over_limit: list[str] = field(default_factory=list)
     within: WithinRunResult | None = None
-    history_faults: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    history_normals: dict[str, dict[str, float]] = field(default_factory=dict)
+    history_faults: dict[str, Mapping[str, float | None]] = field(default_factory=dict)
+    history_normals: dict[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
@@ -312,7 +310,7 @@ def combined_detectors(ev: Evidence, rule: HeadlineRule, set_aside: dict[str, st
     return used
 
 
-def fault_weights(history_faults: dict[str, dict[str, float | None]], used: list[str], *, alpha: float,
+def fault_weights(history_faults: Mapping[str, Mapping[str, float | None]], used: list[str], *, alpha: float,
                   run_id: str | None = None) -> FaultWeighting | None:
     """Each detector's share of the false-alarm rate, learned from the history's verified faults.
 
@@ -331,8 +329,7 @@ def fault_weights(history_faults: dict[str, dict[str, float | None]], used: list
     common = set.intersection(*(set(history_faults[d]) for d in used)) - {run_id}
     if not common:
         return None
-    caught = {d: sum(1 for f in common if history_faults[d][f] is not None and history_faults[d][f] <= alpha)
-              for d in used}
+    caught = {d: sum(1 for f in common if (p := history_faults[d][f]) is not None and p <= alpha) for d in used}
     return {"faults": len(common), "caught": caught, "weights": record.rate_shares(caught)}
 
 
@@ -343,7 +340,7 @@ def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
     if rule.verdict_rule != "calibrated":
         return headline_verdict(ev.verdicts, rule.verdict_rule), None
     return calibrated_verdict(ev.verdicts, used, rule.false_alarm_rate, rule.combination,
-                              (weighting or {}).get("weights"))
+                              weighting["weights"] if weighting else None)
 
 
 def set_aside_small(ev: Evidence, charts: DetectorResult | None, changes: dict[str, float],
@@ -462,17 +459,6 @@ def nulls_of(ev: Evidence) -> dict[str, record.Null]:
             runs = len(ev.history_normals[name])
         out[name] = record.Null(int(runs) if runs is not None else None, page.get("null"))
     return out
-
-
-def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
-               rule: HeadlineRule, *, clustered: ClusterResult | None = None,
-               lab_of: dict[str, str] | None = None,
-               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
-    """The verdict of one run from the stages' result files (the edge: :func:`stage_results.from_stages`,
-    then :func:`compose`)."""
-    run, results = from_stages(detection, charts, predicted, clustered=clustered,
-                               resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate)
-    return compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels)
 
 
 def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,

@@ -10,6 +10,7 @@ detectors are combined with one parameter, the target false-alarm rate per run. 
 from __future__ import annotations
 
 import math
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -100,3 +101,15 @@ def combined_pvalue(pvalues: list[float], method: str = "bonferroni", weights: l
     if method == "simes":
         return float(min(1.0, min(m * p / i for i, p in enumerate(finite, 1))))
     raise ValueError(f"the combination must be one of {', '.join(COMBINATIONS)}, not {method!r}")
+
+
+def loo_pvalues(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
+    """Each normal run's p-value against the scores of the others (leave-one-out): the detector's
+    verdicts on the history's normal runs.  ``pvalue(score, null)`` is the detector's own; runs
+    whose p-value cannot be computed (too few others) are left out."""
+    out = {}
+    for run, score in scores.items():
+        p = pvalue(float(score), [float(v) for r, v in scores.items() if r != run])
+        if p is not None and np.isfinite(p):
+            out[run] = round(float(p), 6)
+    return out

@@ -1,4 +1,4 @@
-"""The stages' result files of one run as :class:`~pipelines.detectors.protocol.DetectorResult`
+"""The stages' result files of one run as :class:`~pipelines.protocol.DetectorResult`
 records: the one place the verdict reads JSON.
 
 ``detect`` (the association rules: ``stacking``, with bagging's and the single model's entries on
@@ -8,17 +8,17 @@ fault score against the history's normal runs', :func:`classifier_evidence`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from pipelines.calibration import pvalues, record
-from pipelines.detectors.protocol import DetectorResult
+from pipelines.protocol import DetectorResult, RunJudged
+from pipelines.stats import pvalues
+from pipelines.verdict import cause_signatures, headline
+from pipelines.verdict.headline import RULE_METHODS
 from pipelines.storage.stage_files import (CausePrediction, ChartResult, ClusterResult, LabSummary, RuleDetection,
-                                           WeightedRun, WithinRunResult)
+                                           VerdictFile, WithinRunResult)
 
-RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
 CHART_OPTIONAL = ("p_value", "window_ratio", "false_alarm_rate", "load_independent_skipped", "null")
 WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes",
@@ -41,7 +41,8 @@ def classifier_evidence(predicted: CausePrediction | None, status: str, *, resol
     if not predicted or predicted.get("fault_score") is None or predicted.get("null_fault_scores") is None:
         return None
     score, null = float(predicted["fault_score"]), [float(v) for v in predicted["null_fault_scores"]]
-    out = {"score": round(score, 4), "null_runs": len(null), "verdict": None, "p_value": None, "abstained": None}
+    out: dict[str, Any] = {"score": round(score, 4), "null_runs": len(null), "verdict": None, "p_value": None,
+                           "abstained": None}
     if status != "same_lab":
         out["abstained"] = (f"the baseline is not of the run's lab ({status}): the classifier's normal class "
                             "was learned from other labs")
@@ -76,7 +77,7 @@ def classifier_history_normals(predicted: CausePrediction | None, *, resolution:
     scores = (predicted or {}).get("history_normal_scores")
     if not scores:
         return None
-    return record.loo_pvalues(scores, lambda s, null: classifier_pvalue(s, null, resolution=resolution))
+    return pvalues.loo_pvalues(scores, lambda s, null: classifier_pvalue(s, null, resolution=resolution))
 
 
 def lab_status(detection: RuleDetection, charts: ChartResult | None) -> LabSummary:
@@ -104,19 +105,6 @@ def clustered_summary(result: ClusterResult, *, top: int = 10) -> dict[str, Any]
             "constant_counters": list(result.get("constant_counters") or [])}
 
 
-@dataclass(frozen=True)
-class RunJudged:
-    """The run a verdict is about: its identity, baseline, the rules' details (effects, lab), how its
-    baseline relates to its lab (:func:`lab_status`) and the cause prediction, if any."""
-
-    run_id: str
-    system: str
-    baseline_runs: list[WeightedRun]
-    details: dict[str, Any]
-    lab: LabSummary
-    cause_prediction: CausePrediction | None = None
-
-
 def rules_result(detection: RuleDetection) -> DetectorResult:
     """``detect``'s result: stacking decides; bagging and the single model are on its page."""
     page = {k: dict(detection["methods"][k]) for k in RULE_METHODS}        # copies: the flags are filtered
@@ -142,8 +130,9 @@ def charts_result(charts: ChartResult | None) -> DetectorResult | None:
         return None
     out = recorded(charts)
     if out.judged:
-        chart = {k: charts[k] for k in CHART_FIELDS}
-        chart.update({k: charts[k] for k in CHART_OPTIONAL if k in charts})
+        fields: dict[str, Any] = dict(charts)
+        chart = {k: fields[k] for k in CHART_FIELDS}
+        chart.update({k: fields[k] for k in CHART_OPTIONAL if k in fields})
         chart["baseline_runs"] = charts["baseline_runs"]
         if charts.get("lab"):
             chart["lab"] = charts["lab"]
@@ -210,3 +199,14 @@ def from_stages(detection: RuleDetection, charts: ChartResult | None, predicted:
              "cause_classifier": classifier_result(predicted, lab["status"], resolution=resolution,
                                                    false_alarm_rate=false_alarm_rate)}
     return run, {k: v for k, v in found.items() if v is not None}
+
+
+def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
+               rule: headline.HeadlineRule, *, clustered: ClusterResult | None = None,
+               lab_of: dict[str, str] | None = None,
+               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
+    """The verdict of one run from the stages' result files (the edge: :func:`from_stages`,
+    then :func:`~pipelines.verdict.headline.compose`)."""
+    run, results = from_stages(detection, charts, predicted, clustered=clustered,
+                               resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate)
+    return headline.compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels)

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from pipelines import config, parallel
-from pipelines.calibration import history
+from pipelines.systems import history
 from pipelines.detectors.cluster_models import (
     ClusterParams,
     cross_lab_scores,
@@ -20,7 +20,7 @@ from pipelines.detectors.cluster_models import (
     normal_pvalues,
     normal_scores,
 )
-from pipelines.detectors.protocol import SystemHistory
+from pipelines.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo
 from pipelines.storage.run_records import ValidIndex
@@ -105,7 +105,7 @@ def stored_calibration(system: str, index, frames, params, hist) -> Calibration:
 
 @dataclass(frozen=True)
 class ClusterModels:
-    """The clustered regression models as a :class:`~pipelines.detectors.protocol.Detector` (the
+    """The clustered regression models as a :class:`~pipelines.protocol.Detector` (the
     ``clusters`` stage's)."""
 
     params: ClusterParams

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from pipelines import config, parallel
-from pipelines.calibration import effects, history, labs
+from pipelines.stats import effects
+from pipelines.systems import history, labs
 from pipelines.detectors import within_run
 from pipelines.detectors.charts import (
     RATIO_COLUMNS,
@@ -28,7 +29,7 @@ from pipelines.detectors.charts import (
     matched_calibration,
     normal_pvalues,
 )
-from pipelines.detectors.protocol import SystemHistory
+from pipelines.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import ValidIndex
@@ -182,7 +183,7 @@ def chart_one(run_id: str, index: ValidIndex, frames: store.FrameStore, params: 
 @dataclass(frozen=True)
 class ControlCharts:
     """The control charts, with the run against itself inside, as a
-    :class:`~pipelines.detectors.protocol.Detector` (the ``control_charts`` stage's)."""
+    :class:`~pipelines.protocol.Detector` (the ``control_charts`` stage's)."""
 
     params: ControlChartParams
     name: str = "control_charts"

@@ -46,12 +46,12 @@ cross-lab-null`` prints the nulls side by side (docs/results/variants.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, TypedDict, TypeVar
+from typing import Any, Callable, Sequence, TypedDict, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from pipelines.calibration.history import HistoryParams, lab_key
+from pipelines.systems.history import HistoryParams, lab_key
 from pipelines.storage.run_records import Environment
 from pipelines.storage.stage_files import LabSummary
 
@@ -71,7 +71,7 @@ class LabParams:
     max_unstable_share: float
     environment_alpha: float
 
-    def shift_kw(self) -> dict[str, float]:
+    def shift_kw(self) -> dict[str, Any]:
         """The keyword arguments of :func:`lab_shift`."""
         return {"min_runs": self.min_runs, "unstable_share": self.unstable_share,
                 "max_unstable_share": self.max_unstable_share}
@@ -156,7 +156,7 @@ def lab_shift(target: str, baseline: list[str], envs: dict[str, Environment], ve
 
 def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verdicts: dict[str, str],
             levels: Callable[[list[str]], pd.DataFrame], lab_kw: LabParams,
-            candidates: list[str] = ()) -> LabShift:
+            candidates: Sequence[str] = ()) -> LabShift:
     """:func:`lab_shift`, and with an insufficient baseline also the counters whose level differs
     between the labs of ``candidates`` (the passed history, :func:`environment_dependent`):
     another lab's runs say nothing about them, so they are not judged either (``detect``'s rules
@@ -168,7 +168,7 @@ def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verd
                                           alpha=lab_kw.environment_alpha, min_rel_change=0.0)
         lab["environment_dependent"] = sorted(dependent)
         if dependent:
-            lab["reason"] += (f"; {len(dependent)} counter(s) whose level differs between the history's "
+            lab["reason"] = (lab["reason"] or "") + (f"; {len(dependent)} counter(s) whose level differs between the history's "
                               f"labs are not judged")
     return lab
 

@@ -1,0 +1,59 @@
+"""The layers of ``pipelines/`` (``.importlinter``, docs/architecture.md) hold: ``lint-imports``
+(import-linter) on this checkout keeps every contract, and on a copy of the package where a
+lower layer imports a higher one it names the import it breaks."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LINT = Path(sys.executable).parent / "lint-imports"
+
+
+def lint(root: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` with ``root``'s ``.importlinter``, the package imported from ``root``."""
+    return subprocess.run([str(LINT), "--config", str(root / ".importlinter"), "--no-cache"], cwd=root,
+                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": ""})
+
+
+def test_every_layer_imports_only_the_layers_below_it():
+    done = lint(REPO)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_statistics_importing_the_verdict_breaks_the_contract_and_is_named(tmp_path):
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
+    pvalues = tmp_path / "pipelines" / "stats" / "pvalues.py"
+    pvalues.write_text(pvalues.read_text() + "\n\ndef _late():\n    from pipelines.verdict import record\n"
+                       "    return record\n")
+    done = lint(tmp_path)
+    assert done.returncode == 1 and "1 kept, 1 broken" in done.stdout, done.stdout[-4000:]
+    assert "pipelines.stats.pvalues -> pipelines.verdict.record" in done.stdout
+
+
+def mypy(root: Path, cache: Path) -> subprocess.CompletedProcess:
+    """mypy with ``root``'s pyproject.toml (its ``[tool.mypy]``: which modules, how strict)."""
+    return subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache)], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_contract_the_verdict_and_what_they_rest_on_type_check(tmp_path):
+    done = mypy(REPO, tmp_path / "cache")
+    assert done.returncode == 0 and "Success: no issues found" in done.stdout, done.stdout[-4000:] + done.stderr
+
+
+def test_a_p_value_that_may_be_missing_used_as_a_number_is_a_type_error(tmp_path):
+    """The checker reads the strict modules as configured: a copy where the record combines a
+    p-value that may be None (a detector that could not judge) fails, naming the line."""
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    record = tmp_path / "pipelines" / "verdict" / "record.py"
+    record.write_text(record.read_text() + "\n\ndef _doubled(p_values: Mapping[str, float | None], d: str) -> float:\n"
+                      "    return 2.0 * p_values[d]\n")
+    done = mypy(tmp_path, tmp_path / "cache")
+    assert done.returncode == 1 and "pipelines/verdict/record.py" in done.stdout and "[operator]" in done.stdout, \
+        done.stdout[-3000:]
