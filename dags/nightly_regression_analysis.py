@@ -78,7 +78,7 @@ def calibrate_stacking() -> list[str]:
 
 @task(execution_timeout=TIMEOUT)
 def target_runs() -> list[list[str]]:
-    from pipelines.calibration import history
+    from pipelines.systems import history
     from pipelines.storage import manifest
     return night_batches(history.targets(manifest.read_valid_index()))
 
