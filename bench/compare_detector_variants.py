@@ -51,14 +51,14 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
     from pipelines import config
     from pipelines.stats import effects
     from pipelines.systems import history
-    from pipelines.detectors import rule_ensemble, rule_mining
+    from pipelines.detectors import rule_detection, rule_mining, rule_verdict
     from pipelines.storage import manifest, store
     index = manifest.read_valid_index()
-    params, mine = rule_ensemble.DetectParams.load(), rule_mining.MiningParams.load()
+    params, mine = rule_detection.DetectParams.load(), rule_mining.MiningParams.load()
     hist = history.HistoryParams.load()
     spec = store.read_edges(system)
-    cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-    ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
+    cache = rule_detection.DetectCache(store.FrameStore(spec["reference_load"]))
+    ctx = rule_detection.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
                                                 effects.Significance.load())
     passed = hist.passed(index, system)
     verdicts = hist.verdicts(index, system)
@@ -68,8 +68,8 @@ def gap_null(tree: str, system: str, gap_days: float) -> None:
         base = [b for b in passed if b != r and abs((when[b] - when[r]).total_seconds()) >= gap_days * 86400]
         if len(base) < 2:
             continue
-        result, _ = rule_ensemble.analyse(r, base, ctx, lab_runs=verdicts, with_single=False)
-        scores[r] = round(rule_ensemble.stacking_score(result), 3)
+        result, _ = rule_detection.analyse(r, base, ctx, lab_runs=verdicts, with_single=False)
+        scores[r] = round(rule_verdict.stacking_score(result), 3)
     calibration = store.read_optional(config.stacking_calibration_path(system)) or {}
     loo = sorted((calibration.get("normal_scores") or {}).values())
     print(f"{system}: {len(scores)} normal runs judged by runs >= {gap_days} days away; largest stacking scores "
@@ -89,20 +89,20 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
     from pipelines.storage import manifest, store
     labels = json.loads(Path(labels_path).read_text())
     index = manifest.read_valid_index()
-    params, mine = rule_ensemble.DetectParams.load(), rule_mining.MiningParams.load()
+    params, mine = rule_detection.DetectParams.load(), rule_mining.MiningParams.load()
     hist = history.HistoryParams.load()
     for system in history.systems(index):
         spec = store.read_edges(system)
-        cache = rule_ensemble.DetectCache(store.FrameStore(spec["reference_load"]))
-        ctx = rule_ensemble.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
+        cache = rule_detection.DetectCache(store.FrameStore(spec["reference_load"]))
+        ctx = rule_detection.DetectContext.of_system(system, index, spec, cache, params, mine, hist,
                                                 effects.Significance.load())
         passed = hist.passed(index, system)
         verdicts = hist.verdicts(index, system)
         lab_of = {r: labs.lab_key(index[r].get("environment")) for r in index}
 
         def stacking(r: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
-            result, doc = rule_ensemble.analyse(r, base, ctx, lab_runs=lab_runs, with_single=False)
-            return doc["details"]["lab"]["status"], round(rule_ensemble.stacking_score(result), 3)
+            result, doc = rule_detection.analyse(r, base, ctx, lab_runs=lab_runs, with_single=False)
+            return doc["details"]["lab"]["status"], round(rule_verdict.stacking_score(result), 3)
         cross = labs.cross_lab_null(passed, lab_of, verdicts, stacking)      # unmatched: environment from the other labs
         same = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("normal_scores") or {}
         matched = (store.read_optional(config.stacking_calibration_path(system)) or {}).get("cross_lab_scores") or {}
@@ -117,9 +117,9 @@ def cross_lab_null(tree: str, labels_path: str) -> None:
                                                 lambda doc: ((doc.get("details") or {}).get("lab") or {}).get("status")):
             score = ((doc.get("methods") or {}).get("association_rules_stacking") or {}).get("score")
             n_models = max(1, len(doc.get("baseline_runs") or []))     # one model per baseline run
-            p_same = rule_ensemble.stacking_pvalue(score, [v for k, v in same.items() if k != run_id], n_models)
+            p_same = rule_verdict.stacking_pvalue(score, [v for k, v in same.items() if k != run_id], n_models)
             null = list(cross.get(status, {}).values())
-            p_cross = rule_ensemble.stacking_pvalue(score, null, n_models) if len(null) >= 2 else float("nan")
+            p_cross = rule_verdict.stacking_pvalue(score, null, n_models) if len(null) >= 2 else float("nan")
             print(f"  {run_id} ({(labels.get(run_id) or {}).get('verdict')}, {status}): score {score}, "
                   f"p same-lab {p_same:.4f}, unmatched cross-lab {p_cross:.4f}, nightly "
                   f"{(doc.get('methods') or {}).get('association_rules_stacking', {}).get('p_value')}"

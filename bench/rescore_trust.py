@@ -34,7 +34,7 @@ from pipelines.detection import stage_results
 from pipelines.verdict import cause_signatures, headline
 from pipelines.systems import labs
 from pipelines.verdict import record  # noqa: E402 -- after the path is set
-from pipelines.detectors import charts as control_charts, cluster_models, rule_ensemble, within_run  # noqa: E402
+from pipelines.detectors import charts as control_charts, cluster_models, rule_verdict, within_run  # noqa: E402
 from robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
@@ -56,7 +56,7 @@ def system_history(tree: Path, system: str, index: dict, resolution: float) -> r
     normals: dict[str, dict[str, float]] = {}
     faults: dict[str, dict[str, float]] = {}
     if stacking:
-        normals["stacking"] = rule_ensemble.normal_pvalues(stacking["normal_scores"])
+        normals["stacking"] = rule_verdict.normal_pvalues(stacking["normal_scores"])
         faults["stacking"] = stacking.get("fault_pvalues") or {}
     if charts:
         intervals = {r: read(tree / "data" / "interim" / "normalized" / f"{r}.json").get("n_intervals", 1)

@@ -282,12 +282,12 @@ def stacking_calibration_path(system: str) -> Path:
 
 
 def pruning_masks_path(system: str) -> Path:
-    """The rule masks of pruning between a system's passed runs (``rule_ensemble.save_pruning``)."""
+    """The rule masks of pruning between a system's passed runs (``rule_detection.save_pruning``)."""
     return paths().stacking_calibration / f"{identifier(system, 'system')}.pruning.npz"
 
 
 def run_summaries_path(system: str) -> Path:
-    """The medians and peaks of a system's passed runs (``rule_ensemble.save_summaries``)."""
+    """The medians and peaks of a system's passed runs (``rule_detection.save_summaries``)."""
     return paths().stacking_calibration / f"{identifier(system, 'system')}.levels.npz"
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pipelines import config
 from pipelines.systems import labs
 from pipelines.detectors import rule_mining
-from pipelines.detectors.rule_ensemble import (DetectCache, DetectContext, DetectParams, analyse, calibrate_system,
-                                               load_kept, stacking_evidence)
+from pipelines.detectors.rule_detection import DetectCache, DetectContext, DetectParams, analyse, calibrate_system, load_kept
+from pipelines.detectors.rule_verdict import stacking_evidence
 from pipelines.protocol import SystemHistory
 from pipelines.storage import memo, store
 from pipelines.storage.stage_files import Calibration, RuleDetection

@@ -19,7 +19,7 @@ from pipelines.detection import stage_results
 from pipelines.verdict import cause_signatures, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
-from pipelines.detectors import charts, rule_ensemble, within_run
+from pipelines.detectors import charts, rule_detection, rule_verdict, within_run
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
@@ -109,7 +109,7 @@ class LooSystem:
     index: ValidIndex
     frames: store.FrameStore
     exclude: set[str]
-    params: rule_ensemble.DetectParams
+    params: rule_detection.DetectParams
     mine_params: MiningParams
     disc_params: bins.DiscretizeParams
     lab_kw: labs.LabParams
@@ -120,7 +120,7 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
     """Every verified run analysed by the ensembles against the passed runs without it:
     run -> (the combiners' result, its verdict document); the passed runs' stacking scores so
     obtained, the null of each held-out run's stacking p-value (its own score left out), as
-    ``rule_ensemble.calibrate_system`` does for a night, at no extra cost; and, when a held-out
+    ``rule_detection.calibrate_system`` does for a night, at no extra cost; and, when a held-out
     run's baseline does not share its lab, the passed runs analysed across labs
     (:func:`labs.cross_lab_null`, under the bins of every passed run), else None."""
     system, index, frames, exclude = loo.system, loo.index, loo.frames, loo.exclude
@@ -131,10 +131,10 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
     directory = config.loo_cache_dir(system)
     all_ref = store.reference_load(passed)
     all_edges = bins.edges_for([frames.at(r, all_ref) for r in passed], disc_params)
-    cache = rule_ensemble.DetectCache(frames)
+    cache = rule_detection.DetectCache(frames)
 
-    def context(edges: bins.Edges, reference: float | None) -> rule_ensemble.DetectContext:
-        return rule_ensemble.DetectContext(index=index, edges=edges, reference=reference, params=params,
+    def context(edges: bins.Edges, reference: float | None) -> rule_detection.DetectContext:
+        return rule_detection.DetectContext(index=index, edges=edges, reference=reference, params=params,
                                            mine_params=mine_params, models_dir=directory,
                                            single_dir=directory / "single", cache=cache, lab_kw=lab_kw,
                                            significance=significance)
@@ -147,20 +147,20 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
             edges = bins.edges_for([frames.at(r, ref) for r in baseline], disc_params)
         else:
             ref, edges = all_ref, all_edges
-        result, doc = rule_ensemble.analyse(run_id, baseline, context(edges, ref),
+        result, doc = rule_detection.analyse(run_id, baseline, context(edges, ref),
                                             lab_runs={r: index[r]["verdict"] for r in verified})
         return ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
                                                       "small_changes": result["small_changes"]}, doc)
     analysed = dict(zip(verified, parallel.map_ordered(held_out, verified, progress=progress.each())))
-    null = {r: rule_ensemble.stacking_score(analysed[r][0]) for r in passed if r in analysed}
+    null = {r: rule_verdict.stacking_score(analysed[r][0]) for r in passed if r in analysed}
     if all(doc["details"]["lab"]["status"] == "same_lab" for _, doc in analysed.values()):
         return analysed, null, None
     every = context(all_edges, all_ref)
 
     def judge(run_id: str, base: list[str], lab_runs: dict[str, str]) -> tuple[str, float]:
-        result, doc = rule_ensemble.analyse(run_id, base, every, lab_runs=lab_runs, with_single=False,
+        result, doc = rule_detection.analyse(run_id, base, every, lab_runs=lab_runs, with_single=False,
                                             environment_from=[r for r in passed if r != run_id])
-        return doc["details"]["lab"]["status"], rule_ensemble.stacking_score(result)
+        return doc["details"]["lab"]["status"], rule_verdict.stacking_score(result)
     cross = labs.cross_lab_null(passed, {r: labs.lab_key(index[r].get("environment")) for r in index},
                                 {r: index[r]["verdict"] for r in verified}, judge, mapper=parallel.map_ordered)
     return analysed, null, cross
@@ -179,7 +179,7 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
     for run_id, (result, doc) in analysed.items():
         matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
         doc["methods"]["association_rules_stacking"].update(
-            rule_ensemble.stacking_evidence(result, list(matched.values())), null=kind)
+            rule_verdict.stacking_evidence(result, list(matched.values())), null=kind)
     faults = loo_history_faults([r for r in analysed if index[r]["verdict"] == "fail"], analysed, charts or {},
                                 clustered or {}, classified or {})
     normals = loo_history_faults([r for r in analysed if index[r]["verdict"] == "pass"], analysed, charts or {},

@@ -17,7 +17,7 @@ from pipelines import config
 from pipelines.stats import effects
 from pipelines.verdict import headline
 from pipelines.systems import history, labs
-from pipelines.detectors import cluster_models, rule_ensemble
+from pipelines.detectors import cluster_models, rule_detection
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.detectors.charts import ControlChartParams
 from pipelines.evaluation.anchors import AnchorParams
@@ -42,7 +42,7 @@ def learners_main() -> None:
 @locks.holding("evaluate")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    params = rule_ensemble.DetectParams.load()
+    params = rule_detection.DetectParams.load()
     mine_params = MiningParams.load()
     disc_params = DiscretizeParams.load()
     ev_params = config.load_params("evaluate")

@@ -9,7 +9,7 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
 
 * **verdict** (``report.verdict_rule``): ``calibrated`` turns each detector's run
   score into a p-value against the same score of the history's normal runs, each judged
-  against the others (stacking: ``rule_ensemble.stacking_pvalue``; control charts: their combined
+  against the others (stacking: ``rule_verdict.stacking_pvalue``; control charts: their combined
   run and strongest-window p-value; cluster models: their largest excess error), combines
   them (``report.combination``: ``simes``, the default, or ``bonferroni``,
   ``pvalues.combined_pvalue``) and fails the run when the combined p-value is at most
@@ -72,8 +72,7 @@ from pipelines.stats import effects
 from pipelines.stats import pvalues
 from pipelines.verdict import record
 from pipelines.protocol import DetectorResult, RunJudged
-from pipelines.storage.stage_files import (Cause, CausePrediction, ChartResult, ClusterResult, RuleDetection,
-                                           VerdictFile, WeightedRun, WithinRunResult)
+from pipelines.storage.stage_files import Cause, CausePrediction, VerdictFile, WeightedRun, WithinRunResult
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pipelines import config
-from pipelines.detectors import cause_features, rule_ensemble
+from pipelines.detectors import cause_features, rule_verdict
 from pipelines.stages import discretize, mine_rules, normalize, report, train_causes
 from pipelines.storage import store
 from tests.helpers import rooted_at, run_stages
@@ -280,7 +280,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     null = calibration["cross_lab_scores"]["insufficient"]
     assert doc["details"]["lab"]["status"] == "insufficient" and stacking["null"] == "cross_lab"
     assert stacking["normal_runs"] == len(null) >= 2 and set(null) <= set(baseline)
-    assert stacking["p_value"] == pytest.approx(rule_ensemble.stacking_pvalue(stacking["score"], list(null.values()),
+    assert stacking["p_value"] == pytest.approx(rule_verdict.stacking_pvalue(stacking["score"], list(null.values()),
                                                                        len(doc["baseline_runs"])), abs=1e-6)
     chart = json.loads(config.chart_path(new[0]).read_text())
     charted = json.loads(config.calibration_path("shop").read_text())["cross_lab"]["insufficient"]
@@ -289,7 +289,7 @@ def test_a_target_in_a_new_lab_is_not_judged_on_counters_that_differ_between_lab
     assert verdict["methods"]["control_charts"]["null"] == "cross_lab"
     # this normal run of a new lab fails against the same-lab null; judged as the normal runs
     # judged across labs, it passes
-    same_lab = rule_ensemble.stacking_pvalue(stacking["score"], list(calibration["normal_scores"].values()),
+    same_lab = rule_verdict.stacking_pvalue(stacking["score"], list(calibration["normal_scores"].values()),
                                       len(doc["baseline_runs"]))
     assert same_lab <= 0.05 < stacking["p_value"]
     assert verdict["verdict"] == "pass" and verdict["cause"] == {"label": "none", "probability": None, "known": True}

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pipelines.systems import history, labs
-from pipelines.detectors import rule_ensemble, rule_mining
+from pipelines.detectors import rule_detection, rule_ensemble, rule_mining, rule_verdict
 
 
 def test_confidence_change_from_0_9_to_0_2():
@@ -178,19 +178,19 @@ def test_detect_run_end_to_end_on_a_shifted_counter():
 def test_change_magnitude_is_the_median_distance_outside_the_band():
     values = np.array([10.0, 10, 12, 13, 30])
     # violation intervals 2, 3: distances from [9, 11] are 1 and 2 -> median 1.5; scale max(|10|, 11 - 9) = 10
-    assert rule_ensemble.change_magnitude(values, [2, 3], 9.0, 10.0, 11.0) == pytest.approx(0.15)
+    assert rule_verdict.change_magnitude(values, [2, 3], 9.0, 10.0, 11.0) == pytest.approx(0.15)
     # a burst: interval 4 only -> (30 - 11) / 10
-    assert rule_ensemble.change_magnitude(values, [4], 9.0, 10.0, 11.0) == pytest.approx(1.9)
+    assert rule_verdict.change_magnitude(values, [4], 9.0, 10.0, 11.0) == pytest.approx(1.9)
     # inside the band: 0, whatever broke the rule
-    assert rule_ensemble.change_magnitude(values, [0, 1], 9.0, 10.0, 11.0) == 0.0
+    assert rule_verdict.change_magnitude(values, [0, 1], 9.0, 10.0, 11.0) == 0.0
     # a counter idling near 0: the band width (0.002), not the level (0.001), is the scale
-    assert rule_ensemble.change_magnitude(np.array([0.003]), [0], 0.0, 0.001, 0.002) == pytest.approx(0.5)
-    assert math.isnan(rule_ensemble.change_magnitude(np.array([np.nan]), [0], 0.0, 0.0, 0.0))
+    assert rule_verdict.change_magnitude(np.array([0.003]), [0], 0.0, 0.001, 0.002) == pytest.approx(0.5)
+    assert math.isnan(rule_verdict.change_magnitude(np.array([np.nan]), [0], 0.0, 0.0, 0.0))
 
 
 def test_practical_filter_unflags_small_changes_in_every_combiner():
     flagged = {"single": ["a", "b"], "bagging": ["a", "b", "c"], "stacking": ["b", "c"]}
-    kept, small = rule_ensemble.practical_filter(flagged, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
+    kept, small = rule_verdict.practical_filter(flagged, {"a": 0.01, "b": 0.3, "c": float("nan")}, 0.02)
     assert small == {"a": 0.01}
     assert kept == {"single": ["b"], "bagging": ["b", "c"], "stacking": ["b", "c"]}   # NaN: nothing to measure, kept
     assert flagged["single"] == ["a", "b"]                                               # the input is left alone
@@ -220,7 +220,7 @@ def test_environment_dependent_counters_by_kruskal_wallis():
 
 def test_stacking_score_sums_s_over_the_counters_the_practical_filter_kept():
     result = {"s": pd.Series({"a": 0.9, "b": 0.3, "c": 0.6}), "small_changes": {"c": 0.01}}
-    assert rule_ensemble.stacking_score(result) == pytest.approx(0.9 + 0.3)
+    assert rule_verdict.stacking_score(result) == pytest.approx(0.9 + 0.3)
 
 
 def test_stacking_pvalue_by_hand():
@@ -230,13 +230,13 @@ def test_stacking_pvalue_by_hand():
     logs = [math.log(1.25), math.log(2.25), math.log(3.25)]
     t = (math.log(3.75) - statistics.mean(logs)) / (statistics.stdev(logs) * math.sqrt(4 / 3))
     expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
-    assert rule_ensemble.stacking_pvalue(3.5, [1.0, 2.0, 3.0], 4) == pytest.approx(expected, rel=1e-9)
+    assert rule_verdict.stacking_pvalue(3.5, [1.0, 2.0, 3.0], 4) == pytest.approx(expected, rel=1e-9)
     # 1.2 lies below two of the three normal scores: p >= 2/4 whatever the fit says
-    assert rule_ensemble.stacking_pvalue(1.2, [1.0, 2.0, 3.0], 4) >= 0.5
+    assert rule_verdict.stacking_pvalue(1.2, [1.0, 2.0, 3.0], 4) >= 0.5
     result = {"s": pd.Series({"a": 2.0, "b": 1.5}), "small_changes": {}, "weights": {"m1": 0.5, "m2": 0.5, "m3": 0, "m4": 0}}
-    evidence = rule_ensemble.stacking_evidence(result, [1.0, 2.0, 3.0])
+    evidence = rule_verdict.stacking_evidence(result, [1.0, 2.0, 3.0])
     assert evidence == {"score": 3.5, "p_value": round(expected, 6), "normal_runs": 3}
-    assert rule_ensemble.stacking_evidence(result, [])["p_value"] is None
+    assert rule_verdict.stacking_evidence(result, [])["p_value"] is None
 
 
 def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params_and_code(tree):
@@ -249,12 +249,12 @@ def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params
              for i, r in enumerate(("s-1", "s-2", "s-3"), 1)}
 
     def ctx(params):
-        return rule_ensemble.DetectContext(index=index, edges={"x.cpu": {"edges": [0.0, 1.0], "k": 1}}, reference=1.0,
-                                           params=rule_ensemble.DetectParams.of(params),
+        return rule_detection.DetectContext(index=index, edges={"x.cpu": {"edges": [0.0, 1.0], "k": 1}}, reference=1.0,
+                                           params=rule_detection.DetectParams.of(params),
                                            mine_params=rule_mining.MiningParams.of({"algorithm": "apriori", "min_support": 0.1,
                                                                                       "min_confidence": 0.9, "max_len": 2}),
                                            models_dir=tree,
-                                           single_dir=tree, cache=rule_ensemble.DetectCache(store.FrameStore(1.0)),
+                                           single_dir=tree, cache=rule_detection.DetectCache(store.FrameStore(1.0)),
                                            lab_kw={}, significance={})
     params = {"delta_threshold": 0.1, "min_premise_intervals": 10, "stacking_threshold": 0.5,
               "prune_unstable_rules": True, "new_environment_abstain": True, "min_rel_change": 0.02,
@@ -267,18 +267,18 @@ def test_pruning_masks_are_kept_for_the_next_night_under_their_runs_edges_params
     night.cache.unstable[(night.tag, "s-1", "s-9")] = np.array([True])          # a run outside the passed runs
     night.cache.unstable[("other-edges", "s-1", "s-2")] = np.array([True])      # another night's edges
     passed = ["s-1", "s-2", "s-3"]
-    assert rule_ensemble.save_pruning("s", night, passed) == 3
+    assert rule_detection.save_pruning("s", night, passed) == 3
     nxt = ctx(params)
-    assert rule_ensemble.load_pruning("s", nxt, passed) == 3
+    assert rule_detection.load_pruning("s", nxt, passed) == 3
     assert set(nxt.cache.unstable) == {(nxt.tag, m, r) for m, r in masks}
     assert all(np.array_equal(nxt.cache.unstable[(nxt.tag, m, r)], mask) for (m, r), mask in masks.items())
     # another threshold, another passed run, a renormalised frame: the masks are not those
-    assert rule_ensemble.load_pruning("s", ctx({**params, "delta_threshold": 0.2}), passed) == 0
-    assert rule_ensemble.load_pruning("s", ctx(params), ["s-1", "s-2"]) == 0
+    assert rule_detection.load_pruning("s", ctx({**params, "delta_threshold": 0.2}), passed) == 0
+    assert rule_detection.load_pruning("s", ctx(params), ["s-1", "s-2"]) == 0
     atomic.write_json_atomic(config.info_path("s-2"), {"run_id": "s-2", "key": "frame-s-2-again"})
-    assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
+    assert rule_detection.load_pruning("s", ctx(params), passed) == 0
     config.pruning_masks_path("s").write_bytes(b"not an npz")                   # torn: computed again
-    assert rule_ensemble.load_pruning("s", ctx(params), passed) == 0
+    assert rule_detection.load_pruning("s", ctx(params), passed) == 0
 
 
 def test_run_levels_are_kept_for_the_next_night_and_a_band_reads_only_its_counters(tree):
