@@ -147,7 +147,7 @@ def _charts_cross_lab(system, index, passed, verdicts, lab_of, labels, hist) -> 
     from pipelines.detection import chart_runs
     from pipelines.stats import effects
     from pipelines.systems import labs
-    from pipelines.detectors import charts
+    from pipelines.detectors import chart_calibration, charts
     from pipelines.storage import atomic, store
     params = charts.ControlChartParams.load()
     frames = store.FrameStore.of_system(system)
@@ -204,7 +204,7 @@ def peak(tree: str, labels_path: str) -> None:
     for system in history.systems(index):
         frames = store.FrameStore.of_system(system)
         passed = hist.passed(index, system)
-        parts = charts.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
+        parts = chart_calibration.calibration_parts({r: frames[r] for r in passed}, {r: index[r].get("environment") or {} for r in passed},
                                      {r: index[r].get("version") for r in passed}, params=params)
         windows = pd.DataFrame({r: x["window"] for r, x in parts.runs.items()}).T
         null = [float((windows.loc[r] / windows.drop(index=r).max(axis=0).clip(lower=floor)).max()) for r in windows.index]

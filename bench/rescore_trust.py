@@ -34,7 +34,7 @@ from pipelines.detection import stage_results
 from pipelines.verdict import cause_signatures, headline
 from pipelines.systems import labs
 from pipelines.verdict import record  # noqa: E402 -- after the path is set
-from pipelines.detectors import charts as control_charts, cluster_models, rule_verdict, within_run  # noqa: E402
+from pipelines.detectors import chart_calibration, cluster_models, rule_verdict, within_run  # noqa: E402
 from robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
@@ -61,7 +61,7 @@ def system_history(tree: Path, system: str, index: dict, resolution: float) -> r
     if charts:
         intervals = {r: read(tree / "data" / "interim" / "normalized" / f"{r}.json").get("n_intervals", 1)
                      for r in charts["normal_scores"]}
-        normals["control_charts"] = control_charts.normal_pvalues(charts, intervals)
+        normals["control_charts"] = chart_calibration.normal_pvalues(charts, intervals)
         faults["control_charts"] = charts.get("fault_pvalues") or {}
         within = charts.get("within_run") or {}
         normals["within_run"] = within_run.normal_pvalues(within.get("normal_scores") or {})

@@ -15,7 +15,8 @@ import pandas as pd
 from pipelines import config
 from pipelines.systems import history
 from pipelines.detectors import cause_features
-from pipelines.detectors.causes import CODE_VERSION, CauseParams, train_system
+from pipelines.detectors.causes import CODE_VERSION, CauseParams
+from pipelines.detectors.cause_training import train_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic
 from pipelines.storage.run_records import ValidIndex

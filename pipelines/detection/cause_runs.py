@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pipelines import config
 from pipelines.systems import history, labs
 from pipelines.detectors import cause_features, charts
-from pipelines.detectors.causes import evidence_counters, predict_cause
+from pipelines.detectors.cause_prediction import evidence_counters, predict_cause
 from pipelines.protocol import SystemHistory
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex

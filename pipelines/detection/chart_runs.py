@@ -17,18 +17,8 @@ from pipelines import config, parallel
 from pipelines.stats import effects
 from pipelines.systems import history, labs
 from pipelines.detectors import within_run
-from pipelines.detectors.charts import (
-    RATIO_COLUMNS,
-    Charter,
-    ControlChartParams,
-    calibrate,
-    chart_baseline,
-    chart_series,
-    cross_lab_calibration,
-    judge,
-    matched_calibration,
-    normal_pvalues,
-)
+from pipelines.detectors.charts import RATIO_COLUMNS, Charter, ControlChartParams, chart_series, judge
+from pipelines.detectors.chart_calibration import calibrate, chart_baseline, cross_lab_calibration, matched_calibration, normal_pvalues
 from pipelines.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store

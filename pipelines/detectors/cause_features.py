@@ -37,7 +37,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors import charts
+from pipelines.detectors import chart_calibration, charts
 from pipelines.systems.counter_kinds import counter_kind
 from pipelines.storage.run_records import Environment
 
@@ -131,7 +131,7 @@ def pair_baselines(run_id: str, passed: list[str], envs: dict[str, Environment],
     """The passed runs (never the run itself) whose environment is most like the run's, the
     newest ``max_runs`` of them (``passed`` is oldest first)."""
     others = [r for r in passed if r != run_id]
-    return sorted(charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], max_runs))
+    return sorted(chart_calibration.chart_baseline({r: envs[r] for r in others}, envs[run_id], max_runs))
 
 
 RATIO_SIDES, SHIFT_SIDES = ("lower", "upper"), ("below", "above")

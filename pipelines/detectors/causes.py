@@ -70,8 +70,7 @@ if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a 
 
 from pipelines import config, parallel
 from pipelines.detectors import cause_features
-from pipelines.storage.stage_files import (CauseModelMeta, CausePrediction, CauseRecall, FaultGuess, HeldOutCause,
-                                           LearnerScore, LooPrediction, UnknownCauses)
+from pipelines.storage.stage_files import CauseRecall, HeldOutCause, LearnerScore, LooPrediction, UnknownCauses
 
 log = logging.getLogger("regresslab.train_causes")
 CODE_VERSION = 8      # a model trained by other code is another version (8: the counters profile of its causes)
@@ -122,27 +121,6 @@ class CurvePoint(TypedDict):
     runs_per_cause: int
     accuracy: float | None
     trials: int
-
-
-class TrainedCauses(CauseModelMeta, total=False):
-    """:func:`train_system`'s result: the model's description and the fitted models themselves
-    (``model``; ``fault_model``, the model of the fault runs alone, when it names faults better)."""
-
-    model: Pipeline
-    fault_model: Pipeline | None
-
-
-class LearnerComparison(TypedDict):
-    """Model selection for one system (:func:`compare_learners_of`): every learner's figures, the
-    learner in use and the one :func:`choose_learner` would keep, and the learning curves."""
-
-    learners: dict[str, LearnerScore]
-    in_use: str
-    chosen: str
-    random_accuracy: float
-    runs: int
-    feature_blocks: list[str]
-    learning_curve: list[dict[str, Any]]
 
 
 # --------------------------------------------------------------------------- pure core
@@ -444,22 +422,6 @@ def fault_only_model(template: Pipeline, frame: pd.DataFrame, columns: list[str]
     return fit_rows(template, faults, columns, balance), "faults_only", accuracy
 
 
-def choose_learner(accuracies: dict[str, float], order: list[str], runs: int, standard_errors: float) -> str:
-    """The learner the system keeps: the first of ``order`` whose leave-one-out accuracy is within
-    ``standard_errors`` standard errors of the best one (0: the best, ties to the first listed).
-    The standard error is the binomial one of the best accuracy ``p`` over ``runs`` runs, with
-    Agresti and Coull's centre for one standard error (``p' = (p·n + 1/2)/(n + 1)``,
-    ``se = sqrt(p'(1 − p')/(n + 1))``), so that a perfect score still has a nonzero error."""
-    if not accuracies:
-        raise ValueError("no learner to choose from")
-    top = max(accuracies.values())
-    n = max(int(runs), 0)
-    centre = (top * n + 0.5) / (n + 1)
-    se = float(np.sqrt(centre * (1.0 - centre) / (n + 1)))
-    floor = top - float(standard_errors) * se - 1e-9
-    return next(k for k in order if k in accuracies and accuracies[k] >= floor)
-
-
 def loo_accuracy(proba: pd.DataFrame, labels: pd.Series) -> float:
     """The share of runs whose most probable class (one row of class probabilities per run) is their label."""
     predicted = proba.idxmax(axis=1)
@@ -544,182 +506,6 @@ def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, colum
     return table, loo
 
 
-def train_system(frame: pd.DataFrame, params: CauseParams, progress=None, progress_for=None) -> TrainedCauses:
-    """What the night's classifier is, for one system: the feature design (:func:`choose_design`),
-    the first of ``learners`` fitted on every row, its leave-one-run-out figures (the detector's
-    null, the confusion matrix, per-cause recall), the unknown-cause tau and the fault model.
-    Comparing the learners is retraining work, done after the night (:func:`compare_learners_of`,
-    the ``evaluate`` stage); ``progress(i, n, name, accuracy)`` is called once, for the learner;
-    ``progress_for(phase, items)`` returns the progress callback of each leave-out loop (the
-    designs', the held-out causes', the fault model's)."""
-    balance = params.balance_classes
-    profile = counter_profile(frame)
-    available = learners(params.seed)
-    phase = progress_for or (lambda name, items: None)
-    seen: dict[str, pd.DataFrame] = {}          # the design learner's LOO of each design, computed once
-    blocks, design_scores = choose_design(frame, [list(d) for d in params.feature_designs],
-                                          available[params.design_learner], balance, seen, progress_for)
-    frame, columns = design_frame(frame, blocks)
-    labels = run_labels(frame)
-    r = random_accuracy(list(labels))
-    best = params.learners[0]
-    table, loo = compare_learners({best: available[best]}, frame, columns, labels, balance, progress=progress,
-                                  known={params.design_learner: seen.get("+".join(blocks))})
-    template = available[best]
-    fault_causes = sorted(c for c in labels.unique() if c != "none")
-    held = held_out_cause_probabilities(template, frame, columns, fault_causes, balance,
-                                        phase("causes held out", len(fault_causes)))
-    known_max = loo[best].max(axis=1)
-    unknown = unknown_cause_figures(known_max, labels, held)
-    model = fit_rows(template, frame, columns, balance)
-    predictions: dict[str, LooPrediction] = {run: {"truth": labels[run], "predicted": loo[best].loc[run].idxmax(),
-                         "probability": round(float(loo[best].loc[run].max()), 4),
-                         "fault_score": round(fault_score(loo[best].loc[run]), 4)} for run in loo[best].index}
-    faults = [r for r in predictions if labels[r] != "none"]
-    nearest = nearest_accuracy(loo[best], labels)
-    all_runs_accuracy = None if nearest is None else round(nearest, 4)
-    fault_model, fault_from, alone = fault_only_model(template, frame, columns, labels, balance,
-                                                      phase("fault model", int((labels != "none").sum())),
-                                                      to_beat=all_runs_accuracy)
-    if fault_model is not None and all_runs_accuracy is not None and alone > all_runs_accuracy:
-        fault_from = "faults_only"
-    else:
-        fault_model, fault_from = None, "all_runs"
-    classes = sorted(labels.unique())
-    return {"learners": table, "best": best, "random_accuracy": round(r, 4),
-            "unknown": unknown, "model": model, "columns": columns, "classes": classes,
-            "feature_blocks": blocks, "design_scores": design_scores, "balance_classes": balance,
-            "counter_profile": profile,
-            "runs": int(len(labels)), "pairs": int(len(frame)),
-            "fault_runs": len(faults),
-            "fault_nearest_accuracy": alone if fault_from == "faults_only" else all_runs_accuracy,
-            "fault_model_from": fault_from, "fault_model": fault_model,
-            "fault_nearest_accuracy_all_runs": all_runs_accuracy, "fault_nearest_accuracy_faults_only": alone,
-            "confusion": confusion(predictions, classes),
-            "per_cause": per_cause(predictions, few=params.few_runs),
-            "loo_predictions": predictions,
-            "null_fault_scores": {r: v["fault_score"] for r, v in predictions.items() if v["truth"] == "none"}}
-
-
-def compare_learners_of(frame: pd.DataFrame, blocks: list[str], params: CauseParams,
-                        in_use: dict[str, LearnerScore] | None = None, progress=None) -> LearnerComparison:
-    """Model selection for one system, on the design its model uses (``blocks``): every learner's
-    leave-one-run-out accuracy and gain (``in_use``: the rows the night already measured, by
-    learner, taken as they are), the learner :func:`choose_learner` would keep, and the learning
-    curves of the ``learning_curve_learners`` best (Nguyen 2017 §8.3, §8.5).  ``chosen`` differs
-    from ``in_use`` (the first of ``learners``) only when another learner is better by more than
-    ``learner_standard_errors`` standard errors: listing it first adopts it."""
-    balance, seed = params.balance_classes, params.seed
-    available = learners(seed)
-    frame, columns = design_frame(frame, list(blocks))
-    labels = run_labels(frame)
-    r = random_accuracy(list(labels))
-    candidates = {k: available[k] for k in params.learners}      # in the order listed: the first is preferred
-    done = {k: v for k, v in (in_use or {}).items() if k in candidates}
-    table, _ = compare_learners({k: v for k, v in candidates.items() if k not in done}, frame, columns, labels,
-                                balance, progress=progress)
-    table = {k: done.get(k) or table[k] for k in candidates}
-    order = list(candidates)
-    ranked = sorted(table, key=lambda k: (-table[k]["accuracy"], -table[k]["gain"], order.index(k)))
-    chosen = choose_learner({k: table[k]["accuracy"] for k in table}, order, len(labels),
-                            params.learner_standard_errors)
-    curve = []
-    for name in ranked[:params.learning_curve_learners]:
-        for row in learning_curve(candidates[name], frame, columns, max_runs=params.learning_curve_max_runs,
-                                  repeats=params.learning_curve_repeats, seed=seed, balance=balance):
-            curve.append({"learner": name, **row})
-    return {"learners": table, "in_use": order[0], "chosen": chosen, "random_accuracy": round(r, 4),
-            "runs": int(len(labels)), "feature_blocks": list(blocks), "learning_curve": curve}
-
-
 # --------------------------------------------------------------------------- I/O shell
 
 
-ALTERNATIVES = 2          # the runner-up causes a prediction names
-
-
-EVIDENCE_SD = 3.0        # a counter carries a cause's evidence beyond this many of the normal runs' deviations
-EVIDENCE_FLOOR = 0.05     # the smallest deviation of a violation ratio counted (a twentieth of the intervals)
-EVIDENCE_TOP = 15         # counters kept per prediction
-
-
-def counter_profile(frame: pd.DataFrame) -> dict[str, Any]:
-    """What each cause does to each counter on this system, from the training rows: per counter-level
-    feature (``above:``/``below:`` violation ratios), the verified normal runs' mean and standard
-    deviation (each run the mean of its pair rows) and each fault cause's mean, for the features some
-    cause raises above the normal runs' mean.  Whatever design the model uses (kinds or shifts fold
-    the counters), the evidence a prediction shows is read on the counters (:func:`evidence_counters`)."""
-    ratios = tuple(side + ":" for side in cause_features.RATIO_SIDES)
-    cols = [c for c in cause_features.feature_columns(frame) if c.startswith(ratios)]
-    per_run = frame.groupby("target")[cols].mean()
-    cause_of = frame.groupby("target")["cause"].first()
-    normal = per_run[cause_of.reindex(per_run.index) == "none"]
-    if normal.empty or not cols:
-        return {}
-    none_mean, none_sd = normal.mean(), normal.std(ddof=1).fillna(0.0) if len(normal) > 1 else normal.mean() * 0.0
-    means = {c: per_run[cause_of.reindex(per_run.index) == c].mean() for c in sorted(set(cause_of) - {"none"})}
-    raised = sorted({col for m in means.values() for col in cols if m[col] > none_mean[col]})
-    return {"none_mean": {c: round(float(none_mean[c]), 4) for c in raised},
-            "none_sd": {c: round(float(none_sd[c]), 4) for c in raised},
-            "cause_mean": {cause: {c: round(float(m[c]), 4) for c in raised if m[c] > none_mean[c]}
-                           for cause, m in means.items()}}
-
-
-def evidence_counters(rows: pd.DataFrame, profile: Mapping[str, Any] | None, cause: str | None) -> dict[str, float]:
-    """The counters that carry the prediction of ``cause`` on this run (the cause classifier's
-    evidence, Nguyen 2017 ch. 8, seed 004): each counter whose violation ratio on the run's pair rows
-    lies ``EVIDENCE_SD`` or more of the normal runs' deviations (at least ``EVIDENCE_FLOOR``) above
-    their mean, on a side the cause's verified runs raised; its strength is that distance (the
-    larger side).  First the counters the run moved furthest *and* the cause raises most (the
-    distance times the cause's own raise of the ratio: a run past every normal run on many counters
-    shows first those its cause is known by), at most ``EVIDENCE_TOP``.  Pure: rows and profile in."""
-    means = ((profile or {}).get("cause_mean") or {}).get(cause or "") or {}
-    if not means:
-        return {}
-    target = rows.reindex(columns=list(means)).astype(float).mean()
-    out: dict[str, tuple[float, float]] = {}
-    for col, raised in means.items():
-        mu = profile["none_mean"][col]
-        distance = (float(target[col]) - mu) / max(float(profile["none_sd"][col]), EVIDENCE_FLOOR)
-        if np.isfinite(distance) and distance >= EVIDENCE_SD and raised > mu:
-            counter = col.split(":", 1)[1]
-            out[counter] = max(out.get(counter, (0.0, 0.0)), (round(distance * (raised - mu), 6), round(distance, 3)))
-    ranked = sorted(out.items(), key=lambda kv: (-kv[1][0], kv[0]))[:EVIDENCE_TOP]
-    return {counter: distance for counter, (_, distance) in ranked}
-
-
-def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,
-                  blocks: list[str] = ("counters",),
-                  per_cause: dict[str, CauseRecall] | None = None, fault_model=None) -> CausePrediction:
-    """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
-
-    ``fault`` is the most probable cause other than ``none`` with its own probability (not
-    renormalised: a run the classifier finds normal shows a low one), for a run the
-    detectors fail whatever the classifier thinks.
-    Counters the model was trained on but the run lacks are NaN (imputed with their
-    missing indicator); counters the model never saw are ignored and listed.  ``blocks`` are
-    the model's ``cause_features.design`` blocks; ``per_cause`` its training runs per cause, so that a
-    label learned from few runs says so (``runs_of_cause``, ``few_runs``).  ``fault_model`` (the
-    model of the fault runs alone, when ``train_causes`` chose it) names the fault instead, with
-    its probability given that the run is a fault (``given_a_fault``).
-    """
-    designed = cause_features.design(rows, list(blocks))
-    aligned = designed.reindex(columns=columns)
-    proba = run_probabilities(model, aligned, columns, classes).sort_values(ascending=False)
-    label, p = str(proba.index[0]), float(proba.iloc[0])
-    unseen = sorted(set(designed.columns) - set(columns))
-    if fault_model is not None:     # the model of the fault runs alone names the fault: P(cause | fault)
-        given = run_probabilities(fault_model, aligned, columns, list(fault_model.classes_))
-        nearest = str(given.idxmax())
-        fault: FaultGuess = {"label": nearest, "probability": round(float(given[nearest]), 4), "given_a_fault": True}
-    else:
-        nearest = nearest_fault(proba)
-        fault = {"label": nearest, "probability": None if nearest is None else round(float(proba[nearest]), 4)}
-    learned = (per_cause or {}).get(fault["label"]) or {}
-    fault.update({"runs_of_cause": learned.get("runs"), "few_runs": learned.get("few_runs")})
-    return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
-            "fault": fault, "none_probability": round(float(proba.get("none", 0.0)), 4),
-            "fault_score": round(fault_score(proba), 4),
-            "alternatives": [{"label": str(c), "probability": round(float(v), 4)}
-                             for c, v in proba.iloc[1:1 + ALTERNATIVES].items()],
-            "pairs": int(len(rows)), "features_not_in_model": len(unseen)}

@@ -1,5 +1,4 @@
-"""clusters: clustered regression models of a target against its baseline (Shang et al. 2015,
-seed 000).
+"""clusters: clustered regression models of a target against its baseline (Shang et al. 2015, seed 000).
 
 One model of one counter (CPU, say) misses a regression that moves another (I/O reads) that
 CPU does not predict.  The counters are instead grouped by how they move together, and each
@@ -53,11 +52,11 @@ from scipy.spatial.distance import squareform
 from scipy.stats import ks_2samp
 
 from pipelines import parallel
-from pipelines.systems import history, labs
-from pipelines.stats import pvalues
 from pipelines.progress import Progress
+from pipelines.stats import pvalues
 from pipelines.storage.run_records import ValidIndex
 from pipelines.storage.stage_files import ClusterResult
+from pipelines.systems import history, labs
 
 log = logging.getLogger("regresslab.clusters")
 DISTANCE_DECIMALS = 10      # pearson_distance's ρ: far above summation-order noise (1e-13), far below any real difference

@@ -10,7 +10,7 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.systems import history
-from pipelines.detectors import causes
+from pipelines.detectors import cause_training, causes
 from pipelines.progress import Progress
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex
@@ -21,7 +21,7 @@ log = logging.getLogger("regresslab.evaluate")
 def compare_learners(index: ValidIndex) -> None:
     """Every learner of ``train_causes.learners`` in leave-one-run-out on the design each system's
     model uses, the night's own learner taken from its model (Nguyen 2017 §8.3-8.5,
-    :func:`causes.compare_learners_of`); a learner better than the night's by more than
+    :func:`cause_training.compare_learners_of`); a learner better than the night's by more than
     ``learner_standard_errors`` is named, with how to adopt it."""
     params = causes.CauseParams.load()
     out: dict[str, Any] = {}
@@ -32,7 +32,7 @@ def compare_learners(index: ValidIndex) -> None:
         if not meta or not path.exists():
             continue
         prog = Progress(log, f"evaluate learners {system}", len(params.learners), what="learners")
-        figures = causes.compare_learners_of(pd.read_parquet(path), meta["feature_blocks"], params,
+        figures = cause_training.compare_learners_of(pd.read_parquet(path), meta["feature_blocks"], params,
                                              in_use=meta["learners"],
                                              progress=lambda i, n, name, acc: prog.step(i, f"{name} {acc:.3f}"))
         out[system] = {k: v for k, v in figures.items() if k != "learning_curve"}

@@ -19,7 +19,7 @@ from pipelines.detection import stage_results
 from pipelines.verdict import cause_signatures, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
-from pipelines.detectors import charts, rule_detection, rule_verdict, within_run
+from pipelines.detectors import chart_calibration, charts, rule_detection, rule_verdict, within_run
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
@@ -48,7 +48,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     cost linear in the history instead of quadratic.  A held-out run whose lab its baseline
     does not share is moved by its lab's level learned from the other verified runs
     (:func:`labs.lab_shift`), as the nightly chart does, and judged by the normal runs charted
-    across labs (:func:`charts.matched_calibration`, charted once, the first time a run
+    across labs (:func:`chart_calibration.matched_calibration`, charted once, the first time a run
     needs them; the held-out run's own score left out).  Returns per run the
     :func:`charts.judge` result (with its ``counter_scores``), and under ``within_run`` the run
     against itself (``within_run.judge``, its limits and null without the held-out run, and its
@@ -59,7 +59,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     versions = {r: index[r].get("version") for r in runs}
     lab_runs = {r: index[r]["verdict"] for r in verified}
     charter = charts.Charter(frames, params.chart)
-    parts = charts.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
+    parts = chart_calibration.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
                                              charter=charter)
     kw = within_run.contrast_params(significance)
     contrasts = {r: within_run.window_contrasts(frames[r], **kw) for r in runs}
@@ -74,17 +74,17 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     progress = Progress(log, "control_charts LOO", len(verified), every=8)
     for i, run_id in enumerate(verified, 1):
         others = [r for r in passed if r != run_id]
-        calibration = charts.calibration_from(parts, params=params,
+        calibration = chart_calibration.calibration_from(parts, params=params,
                                                       leave_out=run_id if run_id in passed else None)
-        base = charts.chart_baseline({r: envs[r] for r in others}, envs[run_id], params.max_baseline_runs)
+        base = chart_calibration.chart_baseline({r: envs[r] for r in others}, envs[run_id], params.max_baseline_runs)
         lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=others)
         ratios, _, _ = charter(base, run_id, lab["shift"])
         ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
         if lab["status"] != "same_lab" and cross is None:
-            independent = charts.calibration_from(parts, params=params)["load_independent"]
-            cross = charts.cross_lab_calibration(passed, index, charter, independent, params,
+            independent = chart_calibration.calibration_from(parts, params=params)["load_independent"]
+            cross = chart_calibration.cross_lab_calibration(passed, index, charter, independent, params,
                                                          lab_runs=lab_runs, lab_kw=lab_kw)
-        calibration, null = charts.matched_calibration({**calibration, "cross_lab": cross},
+        calibration, null = chart_calibration.matched_calibration({**calibration, "cross_lab": cross},
                                                                lab["status"], run_id)
         result = charts.judge(ratios, calibration, **params.judge_kw())
         result["lab"], result["null"] = labs.summary(lab), null

@@ -1,6 +1,6 @@
 """predict_causes: the probable regression cause of every target run, or "unknown".
 
-The prediction (Nguyen 2017 ch. 8-9, seed 004) is :func:`pipelines.detectors.causes.predict_cause`:
+The prediction (Nguyen 2017 ch. 8-9, seed 004) is :func:`pipelines.detectors.cause_prediction.predict_cause`:
 the target's pair rows through the system's current cause model; a target's prediction, stored,
 is :mod:`pipelines.detection.cause_runs` (its
 :class:`~pipelines.detection.cause_runs.CauseClassifier` detector).  Writes

@@ -6,7 +6,7 @@ are :mod:`pipelines.detection.cause_model_versions`.  This stage trains a new
 model version per system when its verified history changed, keeps every version
 (``data/processed/cause_models/<system>/``) and writes ``metrics/causes.json``.  It trains the
 night's learner only: comparing the learners and their learning curves is model selection, done
-by ``evaluate`` after the night's report (``causes.compare_learners_of``).
+by ``evaluate`` after the night's report (``cause_training.compare_learners_of``).
 """
 from __future__ import annotations
 

@@ -241,7 +241,7 @@ class CausePrediction(TypedDict, total=False):
     model_version: str
     learner: str
     truth: str
-    evidence: dict[str, float]      # the counters that carried the prediction (causes.evidence_counters)
+    evidence: dict[str, float]      # the counters that carried the prediction (cause_prediction.evidence_counters)
 
 
 class LooPrediction(TypedDict):
@@ -310,7 +310,7 @@ class CauseModelMeta(TypedDict, total=False):
     classes: list[str]
     feature_blocks: list[str]
     design_scores: dict[str, dict[str, float | None]]   # None figures: set aside before its leave-one-out ended
-    counter_profile: dict[str, Any]     # each counter's violation ratios on the normal runs and each cause's (causes.counter_profile)
+    counter_profile: dict[str, Any]     # each counter's violation ratios on the normal runs and each cause's (cause_prediction.counter_profile)
     balance_classes: bool
     runs: int
     pairs: int

@@ -378,7 +378,7 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     (their change matters by construction).  ``only_deciders``: the detectors of ``used`` (those the
     record chose) name the counters; only when they name none do the others' flags, after the cause
     classifier's evidence when it decides (the counters its predicted cause raises on this run,
-    ``causes.evidence_counters``).  The verdict is the same either way: the evidence never stands
+    ``cause_prediction.evidence_counters``).  The verdict is the same either way: the evidence never stands
     alone where the others' flags are empty."""
     beyond = list((ev.within or {}).get("counters_beyond_limit") or [])
     if set(used) == {"within_run"}:

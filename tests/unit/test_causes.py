@@ -10,7 +10,7 @@ import skops.io as sio
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
-from pipelines.detectors import cause_features, causes
+from pipelines.detectors import cause_features, cause_prediction, cause_training, causes
 from pipelines.evaluation import leave_one_out
 from pipelines.storage import store
 
@@ -150,12 +150,12 @@ def test_train_system_fits_the_first_learner_and_the_comparison_reports_every_le
                                     "learning_curve_repeats": 3, "learning_curve_learners": 1, "seed": 0,
                                     "feature_designs": [["counters"]], "design_learner": "random_forest",
                                     "balance_classes": True, "few_runs": 4, "learner_standard_errors": 0})
-    out = causes.train_system(frame, params)
+    out = cause_training.train_system(frame, params)
     assert list(out["learners"]) == ["random_forest"] == [out["best"]]      # the night's learner only
     assert "learning_curve" not in out
     assert out["random_accuracy"] == pytest.approx(1 / 3, abs=1e-4)
     # model selection, after the night: every learner, the night's row taken as it is
-    compared = causes.compare_learners_of(frame, out["feature_blocks"], params, in_use=out["learners"])
+    compared = cause_training.compare_learners_of(frame, out["feature_blocks"], params, in_use=out["learners"])
     assert list(compared["learners"]) == list(causes.learners()) and compared["in_use"] == "random_forest"
     assert compared["learners"]["random_forest"] == out["learners"]["random_forest"]
     # the night's row, measured afresh by the comparison's own loop, is the row the night measured
@@ -169,7 +169,7 @@ def test_train_system_fits_the_first_learner_and_the_comparison_reports_every_le
     assert [r["runs_per_cause"] for r in compared["learning_curve"]] == [1, 2]
     assert {r["learner"] for r in compared["learning_curve"]} == {compared["chosen"]}   # the best ranked first
     one = frame[frame["target"] == "db-0"]
-    pred = causes.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5,
+    pred = cause_prediction.predict_cause(out["model"], one, out["columns"], out["classes"], tau=0.5,
                                         blocks=out["feature_blocks"], per_cause=out["per_cause"])
     assert pred["label"] == "db" and pred["fault"]["label"] == "db" and pred["known"]
     # four runs of each cause: every cause counts as learned from few runs (few_runs = 4)
@@ -257,7 +257,7 @@ def test_prediction_handles_counters_the_model_never_saw_or_the_run_lacks():
     cols = cause_features.feature_columns(frame)
     model = causes.fit_rows(causes.learners()["logistic_regression"], frame, cols)
     rows = frame[frame["target"] == "cpu-1"].drop(columns=["lower:db", "upper:db"]).assign(**{"upper:new": 0.5})
-    pred = causes.predict_cause(model, rows, cols, sorted(frame["cause"].unique()), tau=0.0)
+    pred = cause_prediction.predict_cause(model, rows, cols, sorted(frame["cause"].unique()), tau=0.0)
     assert pred["features_not_in_model"] == 1 and pred["label"] in {"none", "cpu", "db"}
 
 
@@ -293,13 +293,13 @@ def test_a_model_of_the_fault_runs_alone_and_when_it_names_the_fault():
                                     "learning_curve_repeats": 1, "learning_curve_learners": 1, "seed": 0,
                                     "feature_designs": [["counters"]], "design_learner": "random_forest",
                                     "balance_classes": False, "few_runs": 4, "learner_standard_errors": 1})
-    out = causes.train_system(frame, params)
+    out = cause_training.train_system(frame, params)
     # the full model names every fault (1.0): the faults-only model could at best tie, and a tie keeps
     # the full model, so its leave-one-out is not run at all
     assert out["fault_nearest_accuracy_all_runs"] == 1.0 and out["fault_nearest_accuracy_faults_only"] is None
     assert out["fault_model_from"] == "all_runs" and out["fault_model"] is None
     rows = frame[frame["target"] == "db-0"]
-    pred = causes.predict_cause(out["model"], rows, out["columns"], out["classes"], tau=0.5,
+    pred = cause_prediction.predict_cause(out["model"], rows, out["columns"], out["classes"], tau=0.5,
                                         blocks=["counters"], fault_model=model)
     by_hand = model.predict_proba(rows[cols].to_numpy(dtype=float))[:, list(model.classes_).index("db")].mean()
     assert pred["fault"]["label"] == "db" and pred["fault"]["given_a_fault"] is True
@@ -312,17 +312,17 @@ def test_choose_learner_keeps_the_first_unless_another_is_better_by_more_than_a_
     # so anything at 0.80 - 0.089541 = 0.710459 or above is as good as the best
     order = ["random_forest", "logistic_regression", "mlp"]
     acc = {"random_forest": 0.75, "logistic_regression": 0.80, "mlp": 0.80}
-    assert causes.choose_learner(acc, order, 20, 1.0) == "random_forest"
-    assert causes.choose_learner(acc, order, 20, 0.0) == "logistic_regression"   # the best, first listed
-    assert causes.choose_learner({**acc, "random_forest": 0.71}, order, 20, 1.0) == "logistic_regression"
-    assert causes.choose_learner({**acc, "random_forest": 0.711}, order, 20, 1.0) == "random_forest"
+    assert cause_training.choose_learner(acc, order, 20, 1.0) == "random_forest"
+    assert cause_training.choose_learner(acc, order, 20, 0.0) == "logistic_regression"   # the best, first listed
+    assert cause_training.choose_learner({**acc, "random_forest": 0.71}, order, 20, 1.0) == "logistic_regression"
+    assert cause_training.choose_learner({**acc, "random_forest": 0.711}, order, 20, 1.0) == "random_forest"
     # a perfect score still has an error: 48 runs, p' = 48.5 / 49 = 0.989796, se = 0.014357, floor 0.985643;
     # one miss in 48 (0.979167) is below it
     perfect = {"random_forest": 47 / 48, "logistic_regression": 1.0}
-    assert causes.choose_learner(perfect, order, 48, 1.0) == "logistic_regression"
-    assert causes.choose_learner(perfect, order, 48, 1.6) == "random_forest"     # floor 0.977029
+    assert cause_training.choose_learner(perfect, order, 48, 1.0) == "logistic_regression"
+    assert cause_training.choose_learner(perfect, order, 48, 1.6) == "random_forest"     # floor 0.977029
     with pytest.raises(ValueError):
-        causes.choose_learner({}, order, 10, 1.0)
+        cause_training.choose_learner({}, order, 10, 1.0)
 
 
 def test_a_feature_tables_rows_come_back_as_computed_with_what_they_lacked():
@@ -364,16 +364,16 @@ def test_the_counters_that_carried_a_prediction_by_hand():
         "system": "shop", "cause": ["none", "none", "orders-cpu", "orders-cpu", "db-lock"],
         "upper:orders.cpu": [0.1, 0.2, 0.8, 0.6, 0.1], "upper:db.cpu": [0.0, 0.0, 0.0, 0.0, 0.5],
         "lower:front.rps": [0.1, 0.1, 0.1, 0.1, 0.1]})
-    profile = causes.counter_profile(frame)
+    profile = cause_prediction.counter_profile(frame)
     assert profile["none_mean"] == {"upper:db.cpu": 0.0, "upper:orders.cpu": 0.15}
     assert profile["none_sd"]["upper:orders.cpu"] == pytest.approx(0.0707, abs=1e-4)
     assert profile["cause_mean"] == {"db-lock": {"upper:db.cpu": 0.5}, "orders-cpu": {"upper:orders.cpu": 0.7}}
     run = pd.DataFrame({"upper:orders.cpu": [0.45, 0.55], "upper:db.cpu": [0.3, 0.3], "lower:front.rps": [0.9, 0.9]})
-    assert causes.evidence_counters(run, profile, "orders-cpu") == {"orders.cpu": pytest.approx(4.95, abs=0.01)}
-    assert causes.evidence_counters(run, profile, "db-lock") == {"db.cpu": 6.0}
+    assert cause_prediction.evidence_counters(run, profile, "orders-cpu") == {"orders.cpu": pytest.approx(4.95, abs=0.01)}
+    assert cause_prediction.evidence_counters(run, profile, "db-lock") == {"db.cpu": 6.0}
     calm = run.assign(**{"upper:orders.cpu": [0.3, 0.3]})           # (0.3-0.15)/0.0707 = 2.1 < 3
-    assert causes.evidence_counters(calm, profile, "orders-cpu") == {}
-    assert causes.evidence_counters(run, profile, None) == {} and causes.evidence_counters(run, {}, "db-lock") == {}
+    assert cause_prediction.evidence_counters(calm, profile, "orders-cpu") == {}
+    assert cause_prediction.evidence_counters(run, profile, None) == {} and cause_prediction.evidence_counters(run, {}, "db-lock") == {}
 
 
 def test_the_counters_that_carried_a_prediction_come_in_order_of_distance_times_the_causes_raise():
@@ -384,10 +384,10 @@ def test_the_counters_that_carried_a_prediction_come_in_order_of_distance_times_
     frame = pd.DataFrame({"target": ["n1", "n2", "f1"], "baseline": ["n2", "n1", "n1"], "system": "s",
                           "cause": ["none", "none", "hot"], "upper:app.cpu": [0.0, 0.2, 0.7],
                           "upper:app.latency": [0.0, 0.0, 0.2]})
-    profile = causes.counter_profile(frame)
+    profile = cause_prediction.counter_profile(frame)
     run = pd.DataFrame({"upper:app.cpu": [0.8], "upper:app.latency": [0.5]})
-    got = causes.evidence_counters(run, profile, "hot")
+    got = cause_prediction.evidence_counters(run, profile, "hot")
     assert list(got) == ["app.cpu", "app.latency"]
     assert got["app.cpu"] == pytest.approx(4.95, abs=0.01) and got["app.latency"] == pytest.approx(10.0)
-    assert list(causes.evidence_counters(run.assign(**{"upper:app.latency": [1.0]}), profile, "hot")) == [
+    assert list(cause_prediction.evidence_counters(run.assign(**{"upper:app.latency": [1.0]}), profile, "hot")) == [
         "app.latency", "app.cpu"]

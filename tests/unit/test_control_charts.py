@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pipelines.stats import pvalues
-from pipelines.detectors import charts
+from pipelines.detectors import chart_calibration, chart_modes, charts
 from pipelines.preparation import intervals
 
 # The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.
@@ -98,8 +98,8 @@ def test_the_top_ratio_mean_is_the_mean_of_the_top_half():
 def test_load_independent_counters_from_normal_pairs():
     pairs = [pd.Series({"cache": 0.4, "cpu": 0.02, "io": 0.2}), pd.Series({"cache": 0.3, "cpu": 0.05, "io": 0.01})]
     # cache above 10 % in both pairs, io in one of two (not more than half)
-    assert charts.load_independent_counters(pairs, max_ratio=0.10, min_share=0.5) == ["cache"]
-    assert charts.load_independent_counters(pairs[:1], max_ratio=0.10, min_share=0.5) == ["cache", "io"]  # the thesis: one pair
+    assert chart_calibration.load_independent_counters(pairs, max_ratio=0.10, min_share=0.5) == ["cache"]
+    assert chart_calibration.load_independent_counters(pairs[:1], max_ratio=0.10, min_share=0.5) == ["cache", "io"]  # the thesis: one pair
 
 
 def _mixture(rng, n_major, n_minor):
@@ -108,16 +108,16 @@ def _mixture(rng, n_major, n_minor):
 
 def test_minor_mode_found_between_the_peaks_of_a_known_mixture():
     rng = np.random.default_rng(0)
-    cut, side, share = charts.minor_mode(_mixture(rng, 900, 100), **MODES)
+    cut, side, share = chart_modes.minor_mode(_mixture(rng, 900, 100), **MODES)
     assert 20 < cut < 85 and side == "low"
     assert share == pytest.approx(0.1, abs=0.005)
-    assert charts.minor_mode(rng.normal(100, 5, 1000), **MODES) is None              # unimodal: nothing to filter
+    assert chart_modes.minor_mode(rng.normal(100, 5, 1000), **MODES) is None              # unimodal: nothing to filter
 
 
 def test_minor_mode_on_the_high_side_for_a_batch_job():
     rng = np.random.default_rng(1)
     values = np.concatenate([rng.normal(100, 5, 850), rng.normal(300, 10, 150)])
-    cut, side, share = charts.minor_mode(values, **MODES)
+    cut, side, share = chart_modes.minor_mode(values, **MODES)
     assert 120 < cut < 270 and side == "high" and share == pytest.approx(0.15, abs=0.005)
 
 
@@ -360,8 +360,8 @@ def test_excursions_say_how_far_below_or_above_the_band_in_its_widths():
 
 
 def test_a_filter_that_would_eat_the_evidence_is_not_applied():
-    assert charts.capped_filter(["a"], 10, max_share=0.3) == (["a"], None)
-    kept, reason = charts.capped_filter(list("abcd"), 10, max_share=0.3)      # 4 of 10 > 30 %
+    assert chart_calibration.capped_filter(["a"], 10, max_share=0.3) == (["a"], None)
+    kept, reason = chart_calibration.capped_filter(list("abcd"), 10, max_share=0.3)      # 4 of 10 > 30 %
     assert kept == [] and "4 of 10" in reason
 
 
@@ -369,7 +369,7 @@ def test_repeat_pairs_are_consecutive_runs_of_one_version_in_one_lab():
     envs = {"a": {"cpu": 1}, "b": {"cpu": 1}, "c": {"cpu": 2}, "d": {"cpu": 1}, "e": {"cpu": 1}}
     versions = {"a": "1.0", "b": "1.0", "c": "1.0", "d": "1.1", "e": "1.0"}
     # c is another lab, d another version: a-b and b-e are the same test run again
-    assert charts.repeat_pairs(list("abcde"), envs, versions) == [("a", "b"), ("b", "e")]
+    assert chart_calibration.repeat_pairs(list("abcde"), envs, versions) == [("a", "b"), ("b", "e")]
 
 
 def test_local_maxima_by_hand_and_as_scipy_finds_them():
@@ -378,11 +378,11 @@ def test_local_maxima_by_hand_and_as_scipy_finds_them():
     with many ties, against ``scipy.signal.find_peaks``."""
     from scipy.signal import find_peaks
 
-    assert charts.local_maxima(np.array([0, 2, 1, 3, 3, 3, 0, 5, 5])).tolist() == [1, 4]
-    assert charts.local_maxima(np.array([1, 2, 2, 0])).tolist() == [1]          # (1 + 2) // 2
-    assert charts.local_maxima(np.array([3, 1, 2, 2, 4, 0])).tolist() == [4]    # the shoulder 2, 2 is none
-    assert charts.local_maxima(np.array([1, 2])).tolist() == [] and charts.local_maxima(np.array([])).tolist() == []
+    assert chart_modes.local_maxima(np.array([0, 2, 1, 3, 3, 3, 0, 5, 5])).tolist() == [1, 4]
+    assert chart_modes.local_maxima(np.array([1, 2, 2, 0])).tolist() == [1]          # (1 + 2) // 2
+    assert chart_modes.local_maxima(np.array([3, 1, 2, 2, 4, 0])).tolist() == [4]    # the shoulder 2, 2 is none
+    assert chart_modes.local_maxima(np.array([1, 2])).tolist() == [] and chart_modes.local_maxima(np.array([])).tolist() == []
     rng = np.random.default_rng(3)
     for _ in range(5000):
         x = np.round(rng.normal(size=int(rng.integers(0, 30))) * rng.choice([0.4, 2.0]))
-        assert charts.local_maxima(x).tolist() == find_peaks(x)[0].tolist(), x
+        assert chart_modes.local_maxima(x).tolist() == find_peaks(x)[0].tolist(), x

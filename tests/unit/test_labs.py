@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from pipelines.systems import history, labs
-from pipelines.detectors import charts
+from pipelines.detectors import chart_calibration, charts
 
 A = {"cpu": "xeon", "db": "5.1"}
 B = {"cpu": "epyc", "db": "5.1"}
@@ -138,15 +138,15 @@ def test_a_new_lab_normal_run_failed_by_the_same_lab_null_passes_the_matched_one
     same = charts.judge(ratios, calibration, **kw)
     assert same["verdict"] == "fail" and same["p_run"] == pytest.approx(1 / 60, abs=1e-6)
     assert same["p_value"] == pytest.approx(2 / 60, abs=1e-6)
-    matched, kind = charts.matched_calibration(calibration, "insufficient", "t")
+    matched, kind = chart_calibration.matched_calibration(calibration, "insufficient", "t")
     assert kind == "cross_lab" and matched["threshold"] == 0.5
     out = charts.judge(ratios, matched, **kw)
     assert out["verdict"] == "pass" and out["p_run"] == pytest.approx(2 / 11, abs=1e-6)
     assert out["p_value"] == pytest.approx(4 / 11, abs=1e-6)
     # a run of a lab the baseline shares keeps the same-lab calibration, itself
-    assert charts.matched_calibration(calibration, "same_lab", "t") == (calibration, "same_lab")
+    assert chart_calibration.matched_calibration(calibration, "same_lab", "t") == (calibration, "same_lab")
     fixed = {**calibration, "threshold": 0.3, "threshold_from": "params"}
-    assert charts.matched_calibration(fixed, "insufficient", "t")[0]["threshold"] == 0.3
+    assert chart_calibration.matched_calibration(fixed, "insufficient", "t")[0]["threshold"] == 0.3
 
 
 def test_the_lab_params_are_the_history_blocks_lab_keys_typed():
