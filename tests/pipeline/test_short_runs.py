@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from pipelines.simulators import labsim
+from pipelines.simulators import lab_systems
 from pipelines.storage import atomic
 from tests.conftest import write_lab
 from tests.helpers import every_stage_on
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.slow     # stages end to end
 
 @pytest.fixture(scope="module")
 def short_tree(tmp_path_factory):
-    spec = labsim.SYSTEMS["shop"]
+    spec = lab_systems.SYSTEMS["shop"]
     short = replace(spec, duration_s=600, sampling_periods={h: (60,) for h in spec.sampling_periods})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(labsim.SYSTEMS, "shop", short)
+        mp.setitem(lab_systems.SYSTEMS, "shop", short)
         lab = tmp_path_factory.mktemp("short_lab")
         truth = write_lab(lab, seed=5, n_normal=3, n_per_cause=2, history_causes=["cpu_hot_path"],
                           target_causes=["cpu_hot_path"])

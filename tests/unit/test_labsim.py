@@ -7,8 +7,9 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from pipelines.simulators import labsim
-from pipelines.simulators.labsim import SYSTEMS, Fault, RunPlan, regressed_counters, simulate_run
+from pipelines.simulators import lab_physics, lab_systems, labsim
+from pipelines.simulators.lab_systems import SYSTEMS, Fault, RunPlan
+from pipelines.simulators.labsim import regressed_counters, simulate_run
 
 SHOP = SYSTEMS["shop"]
 E1, E2, E3 = SHOP.environments          # reference CPU / slower CPU / half the memory
@@ -31,7 +32,7 @@ def load_median(run, counter):
     (3, 0.0, 0.0),
 ])
 def test_erlang_c_matches_hand_computed_values(servers, rho, expected):
-    assert labsim.erlang_c(servers, np.array([rho]))[0] == pytest.approx(expected, abs=1e-9)
+    assert lab_physics.erlang_c(servers, np.array([rho]))[0] == pytest.approx(expected, abs=1e-9)
 
 
 def test_utilisation_law_cpu_follows_throughput_times_demand():
@@ -120,7 +121,7 @@ MECHANISMS = {
 
 @pytest.mark.parametrize("cause", sorted(MECHANISMS))
 def test_each_cause_moves_what_its_mechanism_implies(cause):
-    lo, hi = labsim.SEVERITY_RANGE[cause]
+    lo, hi = lab_systems.SEVERITY_RANGE[cause]
     faulty_plan = plan(env=E2, fault=Fault(cause, (lo + hi) / 2))
     faulty, clean = simulate_run(faulty_plan), simulate_run(replace(faulty_plan, fault=None))
     moved = set(regressed_counters(faulty, clean))
@@ -138,8 +139,8 @@ def test_the_same_seed_gives_the_same_archive_and_another_seed_does_not():
 
 NOISE_PROBE = """
 import hashlib, sys
-from pipelines.simulators import labsim
-values = [labsim._noise(seed, f"c{seed}", 5000, cv) for seed, cv in ((1, 0.05), (2, 0.3), (3, 1.0))]
+from pipelines.simulators import lab_physics
+values = [lab_physics._noise(seed, f"c{seed}", 5000, cv) for seed, cv in ((1, 0.05), (2, 0.3), (3, 1.0))]
 print(hashlib.sha256(b"".join(v.tobytes() for v in values)).hexdigest())
 """
 
@@ -159,8 +160,8 @@ def test_the_noise_is_the_same_bits_on_every_path_this_machine_takes():
     for extra, path, _ in ran:
         assert machine_variants.took(extra, path), (extra, path)
     assert len({printed for _, _, printed in ran}) == 1
-    z = labsim._rng(2, "noise", "c2").normal(0.0, 0.3, size=5000)           # the same draws, by hand
-    np.testing.assert_allclose(labsim._noise(2, "c2", 5000, 0.3), np.exp(z), rtol=4e-16, atol=0)
+    z = lab_systems._rng(2, "noise", "c2").normal(0.0, 0.3, size=5000)           # the same draws, by hand
+    np.testing.assert_allclose(lab_physics._noise(2, "c2", 5000, 0.3), np.exp(z), rtol=4e-16, atol=0)
     _, left_out = machine_variants.variants()
     if left_out:
         warnings.warn("not run on this processor: " + "; ".join(f"{k} ({why})" for k, why in left_out.items()),
