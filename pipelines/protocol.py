@@ -62,6 +62,14 @@ class SystemHistory:
     hist: HistoryParams
     significance: Significance | None
 
+    def significance_block(self) -> Significance:
+        """The ``significance`` block, for a detector that reads it; a history made without it
+        cannot serve such a detector (a mistake of the caller's, said at once)."""
+        if self.significance is None:
+            raise ValueError(f"{self.system}: this detector reads the significance block; the system's history "
+                             "was made without it")
+        return self.significance
+
     @classmethod
     def of(cls, system: str, index: ValidIndex, hist: HistoryParams, significance: Significance | None
            ) -> "SystemHistory":

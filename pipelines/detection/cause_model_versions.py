@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -61,11 +61,12 @@ def current_model(system: str, frame: pd.DataFrame, params: CauseParams, index: 
         atomic.write_bytes_atomic(folder / result["fault_model_file"],
                                    atomic.reproducible_skops(sio.dumps(fault_model)))
     atomic.write_bytes_atomic(folder / f"{version}.skops", atomic.reproducible_skops(sio.dumps(model)))
-    meta: CauseModelMeta = {"system": system, "version": version, "training_data_sha256": digest,
-            "verified_history": verified_history_digest(index, system),
-            "trained_at": pd.Timestamp.now(tz="UTC").isoformat(), "params": dict(params.block), **result}
-    atomic.write_json_atomic(meta_file, meta)
-    return meta
+    trained = cast(CauseModelMeta, {"system": system, "version": version, "training_data_sha256": digest,      # model, fault_model popped
+                                     "verified_history": verified_history_digest(index, system),
+                                     "trained_at": pd.Timestamp.now(tz="UTC").isoformat(),
+                                     "params": dict(params.block), **result})
+    atomic.write_json_atomic(meta_file, trained)
+    return trained
 
 
 def system_metrics(meta: CauseModelMeta) -> dict[str, Any]:

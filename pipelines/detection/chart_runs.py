@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 
@@ -18,7 +19,8 @@ from pipelines.stats import effects
 from pipelines.systems import history, labs
 from pipelines.detectors import within_run
 from pipelines.detectors.charts import RATIO_COLUMNS, Charter, ControlChartParams, chart_series, judge
-from pipelines.detectors.chart_calibration import calibrate, chart_baseline, cross_lab_calibration, matched_calibration, normal_pvalues
+from pipelines.detectors.chart_calibration import (calibrate, chart_baseline, cross_lab_calibration,
+                                                   matched_calibration, normal_pvalues)
 from pipelines.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
@@ -106,7 +108,7 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
     key = memo.input_key("control_charts", index, {"passed": passed, "verified": list(verdicts)}, system=system,
                          control_charts=params.block, history=hist.block, reference=frames.reference,
                          significance=dataclasses.asdict(significance))
-    done = memo.reuse(path, key)
+    done = memo.reuse_as(path, key, ChartCalibration)
     if done is not None:
         log.info("control_charts calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
@@ -121,7 +123,7 @@ def calibrate_system(system: str, index: ValidIndex, frames: store.FrameStore, p
                                                                 significance, verdicts)
     calibration["within_run"] = within_run.choose_limits(calibration["within_run"], within_faults, false_alarm_rate=rate)
     calibration["normal_pvalues"] = normal_pvalues(calibration, {r: len(frames[r]) for r in calibration["normal_scores"]})
-    return memo.write(path, {"system": system, "runs": passed, **calibration}, key)
+    return memo.write(path, cast(ChartCalibration, {"system": system, "runs": passed, **calibration}), key)
 
 
 def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: ChartCalibration, params: ControlChartParams,
@@ -180,15 +182,16 @@ class ControlCharts:
 
     def calibrate(self, seen: SystemHistory) -> ChartCalibration:
         """The system calibrated and stored; returned as stored (JSON's types), as a DAG batch reads it."""
-        calibrate_system(seen.system, seen.index, seen.frames, self.params, seen.hist, seen.significance)
+        calibrate_system(seen.system, seen.index, seen.frames, self.params, seen.hist, seen.significance_block())
         return self.stored(seen)
 
     def stored(self, seen: SystemHistory) -> ChartCalibration:
         return atomic.read_json(config.calibration_path(seen.system))
 
     def kept(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> ChartResult | None:
-        return memo.reuse(config.chart_path(run_id), chart_key(run_id, seen.index, seen.frames, self.params, seen.hist,
-                                                               seen.significance, calibration))
+        return memo.reuse_as(config.chart_path(run_id), chart_key(run_id, seen.index, seen.frames, self.params,
+                                                                  seen.hist, seen.significance_block(), calibration),
+                             ChartResult)
 
     def judge(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> ChartResult:
-        return chart_one(run_id, seen.index, seen.frames, self.params, seen.hist, seen.significance, calibration)
+        return chart_one(run_id, seen.index, seen.frames, self.params, seen.hist, seen.significance_block(), calibration)

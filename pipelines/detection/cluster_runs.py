@@ -42,16 +42,17 @@ def calibrate_system(system: str, index: ValidIndex, frames, params: ClusterPara
     path = config.cluster_calibration_path(system)
     key = memo.input_key("clusters", index, {"passed": passed, "verified": verified_of(index, system, hist)},
                          system=system, clusters=params.block, history=hist.block, reference=frames.reference)
-    done = memo.reuse(path, key)
+    done = memo.reuse_as(path, key, Calibration)
     if done is not None:
         log.info("clusters calibration %s: %d normal runs unchanged, reused", system, len(passed))
         return done
     null, _ = normal_scores(passed, index, frames, params, hist)
     verdicts = hist.verdicts(index, system)
     cross = cross_lab_scores(passed, index, frames, params, hist, verdicts)
-    return memo.write(path, {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
-                             "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts),
-                             "normal_pvalues": normal_pvalues(null)}, key)
+    calibration: Calibration = {"system": system, "runs": passed, "normal_scores": null, "cross_lab_scores": cross,
+                                "fault_pvalues": fault_pvalues(index, frames, params, hist, null, verdicts),
+                                "normal_pvalues": normal_pvalues(null)}
+    return memo.write(path, calibration, key)
 
 
 def fault_pvalues(index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
@@ -118,8 +119,8 @@ class ClusterModels:
         return stored_calibration(seen.system, seen.index, seen.frames, self.params, seen.hist)
 
     def kept(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> ClusterResult | None:
-        return memo.reuse(config.cluster_path(run_id), cluster_key(run_id, seen.index, seen.frames, self.params,
-                                                                   seen.hist, calibration))
+        return memo.reuse_as(config.cluster_path(run_id), cluster_key(run_id, seen.index, seen.frames, self.params,
+                                                                      seen.hist, calibration), ClusterResult)
 
     def judge(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> ClusterResult:
         return cluster_run(run_id, seen.index, seen.frames, self.params, seen.hist, calibration)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import cast
 
 from pipelines import config
 from pipelines.systems import labs
 from pipelines.detectors import rule_mining
-from pipelines.detectors.rule_detection import DetectCache, DetectContext, DetectParams, analyse, calibrate_system, load_kept
+from pipelines.detectors.rule_detection import (DetectCache, DetectContext, DetectParams, analyse, calibrate_system,
+                                                load_kept)
 from pipelines.detectors.rule_verdict import stacking_evidence
 from pipelines.protocol import SystemHistory
 from pipelines.storage import memo, store
@@ -41,13 +43,13 @@ class DetectJob:
         key = memo.input_key("detect", index, {"target": [run_id], "baseline": baseline, "verified": list(verdicts)},
                              edges=memo.file_digest(config.edges_path(seen.system)), detect=params.block,
                              mine_rules=mine_params.block, history=hist.block,
-                             significance=dataclasses.asdict(seen.significance),
+                             significance=dataclasses.asdict(seen.significance_block()),
                              calibration=calibration.get(memo.KEY_FIELD) or calibration)
         return cls(run_id, seen.system, baseline, origin, verdicts, calibration, key)
 
     def reused(self) -> RuleDetection | None:
         """The verdict document written under this key, if any."""
-        return memo.reuse(config.detection_path(self.run_id), self.key)
+        return memo.reuse_as(config.detection_path(self.run_id), self.key, RuleDetection)
 
     def compute(self, ctx: DetectContext) -> RuleDetection:
         """Analyse the target in its system's context and write its verdict document."""
@@ -86,7 +88,7 @@ class AssociationRules:
         if seen.system not in self.contexts:
             ctx = DetectContext.of_system(seen.system, seen.index, store.read_edges(seen.system),
                                           DetectCache(seen.frames), self.params, self.mine_params, seen.hist,
-                                          seen.significance)
+                                          seen.significance_block())
             if kept_too:
                 load_kept(seen.system, ctx, seen.hist.passed(seen.index, seen.system))
             self.contexts[seen.system] = ctx
@@ -98,7 +100,7 @@ class AssociationRules:
         return self.stored(seen)
 
     def stored(self, seen: SystemHistory) -> Calibration:
-        return store.read_optional(config.stacking_calibration_path(seen.system)) or {}
+        return cast(Calibration, store.read_optional(config.stacking_calibration_path(seen.system)) or {})
 
     def kept(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> RuleDetection | None:
         return DetectJob.of(run_id, seen, calibration, self.params, self.mine_params).reused()

@@ -149,7 +149,7 @@ def matched_calibration(calibration: ChartCalibration, status: str, run_id: str 
     threshold = calibration["threshold"] if calibration["threshold_from"] == "params" else max(scores.values())
     return {**calibration, "normal_scores": scores, "window_scores": windows, "threshold": threshold}, kind
 
-def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], versions: dict[str, str],
+def calibrate(frames: dict[str, pd.DataFrame], envs: dict[str, Environment], versions: dict[str, str | None],
               *, params: ControlChartParams, charter: Charter | None = None) -> ChartCalibration:
     """What normal runs of the history look like on control charts (Nguyen 2017 §5.4, §7.5.3).
 

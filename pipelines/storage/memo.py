@@ -27,14 +27,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pipelines import codebase, config
 from pipelines.storage import atomic
 from pipelines.storage.run_records import ValidIndex
 
 KEY_FIELD = "input_key"
+D = TypeVar("D", bound=Mapping[str, Any])      # a stored result's record (a TypedDict of stage_files)
 
 
 def file_digest(path: Path) -> str | None:
@@ -82,7 +84,8 @@ def input_key(module: str, index: ValidIndex, runs: dict[str, list[str]], **part
 
 
 def reuse(path: Path, key: str) -> dict[str, Any] | None:
-    """The result at ``path`` when it was written under ``key``; else None (compute it again)."""
+    """The result at ``path`` when it was written under ``key``; else None (compute it again).
+    JSON at rest: a caller that knows the record it wrote there says so (:func:`reuse_as`)."""
     path = Path(path)
     if not path.exists():
         return None
@@ -93,11 +96,17 @@ def reuse(path: Path, key: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get(KEY_FIELD) == key else None
 
 
-def write(path: Path, doc: dict[str, Any], key: str) -> dict[str, Any]:
+def reuse_as(path: Path, key: str, kind: type[D]) -> D | None:
+    """:func:`reuse`, typed as the record ``kind`` this code writes under that key (a key holds
+    the code's digest: a file written under it was written as that record)."""
+    return cast("D | None", reuse(path, key))
+
+
+def write(path: Path, doc: D, key: str) -> D:
     """Write ``doc`` with its key, atomically; the document as written."""
-    doc = {**doc, KEY_FIELD: key}
-    atomic.write_json_atomic(path, doc)
-    return doc
+    written = {**doc, KEY_FIELD: key}
+    atomic.write_json_atomic(path, written)
+    return cast(D, written)
 
 
 PARQUET_KEY = b"regresslab_input_key"
