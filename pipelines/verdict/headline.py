@@ -460,21 +460,30 @@ def nulls_of(ev: Evidence) -> dict[str, record.Null]:
     return out
 
 
-def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
-            lab_of: dict[str, str] | None = None,
-            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
-    """The verdict file of one run (contract §2, its keys in the contract's order) from its
-    detectors' results under ``rule``; the report adds the flagged counters' changes, the plain
-    summary and the counters validation dropped once it has them.
+@dataclass(frozen=True)
+class Decision:
+    """What decided one run, before its counters are explained: its ``verdict`` (``pass``,
+    ``fail`` or ``no_baseline``) and ``p_value``; the detectors whose p-values it rests on
+    (``used``: detector -> p-value, None for one that could not judge) and those set aside for the
+    run's lab (``set_aside``: detector -> why); the learned shares (``weighting``) or the record's
+    choice (``choice``, under ``report.detector_trust: record``); why the run could not be judged
+    (``unjudged``)."""
 
-    Every detector's own verdict is reported whatever the rule; the run's cause comes from its
-    cause prediction (``run.cause_prediction``).  ``lab_of`` (run -> ``labs.lab_key``, the run's and
-    its history's) reads the detectors' record in the run's lab (``report.detector_trust: record``,
-    :func:`trusted`).  ``fault_labels`` (the system's verified faults and the counters their labels
-    name) put a failed run's counters in the order that explains it
-    (:func:`cause_signatures.explain_order`, the signature of its predicted cause)."""
-    ev = gather_evidence(results)
-    lab, predicted = run.lab, run.cause_prediction
+    verdict: str
+    p_value: float | None
+    used: dict[str, float | None]
+    set_aside: dict[str, str]
+    weighting: FaultWeighting | None = None
+    choice: record.Choice | None = None
+    unjudged: str | None = None
+
+
+def decide_run(run: RunJudged, ev: Evidence, results: dict[str, DetectorResult], rule: HeadlineRule,
+               lab_of: dict[str, str] | None) -> Decision:
+    """The run's :class:`Decision` from its detectors' evidence under ``rule``: no baseline, the
+    detectors set aside for its lab, then the record's choice (``trust: record``) or the p-values
+    combined (:func:`decide`)."""
+    lab = run.lab
     unjudged = no_baseline_reason(run.baseline_runs)
     set_aside = uncalibrated(ev, lab["status"]) if rule.verdict_rule == "calibrated" else {}
     used = combined_detectors(ev, rule, set_aside)
@@ -487,18 +496,42 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
                     "(nothing measures how far labs differ), and the run cannot be compared with itself: "
                     + ((within.reason if within is not None else None) or "no within-run evidence"))
-    choice = None
-    if unjudged is None and rule.verdict_rule == "calibrated" and rule.trust == "record":
+    if unjudged is not None:
+        return Decision("no_baseline", None, used, set_aside, weighting, unjudged=unjudged)
+    if rule.verdict_rule == "calibrated" and rule.trust == "record":
         choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=run.run_id,
                          lab_of=lab_of)
-        used = {d: ev.p_values[d] for d in choice.detectors}         # its shares: details["trust"]
+        chosen: dict[str, float | None] = {d: ev.p_values[d] for d in choice.detectors}   # its shares: details["trust"]
         if choice.unjudged is not None:          # the history cannot judge it, and says why
-            unjudged, verdict, p_value = choice.unjudged, "no_baseline", None
-        else:
-            verdict, p_value = (("fail" if choice.p_value <= rule.false_alarm_rate else "pass"), choice.p_value) \
-                if choice.p_value is not None else (headline_verdict(ev.verdicts, "all"), None)
-    else:
-        verdict, p_value = decide(ev, rule, used, weighting) if unjudged is None else ("no_baseline", None)
+            return Decision("no_baseline", None, chosen, set_aside, weighting, choice, choice.unjudged)
+        if choice.p_value is None:
+            return Decision(headline_verdict(ev.verdicts, "all"), None, chosen, set_aside, weighting, choice)
+        return Decision("fail" if choice.p_value <= rule.false_alarm_rate else "pass", choice.p_value, chosen,
+                        set_aside, weighting, choice)
+    verdict, p_value = decide(ev, rule, used, weighting)
+    return Decision(verdict, p_value, used, set_aside, weighting)
+
+
+def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
+            lab_of: dict[str, str] | None = None,
+            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
+    """The verdict file of one run (contract §2, its keys in the contract's order) from its
+    detectors' results under ``rule``: decided (:func:`decide_run`), its counters explained, then
+    assembled; the report adds the flagged counters' changes, the plain summary and the counters
+    validation dropped once it has them.
+
+    Every detector's own verdict is reported whatever the rule; the run's cause comes from its
+    cause prediction (``run.cause_prediction``).  ``lab_of`` (run -> ``labs.lab_key``, the run's and
+    its history's) reads the detectors' record in the run's lab (``report.detector_trust: record``,
+    :func:`trusted`).  ``fault_labels`` (the system's verified faults and the counters their labels
+    name) put a failed run's counters in the order that explains it
+    (:func:`cause_signatures.explain_order`, the signature of its predicted cause).  A failed run
+    none of whose counters changed enough to matter (``significance.min_effect_pct``) passes: the
+    one way the counters change the verdict."""
+    ev = gather_evidence(results)
+    lab, predicted = run.lab, run.cause_prediction
+    decision = decide_run(run, ev, results, rule, lab_of)
+    verdict, used, choice, unjudged = decision.verdict, decision.used, decision.choice, decision.unjudged
     counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
     changes = (run.details or {}).get("effects") or {}
     charts = results.get("control_charts")
@@ -525,14 +558,15 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         details["no_baseline"] = unjudged
     if rule.verdict_rule == "calibrated":
         details["combined_detectors"] = sorted(k for k, v in used.items() if v is not None)
-        details["set_aside_detectors"] = set_aside
-        details["detector_weights"] = weighting
+        details["set_aside_detectors"] = decision.set_aside
+        details["detector_weights"] = decision.weighting
         if choice is not None:
             details["trust"] = choice.to_json()
     if signature is not None and any(signature.names(c) for c in flagged):
         details["cause_signature"] = signature.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
+    p_value = decision.p_value
     return {"schema_version": 2 if unjudged is not None else 1, "run_id": run.run_id, "system": run.system,
             "verdict": verdict, "score": None if unjudged is not None else verdict_score(ev, used),
             "flagged_counters": flagged, "counter_scores": {c: round(v, 4) for c, v in counter_scores.items()},

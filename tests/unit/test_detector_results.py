@@ -132,3 +132,29 @@ def test_the_records_settings_come_from_params_and_corroboration_passes_a_lone_t
     doc = headline.compose(run, results, strict)
     assert doc["verdict"] == "pass" and "which no other detector corroborates" in doc["details"]["trust"]["reason"]
     assert doc["details"]["trust"]["beyond_calibration"] == {"stacking": pytest.approx(1 / 13, abs=1e-6)}
+
+
+def test_the_decision_is_one_value_and_only_a_change_too_small_to_matter_turns_a_fail():
+    """``decide_run`` returns what decided (verdict, p-value, who): the record's choice on the
+    run of the first test.  The verdict file carries that decision; and when no counter the deciders
+    flagged changed enough to matter (here every change 0.1 % against a 1 % floor), the failed
+    decision is written as a pass, its p-value and record kept: the one way the counters reach the
+    verdict."""
+    spectral = DetectorResult(judged=True, verdict="fail", p_value=0.004, flagged_counters=["b"],
+                              history_normals={r: 0.5 for r in NORMALS},
+                              history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
+                              page={"spectral": {"verdict": "fail", "p_value": 0.004}})
+    results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
+               "spectral": spectral}
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", min_effect_pct=1.0)
+    for change, written in ((0.5, "fail"), (0.001, "pass")):
+        run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                        details={"lab": LAB, "effects": {"a": change, "b": change}}, lab=LAB)
+        decision = headline.decide_run(run, headline.gather_evidence(results), results, rule, None)
+        assert isinstance(decision, headline.Decision)
+        assert (decision.verdict, decision.p_value, list(decision.used)) == ("fail", 0.004, ["spectral"])
+        assert decision.choice is not None and decision.choice.detectors == ("spectral",) and decision.unjudged is None
+        doc = headline.compose(run, results, rule)
+        assert doc["verdict"] == written and doc["p_value"] == pytest.approx(0.004)
+        assert doc["details"]["trust"]["decided_by"] == ["spectral"]
+        assert (doc["flagged_counters"] == ["b"]) == (written == "fail")
