@@ -112,11 +112,12 @@ def meta_normal_scores(tree: Path, system: str) -> dict | None:
 
 def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None = None,
             signatures: bool = True, reading: str = "uncertain") -> dict:
-    params = yaml.safe_load((tree / "params.yaml").read_text())["report"]
-    params = {**params, "headline_detectors": detectors or params["headline_detectors"]}
+    tree_params = yaml.safe_load((tree / "params.yaml").read_text())
+    params = {**tree_params["report"], "headline_detectors": detectors or tree_params["report"]["headline_detectors"]}
     rule = headline.HeadlineRule.from_params(params)
     rule = headline.HeadlineRule(**{**rule.__dict__, "trust": "record", "trust_level": level, "trust_min_runs": min_runs,
-                                    "trust_reading": reading})
+                                    "trust_reading": reading,      # the practical floor the tree's night used
+                                    "min_effect_pct": float(tree_params["significance"]["min_effect_pct"])})
     index = read(tree / "data" / "interim" / "valid_runs.json")["valid"]
     labels = read(tree / "labels.json")
     stored = read(tree / "result.json")["targets"]

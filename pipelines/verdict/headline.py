@@ -61,18 +61,18 @@ leave-one-out, so both use this module.  Pure: dicts in, dicts out.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import numpy as np
 
-from pipelines.verdict import cause_signatures
-from pipelines.stats import effects
-from pipelines.stats import pvalues
-from pipelines.verdict import record
+from pipelines import params_schema
 from pipelines.protocol import DetectorResult, RunJudged
+from pipelines.stats import effects, pvalues
 from pipelines.storage.stage_files import Cause, CausePrediction, VerdictFile, WeightedRun, WithinRunResult
+from pipelines.verdict import cause_signatures, record
 
 VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
 DETECTOR_WEIGHTS = ("equal", "faults")
@@ -175,10 +175,33 @@ def top_counters(counter_scores: dict[str, float]) -> list[str]:
     return [c for c, v in counter_scores.items() if v > 0][:FALLBACK_FLAGS]
 
 
+# report's keys in params.yaml -> the rule's fields, with the type each is read as
+PARAM_FIELDS: dict[str, tuple[str, Any]] = {
+    "verdict_rule": ("verdict_rule", str), "flag_rule": ("flag_rule", str),
+    "false_alarm_rate": ("false_alarm_rate", float),
+    "headline_detectors": ("detectors", lambda v: None if v is None else tuple(v)),
+    "classifier_resolution": ("classifier_resolution", float), "combination": ("combination", str),
+    "detector_weights": ("detector_weights", str), "detector_trust": ("trust", str),
+    "trust_level": ("trust_level", float), "trust_min_runs": ("trust_min_runs", int),
+    "trust_reading": ("trust_reading", str), "trust_ties": ("trust_ties", str),
+    "trust_equals": ("trust_equals", str), "trust_corroborate": ("trust_corroborate", bool)}
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict[str, Any]:
+    return params_schema.defaults()
+
+
+def _default(block: str, key: str) -> Any:
+    """The defaults file's ``block.key`` (the one place the rule's defaults are written)."""
+    return _defaults()[block][key]
+
+
 @dataclass(frozen=True)
 class HeadlineRule:
     """How the detectors' results become one verdict: the ``report`` block of ``params.yaml``,
-    checked once.
+    checked once; a setting left out is the defaults file's (``pipelines/params_defaults.yaml``:
+    ``HeadlineRule()`` is the rule of a project that changed nothing).
 
     ``verdict_rule``: ``calibrated`` (the detectors' p-values combined by ``combination``, a run
     failing at ``false_alarm_rate``) or one of ``all``, ``any``, ``stacking``, ``control_charts``.
@@ -189,21 +212,21 @@ class HeadlineRule:
     counts as regressed only when its change is at least this % of its level (``effects``); a run
     fails only with such a counter.  ``detector_weights``: ``equal`` shares of the rate, or
     ``faults``: shares learned from the history's verified faults (:func:`fault_weights`)."""
-    verdict_rule: str = "calibrated"
-    flag_rule: str = "rules"
-    false_alarm_rate: float = 0.05
-    detectors: tuple[str, ...] | None = None
-    classifier_resolution: float = 0.01
-    combination: str = "simes"
-    min_effect_pct: float = 0.0
-    detector_weights: str = "equal"
-    trust: str = "none"
-    trust_level: float = 0.05
-    trust_min_runs: int = 3
-    trust_reading: str = "uncertain"
-    trust_ties: str = "more"
-    trust_equals: str = "best"
-    trust_corroborate: bool = False
+    verdict_rule: str = field(default_factory=lambda: _default("report", "verdict_rule"))
+    flag_rule: str = field(default_factory=lambda: _default("report", "flag_rule"))
+    false_alarm_rate: float = field(default_factory=lambda: float(_default("report", "false_alarm_rate")))
+    detectors: tuple[str, ...] | None = field(default_factory=lambda: tuple(_default("report", "headline_detectors")))
+    classifier_resolution: float = field(default_factory=lambda: float(_default("report", "classifier_resolution")))
+    combination: str = field(default_factory=lambda: _default("report", "combination"))
+    min_effect_pct: float = field(default_factory=lambda: float(_default("significance", "min_effect_pct")))
+    detector_weights: str = field(default_factory=lambda: _default("report", "detector_weights"))
+    trust: str = field(default_factory=lambda: _default("report", "detector_trust"))
+    trust_level: float = field(default_factory=lambda: float(_default("report", "trust_level")))
+    trust_min_runs: int = field(default_factory=lambda: int(_default("report", "trust_min_runs")))
+    trust_reading: str = field(default_factory=lambda: _default("report", "trust_reading"))
+    trust_ties: str = field(default_factory=lambda: _default("report", "trust_ties"))
+    trust_equals: str = field(default_factory=lambda: _default("report", "trust_equals"))
+    trust_corroborate: bool = field(default_factory=lambda: bool(_default("report", "trust_corroborate")))
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -220,17 +243,13 @@ class HeadlineRule:
 
     @classmethod
     def from_params(cls, params: dict[str, Any], significance: effects.Significance | None = None) -> "HeadlineRule":
-        """The rule of ``params.yaml: report``, and ``significance.min_effect_pct``."""
-        return cls(verdict_rule=params["verdict_rule"], flag_rule=params["flag_rule"],
-                   false_alarm_rate=float(params["false_alarm_rate"]), detectors=params["headline_detectors"],
-                   classifier_resolution=float(params["classifier_resolution"]), combination=params["combination"],
-                   min_effect_pct=significance.min_effect_pct if significance is not None else 0.0,
-                   detector_weights=params["detector_weights"], trust=params.get("detector_trust", "none"),
-                   trust_level=float(params.get("trust_level", 0.05)),
-                   trust_min_runs=int(params.get("trust_min_runs", 3)),
-                   trust_reading=params.get("trust_reading", "uncertain"), trust_ties=params.get("trust_ties", "more"),
-                   trust_equals=params.get("trust_equals", "best"),
-                   trust_corroborate=bool(params.get("trust_corroborate", False)))
+        """The rule of ``params.yaml: report``, and ``significance.min_effect_pct``; a key left
+        out is the defaults file's."""
+        kw: dict[str, Any] = {field_name: cast(params[key]) for key, (field_name, cast) in PARAM_FIELDS.items()
+                              if key in params}
+        if significance is not None:
+            kw["min_effect_pct"] = significance.min_effect_pct
+        return cls(**kw)
 
 
 @dataclass

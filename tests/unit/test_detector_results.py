@@ -32,7 +32,7 @@ def test_a_new_detector_is_a_record_and_the_record_decides():
                               page={"spectral": {"verdict": "fail", "p_value": 0.004}})
     results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
                "spectral": spectral}
-    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record")
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", detectors=None)
     doc = headline.compose(run, results, rule)
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
     assert doc["details"]["trust"]["decided_by"] == ["spectral"]
@@ -101,7 +101,7 @@ def test_a_night_of_detectors_the_verdict_has_never_heard_of_is_composed():
                               history_normals={r: normal_p for r in NORMALS},
                               history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS})
     results = {"spectral": detector(0.004, 0.5, ["b"]), "drift": detector(0.001, 0.01, ["c"])}
-    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record")
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", detectors=None)
     doc = headline.compose(run, results, rule)
     assert doc["verdict"] == "fail" and doc["details"]["trust"]["decided_by"] == ["spectral"]
     assert doc["p_value"] == pytest.approx(0.004) and doc["flagged_counters"] == ["b"]
@@ -146,7 +146,8 @@ def test_the_decision_is_one_value_and_only_a_change_too_small_to_matter_turns_a
                               page={"spectral": {"verdict": "fail", "p_value": 0.004}})
     results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
                "spectral": spectral}
-    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", min_effect_pct=1.0)
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", min_effect_pct=1.0,
+                                 detectors=None)
     for change, written in ((0.5, "fail"), (0.001, "pass")):
         run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
                         details={"lab": LAB, "effects": {"a": change, "b": change}}, lab=LAB)

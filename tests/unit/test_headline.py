@@ -9,9 +9,15 @@ from pipelines.verdict import headline
 BASELINE = [{"run_id": "b", "weight": 1.0}]
 
 
+# what these tests exercise unless they say otherwise: every detector that judged the run combined
+# with equal shares, no record, no practical-change floor (the defaults file's rule adds all three)
+PLAIN = {"detectors": None, "detector_weights": "equal", "trust": "none", "min_effect_pct": 0.0}
+
+
 def compose(detection, charts, predicted, *, clustered=None, **rule):
-    """The verdict file (JSON) of ``stage_results.verdict_of`` under the rule of ``rule``'s keywords."""
-    return stage_results.verdict_of(detection, charts, predicted, headline.HeadlineRule(**rule), clustered=clustered)
+    """The verdict file (JSON) of ``stage_results.verdict_of`` under :data:`PLAIN` and ``rule``'s keywords."""
+    return stage_results.verdict_of(detection, charts, predicted, headline.HeadlineRule(**{**PLAIN, **rule}),
+                                    clustered=clustered)
 
 
 @pytest.mark.parametrize("rule,stacking,charts,expected", [
@@ -39,7 +45,7 @@ def test_the_rule_is_built_once_from_params_and_checked():
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
            "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
-    verdict = stage_results.verdict_of(det, None, None, headline.HeadlineRule(verdict_rule="all"))
+    verdict = stage_results.verdict_of(det, None, None, headline.HeadlineRule(**{**PLAIN, "verdict_rule": "all"}))
     assert list(verdict) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
                              "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
                              "methods", "details"]
@@ -400,3 +406,23 @@ def test_a_run_not_judged_in_its_own_lab_gets_equal_shares():
                   detectors=("stacking", "control_charts"), detector_weights="faults")
     assert doc["baseline_status"] == "adjusted" and doc["details"]["detector_weights"] is None
     assert doc["verdict"] == "pass" and doc["p_value"] == pytest.approx(0.06)      # 2 x 0.03, as with equal shares
+
+
+def test_every_setting_of_the_rule_is_a_param_and_its_default_is_the_defaults_files():
+    """Each field of the rule is read from a key of params.yaml's ``report`` block (or, the practical
+    floor, ``significance.min_effect_pct``), and ``HeadlineRule()`` is what a project that set none of
+    them reads: the defaults file's values, typed."""
+    import dataclasses
+
+    from pipelines import params_schema
+
+    defaults = params_schema.defaults()
+    mapped = {name for name, _ in headline.PARAM_FIELDS.values()}
+    assert {f.name for f in dataclasses.fields(headline.HeadlineRule)} == mapped | {"min_effect_pct"}
+    assert set(headline.PARAM_FIELDS) <= set(defaults["report"])
+    rule = headline.HeadlineRule()
+    assert rule == headline.HeadlineRule.from_params(defaults["report"])
+    assert rule.trust == defaults["report"]["detector_trust"] and rule.detector_weights == defaults["report"]["detector_weights"]
+    assert rule.detectors == tuple(defaults["report"]["headline_detectors"])
+    assert rule.min_effect_pct == float(defaults["significance"]["min_effect_pct"])
+    assert rule.false_alarm_rate == float(defaults["report"]["false_alarm_rate"])

@@ -146,7 +146,8 @@ def test_compose_follows_the_detector_with_the_clean_record():
     assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 20
     # the same run under the old rule (every named detector, Simes): 2 x 0.001 fails it
     old = stage_results.verdict_of(det, charts, None, headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
-                                                                    detectors=("stacking", "within_run")))
+                                                                    detectors=("stacking", "within_run"), trust="none",
+                                                                    detector_weights="equal"))
     assert old["verdict"] == "fail"
 
 
