@@ -192,9 +192,18 @@ def _defaults() -> dict[str, Any]:
     return params_schema.defaults()
 
 
-def _default(block: str, key: str) -> Any:
-    """The defaults file's ``block.key`` (the one place the rule's defaults are written)."""
-    return _defaults()[block][key]
+def _default_of(name: str) -> Any:
+    """The defaults file's value of the rule's field ``name``, read as :data:`PARAM_FIELDS` reads
+    params.yaml (the practical floor: ``significance.min_effect_pct``)."""
+    if name == "min_effect_pct":
+        return float(_defaults()["significance"]["min_effect_pct"])
+    key, read = next((key, read) for key, (field_name, read) in PARAM_FIELDS.items() if field_name == name)
+    return read(_defaults()["report"][key])
+
+
+def _param(name: str) -> Any:
+    """A field of the rule whose default is the defaults file's (the one place it is written)."""
+    return field(default_factory=functools.partial(_default_of, name))
 
 
 @dataclass(frozen=True)
@@ -212,21 +221,21 @@ class HeadlineRule:
     counts as regressed only when its change is at least this % of its level (``effects``); a run
     fails only with such a counter.  ``detector_weights``: ``equal`` shares of the rate, or
     ``faults``: shares learned from the history's verified faults (:func:`fault_weights`)."""
-    verdict_rule: str = field(default_factory=lambda: _default("report", "verdict_rule"))
-    flag_rule: str = field(default_factory=lambda: _default("report", "flag_rule"))
-    false_alarm_rate: float = field(default_factory=lambda: float(_default("report", "false_alarm_rate")))
-    detectors: tuple[str, ...] | None = field(default_factory=lambda: tuple(_default("report", "headline_detectors")))
-    classifier_resolution: float = field(default_factory=lambda: float(_default("report", "classifier_resolution")))
-    combination: str = field(default_factory=lambda: _default("report", "combination"))
-    min_effect_pct: float = field(default_factory=lambda: float(_default("significance", "min_effect_pct")))
-    detector_weights: str = field(default_factory=lambda: _default("report", "detector_weights"))
-    trust: str = field(default_factory=lambda: _default("report", "detector_trust"))
-    trust_level: float = field(default_factory=lambda: float(_default("report", "trust_level")))
-    trust_min_runs: int = field(default_factory=lambda: int(_default("report", "trust_min_runs")))
-    trust_reading: str = field(default_factory=lambda: _default("report", "trust_reading"))
-    trust_ties: str = field(default_factory=lambda: _default("report", "trust_ties"))
-    trust_equals: str = field(default_factory=lambda: _default("report", "trust_equals"))
-    trust_corroborate: bool = field(default_factory=lambda: bool(_default("report", "trust_corroborate")))
+    verdict_rule: str = _param("verdict_rule")
+    flag_rule: str = _param("flag_rule")
+    false_alarm_rate: float = _param("false_alarm_rate")
+    detectors: tuple[str, ...] | None = _param("detectors")
+    classifier_resolution: float = _param("classifier_resolution")
+    combination: str = _param("combination")
+    min_effect_pct: float = _param("min_effect_pct")
+    detector_weights: str = _param("detector_weights")
+    trust: str = _param("trust")
+    trust_level: float = _param("trust_level")
+    trust_min_runs: int = _param("trust_min_runs")
+    trust_reading: str = _param("trust_reading")
+    trust_ties: str = _param("trust_ties")
+    trust_equals: str = _param("trust_equals")
+    trust_corroborate: bool = _param("trust_corroborate")
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -245,7 +254,7 @@ class HeadlineRule:
     def from_params(cls, params: dict[str, Any], significance: effects.Significance | None = None) -> "HeadlineRule":
         """The rule of ``params.yaml: report``, and ``significance.min_effect_pct``; a key left
         out is the defaults file's."""
-        kw: dict[str, Any] = {field_name: cast(params[key]) for key, (field_name, cast) in PARAM_FIELDS.items()
+        kw: dict[str, Any] = {field_name: read(params[key]) for key, (field_name, read) in PARAM_FIELDS.items()
                               if key in params}
         if significance is not None:
             kw["min_effect_pct"] = significance.min_effect_pct
