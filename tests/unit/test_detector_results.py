@@ -19,6 +19,17 @@ def _rules(verdict: str, p: float, normals: dict, faults: dict) -> DetectorResul
                           history_normals=normals, page=page)
 
 
+def stacking_and_spectral() -> dict[str, DetectorResult]:
+    """Stacking failing the run (p 0.001) with a record of 20 failed normal runs, and a detector of
+    another kind, ``spectral``, failing it (p 0.004) with none failed and 5 of 6 faults caught."""
+    spectral = DetectorResult(judged=True, verdict="fail", p_value=0.004, flagged_counters=["b"],
+                              history_normals={r: 0.5 for r in NORMALS},
+                              history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
+                              page={"spectral": {"verdict": "fail", "p_value": 0.004}})
+    return {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
+            "spectral": spectral}
+
+
 def test_a_new_detector_is_a_record_and_the_record_decides():
     """No stage file at all: stacking fails the run (p 0.001) but failed all 20 normal runs of the
     history (p 0.01 each at a rate of 0.05); a detector of another kind, ``spectral``, passed all
@@ -26,12 +37,7 @@ def test_a_new_detector_is_a_record_and_the_record_decides():
     p 0.004, and stacking's record is on the page."""
     run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
                     details={"lab": LAB, "effects": {"a": 0.5, "b": 0.4}}, lab=LAB)
-    spectral = DetectorResult(judged=True, verdict="fail", p_value=0.004, flagged_counters=["b"],
-                              history_normals={r: 0.5 for r in NORMALS},
-                              history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
-                              page={"spectral": {"verdict": "fail", "p_value": 0.004}})
-    results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
-               "spectral": spectral}
+    results = stacking_and_spectral()
     rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", detectors=None)
     doc = headline.compose(run, results, rule)
     assert doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
@@ -140,12 +146,7 @@ def test_the_decision_is_one_value_and_only_a_change_too_small_to_matter_turns_a
     flagged changed enough to matter (here every change 0.1 % against a 1 % floor), the failed
     decision is written as a pass, its p-value and record kept: the one way the counters reach the
     verdict."""
-    spectral = DetectorResult(judged=True, verdict="fail", p_value=0.004, flagged_counters=["b"],
-                              history_normals={r: 0.5 for r in NORMALS},
-                              history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
-                              page={"spectral": {"verdict": "fail", "p_value": 0.004}})
-    results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
-               "spectral": spectral}
+    results = stacking_and_spectral()
     rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", min_effect_pct=1.0,
                                  detectors=None)
     for change, written in ((0.5, "fail"), (0.001, "pass")):
