@@ -12,8 +12,9 @@ Load scaling (Nguyen 2017 §5.2, seed 004): when the run names a
 ``|r| >= min_load_correlation`` over the run's intervals) is fitted ``c = a·l + b`` on
 the run itself; the fits are stored with the run.  ``discretize`` then scales every
 interval of every run to one reference load ``L`` of the system
-(``c' = c · (a·L + b) / (a·l + b)``), so load that fluctuates inside a run and
-differs between runs does not look like a regression.  The load counter itself is
+(``c' = c · (a·L + b) / (a·l + b)``, :func:`pipelines.load_scaling.scale_to_load`, applied where a
+run is read at that load), so load that fluctuates inside a run and differs between runs does not
+look like a regression.  The load counter itself is
 never scaled, so a run tested at another load still shows it.
 
 Counters that never vary inside the run are kept here (a counter constant in one run
@@ -108,31 +109,6 @@ def fit_load(frame: pd.DataFrame, load_counter: str, *, min_correlation: float) 
             a, b = np.polyfit(x, y, 1)
             fits[counter] = [float(a), float(b)]
     return fits
-
-
-def scale_to_load(frame: pd.DataFrame, load_counter: str | None, fits: dict[str, list[float]],
-                  reference_load: float | None) -> pd.DataFrame:
-    """``c' = c · (a·L + b) / (a·l + b)`` per fitted counter (Nguyen 2017 eq. 5.2).
-
-    Counters whose prediction is not positive at ``L`` or at some interval's load are
-    left as they are (a ratio of non-positive predictions means nothing).
-    """
-    if not load_counter or load_counter not in frame.columns or reference_load is None or not fits:
-        return frame
-    load = frame[load_counter].to_numpy(dtype=float)
-    scaled: dict[str, np.ndarray] = {}
-    for counter, (a, b) in fits.items():
-        if counter not in frame.columns:
-            continue
-        predicted = a * load + b
-        at_ref = a * reference_load + b
-        if at_ref <= 0 or (predicted[~np.isnan(predicted)] <= 0).any():
-            continue
-        scaled[counter] = frame[counter].to_numpy(dtype=float) * at_ref / predicted
-    out = frame.copy()
-    if scaled:              # one assignment of every scaled column, not a column at a time
-        out[list(scaled)] = np.column_stack(list(scaled.values()))
-    return out
 
 
 def normalize_run(host_frames: dict[str, pd.DataFrame], meta: RunRecord, *, interval_s: float,

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.preparation.intervals import scale_to_load
+from pipelines.load_scaling import scale_to_load
 from pipelines.storage import atomic
 from pipelines.storage.stage_files import CauseModelMeta, EdgesFile
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.stats import pvalues
 from pipelines.detectors import chart_calibration, chart_modes, charts
-from pipelines.preparation import intervals
+from pipelines import load_scaling
 
 # The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.
 LIMITS = {"method": "percentile", "lower_pct": 1.0, "upper_pct": 99.0, "sigma": 3.0, "scope": "run"}
@@ -169,8 +169,8 @@ def test_load_scaling_removes_a_pure_load_difference():
     raw, _, _ = charts.chart([base], target, charts.ChartParams(**{**CHART, "multimodal_filter": False}))
     assert raw.loc["c", "upper"] > 0.9
     fits = {"c": [2.0, 10.0]}
-    scaled_b = intervals.scale_to_load(base, "load", fits, 100.0)
-    scaled_t = intervals.scale_to_load(target, "load", fits, 100.0)
+    scaled_b = load_scaling.scale_to_load(base, "load", fits, 100.0)
+    scaled_t = load_scaling.scale_to_load(target, "load", fits, 100.0)
     # c' = c (2·100 + 10) / (2 l + 10): both runs are brought to load 100
     assert scaled_t["c"].mean() == pytest.approx(210, abs=1.0)
     scaled, _, _ = charts.chart([scaled_b], scaled_t.drop(columns="load"), charts.ChartParams(**{**CHART, "multimodal_filter": False}))

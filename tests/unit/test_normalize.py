@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipelines import load_scaling
 from pipelines.preparation import intervals
 
 
@@ -54,7 +55,7 @@ def test_load_scaling_on_a_known_linear_relation():
     fits = intervals.fit_load(frame, "app.load", min_correlation=0.6)
     assert set(fits) == {"x.cpu"}                                    # flat and uncorrelated are not fitted
     assert fits["x.cpu"] == pytest.approx([2.0, 10.0])
-    scaled = intervals.scale_to_load(frame, "app.load", fits, reference_load=50.0)
+    scaled = load_scaling.scale_to_load(frame, "app.load", fits, reference_load=50.0)
     # c' = c (a L + b) / (a l + b) = (2l+10)(110)/(2l+10) = 110 at every interval
     np.testing.assert_allclose(scaled["x.cpu"], 110.0)
     assert scaled["app.load"].equals(frame["app.load"])               # the load counter is never scaled
@@ -66,8 +67,8 @@ def test_load_scaling_keeps_a_regression_visible():
     base = pd.DataFrame({"app.load": load, "x.cpu": 2 * load + 10})
     hot = pd.DataFrame({"app.load": load, "x.cpu": 3 * load + 10})    # 50 % more CPU per request
     ref = 50.0
-    s_base = intervals.scale_to_load(base, "app.load", intervals.fit_load(base, "app.load", min_correlation=0.6), ref)
-    s_hot = intervals.scale_to_load(hot, "app.load", intervals.fit_load(hot, "app.load", min_correlation=0.6), ref)
+    s_base = load_scaling.scale_to_load(base, "app.load", intervals.fit_load(base, "app.load", min_correlation=0.6), ref)
+    s_hot = load_scaling.scale_to_load(hot, "app.load", intervals.fit_load(hot, "app.load", min_correlation=0.6), ref)
     assert s_base["x.cpu"].median() == pytest.approx(110) and s_hot["x.cpu"].median() == pytest.approx(160)
 
 
