@@ -115,3 +115,11 @@ def test_dvc_never_deletes_an_output_a_night_may_be_reading():
             if path not in DVC_ONLY_OUTPUTS and not opts.get("persist"):
                 deletable.append(f"{name}: {path}")
     assert deletable == []
+
+
+def test_no_package_file_holds_code():
+    """``codebase`` leaves each package's ``__init__.py`` out of a stage's deps and its input keys
+    (it runs on every import, but holds nothing): so none may hold code, which an edit would then
+    slip past DVC and the stored results."""
+    held = {str(p.relative_to(REPO)): p.read_text(encoding="utf-8") for p in (REPO / "pipelines").rglob("__init__.py")}
+    assert len(held) >= 15 and {p for p, text in held.items() if text.strip()} == set()
