@@ -55,6 +55,7 @@ NULLABLE: dict[str, Any] = {
     "commit_changes.source": str,
     "commit_changes.labels": str,
     "report.night": str,
+    "report.headline_detectors": list,
     "report.junit": str,
     "compute.jobs": int,
     "ingest.timezone": str,
@@ -123,7 +124,7 @@ def _type_of(path: str, value: Any):
 def _scalar(kind):
     from pydantic import StrictBool, StrictInt, StrictStr
 
-    return {bool: StrictBool, int: StrictInt, float: float, str: StrictStr}.get(kind, Any)
+    return {bool: StrictBool, int: StrictInt, float: float, str: StrictStr, list: list[StrictStr]}.get(kind, Any)
 
 
 def _range(path: str, kind) -> dict[str, Any]:

@@ -2,16 +2,20 @@
 baseline and the history's own verified runs the same way, and says so in one record.
 
 The verdict (:mod:`pipelines.verdict.headline`) reads nothing else: a :class:`DetectorResult`
-per detector (``stacking``, ``control_charts``, ``clustered_regression``, ``within_run``,
-``cause_classifier``), built from the stages' files at one edge
-(:mod:`pipelines.detection.stage_results`).  A new detector is a module that calibrates, judges
-and returns this record; the verdict weighs it by its record on the system's history
-(:mod:`pipelines.verdict.record`) like the others.
+per detector of the registry (``report.detectors`` in params.yaml, in its order: each entry a
+name and the function that reads the detector's result of a run from its stored file,
+:class:`ResultReader`), read at one edge (:mod:`pipelines.detection.stage_results`).  The result
+says what the verdict needs to know of the detector without naming it: what its p-value was judged
+against (``null_kind``, ``null_runs``), whether that null needs no other run
+(``self_contained``), how its counters explain a failed run (``counters``), how the page and the
+record call it (``title``).  A new detector is a module that calibrates, judges and reads back
+its result as this record, and one entry of the registry; the verdict weighs it by its record on
+the system's history (:mod:`pipelines.verdict.record`) like the others.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pipelines.stats.effects import Significance
 from pipelines.storage.run_records import ValidIndex
@@ -30,10 +34,18 @@ class DetectorResult:
     history's verified fault and normal runs) or a ``reason``.  ``verdict``: ``pass``/``fail`` at
     its own threshold, ``None`` when it could not say; ``votes``: that verdict counts under the
     rules ``all``/``any``.  ``run_score`` (in [0, 1]) joins the run's score when given;
-    ``counter_scores`` and ``flagged_counters`` are the counters it points to; ``page`` its
-    entries of the verdict file's ``methods`` (contract §2), by method name; ``extra`` what else
-    the verdict reads of it (the charts' counters over their limit, the run against itself's
-    counters beyond its limit)."""
+    ``counter_scores`` and ``flagged_counters`` are the counters it points to (``reserve_counters``:
+    those it names when it flagged none); ``page`` its entries of the verdict file's ``methods``
+    (contract §2), by method name; ``details`` its entries of the verdict file's ``details``.
+
+    What the verdict reads of the detector itself: ``title`` (the page's and the record's name for
+    it; its registry name when empty); ``null_kind`` what its p-value was judged against
+    (``same_lab``: the history's normal runs, each judged inside its own lab; ``cross_lab``: judged
+    across labs as a run of another lab is; None: no such null); ``null_runs`` the normal runs of
+    its null (None: those of its record); ``self_contained``: its null needs no other run (the run
+    against itself), so it may judge a run whose lab the others cannot, and ``alone_score`` is the
+    run's score when it decides alone; ``counters``, how its counters explain a failed run
+    (:data:`COUNTER_ROLES`)."""
 
     judged: bool
     verdict: str | None = None
@@ -42,11 +54,37 @@ class DetectorResult:
     run_score: float | None = None
     counter_scores: dict[str, float] = field(default_factory=dict)
     flagged_counters: list[str] = field(default_factory=list)
+    reserve_counters: list[str] = field(default_factory=list)
     history_faults: Mapping[str, float | None] | None = None
     history_normals: Mapping[str, float] | None = None
     page: dict[str, dict[str, Any]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    title: str = ""
+    null_kind: str | None = None
+    null_runs: int | None = None
+    self_contained: bool = False
+    alone_score: float | None = None
+    counters: str = "own"
+
+    def __post_init__(self) -> None:
+        if self.counters not in COUNTER_ROLES:
+            raise ValueError(f"a detector's counters are one of {', '.join(COUNTER_ROLES)}, not {self.counters!r}")
+
+
+# How a detector's counters explain a failed run (DetectorResult.counters), in the order the
+# verdict reads them (headline.failed_counters):
+#   scored    its counter scores join the run's (each counter's mean over such detectors), and its
+#             flagged counters (else its reserve) are shown first, in the order of those scores
+#             (report.flag_rule: the first such detector's that flagged any, or their union); its
+#             flags of a change too small to matter are set aside, on its page too;
+#   models    its flags when no scored detector flagged any (set aside the same way);
+#   own       its flags whose change matters, when none of the above named any;
+#   evidence  the counters that carried its judgement: shown first only when it decided and the
+#             deciders named none, before the others' flags (never alone: the verdict cannot change).
+# A self-contained detector's flags (beyond its own limits: their change matters by construction)
+# are shown when it is among the deciders, and alone when it decides alone.
+COUNTER_ROLES = ("scored", "models", "own", "evidence")
 
 
 @dataclass(frozen=True)
@@ -112,3 +150,22 @@ class RunJudged:
     details: dict[str, Any]
     lab: LabSummary
     cause_prediction: CausePrediction | None = None
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What a detector's result is read from for one run (:class:`ResultReader`): the stages'
+    documents of the run (``docs``: stage -> its document, None when it wrote none; ``detect``,
+    ``control_charts``, ``clusters``, ``predict_causes``), how the run's baseline relates to its lab
+    (``lab``), and the two settings a p-value read at report time needs: the rate a run fails at
+    and the resolution of the cause classifier's probabilities."""
+
+    run_id: str
+    docs: Mapping[str, Any]
+    lab: LabSummary
+    false_alarm_rate: float
+    resolution: float
+
+
+# reads one detector's result of a run from its stored file (None: the detector said nothing of it)
+ResultReader = Callable[[RunFiles], "DetectorResult | None"]

@@ -1,24 +1,32 @@
 """The stages' result files of one run as :class:`~pipelines.protocol.DetectorResult`
-records: the one place the verdict reads JSON.
+records: the one place the verdict reads JSON, and the registry of the detectors it weighs.
 
-``detect`` (the association rules: ``stacking``, with bagging's and the single model's entries on
-its page), ``control_charts`` (the charts, and ``within_run``: the run against itself, computed
-there), ``clusters`` (``clustered_regression``) and ``predict_causes`` (``cause_classifier``: its
-fault score against the history's normal runs', :func:`classifier_evidence`).
+The registry is ``report.detectors`` in params.yaml: each detector's name and the function that
+reads its result of a run (:data:`~pipelines.protocol.ResultReader`), in the order the verdict
+lists them.  The project's own: ``detect`` (the association rules: ``stacking``, with bagging's and
+the single model's entries on its page, :func:`rules_result`), ``control_charts`` (the charts,
+:func:`charts_result`, and the run against itself, computed there, :func:`within_result`),
+``clusters`` (``clustered_regression``, :func:`clusters_result`) and ``predict_causes``
+(``cause_classifier``: its fault score against the history's normal runs',
+:func:`classifier_result`).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import functools
+import importlib
+import re
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pipelines.protocol import DetectorResult, RunJudged
+from pipelines import params_schema
+from pipelines.protocol import DetectorResult, ResultReader, RunFiles, RunJudged
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
-from pipelines.verdict.headline import RULE_METHODS
 from pipelines.storage.stage_files import (CausePrediction, ChartResult, ClusterResult, LabSummary, RuleDetection,
                                            VerdictFile, WithinRunResult)
 
+RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")
 CHART_OPTIONAL = ("p_value", "window_ratio", "false_alarm_rate", "load_independent_skipped", "null")
 WITHIN_FIELDS = ("verdict", "score", "p_value", "normal_runs", "false_alarm_rate", "flagged_counters", "changes",
@@ -105,30 +113,46 @@ def clustered_summary(result: ClusterResult, *, top: int = 10) -> dict[str, Any]
             "constant_counters": list(result.get("constant_counters") or [])}
 
 
-def rules_result(detection: RuleDetection) -> DetectorResult:
-    """``detect``'s result: stacking decides; bagging and the single model are on its page."""
+def null_of(page: Mapping[str, Any]) -> dict[str, Any]:
+    """What a detector's page says of its null: the normal runs it counts (``normal_runs`` or
+    ``null_runs``) and whether they were judged across labs (``null``)."""
+    runs = page.get("normal_runs", page.get("null_runs"))
+    return {"null_runs": None if runs is None else int(runs), "null_kind": page.get("null")}
+
+
+def rules_result(files: RunFiles) -> DetectorResult | None:
+    """``detect``'s result: stacking decides; bagging and the single model are on its page (bagging's
+    flags name what moved when stacking's name none)."""
+    detection: RuleDetection | None = files.docs.get("detect")
+    if detection is None:
+        return None
     page = {k: dict(detection["methods"][k]) for k in RULE_METHODS}        # copies: the flags are filtered
     stacking = page["association_rules_stacking"]
     scores = detection.get("counter_scores", {})
     return DetectorResult(judged=True, verdict=stacking["verdict"], p_value=stacking.get("p_value"), votes=True,
                           run_score=float(max(scores.values(), default=0.0)), counter_scores=scores,
                           flagged_counters=list(stacking.get("flagged_counters") or []),
+                          reserve_counters=list(page["association_rules_bagging"].get("flagged_counters") or []),
                           history_faults=stacking.pop("history_faults", None),
-                          history_normals=stacking.pop("history_normals", None), page=page)
+                          history_normals=stacking.pop("history_normals", None), page=page,
+                          title="association rules (stacking)", counters="scored", **null_of(stacking))
 
 
-def recorded(doc: ChartResult | ClusterResult | WithinRunResult, reason: str | None = None) -> DetectorResult:
+def recorded(doc: ChartResult | ClusterResult | WithinRunResult, **roles: Any) -> DetectorResult:
     """A stage file's result before its judgement is read: whether it judged the run (a verdict),
-    and its record on the history."""
+    its record on the history, and what the verdict reads of the detector (``roles``)."""
     return DetectorResult(judged=bool(doc.get("verdict")), history_faults=doc.get("history_faults"),
-                          history_normals=doc.get("history_normals"), reason=reason)
+                          history_normals=doc.get("history_normals"), **roles)
 
 
-def charts_result(charts: ChartResult | None) -> DetectorResult | None:
-    """``control_charts``' result (None when the stage wrote none for the run)."""
+def charts_result(files: RunFiles) -> DetectorResult | None:
+    """``control_charts``' result (None when the stage wrote none for the run); the counters over
+    their limit name what moved when the charts flagged none."""
+    charts: ChartResult | None = files.docs.get("control_charts")
     if charts is None:
         return None
-    out = recorded(charts)
+    out = recorded(charts, title="control charts", counters="scored")
+    out.details = {"control_charts": None}
     if out.judged:
         fields: dict[str, Any] = dict(charts)
         chart = {k: fields[k] for k in CHART_FIELDS}
@@ -140,73 +164,122 @@ def charts_result(charts: ChartResult | None) -> DetectorResult | None:
         out.run_score = min(1.0, 2.0 * float(charts["violation_ratio"]))
         out.counter_scores, out.flagged_counters = charts["counter_scores"], list(charts["flagged_counters"])
         out.page = {"control_charts": chart}
-        out.extra = {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}
+        out.null_runs, out.null_kind = null_of(chart).values()
+        out.reserve_counters = list(charts.get("counters_over_limit") or [])
+        out.details = {"control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}}
     return out
 
 
-def clusters_result(clustered: ClusterResult | None) -> DetectorResult | None:
+def clusters_result(files: RunFiles) -> DetectorResult | None:
     """``clusters``' result: the cluster models' largest excess error against the normal runs'."""
+    clustered: ClusterResult | None = files.docs.get("clusters")
     if clustered is None:
         return None
-    out = recorded(clustered)
+    out = recorded(clustered, title="cluster models", counters="models")
     if out.judged:
         out.verdict, out.p_value = clustered["verdict"], clustered.get("p_value")
         out.flagged_counters = list(clustered.get("flagged_counters") or [])
         out.page = {"clustered_regression": clustered_summary(clustered)}
+        out.null_runs, out.null_kind = null_of(out.page["clustered_regression"]).values()
     return out
 
 
-def within_result(charts: ChartResult | None) -> DetectorResult | None:
-    """The run against itself (computed by ``control_charts``)."""
-    within = (charts or {}).get("within_run")
+def within_result(files: RunFiles) -> DetectorResult | None:
+    """The run against itself (computed by ``control_charts``): its null needs no other run; deciding
+    alone, the run's score is its largest contrast ``r`` over its limit as ``r / (1 + r)``."""
+    within = (files.docs.get("control_charts") or {}).get("within_run")
     if not within:
         return None
-    out = recorded(within, reason=within.get("reason"))
+    out = recorded(within, reason=within.get("reason"), title="the run against itself", self_contained=True)
     if out.judged:
         out.verdict, out.p_value = within.get("verdict"), within.get("p_value")
         out.flagged_counters = list(within.get("counters_beyond_limit") or [])
         out.page = {"within_run": {k: within.get(k) for k in WITHIN_FIELDS}}
-        out.extra = {"score": within.get("score")}
+        out.null_runs = null_of(out.page["within_run"])["null_runs"]
+        r = float(within.get("score") or 0.0)
+        out.alone_score = r / (1.0 + r)
     return out
 
 
-def classifier_result(predicted: CausePrediction | None, status: str, *, resolution: float,
-                      false_alarm_rate: float) -> DetectorResult | None:
+def classifier_result(files: RunFiles) -> DetectorResult | None:
     """The cause classifier as a detector (:func:`classifier_evidence`; its record from the
-    leave-one-out fault scores of the history's runs)."""
-    evidence = classifier_evidence(predicted, status, resolution=resolution, false_alarm_rate=false_alarm_rate)
+    leave-one-out fault scores of the history's runs; the counters its predicted cause raises on
+    the run carry its evidence)."""
+    predicted: CausePrediction | None = files.docs.get("predict_causes")
+    resolution = files.resolution
+    evidence = classifier_evidence(predicted, files.lab["status"], resolution=resolution,
+                                   false_alarm_rate=files.false_alarm_rate)
     faults = classifier_history_faults(predicted, resolution=resolution)
     normals = classifier_history_normals(predicted, resolution=resolution)
     if evidence is None and faults is None and normals is None:
         return None
-    out = DetectorResult(judged=evidence is not None, history_faults=faults, history_normals=normals)
+    out = DetectorResult(judged=evidence is not None, history_faults=faults, history_normals=normals,
+                         title="cause classifier", counters="evidence")
     if evidence is not None:
         out.verdict, out.p_value, out.page = evidence["verdict"], evidence["p_value"], {"cause_classifier": evidence}
+        out.null_runs = null_of(evidence)["null_runs"]
         out.counter_scores = dict((predicted or {}).get("evidence") or {})     # the counters that carried it
         out.flagged_counters = list(out.counter_scores)
     return out
 
 
+Registry = Sequence[tuple[str, ResultReader]]
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+READER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
+    """The detectors of ``report.detectors`` (each ``{name, result: "module:function"}``), their
+    readers imported, in the list's order; a ValueError that names the entry when one is wrong."""
+    out: list[tuple[str, ResultReader]] = []
+    for i, entry in enumerate(entries):
+        name, where = entry.get("name"), entry.get("result")
+        if set(entry) - {"name", "result"}:
+            raise ValueError(f"params.yaml: report.detectors[{i}]: unknown keys {sorted(set(entry) - {'name', 'result'})}"
+                             " (each entry is {name, result})")
+        if not isinstance(name, str) or not NAME.match(name):
+            raise ValueError(f"params.yaml: report.detectors[{i}].name must be a lower-case identifier, not {name!r}")
+        if name in dict(out):
+            raise ValueError(f"params.yaml: report.detectors: {name!r} is registered twice")
+        if not isinstance(where, str) or not READER.match(where):
+            raise ValueError(f"params.yaml: report.detectors[{i}].result must be 'module:function', not {where!r}")
+        module, function = where.split(":")
+        try:
+            reader = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): cannot read {where}: {exc}") from None
+        out.append((name, reader))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def default_registry() -> Registry:
+    """The registry of the defaults file (``pipelines/params_defaults.yaml``)."""
+    return registry(params_schema.defaults()["report"]["detectors"])
+
+
 def from_stages(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None, *,
-                clustered: ClusterResult | None, resolution: float, false_alarm_rate: float
-                ) -> tuple[RunJudged, dict[str, DetectorResult]]:
-    """The run and every detector's result, from the stages' files of one run."""
+                clustered: ClusterResult | None, resolution: float, false_alarm_rate: float,
+                detectors: Registry | None = None) -> tuple[RunJudged, dict[str, DetectorResult]]:
+    """The run and every registered detector's result (``detectors``, the defaults file's registry
+    when None), from the stages' files of one run."""
     lab = lab_status(detection, charts)
     run = RunJudged(run_id=detection["run_id"], system=detection["system"], baseline_runs=detection["baseline_runs"],
                     details=detection.get("details", {}), lab=lab, cause_prediction=predicted)
-    found = {"stacking": rules_result(detection), "control_charts": charts_result(charts),
-             "clustered_regression": clusters_result(clustered), "within_run": within_result(charts),
-             "cause_classifier": classifier_result(predicted, lab["status"], resolution=resolution,
-                                                   false_alarm_rate=false_alarm_rate)}
+    files = RunFiles(run.run_id, {"detect": detection, "control_charts": charts, "clusters": clustered,
+                                  "predict_causes": predicted}, lab, false_alarm_rate, resolution)
+    found = {name: read(files) for name, read in (default_registry() if detectors is None else detectors)}
     return run, {k: v for k, v in found.items() if v is not None}
 
 
 def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
                rule: headline.HeadlineRule, *, clustered: ClusterResult | None = None,
                lab_of: dict[str, str] | None = None,
-               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
+               fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None,
+               detectors: Registry | None = None) -> VerdictFile:
     """The verdict of one run from the stages' result files (the edge: :func:`from_stages`,
     then :func:`~pipelines.verdict.headline.compose`)."""
     run, results = from_stages(detection, charts, predicted, clustered=clustered,
-                               resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate)
+                               resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate,
+                               detectors=detectors)
     return headline.compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels)

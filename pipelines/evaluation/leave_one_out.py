@@ -167,10 +167,10 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
 
 
 def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.HeadlineRule, *,
-               clustered: dict[str, dict] | None = None, classified: dict[str, dict] | None = None
-               ) -> list[ScoreRow]:
+               clustered: dict[str, dict] | None = None, classified: dict[str, dict] | None = None,
+               detectors: stage_results.Registry | None = None) -> list[ScoreRow]:
     """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
-    under ``rule`` when ``charts`` holds the control charts' leave-one-out results of the same
+    under ``rule`` (the registered ``detectors``, the defaults file's when None) when ``charts`` holds the control charts' leave-one-out results of the same
     runs (with the cluster models' when ``clustered`` holds them, and the cause classifier's
     leave-one-out evidence when ``classified`` does, :func:`loo_classified`)."""
     analysed, null, cross = loo_analyses(loo)
@@ -211,7 +211,7 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
             head = stage_results.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
-                                       lab_of=lab_of, fault_labels=fault_labels)
+                                            lab_of=lab_of, fault_labels=fault_labels, detectors=detectors)
             rows += score_rows(truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
             rows += classifier_rows(truth, head, "loo")

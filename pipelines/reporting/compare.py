@@ -137,9 +137,11 @@ def page_name(run_a: str, run_b: str) -> str:
 
 
 def render(result: dict[str, Any], run_a: str, run_b: str, meta_a: RunRecord, meta_b: RunRecord, *,
-           alpha: float, min_effect_pct: float, limit: int) -> str:
+           alpha: float, min_effect_pct: float, limit: int, written: frozenset[str] = frozenset()) -> str:
     """The compare page (Jinja2, autoescaped: every run id, counter and environment value came from
-    an archive).  At most ``limit`` rows are shown; the counts say how many there are."""
+    an archive).  At most ``limit`` rows are shown; the counts say how many there are.  It links to
+    each run's page that exists or is being ``written`` with it (the report stage writes a run's
+    page and its compare pages together: the link must not depend on which file came first)."""
     from pipelines.reporting.pages import page_environment, style_sheet
 
     rows = [{**r, "a_text": with_unit(r["counter"], r["a"]), "b_text": with_unit(r["counter"], r["b"]),
@@ -147,7 +149,7 @@ def render(result: dict[str, Any], run_a: str, run_b: str, meta_a: RunRecord, me
              "pct_text": "—" if r["change_pct"] is None else f"{r['change_pct']:+.1f} %"} for r in result["rows"]]
     return page_environment().get_template("compare.html.j2").render(
         style=style_sheet(), run_a=run_a, run_b=run_b, meta_a=meta_a, meta_b=meta_b,
-        pages=[r for r in (run_b, run_a) if config.run_report_path(r, "html").exists()],
+        pages=[r for r in (run_b, run_a) if r in written or config.run_report_path(r, "html").exists()],
         differences=differences(meta_a, meta_b), rows=rows[:limit], total=len(rows),
         both=sum(r["significant"] and r["matters"] for r in rows), alpha=alpha, min_effect_pct=min_effect_pct,
         only_a=result["only_a"], only_b=result["only_b"])
@@ -168,8 +170,10 @@ def text_table(result: dict[str, Any], top: int) -> str:
 
 
 def compare_runs(run_a: str, run_b: str, index: ValidIndex | None = None,
-                 frames: dict[str, pd.DataFrame] | None = None) -> tuple[dict[str, Any], str]:
-    """(result, page HTML) of two validated and normalised runs, with the params of the night."""
+                 frames: dict[str, pd.DataFrame] | None = None, written: frozenset[str] = frozenset()
+                 ) -> tuple[dict[str, Any], str]:
+    """(result, page HTML) of two validated and normalised runs, with the params of the night
+    (``written``: the runs whose pages are written with it, :func:`render`)."""
     from pipelines.storage import manifest, store
 
     index = index if index is not None else manifest.read_valid_index()
@@ -186,7 +190,7 @@ def compare_runs(run_a: str, run_b: str, index: ValidIndex | None = None,
     result = compare_frames(fa, fb, report["directions"], min_effect_pct=sig.min_effect_pct,
                             floor_share=sig.floor_share, alpha=alpha)
     html = render(result, run_a, run_b, index[run_a], index[run_b], alpha=alpha,
-                  min_effect_pct=sig.min_effect_pct, limit=int(report["compare_rows"]))
+                  min_effect_pct=sig.min_effect_pct, limit=int(report["compare_rows"]), written=written)
     return result, html
 
 

@@ -204,7 +204,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     doc = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                              fault_labels=labels)
+                                   fault_labels=labels, detectors=stage_results.registry(params.block["detectors"]))
     order_counters(run_id, doc, index, inputs, lab_of, rule.min_effect_pct)
     doc["details"]["environment_not_in_baseline"] = novel_environment(
         index[run_id].get("environment") or {},
@@ -242,7 +242,7 @@ def compare_baselines(run_id: str, doc: VerdictFile, index: ValidIndex, frames: 
     chosen = [b for b in compared_baselines(doc["baseline_runs"], pages) if b in frames]
 
     def page(baseline: str) -> str:
-        _, html = compare.compare_runs(baseline, run_id, index, frames)
+        _, html = compare.compare_runs(baseline, run_id, index, frames, written=frozenset({run_id}))
         compare.write_page(baseline, run_id, html)
         return f"../compare/{compare.page_name(baseline, run_id)}"
     return dict(zip(chosen, parallel.map_ordered(page, chosen)))

@@ -16,6 +16,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.stats import effects
 from pipelines.verdict import headline
+from pipelines.detection import stage_results
 from pipelines.systems import history, labs
 from pipelines.detectors import cluster_models, rule_detection
 from pipelines.detectors.rule_mining import MiningParams
@@ -49,7 +50,9 @@ def main() -> None:
     cc_params = ControlChartParams.load()
     cl_params = cluster_models.ClusterParams.of(config.load_params("clusters"))
     significance = effects.Significance.load()
-    rule = headline.HeadlineRule.from_params(config.load_params("report"), significance)
+    report_block = config.load_params("report")
+    rule = headline.HeadlineRule.from_params(report_block, significance)
+    detectors = stage_results.registry(report_block["detectors"])
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = manifest.read_valid_index()
     hist = history.HistoryParams.load()
@@ -68,7 +71,7 @@ def main() -> None:
         loo = LooSystem(system, index, frames, exclude, params, mine_params, disc_params, labs.lab_params(hist),
                         significance)
         rows += loo_system(loo, charts, rule, clustered=clustered,
-                           classified=loo_classified(store.latest_model_meta(system)))
+                           classified=loo_classified(store.latest_model_meta(system)), detectors=detectors)
         rows += anchor_rows(system, index, frames, exclude, labels, params=AnchorParams.of(ev_params["anchors"]),
                             window=hist.window)
     cc_frame = pd.DataFrame(cc_rows)

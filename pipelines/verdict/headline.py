@@ -74,15 +74,10 @@ from pipelines.stats import effects, pvalues
 from pipelines.storage.stage_files import Cause, CausePrediction, VerdictFile, WeightedRun, WithinRunResult
 from pipelines.verdict import cause_signatures, record
 
-VERDICT_RULES = ("calibrated", "all", "any", "stacking", "control_charts")
+VERDICT_RULES = ("calibrated", "all", "any")     # or a detector's name: its own verdict decides
 DETECTOR_WEIGHTS = ("equal", "faults")
 DETECTOR_TRUST = ("record", "none")
-# the detectors whose flags failed_counters reads from their own entries (the others': their flagged_counters)
-RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
-NAMED_FLAGS = ("stacking", "control_charts", "clustered_regression", "within_run", "cause_classifier")
 FALLBACK_FLAGS = 5        # a failed run no counter-level method flagged shows its top counters, at most this many
-BETWEEN_RUNS = {"stacking": "association_rules_stacking", "control_charts": "control_charts",
-                "clustered_regression": "clustered_regression"}      # detector -> its method: runs against runs
 
 
 def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
@@ -96,7 +91,8 @@ def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
         return "fail" if "fail" in judged.values() else "pass"
     if rule == "all":
         return "fail" if all(v == "fail" for v in judged.values()) else "pass"
-    raise ValueError(f"report.verdict_rule must be calibrated, all, any, stacking or control_charts, not {rule!r}")
+    raise ValueError(f"report.verdict_rule must be calibrated, all, any or the name of a detector that judged "
+                     f"the run, not {rule!r}")
 
 
 def calibrated_verdict(verdicts: dict[str, str | None], p_values: dict[str, float | None],
@@ -213,7 +209,7 @@ class HeadlineRule:
     ``HeadlineRule()`` is the rule of a project that changed nothing).
 
     ``verdict_rule``: ``calibrated`` (the detectors' p-values combined by ``combination``, a run
-    failing at ``false_alarm_rate``) or one of ``all``, ``any``, ``stacking``, ``control_charts``.
+    failing at ``false_alarm_rate``), ``all``, ``any``, or a detector's name (its own verdict decides).
     ``flag_rule`` names the flagged counters of a failed run: ``rules`` (stacking's when it
     failed the run, else the charts') or ``union``.  ``detectors`` names the p-values the
     calibrated decision combines (every one when None); ``classifier_resolution`` is the smallest
@@ -240,8 +236,9 @@ class HeadlineRule:
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
             raise ValueError(f"report.flag_rule must be union or rules, not {self.flag_rule!r}")
-        if self.verdict_rule not in VERDICT_RULES:
-            raise ValueError(f"report.verdict_rule must be one of {', '.join(VERDICT_RULES)}, not {self.verdict_rule!r}")
+        if not isinstance(self.verdict_rule, str) or not self.verdict_rule:
+            raise ValueError(f"report.verdict_rule must be one of {', '.join(VERDICT_RULES)} or a detector's name, "
+                             f"not {self.verdict_rule!r}")
         if self.detector_weights not in DETECTOR_WEIGHTS:
             raise ValueError(f"report.detector_weights must be one of {', '.join(DETECTOR_WEIGHTS)}, "
                              f"not {self.detector_weights!r}")
@@ -263,26 +260,38 @@ class HeadlineRule:
 
 @dataclass
 class Evidence:
-    """What the detectors said of one run, gathered for the decision."""
+    """What the detectors said of one run, gathered for the decision: every detector's result
+    (``results``, in the registry's order), the page entries of those that judged it, the verdicts
+    that vote, their p-values, run scores and records; ``flags`` and ``reserve`` each detector's
+    counters as the verdict shows them (the changes too small to matter set aside:
+    :func:`set_aside_small`)."""
+    results: dict[str, DetectorResult]
     methods: dict[str, dict[str, Any]]
     verdicts: dict[str, str | None]
     p_values: dict[str, float | None]
     scores: list[float]
-    rule_scores: dict[str, float]
-    chart_scores: dict[str, float] = field(default_factory=dict)
-    cluster_flags: list[str] = field(default_factory=list)
-    classifier_flags: list[str] = field(default_factory=list)     # the counters that carried its prediction
-    other_flags: dict[str, list[str]] = field(default_factory=dict)  # any other detector's own flags
-    over_limit: list[str] = field(default_factory=list)
-    within: WithinRunResult | None = None
+    flags: dict[str, list[str]] = field(default_factory=dict)
+    reserve: dict[str, list[str]] = field(default_factory=dict)
     history_faults: dict[str, Mapping[str, float | None]] = field(default_factory=dict)
     history_normals: dict[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def judged(self, counters: str | None = None) -> list[str]:
+        """The detectors that judged the run (whose counters play the role ``counters``, when given)."""
+        return [k for k, r in self.results.items() if r.judged and (counters is None or r.counters == counters)]
+
+    def self_contained(self) -> list[str]:
+        """The detectors whose null needs no other run (:class:`~pipelines.protocol.DetectorResult`)."""
+        return [k for k, r in self.results.items() if r.self_contained]
+
+    def counter_scores(self) -> dict[str, float]:
+        """The run's counter scores: per counter, the mean of the scoring detectors' scores."""
+        return combine_scores(*(self.results[k].counter_scores for k in self.judged("scored")))
 
 
 def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
     """What the decision reads of the detectors' results: each one's page entries, the verdicts
     that vote, the p-values of those that judged the run, the run scores, and their records."""
-    ev = Evidence(methods={}, verdicts={}, p_values={}, scores=[], rule_scores={})
+    ev = Evidence(results=results, methods={}, verdicts={}, p_values={}, scores=[])
     for name, result in results.items():
         if result.judged:
             ev.methods.update(result.page)
@@ -291,22 +300,10 @@ def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
                 ev.verdicts[name] = result.verdict
             if result.run_score is not None:
                 ev.scores.append(result.run_score)
+            ev.flags[name] = list(result.flagged_counters)
+            ev.reserve[name] = list(result.reserve_counters)
     ev.history_faults = {k: r.history_faults for k, r in results.items() if r.history_faults is not None}
     ev.history_normals = {k: r.history_normals for k, r in results.items() if r.history_normals is not None}
-    stacking = results.get("stacking")      # a night may run without the rules
-    ev.rule_scores = stacking.counter_scores if stacking is not None else {}
-    charts, clusters, within = (results.get(k) for k in ("control_charts", "clustered_regression", "within_run"))
-    if charts is not None and charts.judged:
-        ev.chart_scores = charts.counter_scores
-    if clusters is not None and clusters.judged:
-        ev.cluster_flags = list(clusters.flagged_counters)
-    if within is not None and within.judged:
-        ev.within = {"score": within.extra.get("score"), "counters_beyond_limit": within.flagged_counters}
-    classifier = results.get("cause_classifier")
-    if classifier is not None and classifier.judged:
-        ev.classifier_flags = list(classifier.flagged_counters)
-    ev.other_flags = {k: list(r.flagged_counters) for k, r in results.items()
-                      if r.judged and k not in NAMED_FLAGS and r.flagged_counters}
     return ev
 
 
@@ -320,20 +317,20 @@ def uncalibrated(ev: Evidence, status: str) -> dict[str, str]:
         return {}
     return {name: (f"its p-value compares this {status} run with normal runs judged inside their own lab: "
                    "the history has no normal runs judged across labs")
-            for name, method in BETWEEN_RUNS.items()
-            if ev.p_values.get(name) is not None and (ev.methods.get(method) or {}).get("null") == "same_lab"}
+            for name, result in ev.results.items()
+            if ev.p_values.get(name) is not None and result.null_kind == "same_lab"}
 
 
 def combined_detectors(ev: Evidence, rule: HeadlineRule, set_aside: dict[str, str]) -> dict[str, float | None]:
     """The p-values the calibrated decision combines: those of the detectors the rule names, without
-    the ``set_aside`` ones (:func:`uncalibrated`).  The run against itself (``within_run``) joins
-    when the rule names it, and judges alone when every named detector that could judge the run
-    was set aside: its null needs no lab."""
+    the ``set_aside`` ones (:func:`uncalibrated`).  A self-contained detector (the run against
+    itself) joins when the rule names it, and judges alone when every named detector that could
+    judge the run was set aside: its null needs no lab."""
     named = {k: v for k, v in ev.p_values.items() if rule.detectors is None or k in rule.detectors}
     used = {k: v for k, v in named.items() if k not in set_aside}
-    within = ev.p_values.get("within_run")
-    if within is not None and set_aside and not any(v is not None for v in used.values()):
-        return {"within_run": within}
+    alone = {k: ev.p_values[k] for k in ev.self_contained() if ev.p_values.get(k) is not None}
+    if alone and set_aside and not any(v is not None for v in used.values()):
+        return alone
     return used
 
 
@@ -370,27 +367,21 @@ def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
                               weighting["weights"] if weighting else None)
 
 
-def set_aside_small(ev: Evidence, charts: DetectorResult | None, changes: dict[str, float],
-                    min_effect_pct: float) -> dict[str, float]:
-    """Every method's flags without the changes too small to matter (in place: the rules' are
-    already, by ``detect``); those counters with their change in %."""
+def set_aside_small(ev: Evidence, changes: dict[str, float], min_effect_pct: float) -> dict[str, float]:
+    """The flags of the detectors whose counters are scored or modelled (``DetectorResult.counters``)
+    without the changes too small to matter, on their pages too (in place: the rules' are already, by
+    ``detect``); those counters with their change in %."""
     small: dict[str, float] = {}
-    for name in RULE_METHODS:
-        rules = ev.methods.get(name) or {}
-        if rules.get("flagged_counters"):
-            rules["flagged_counters"], small_rules = effects.split_by_effect(rules["flagged_counters"], changes,
-                                                                             min_effect_pct)
-            small.update(small_rules)
-    chart = ev.methods.get("control_charts")
-    if chart is not None:
-        chart["flagged_counters"], small_chart = effects.split_by_effect(chart["flagged_counters"], changes, min_effect_pct)
-        over = (charts.extra if charts is not None else {}).get("counters_over_limit") or []
-        ev.over_limit, small_over = effects.split_by_effect(over, changes, min_effect_pct)
-        small.update(small_chart | small_over)
-    if ev.cluster_flags:
-        ev.cluster_flags, small_clusters = effects.split_by_effect(ev.cluster_flags, changes, min_effect_pct)
-        ev.methods["clustered_regression"]["flagged_counters"] = ev.cluster_flags
-        small.update(small_clusters)
+
+    def kept(counters: list[str]) -> list[str]:
+        large, aside = effects.split_by_effect(counters, changes, min_effect_pct)
+        small.update(aside)
+        return large
+    for name in ev.judged("scored") + ev.judged("models"):
+        for entry in ev.results[name].page:
+            if ev.methods[entry].get("flagged_counters"):
+                ev.methods[entry]["flagged_counters"] = kept(ev.methods[entry]["flagged_counters"])
+        ev.flags[name], ev.reserve[name] = kept(ev.flags[name]), kept(ev.reserve[name])
     return small
 
 
@@ -398,53 +389,53 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
                     changes: dict[str, float], min_effect_pct: float, used: dict[str, float | None],
                     only_deciders: bool = False) -> list[str]:
     """The counters a failed run shows, every one of them a change that matters; none when no such
-    counter is in sight (the run then passes).  A calibrated failure may come from evidence no
-    single method turned into its own failure: then the counters over their limits and bagging's
-    name what moved; when only the cluster models saw it, their counters; when only the cause
-    classifier, the counters that moved most.  When the run against itself decided alone
-    (``used``: the combined detectors), its counters: beyond their limit in a window of the run
-    (their change matters by construction).  ``only_deciders``: the detectors of ``used`` (those the
-    record chose) name the counters; only when they name none do the others' flags, after the cause
-    classifier's evidence when it decides (the counters its predicted cause raises on this run,
-    ``cause_prediction.evidence_counters``).  The verdict is the same either way: the evidence never stands
-    alone where the others' flags are empty."""
-    beyond = list((ev.within or {}).get("counters_beyond_limit") or [])
-    if set(used) == {"within_run"}:
-        return beyond
+    counter is in sight (the run then passes), each detector's read as its ``counters`` role says
+    (:data:`~pipelines.protocol.COUNTER_ROLES`).  A calibrated failure may come from evidence no
+    single detector turned into its own failure: then a scoring detector's reserve (the counters
+    over their limits, bagging's) names what moved; when only the modelling detectors saw it, their
+    counters; when a self-contained detector decided alone (``used``: the combined detectors), its
+    counters (beyond their limit in a window of the run: their change matters by construction).
+    ``only_deciders``: the detectors of ``used`` (those the record chose) name the counters; only
+    when they name none do the others' flags, after the evidence of a deciding detector that
+    carries evidence (the counters the classifier's predicted cause raises on this run).  The
+    verdict is the same either way: the evidence never stands alone where the others' flags are
+    empty; with nothing named, the counters that moved most."""
+    inside = ev.self_contained()
+    if used and all(k in inside for k in used):
+        return [c for k in used for c in ev.flags.get(k, [])]
     speaks = (lambda name: name in used) if only_deciders else (lambda name: True)   # noqa: E731
-    rules = set((ev.methods.get("association_rules_stacking") or {}).get("flagged_counters")
-                or (ev.methods.get("association_rules_bagging") or {}).get("flagged_counters") or ()) \
-        if speaks("stacking") else set()
-    charted = set(ev.methods.get("control_charts", {}).get("flagged_counters") or ev.over_limit) \
-        if speaks("control_charts") else set()
-    chosen = rules | charted if flag_rule == "union" else rules or charted
+    scored = [set(ev.flags[k] or ev.reserve[k]) for k in ev.judged("scored") if speaks(k)]
+    if flag_rule == "union":
+        chosen = set().union(*scored)
+    else:
+        chosen = next((s for s in scored if s), set())
     moved = effects.split_by_effect([c for c, v in counter_scores.items() if v > 0], changes, min_effect_pct)[0]
-    within = beyond if "within_run" in used else []
-    clusters = ev.cluster_flags if speaks("clustered_regression") else []
-    named = [c for c in counter_scores if c in chosen] or clusters or within
+    within = [c for k in inside if k in used for c in ev.flags.get(k, [])]
+    models = [c for k in ev.judged("models") if speaks(k) for c in ev.flags[k]]
+    named = [c for c in counter_scores if c in chosen] or models or within
     if not named:                   # a detector of another kind that decides names its own counters
-        own = list(dict.fromkeys(c for d, flags in ev.other_flags.items() if speaks(d) for c in flags
+        own = list(dict.fromkeys(c for k in ev.judged("own") if speaks(k) for c in ev.flags[k]
                                  if changes.get(c) is not None))
         named = effects.split_by_effect(own, changes, min_effect_pct)[0]
     if named:
         return named
     if only_deciders:       # the deciders name none (the classifier): what the other detectors flagged,
         others = failed_counters(ev, counter_scores, flag_rule, changes, min_effect_pct, used)
-        if not others or not speaks("cause_classifier"):     # ... after the classifier's own evidence
+        carrying = [k for k in ev.judged("evidence") if speaks(k)]
+        if not others or not carrying:      # ... after the deciders' own evidence
             return others
-        carried = effects.split_by_effect([c for c in ev.classifier_flags if c not in others
+        carried = effects.split_by_effect([c for k in carrying for c in ev.flags[k] if c not in others
                                            and changes.get(c) is not None], changes, min_effect_pct)[0]
         return carried + others
     return moved[:FALLBACK_FLAGS]
 
 
 def verdict_score(ev: Evidence, used: dict[str, float | None]) -> float:
-    """The run's score: the mean of the methods' scores, or, when the run against itself decided
-    alone, its own score ``r`` (its largest contrast over its limit) as ``r / (1 + r)``; when no
-    detector gives a run score, one minus the deciders' smallest p-value (0 without any)."""
-    if set(used) == {"within_run"}:
-        r = float((ev.within or {}).get("score") or 0.0)
-        return round(r / (1.0 + r), 4)
+    """The run's score: the mean of the detectors' run scores, or, when self-contained detectors
+    decided alone, their ``alone_score``; when no detector gives a run score, one minus the
+    deciders' smallest p-value (0 without any)."""
+    if used and all(k in ev.self_contained() for k in used):
+        return round(max(float(ev.results[k].alone_score or 0.0) for k in used), 4)
     if not ev.scores:
         ps = [float(p) for p in used.values() if p is not None and np.isfinite(p)]
         return round(1.0 - min(ps), 4) if ps else 0.0
@@ -465,26 +456,25 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
     (``used``): :func:`record.choose`, the record read in the run's lab (``lab_of``: run -> lab)."""
     lab_of = lab_of or {}
     history = record.History(ev.history_normals, {d: {r: p for r, p in v.items() if p is not None}
-                                                  for d, v in ev.history_faults.items()}, lab_of)
+                                                  for d, v in ev.history_faults.items()}, lab_of,
+                             self_contained=tuple(ev.self_contained()),
+                             titles={k: r.title for k, r in ev.results.items() if r.title})
     trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
                              combination=rule.combination, reading=rule.trust_reading, ties=rule.trust_ties,
                              equals=rule.trust_equals, corroborate=rule.trust_corroborate)
     return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id, nulls=nulls_of(ev))
 
 
-METHOD_OF = {**BETWEEN_RUNS, "within_run": "within_run", "cause_classifier": "cause_classifier"}   # detector -> its page
-
-
 def nulls_of(ev: Evidence) -> dict[str, record.Null]:
     """What each detector judged the run against (``record.Null``): the normal runs of its null
-    (its page's count, else its record's) and whether they were judged across labs."""
+    (its own count, else its record's) and whether they were judged across labs."""
     out = {}
     for name in ev.p_values:
-        page = ev.methods.get(METHOD_OF.get(name, name)) or {}
-        runs = page.get("normal_runs", page.get("null_runs"))
+        result = ev.results[name]
+        runs = result.null_runs
         if runs is None and name in ev.history_normals:
             runs = len(ev.history_normals[name])
-        out[name] = record.Null(int(runs) if runs is not None else None, page.get("null"))
+        out[name] = record.Null(runs, result.null_kind)
     return out
 
 
@@ -520,10 +510,10 @@ def decide_run(run: RunJudged, ev: Evidence, results: dict[str, DetectorResult],
         if rule.detector_weights == "faults" and rule.verdict_rule == "calibrated" and lab["status"] == "same_lab" \
         and rule.trust != "record" else None
     if unjudged is None and set_aside and not any(v is not None for v in used.values()):
-        within = results.get("within_run")
+        why = next((results[k].reason for k in ev.self_contained() if results[k].reason), None)
         unjudged = ("its lab has no verified normal run, the history's normal runs are all of another lab "
                     "(nothing measures how far labs differ), and the run cannot be compared with itself: "
-                    + ((within.reason if within is not None else None) or "no within-run evidence"))
+                    + (why or "no within-run evidence"))
     if unjudged is not None:
         return Decision("no_baseline", None, used, set_aside, weighting, unjudged=unjudged)
     if rule.verdict_rule == "calibrated" and rule.trust == "record":
@@ -560,10 +550,9 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     lab, predicted = run.lab, run.cause_prediction
     decision = decide_run(run, ev, results, rule, lab_of)
     verdict, used, choice, unjudged = decision.verdict, decision.used, decision.choice, decision.unjudged
-    counter_scores = combine_scores(ev.rule_scores, ev.chart_scores)
+    counter_scores = ev.counter_scores()
     changes = (run.details or {}).get("effects") or {}
-    charts = results.get("control_charts")
-    small = set_aside_small(ev, charts, changes, rule.min_effect_pct)
+    small = set_aside_small(ev, changes, rule.min_effect_pct)
     small.update((run.details or {}).get("below_min_effect") or {})
     flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, used,
                               only_deciders=choice is not None) if verdict == "fail" else []
@@ -580,7 +569,7 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     details = {**run.details, "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
                "combination": rule.combination if rule.verdict_rule == "calibrated" else None,
-               "control_charts": charts.extra if charts is not None and charts.judged else None,
+               **{k: v for r in results.values() for k, v in r.details.items()},
                "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
     if unjudged is not None:
         details["no_baseline"] = unjudged

@@ -20,7 +20,7 @@ did on the second day's normal runs), else every normal run.
 
 Then the **meta-decision** (:func:`choose`): each trusted detector alone, and the trusted ones
 together (weighted Simes or Bonferroni) both with and without the detectors whose null needs no
-other run (``SELF_CONTAINED``: the run against itself), are replayed on the same record — every verified run of
+other run (``History.self_contained``: the run against itself), are replayed on the same record — every verified run of
 the situation, its own catches left out of the weights that judge it — and the one with the best
 record decides: the share of normal runs passed (false alarms up to the rate are not charged: the
 rate allows them, and one more normal run failed among forty says nothing of a detector) plus the
@@ -76,17 +76,6 @@ import numpy as np
 
 from pipelines.stats import pvalues
 
-DETECTOR_NAMES = {"stacking": "association rules (stacking)", "control_charts": "control charts",
-                  "clustered_regression": "cluster models", "within_run": "the run against itself",
-                  "cause_classifier": "cause classifier"}
-
-
-# Detectors whose null needs no other run (the run against itself): the record tries the trusted
-# detectors together both with and without them, so naming one never takes away the combination of
-# the others that the history showed right.
-SELF_CONTAINED = ("within_run",)
-
-
 @dataclass(frozen=True)
 class Standing:
     """One detector's record in a run's situation."""
@@ -98,10 +87,11 @@ class Standing:
     situation: str                   # "this lab" or "every lab"
     trusted: bool
     excess_p: float | None           # P(at least normal_failed false alarms | normal_runs, alpha)
+    title: str = ""                  # how the page calls the detector (its name when empty)
 
     def sentence(self) -> str:
-        """"within-run: 0 of 36 normal runs failed, 30 of 31 faults caught"."""
-        name = DETECTOR_NAMES.get(self.detector, self.detector)
+        """"the run against itself: 0 of 36 normal runs failed, 30 of 31 faults caught"."""
+        name = self.title or self.detector
         parts = [f"{self.normal_failed} of {self.normal_runs} normal runs failed"
                  + (" (of its lab)" if self.situation == "this lab" else "")]
         if self.faults:
@@ -168,10 +158,15 @@ class Choice:
 @dataclass(frozen=True)
 class History:
     """Every detector's record on the history's verified runs: detector -> run -> p-value, for the
-    normal runs and the faults, and each run's lab (``labs.lab_key``)."""
+    normal runs and the faults, and each run's lab (``labs.lab_key``); the detectors whose null
+    needs no other run (``self_contained``: the run against itself; the record tries the trusted
+    detectors together both with and without them, so naming one never takes away the combination
+    of the others that the history showed right) and how the page calls each (``titles``)."""
     normals: Mapping[str, Mapping[str, float]]
     faults: Mapping[str, Mapping[str, float]]
     lab_of: Mapping[str, str] = field(default_factory=dict)
+    self_contained: tuple[str, ...] = ()
+    titles: Mapping[str, str] = field(default_factory=dict)
 
     def situation(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> tuple[set[str], str]:
         """The normal runs a target of ``lab`` is judged by: those of its lab when at least
@@ -196,7 +191,7 @@ def standing(detector: str, history: History, normal_runs: set[str], fault_runs:
     failed = sum(p <= alpha for p in normal)
     excess = float(binom.sf(failed - 1, len(normal), alpha)) if normal else None
     return Standing(detector, len(normal), int(failed), len(faults), int(sum(p <= alpha for p in faults)), situation,
-                    trusted=excess is None or excess > level, excess_p=excess)
+                    trusted=excess is None or excess > level, excess_p=excess, title=history.titles.get(detector, ""))
 
 
 def rate_shares(caught: Mapping[str, int]) -> dict[str, float]:
@@ -341,15 +336,17 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
         beyond = beyond_calibration({d: judged_p[d] for d in judged}, nulls)
         own_lab = {r for r in system_normals if lab is not None and history.lab_of.get(r) == lab}
         if rule.new_lab and lab is not None and history.lab_of and not own_lab:
-            return new_lab(judged_p, judged, standings, nulls, rule, beyond, len(system_normals))
+            return new_lab(judged_p, judged, standings, nulls, rule, beyond, len(system_normals),
+                           history.self_contained)
         if rule.small and len(system_normals) < n_min(rule.level):
-            return small_history(judged_p, judged, standings, rule, beyond, len(system_normals))
+            return small_history(judged_p, judged, standings, rule, beyond, len(system_normals),
+                                 history.self_contained)
         return read_record(judged_p, judged, standings, history, normal_runs, fault_runs, rule, beyond,
                            len(system_normals))
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         return fewest_false_alarms(judged_p, judged, standings)
-    candidates = candidates_of(trusted)
+    candidates = candidates_of(trusted, history.self_contained)
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     fewer = rule.ties == "fewer_with_faults" and bool(fault_runs)
@@ -363,10 +360,10 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
                   {"+".join(c): v[0] for c, v in scored.items()}, reason)
 
 
-def candidates_of(trusted: tuple[str, ...]) -> list[tuple[str, ...]]:
+def candidates_of(trusted: tuple[str, ...], self_contained: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """What the record weighs: each trusted detector alone, and the trusted ones together both with
-    and without the detectors whose null needs no other run (``SELF_CONTAINED``)."""
-    others = tuple(d for d in trusted if d not in SELF_CONTAINED)
+    and without the detectors whose null needs no other run (``self_contained``)."""
+    others = tuple(d for d in trusted if d not in self_contained)
     return [(d,) for d in trusted] + [c for c in dict.fromkeys((trusted, others)) if len(c) > 1]
 
 
@@ -380,36 +377,39 @@ def fewest_false_alarms(p_values: Mapping[str, float], judged: tuple[str, ...],
                           "the one with the fewest false alarms decides"))
 
 
-def _within(p_values: Mapping[str, float], standings: Mapping[str, Standing]) -> str | None:
+def _within(p_values: Mapping[str, float], standings: Mapping[str, Standing],
+            self_contained: tuple[str, ...]) -> str | None:
     """The self-contained detector that can decide: it judged the run and keeps its say."""
-    for d in SELF_CONTAINED:
+    for d in self_contained:
         if p_values.get(d) is not None and np.isfinite(p_values[d]) and (d not in standings or standings[d].trusted):
             return d
     return None
 
 
 def small_history(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
-                  rule: TrustRule, beyond: dict[str, float], normals: int) -> Choice:
+                  rule: TrustRule, beyond: dict[str, float], normals: int, self_contained: tuple[str, ...] = ()
+                  ) -> Choice:
     """A history too small to weigh the detectors (module docstring): the run against itself
     decides, or the run is not judged."""
     need = n_min(rule.level)
     head = (f"history too small to weigh the detectors ({normals} verified normal run{'s' * (normals != 1)}; "
             f"{need} are needed before a detector that failed none of them is shown to fail fewer than half)")
-    within = _within(p_values, standings)
+    within = _within(p_values, standings, self_contained)
     if within is not None:
         return Choice((within,), float(p_values[within]), None, standings, basis="small_history",
                       normal_runs=normals, beyond=beyond,
                       reason=(f"{head}: decided by the run against itself, because its null compares the run with "
                               "itself and does not assume that it is like the history's other runs, which so few "
                               "runs cannot check"))
-    why = ("the run cannot be compared with itself" if not any(d in judged for d in SELF_CONTAINED) else
+    why = ("the run cannot be compared with itself" if not any(d in judged for d in self_contained) else
            "the run against itself failed more of them than the rate explains")
     return Choice((), None, None, standings, basis="small_history", normal_runs=normals, beyond=beyond,
                   reason=f"{head}, and {why}", unjudged=f"{head}, and {why}")
 
 
 def new_lab(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
-            nulls: Mapping[str, Null], rule: TrustRule, beyond: dict[str, float], normals: int) -> Choice:
+            nulls: Mapping[str, Null], rule: TrustRule, beyond: dict[str, float], normals: int,
+            self_contained: tuple[str, ...] = ()) -> Choice:
     """A lab the history has never seen (module docstring): the detectors judged against normal
     runs across labs decide; with none, the run against itself; with neither, the run is not judged."""
     head = "a lab with no verified normal run in the history: the record read on other labs is not this run's"
@@ -418,7 +418,7 @@ def new_lab(p_values: Mapping[str, float], judged: tuple[str, ...], standings: d
         p = combined({d: p_values[d] for d in across}, None, rule.combination)
         return Choice(across, p, None, standings, basis="new_lab", normal_runs=normals, beyond=beyond,
                       reason=f"{head}; decided by the detectors whose null judges normal runs across labs")
-    within = _within(p_values, standings)
+    within = _within(p_values, standings, self_contained)
     if within is not None:
         return Choice((within,), float(p_values[within]), None, standings, basis="new_lab", normal_runs=normals,
                       beyond=beyond, reason=(f"{head}; no detector has a null across labs: decided by the run "
@@ -439,7 +439,7 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         return fewest_false_alarms(p_values, judged, standings, normal_runs=normals, beyond=beyond)
-    candidates = candidates_of(trusted)
+    candidates = candidates_of(trusted, history.self_contained)
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
     records = {c: right_on(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination)

@@ -56,7 +56,7 @@ def test_the_verdict_file_shows_a_failed_runs_counters_in_the_order_of_its_predi
     det = {"run_id": "t1", "system": "shop", "baseline_runs": [{"run_id": "h4", "weight": 1.0}],
            "counter_scores": scores, "details": {"lab": lab, "effects": {c: 0.5 for c in counters}},
            "methods": {k: {"verdict": "fail", "flagged_counters": counters, "p_value": 0.001}
-                       for k in headline.RULE_METHODS}}
+                       for k in stage_results.RULE_METHODS}}
     predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "none_probability": 0.1,
                  "fault": {"label": "cpu_hog", "probability": 0.9}}
     rule = headline.HeadlineRule(verdict_rule="all", detectors=("stacking",))
@@ -96,7 +96,7 @@ def test_a_cause_whose_faults_all_name_one_counter_shows_it_first_flagged_first_
            "details": {"lab": lab, "effects": {"user_db.cpu": -5.0, "front_end.latency": 40.0, "orders.cpu": 230.0,
                                                "queue.depth": 1.0}},
            "methods": {k: {"verdict": "fail", "flagged_counters": shown, "p_value": 0.001}
-                       for k in headline.RULE_METHODS}}
+                       for k in stage_results.RULE_METHODS}}
     predicted = {"label": "orders-cpu", "known": True, "probability": 0.95, "none_probability": 0.05,
                  "fault": {"label": "orders-cpu", "probability": 0.95}}
     rule = headline.HeadlineRule(verdict_rule="all", detectors=("stacking",), min_effect_pct=5.0)

@@ -16,7 +16,7 @@ def _rules(verdict: str, p: float, normals: dict, faults: dict) -> DetectorResul
     page = {k: {"verdict": verdict, "flagged_counters": ["a"], "p_value": p, "null": "same_lab"} for k in RULE_METHODS}
     return DetectorResult(judged=True, verdict=verdict, p_value=p, votes=True, run_score=0.9,
                           counter_scores={"a": 0.9}, flagged_counters=["a"], history_faults=faults,
-                          history_normals=normals, page=page)
+                          history_normals=normals, page=page, counters="scored", null_kind="same_lab")
 
 
 def stacking_and_spectral() -> dict[str, DetectorResult]:
@@ -63,7 +63,8 @@ def test_the_stage_files_become_the_same_records():
     assert stacking.run_score == 0.6 and stacking.history_faults == {"f0": 0.01}
     assert "history_faults" not in stacking.page[RULE_METHODS[0]]                  # the record is not on the page
     assert chart.judged and chart.run_score == pytest.approx(0.6) and chart.votes   # 2 x the violation ratio
-    assert chart.extra == {"ratios": {"b": 0.3}, "multimodal": [], "counters_over_limit": ["b"]}
+    assert chart.details == {"control_charts": {"ratios": {"b": 0.3}, "multimodal": [], "counters_over_limit": ["b"]}}
+    assert chart.reserve_counters == ["b"] and chart.counters == stacking.counters == "scored"
     assert not within.judged and within.reason == "too short" and within.history_normals == {"n0": 0.4}
 
 
@@ -80,7 +81,7 @@ def test_a_failure_the_cause_classifier_decides_shows_the_counters_that_carried_
                                 flagged_counters=["orders.cpu", "db.cpu"],
                                 history_normals={r: 0.5 for r in NORMALS},
                                 history_faults={f: (0.001 if f != "f5" else 0.3) for f in FAULTS},
-                                page={"cause_classifier": {"verdict": "fail", "p_value": 0.004}})
+                                page={"cause_classifier": {"verdict": "fail", "p_value": 0.004}}, counters="evidence")
     results = {"stacking": _rules("fail", 0.001, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}),
                "cause_classifier": classifier}
     rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record", min_effect_pct=5.0)
@@ -127,7 +128,7 @@ def test_the_records_settings_come_from_params_and_corroboration_passes_a_lone_t
                     details={"lab": LAB, "effects": {"a": 0.5}}, lab=LAB)
     within = DetectorResult(judged=True, verdict="pass", p_value=0.6, flagged_counters=[],
                             history_normals={r: 0.5 for r in runs}, history_faults={f: 0.5 for f in FAULTS},
-                            page={"within_run": {"verdict": "pass", "p_value": 0.6}})
+                            page={"within_run": {"verdict": "pass", "p_value": 0.6}}, self_contained=True)
     results = {"stacking": _rules("fail", 0.0048, {r: 0.5 for r in runs}, {f: 0.001 for f in FAULTS}),
                "within_run": within}
     default = headline.HeadlineRule.from_params(report)

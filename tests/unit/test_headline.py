@@ -44,7 +44,7 @@ def test_the_rule_is_built_once_from_params_and_checked():
 
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
-           "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
+           "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in stage_results.RULE_METHODS}}
     verdict = stage_results.verdict_of(det, None, None, headline.HeadlineRule(**{**PLAIN, "verdict_rule": "all"}))
     assert list(verdict) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
                              "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
@@ -76,13 +76,13 @@ def test_cause_of_a_failed_run_is_a_fault_and_known_only_when_the_classifier_agr
 
 def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
     det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.9, "b": 0.2, "c": 0.1}, "baseline_runs": BASELINE,
-           "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in headline.RULE_METHODS}}
+           "methods": {k: {"verdict": "fail", "flagged_counters": ["a"]} for k in stage_results.RULE_METHODS}}
     charts = {"verdict": "fail", "violation_ratio": 0.3, "threshold": 0.1, "flagged_counters": ["b", "c"],
               "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.5, "b": 0.4, "c": 0.3}}
     union = compose(det, charts, None, verdict_rule="all", flag_rule="union", false_alarm_rate=0.05)
     rules = compose(det, charts, None, verdict_rule="all", flag_rule="rules", false_alarm_rate=0.05)
     assert set(union["flagged_counters"]) == {"a", "b", "c"} and rules["flagged_counters"] == ["a"]
-    passed_rules = {**det, "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
+    passed_rules = {**det, "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in stage_results.RULE_METHODS}}
     either = compose(passed_rules, charts, None, verdict_rule="any", flag_rule="rules", false_alarm_rate=0.05)
     assert either["verdict"] == "fail" and set(either["flagged_counters"]) == {"b", "c"}
     with pytest.raises(ValueError, match="flag_rule"):
@@ -148,7 +148,7 @@ def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters
     the charts flagged a counter, so the failing clusters' counters are the flagged ones.
     Clusters at 0.02 give 3 x 0.02 = 0.06: a pass."""
     det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1, "b": 0.1}, "baseline_runs": BASELINE,
-           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.40} for k in headline.RULE_METHODS}}
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.40} for k in stage_results.RULE_METHODS}}
     charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
               "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.0}, "p_value": 0.30}
     clustered = {"verdict": "fail", "p_value": 0.01, "max_prediction_error": 0.8, "max_excess_error": 0.7,
@@ -170,7 +170,7 @@ def test_the_cluster_models_join_the_calibrated_decision_and_name_their_counters
 
 def test_headline_detectors_chooses_the_p_values_combined():
     det = {"run_id": "s-1", "system": "s", "counter_scores": {"a": 0.1}, "baseline_runs": BASELINE,
-           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.03} for k in headline.RULE_METHODS}}
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.03} for k in stage_results.RULE_METHODS}}
     charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
               "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.0}, "p_value": 0.9}
     clustered = {"verdict": "pass", "p_value": 0.8, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
@@ -233,7 +233,7 @@ def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are
     FALLBACK_FLAGS, none scored 0).  In another lab the classifier abstains and the factor is 3."""
     det = {"run_id": "s-1", "system": "s", "baseline_runs": BASELINE,
            "counter_scores": {f"c{i}": 0.1 * (9 - i) for i in range(9)},      # c8 scores 0
-           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.5} for k in headline.RULE_METHODS}}
+           "methods": {k: {"verdict": "pass", "flagged_counters": [], "p_value": 0.5} for k in stage_results.RULE_METHODS}}
     charts = {"verdict": "pass", "violation_ratio": 0.05, "threshold": 0.1, "flagged_counters": [],
               "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {}, "p_value": 0.6}
     clustered = {"verdict": "pass", "p_value": 0.7, "max_prediction_error": 0.1, "flagged_counters": [], "clusters": []}
@@ -262,7 +262,7 @@ def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are
 
 def test_a_run_with_no_passed_run_to_compare_gets_no_baseline():
     det = {"run_id": "r", "system": "s", "baseline_runs": [], "counter_scores": {}, "details": {},
-           "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in headline.RULE_METHODS}}
+           "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in stage_results.RULE_METHODS}}
     doc = compose(det, None, {"label": "none", "known": True}, verdict_rule="calibrated")
     assert doc["verdict"] == "no_baseline" and doc["schema_version"] == 2 and doc["score"] is None
     assert doc["baseline_status"] == "none" and doc["p_value"] is None
@@ -303,7 +303,7 @@ def adjusted_run(null: str, within: dict | None):
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.9, "b": 0.1},
            "details": {"lab": lab, "effects": {"a": 0.5, "b": 0.2}},
            "methods": {k: {"verdict": "fail", "flagged_counters": ["a"], "p_value": 0.001, "null": null}
-                       for k in headline.RULE_METHODS}}
+                       for k in stage_results.RULE_METHODS}}
     charts = {"verdict": "fail", "violation_ratio": 0.4, "threshold": 0.1, "flagged_counters": ["a"], "p_value": 0.002,
               "null": null, "load_independent_counters": [], "baseline_runs": BASELINE, "counter_scores": {"a": 0.8},
               "lab": lab, "within_run": within}
@@ -423,6 +423,6 @@ def test_every_setting_of_the_rule_is_a_param_and_its_default_is_the_defaults_fi
     rule = headline.HeadlineRule()
     assert rule == headline.HeadlineRule.from_params(defaults["report"])
     assert rule.trust == defaults["report"]["detector_trust"] and rule.detector_weights == defaults["report"]["detector_weights"]
-    assert rule.detectors == tuple(defaults["report"]["headline_detectors"])
+    assert rule.detectors is None and defaults["report"]["headline_detectors"] is None   # every registered one
     assert rule.min_effect_pct == float(defaults["significance"]["min_effect_pct"])
     assert rule.false_alarm_rate == float(defaults["report"]["false_alarm_rate"])

@@ -76,7 +76,7 @@ def test_the_run_against_itself_never_takes_away_the_combination_of_the_others()
     runs = [f"n{i}" for i in range(40)]
     hist = record.History(normals={"a": {r: 0.5 for r in runs}, "b": {r: 0.5 for r in runs},
                                    "within_run": {r: (0.001 if r in ("n1", "n2", "n3") else 0.5) for r in runs}},
-                          faults={})
+                          faults={}, self_contained=("within_run",))
     point = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, dataclasses.replace(RULE, reading="point"),
                           lab=None)
     assert point.standings["within_run"].trusted and point.standings["within_run"].normal_failed == 3
@@ -131,7 +131,7 @@ def test_compose_follows_the_detector_with_the_clean_record():
     det = {"run_id": "r", "system": "s", "baseline_runs": [{"run_id": "n0", "weight": 1.0}],
            "counter_scores": {"a": 0.9}, "details": {"lab": lab, "effects": {"a": 0.5}},
            "methods": {k: {"verdict": "fail", "flagged_counters": ["a"], "p_value": 0.001, "null": "same_lab"}
-                       for k in headline.RULE_METHODS}}
+                       for k in stage_results.RULE_METHODS}}
     det["methods"]["association_rules_stacking"].update(history_normals={r: 0.01 for r in NORMALS},
                                                         history_faults={r: 0.01 for r in FAULTS})
     charts = {"verdict": None, "within_run": {"verdict": "pass", "score": 0.5, "p_value": 0.4, "normal_runs": 10,
@@ -164,7 +164,7 @@ def test_four_normal_runs_cannot_weigh_the_detectors_and_the_run_against_itself_
     says why; stacking's p-value is named as beyond what the history can calibrate."""
     runs = [f"n{i}" for i in range(4)]
     hist = record.History(normals={"stacking": {r: 0.5 for r in runs}, "within_run": {r: 0.5 for r in runs}},
-                          faults={})
+                          faults={}, self_contained=("within_run",))
     nulls = {"stacking": record.Null(4, "same_lab"), "within_run": record.Null(4, None)}
     verdicts = []
     for i in range(6):                                   # six new normal runs, stacking "fails" every other one
@@ -193,7 +193,7 @@ def test_a_new_lab_is_judged_by_the_detectors_whose_null_crosses_labs():
     against itself (p 0.002) nor the rules, whose null is lab A's."""
     runs = [f"n{i}" for i in range(30)]
     hist = record.History(normals={d: {r: 0.5 for r in runs} for d in ("stacking", "control_charts", "within_run")},
-                          faults={}, lab_of={r: "A" for r in runs})
+                          faults={}, lab_of={r: "A" for r in runs}, self_contained=("within_run",))
     nulls = {"stacking": record.Null(30, "same_lab"), "control_charts": record.Null(30, "cross_lab"),
              "within_run": record.Null(30, None)}
     choice = record.choose({"stacking": 0.01, "control_charts": 0.3, "within_run": 0.002}, hist, RULE, lab="B",

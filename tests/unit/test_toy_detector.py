@@ -1,0 +1,105 @@
+"""A new detector is one file and one entry of params.yaml: the toy ``spectral`` detector
+(tests/toy_detector.py) registered beside the project's own is weighed by the record, decides the
+verdict and is on the page, with no other change to the project (pipelines/protocol.py)."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines import params_schema
+from pipelines.detection import stage_results
+from pipelines.reporting import pages
+
+NORMALS = [f"n{i}" for i in range(20)]      # enough for the record to weigh the detectors (record.n_min: 5)
+FAULTS = [f"f{i}" for i in range(6)]
+TOY = {"name": "spectral", "result": "tests.toy_detector:result"}
+
+
+def params_with_toy() -> dict:
+    """The defaults file's params with the toy registered: the one block a lab edits."""
+    report = params_schema.defaults()["report"]
+    return params_schema.check({"report": {"detectors": [*report["detectors"], TOY]}})
+
+
+def detection_failing_every_normal_run() -> dict:
+    """``detect``'s file of run ``r``: stacking fails it (p 0.001) but failed each of the history's 20
+    normal runs (p 0.01 at a rate of 0.05) and caught every fault."""
+    methods = {k: {"verdict": "fail", "flagged_counters": ["app.latency_ms"], "p_value": 0.001, "null": "same_lab",
+                   "normal_runs": 20} for k in stage_results.RULE_METHODS}
+    methods["association_rules_stacking"].update(history_normals={r: 0.01 for r in NORMALS},
+                                                 history_faults={f: 0.01 for f in FAULTS})
+    return {"run_id": "r", "system": "s", "baseline_runs": [{"run_id": "n0", "weight": 1.0}],
+            "counter_scores": {"app.latency_ms": 0.9}, "methods": methods,
+            "details": {"effects": {"app.latency_ms": 40.0, "db.fft_peak_hz": 25.0}}}
+
+
+def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_verdict_and_the_page(tmp_path, monkeypatch):
+    """Stacking fails run ``r`` (p 0.001) but failed all 20 normal runs of the history: the record
+    leaves it out.  The toy passed all 20 and caught 5 of 6 faults, and fails ``r`` at p 0.004: it
+    decides alone (p 0.004 <= 0.05), its counter is the one shown, the record says "0 of 20 normal
+    runs failed, 5 of 6 faults caught" under its title, and the page shows its line and that it decided.
+    Without the entry, the same files give a verdict that never mentions it."""
+    monkeypatch.setenv("SPECTRAL_RESULTS", str(tmp_path))
+    (tmp_path / "r.json").write_text(json.dumps({
+        "p_value": 0.004, "flagged_counters": ["db.fft_peak_hz"], "peak_shift": 3.5,
+        "history_normals": {r: 0.5 for r in NORMALS},
+        "history_faults": {f: (0.001 if f != "f5" else 0.3) for f in FAULTS}}))
+    params = params_with_toy()
+    registry = stage_results.registry(params["report"]["detectors"])
+    assert [name for name, _ in registry] == ["stacking", "control_charts", "clustered_regression", "within_run",
+                                               "cause_classifier", "spectral"]
+    from pipelines.verdict import headline
+
+    rule = headline.HeadlineRule.from_params(params["report"])
+    doc = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule, detectors=registry)
+    trust = doc["details"]["trust"]
+    assert trust["decided_by"] == ["spectral"] and doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
+    assert trust["record"]["spectral"]["sentence"] == "spectral peaks: 0 of 20 normal runs failed, 5 of 6 faults caught"
+    assert not trust["record"]["stacking"]["trusted"]
+    assert doc["details"]["p_values"]["spectral"] == 0.004 and doc["methods"]["spectral"]["verdict"] == "fail"
+    assert doc["flagged_counters"] == ["db.fft_peak_hz"]
+
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+                            pages.RunPage(baseline_envs={}, raw_href="#", raw_name="r.tar.gz"))
+    assert "largest shift of a counter&#39;s spectral peak 3.50 Hz" in html
+    assert "Decided by spectral" in html and "spectral peaks: 0 of 20 normal runs failed" in html
+
+    without = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule,
+                                       detectors=stage_results.registry(params_schema.defaults()["report"]["detectors"]))
+    assert "spectral" not in json.dumps(without)
+
+
+@pytest.mark.parametrize("entry,said", [
+    ({"name": "Spectral", "result": "tests.toy_detector:result"}, "lower-case identifier"),
+    ({"name": "spectral", "result": "tests/toy_detector.py"}, "'module:function'"),
+    ({"name": "spectral", "result": "tests.toy_detector:no_such"}, "cannot read tests.toy_detector:no_such"),
+    ({"name": "stacking", "result": "tests.toy_detector:result"}, "registered twice"),
+    ({"name": "spectral", "result": "tests.toy_detector:result", "weight": 2}, "unknown keys"),
+])
+def test_a_wrong_registry_entry_is_named(entry, said):
+    detectors = [*params_schema.defaults()["report"]["detectors"], entry]
+    with pytest.raises(ValueError, match=said):
+        stage_results.registry(detectors)
+
+
+def string_constants(path: Path) -> set[str]:
+    """The strings a module's code holds (its docstrings and comments left out)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings}
+
+
+def test_the_verdict_names_no_detector():
+    """The registry is the one place that names the detectors: no module of pipelines/verdict holds a
+    registered detector's name, nor a key of its page, in its code."""
+    registry = stage_results.registry(params_schema.defaults()["report"]["detectors"])
+    names = {name for name, _ in registry} | set(stage_results.RULE_METHODS) | {"clustered_regression"}
+    verdict = Path(stage_results.__file__).resolve().parents[1] / "verdict"
+    found = {p.name: string_constants(p) & names for p in sorted(verdict.glob("*.py"))}
+    assert len(found) >= 4 and not any(found.values()), found
