@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, Callable, NamedTuple, cast
 
 import pandas as pd
 
@@ -51,6 +51,43 @@ class SystemCharts:
     significance: effects.Significance
 
 
+@dataclass(frozen=True)
+class JudgeContext:
+    """What judging a run's charts reads besides the run: the valid-run index, the lab's verified
+    runs (run -> verdict), the lab params and the ``control_charts`` params."""
+    index: ValidIndex
+    lab_runs: dict[str, str]
+    lab_kw: labs.LabParams
+    params: ControlChartParams
+
+
+class Judged(NamedTuple):
+    """A run's charts judged (:func:`judge_charts`): the judgement, the run's lab as found, its
+    violation ratios, the limits and the baseline's minor modes."""
+    result: ChartResult
+    lab: labs.LabShift
+    ratios: pd.DataFrame
+    limits: pd.DataFrame
+    modes: Any
+
+
+def judge_charts(run_id: str, base: list[str], candidates: list[str], charter: Charter, ctx: JudgeContext,
+                 calibration_for: Callable[[str], ChartCalibration]) -> Judged:
+    """The control charts' judgement of one run against its chart baseline ``base``: its lab found
+    among ``candidates`` (moved by the lab's level when no baseline run shares it), its violation
+    ratios, judged under the calibration of its situation (``calibration_for(status)``, then
+    ``matched_calibration``: the null of its lab's situation).  The one judgement both the night
+    (:func:`chart_run`) and the evaluation's leave-one-out (``evaluation.leave_one_out.loo_charts``,
+    a calibration without the held-out run) make, so the two cannot drift apart."""
+    lab = charter.lab(run_id, base, ctx.index, ctx.lab_runs, ctx.lab_kw, candidates=candidates)
+    ratios, limits, modes = charter(base, run_id, lab["shift"])
+    ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
+    matched, null = matched_calibration(calibration_for(lab["status"]), lab["status"], run_id)
+    out = judge(ratios, matched, **ctx.params.judge_kw())
+    out["null"] = null
+    return Judged(out, lab, ratios, limits, modes)
+
+
 def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: dict[str, str]) -> ChartResult:
     """Control charts of one target against the most similar runs of its baseline, and the run
     against itself (:func:`within_evidence`); the result file.
@@ -65,13 +102,9 @@ def chart_run(run_id: str, baseline: list[str], system: SystemCharts, lab_runs: 
     if not base:
         return {"run_id": run_id, "verdict": None, "reason": "no passed run in the baseline", "within_run": within}
     charter = Charter(frames, params.chart)
-    lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=baseline)
+    out, lab, ratios, limits, modes = judge_charts(run_id, base, baseline, charter,
+                                                   JudgeContext(index, lab_runs, lab_kw, params), lambda status: calibration)
     target = labs.shifted(frames[run_id], lab["shift"])
-    ratios, limits, modes = charter(base, run_id, lab["shift"])
-    ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
-    matched, null = matched_calibration(calibration, lab["status"], run_id)
-    out = judge(ratios, matched, **params.judge_kw())
-    out["null"] = null
     within["history_faults"] = calibration["within_run"].get("fault_pvalues")
     within["history_normals"] = calibration["within_run"].get("normal_pvalues")
     out.update({

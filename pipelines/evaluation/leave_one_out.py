@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import logging
 
 from pipelines import config, parallel
-from pipelines.detection import stage_results
+from pipelines.detection import chart_runs, stage_results
 from pipelines.verdict import cause_signatures, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
@@ -27,7 +27,7 @@ from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
 from pipelines.storage.run_records import RunRecord, ValidIndex
-from pipelines.storage.stage_files import CauseModelMeta, CausePrediction, ChartResult, CrossLabNull
+from pipelines.storage.stage_files import CauseModelMeta, CausePrediction, ChartCalibration, ChartResult, CrossLabNull
 
 log = logging.getLogger("regresslab.evaluate")
 
@@ -49,8 +49,9 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     does not share is moved by its lab's level learned from the other verified runs
     (:func:`labs.lab_shift`), as the nightly chart does, and judged by the normal runs charted
     across labs (:func:`chart_calibration.matched_calibration`, charted once, the first time a run
-    needs them; the held-out run's own score left out).  Returns per run the
-    :func:`charts.judge` result (with its ``counter_scores``), and under ``within_run`` the run
+    needs them; the held-out run's own score left out).  Each run is judged by the night's own
+    judgement (:func:`~pipelines.detection.chart_runs.judge_charts`) under that calibration.  Returns
+    per run the :func:`charts.judge` result (with its ``counter_scores``), and under ``within_run`` the run
     against itself (``within_run.judge``, its limits and null without the held-out run, and its
     limits chosen on the record of the other verified runs: ``within_run.choose_limits``).
     """
@@ -77,17 +78,18 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
         calibration = chart_calibration.calibration_from(parts, params=params,
                                                       leave_out=run_id if run_id in passed else None)
         base = chart_calibration.chart_baseline({r: envs[r] for r in others}, envs[run_id], params.max_baseline_runs)
-        lab = charter.lab(run_id, base, index, lab_runs, lab_kw, candidates=others)
-        ratios, _, _ = charter(base, run_id, lab["shift"])
-        ratios = ratios.drop(index=labs.not_judged(lab), errors="ignore")
-        if lab["status"] != "same_lab" and cross is None:
-            independent = chart_calibration.calibration_from(parts, params=params)["load_independent"]
-            cross = chart_calibration.cross_lab_calibration(passed, index, charter, independent, params,
-                                                         lab_runs=lab_runs, lab_kw=lab_kw)
-        calibration, null = chart_calibration.matched_calibration({**calibration, "cross_lab": cross},
-                                                               lab["status"], run_id)
-        result = charts.judge(ratios, calibration, **params.judge_kw())
-        result["lab"], result["null"] = labs.summary(lab), null
+
+        def situation(status: str, calibration: ChartCalibration = calibration) -> ChartCalibration:
+            nonlocal cross
+            if status != "same_lab" and cross is None:
+                independent = chart_calibration.calibration_from(parts, params=params)["load_independent"]
+                cross = chart_calibration.cross_lab_calibration(passed, index, charter, independent, params,
+                                                                lab_runs=lab_runs, lab_kw=lab_kw)
+            return {**calibration, "cross_lab": cross}
+        judged = chart_runs.judge_charts(run_id, base, others, charter,
+                                         chart_runs.JudgeContext(index, lab_runs, lab_kw, params), situation)
+        result, lab = judged.result, judged.lab
+        result["lab"] = labs.summary(lab)
         chosen = within_run.choose_limits(within_null, within_faults, false_alarm_rate=rate, leave_out=run_id)
         result["within_run"] = within_run.judge(contrasts[run_id], chosen, false_alarm_rate=rate,
                                                 leave_out=run_id if run_id in passed else None)
