@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping, Protocol
 
 from pipelines.stats.effects import Significance
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import CausePrediction, Calibration, LabSummary, WeightedRun
+from pipelines.storage.cause_files import CausePrediction
+from pipelines.storage.stage_files import Calibration, LabSummary, WeightedRun
 from pipelines.storage.store import FrameStore
 from pipelines.systems.history import HistoryParams
 

@@ -20,7 +20,7 @@ from pipelines.detectors.cause_training import train_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import CauseModelMeta
+from pipelines.storage.cause_files import CauseModelMeta
 
 log = logging.getLogger("regresslab.train_causes")
 

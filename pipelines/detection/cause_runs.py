@@ -17,7 +17,7 @@ from pipelines.detectors.cause_prediction import evidence_counters, predict_caus
 from pipelines.protocol import SystemHistory
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import CauseModelMeta, CausePrediction
+from pipelines.storage.cause_files import CauseModelMeta, CausePrediction
 
 
 def history_fault_scores(meta: CauseModelMeta) -> dict[str, float]:

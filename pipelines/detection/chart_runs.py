@@ -25,7 +25,7 @@ from pipelines.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import ChartCalibration, ChartResult, WithinRunCalibration, WithinRunResult
+from pipelines.detectors.chart_files import ChartCalibration, ChartResult, WithinRunCalibration, WithinRunResult
 
 log = logging.getLogger("regresslab.control_charts")
 

@@ -23,8 +23,9 @@ from pipelines import params_schema
 from pipelines.protocol import DetectorResult, ResultReader, RunFiles, RunJudged
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
-from pipelines.storage.stage_files import (CausePrediction, ChartResult, ClusterResult, LabSummary, RuleDetection,
-                                           VerdictFile, WithinRunResult)
+from pipelines.storage.cause_files import CausePrediction
+from pipelines.detectors.chart_files import ChartResult, WithinRunResult
+from pipelines.storage.stage_files import ClusterResult, LabSummary, RuleDetection, VerdictFile
 
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")
 CHART_FIELDS = ("verdict", "violation_ratio", "threshold", "flagged_counters", "load_independent_counters")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from pipelines.detectors import cause_features
 from pipelines.detectors.causes import fault_score, nearest_fault, per_cause, run_probabilities
-from pipelines.storage.stage_files import CausePrediction, CauseRecall, FaultGuess
+from pipelines.storage.cause_files import CausePrediction, CauseRecall, FaultGuess
 
 
 ALTERNATIVES = 2          # the runner-up causes a prediction names

@@ -19,7 +19,7 @@ from pipelines.detectors.causes import (CauseParams, choose_design, compare_lear
                                         fault_only_model, fault_score, fit_rows, held_out_cause_probabilities,
                                         learners, learning_curve, nearest_accuracy, per_cause, random_accuracy,
                                         run_labels, unknown_cause_figures)
-from pipelines.storage.stage_files import CauseModelMeta, LearnerScore, LooPrediction
+from pipelines.storage.cause_files import CauseModelMeta, LearnerScore, LooPrediction
 
 
 class TrainedCauses(CauseModelMeta, total=False):

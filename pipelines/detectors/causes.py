@@ -70,7 +70,7 @@ if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a 
 
 from pipelines import config, parallel
 from pipelines.detectors import cause_features
-from pipelines.storage.stage_files import CauseRecall, HeldOutCause, LearnerScore, LooPrediction, UnknownCauses
+from pipelines.storage.cause_files import CauseRecall, HeldOutCause, LearnerScore, LooPrediction, UnknownCauses
 
 log = logging.getLogger("regresslab.train_causes")
 CODE_VERSION = 8      # a model trained by other code is another version (8: the counters profile of its causes)

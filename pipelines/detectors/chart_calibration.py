@@ -15,7 +15,7 @@ import pandas as pd
 from pipelines.detectors.charts import Charter, ControlChartParams, top_ratio_mean
 from pipelines.stats import pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
-from pipelines.storage.stage_files import ChartCalibration, CrossLabNull
+from pipelines.detectors.chart_files import ChartCalibration, CrossLabNull
 from pipelines.systems import history, labs
 
 

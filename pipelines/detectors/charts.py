@@ -47,7 +47,7 @@ from pipelines import config
 from pipelines.detectors.chart_modes import find_modes, without_minor_modes
 from pipelines.stats import pvalues
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import ChartCalibration, ChartResult, ChartSeries, MinorMode
+from pipelines.detectors.chart_files import ChartCalibration, ChartResult, ChartSeries, MinorMode
 from pipelines.systems import labs
 
 log = logging.getLogger("regresslab.control_charts")

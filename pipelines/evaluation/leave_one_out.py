@@ -27,7 +27,8 @@ from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
 from pipelines.storage.run_records import RunRecord, ValidIndex
-from pipelines.storage.stage_files import CauseModelMeta, CausePrediction, ChartCalibration, ChartResult, CrossLabNull
+from pipelines.storage.cause_files import CauseModelMeta, CausePrediction
+from pipelines.detectors.chart_files import ChartCalibration, ChartResult, CrossLabNull
 
 log = logging.getLogger("regresslab.evaluate")
 

@@ -21,7 +21,8 @@ import pandas as pd
 
 from pipelines.verdict import headline
 from pipelines.storage.run_records import RunRecord, ValidIndex
-from pipelines.storage.stage_files import ChartResult, ClusterResult, VerdictFile
+from pipelines.detectors.chart_files import ChartResult
+from pipelines.storage.stage_files import ClusterResult, VerdictFile
 
 COMBINERS = ("single", "bagging", "stacking")
 

@@ -26,7 +26,7 @@ from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun
+from pipelines.storage.stage_files import (CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun)
 
 log = logging.getLogger("regresslab.report")
 

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines.storage.run_records import Environment
-from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile, WindowChange
+from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
+from pipelines.detectors.chart_files import WindowChange
 
 
 def environment_differences(target_env: Environment, other: Environment) -> list[str]:

@@ -19,7 +19,7 @@ from pipelines.detectors import charts
 from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest
-from pipelines.storage.stage_files import CausePrediction
+from pipelines.storage.cause_files import CausePrediction
 
 log = logging.getLogger("regresslab.predict_causes")
 

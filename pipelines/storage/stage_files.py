@@ -1,4 +1,8 @@
-"""stage_files: the detectors' result and calibration files and the bins they share, typed — what each stage writes and the next reads.
+"""stage_files: the records many modules read, typed — the rules' and the cluster models' result
+files, the calibration shape the detectors share, the bins, the verdict file and the night index.
+
+The control charts' files are :mod:`pipelines.detectors.chart_files` (next to the charts) and the
+cause classifier's :mod:`pipelines.storage.cause_files`.
 
 ``detect`` writes a run's detection (``data/processed/detections/<run>.json``), ``control_charts``
 its charts with the run against itself inside (``control_charts/runs/<run>.json``), ``clusters``
@@ -52,18 +56,6 @@ class CounterChange(TypedDict):
     direction: str
 
 
-class WindowChange(TypedDict):
-    """A counter beyond its limit in the run against itself: its strongest window (first and last
-    interval), that window's median against the rest of the run's, the change in % of the counter's
-    usual peak and its ratio to the limit."""
-
-    change_pct: float
-    ratio: float
-    window: list[int]
-    window_median: float
-    rest_median: float
-
-
 class WeightedRun(TypedDict):
     """A baseline run of the rules and its weight in stacking (its environment's similarity)."""
 
@@ -87,80 +79,6 @@ class RuleDetection(TypedDict, total=False):
     details: dict[str, Any]
     cause: Cause
     schema_version: int
-    input_key: str
-
-
-class WithinRunResult(TypedDict, total=False):
-    """The run against itself (``within_run.judge``): its score (the largest change between a window
-    and the rest of the run over that counter's limit), p-value against the normal runs' own, the
-    counters beyond their limit and their changes, and which limits (``limits_by``) it used."""
-
-    verdict: str | None
-    score: float | None
-    p_value: float | None
-    normal_runs: int
-    flagged_counters: list[str]
-    counter_scores: dict[str, float]
-    changes: dict[str, WindowChange]
-    limits_by: str
-    false_alarm_rate: float
-    counters_beyond_limit: list[str]
-    limits_p_values: dict[str, float]
-    reason: str | None
-    history_faults: dict[str, float] | None
-    history_normals: dict[str, float] | None
-
-
-class MinorMode(TypedDict):
-    """A bimodal counter's minor mode in a baseline (``charts.find_modes``): the ``cut`` between the
-    modes, the minor mode's ``side`` of it (``low`` or ``high``) and its ``share`` of the points."""
-
-    cut: float
-    side: str
-    share: float
-
-
-class ChartSeries(TypedDict):
-    """One plotted counter of a run's charts: the baseline's centre line and limits and the run's
-    points, one per interval (None where missing)."""
-
-    cl: list[float | None]
-    lcl: list[float | None]
-    ucl: list[float | None]
-    target: list[float | None]
-
-
-class ChartResult(TypedDict, total=False):
-    """``control_charts``' file: the run's violation ratios against its baseline's limits, the run
-    score (``violation_ratio``: the top counters' average ratio; ``window_ratio`` its strongest
-    window's), its p-value against the ``null`` the lab status chose, the flagged counters, the
-    ratios and plotted series of the top counters, and the run against itself (``within_run``)."""
-
-    run_id: str
-    system: str
-    verdict: str | None
-    reason: str
-    violation_ratio: float
-    window_ratio: float
-    p_value: float | None
-    p_run: float
-    p_window: float
-    false_alarm_rate: float
-    threshold: float
-    flagged_counters: list[str]
-    counters_over_limit: list[str]
-    load_independent_counters: list[str]
-    load_independent_skipped: str | None
-    counter_scores: dict[str, float]
-    null: str
-    history_faults: dict[str, float] | None
-    history_normals: dict[str, float] | None
-    baseline_runs: list[str]
-    lab: LabSummary
-    ratios: dict[str, dict[str, float | None]]
-    multimodal: dict[str, MinorMode]
-    charts: dict[str, ChartSeries]
-    within_run: WithinRunResult
     input_key: str
 
 
@@ -195,137 +113,6 @@ class ClusterResult(TypedDict, total=False):
     input_key: str
 
 
-class FaultGuess(TypedDict, total=False):
-    """The fault a cause prediction names whatever it thinks of the run: the most probable cause
-    other than ``none``, its probability (``given_a_fault`` when a model of the fault runs alone
-    gave it), and how many training runs that cause had (``few_runs`` when too few)."""
-
-    label: str | None
-    probability: float | None
-    given_a_fault: bool
-    runs_of_cause: int | None
-    few_runs: bool | None
-
-
-class Alternative(TypedDict):
-    """A runner-up cause of a prediction, with its probability."""
-
-    label: str
-    probability: float
-
-
-class CausePrediction(TypedDict, total=False):
-    """``predict_causes``' file: the most probable cause (``label``, ``probability``, ``known`` when
-    above the model's ``tau``; none, with the ``reason``, without a model or a baseline), the
-    probability of no fault and the run's fault score, and the history's leave-one-out fault scores
-    the classifier is judged as a detector by (``null_fault_scores``: its normal runs';
-    ``history_fault_scores``, ``history_normal_scores``); in the history's leave-one-out, the run's
-    verified cause (``truth``)."""
-
-    run_id: str
-    label: str | None
-    probability: float | None
-    known: bool
-    reason: str
-    tau: float
-    fault: FaultGuess
-    none_probability: float
-    fault_score: float
-    alternatives: list[Alternative]
-    pairs: int
-    features_not_in_model: int
-    baseline_runs: list[str]
-    null_fault_scores: list[float]
-    history_fault_scores: dict[str, float]
-    history_normal_scores: dict[str, float]
-    model_version: str
-    learner: str
-    truth: str
-    evidence: dict[str, float]      # the counters that carried the prediction (cause_prediction.evidence_counters)
-
-
-class LooPrediction(TypedDict):
-    """The classifier's leave-one-run-out prediction of one verified run: its cause, the most
-    probable class, that class's probability and the run's fault score."""
-
-    truth: str
-    predicted: str
-    probability: float
-    fault_score: float
-
-
-class CauseRecall(TypedDict):
-    """A cause's training runs, the share of them leave-one-out names right, and whether they are few."""
-
-    runs: int
-    recall: float
-    few_runs: bool
-
-
-class LearnerScore(TypedDict):
-    """A learner's leave-one-run-out accuracy, its gain over the random predictor, and the runs."""
-
-    accuracy: float
-    gain: float
-    runs: int
-
-
-class HeldOutCause(TypedDict):
-    """A cause held out of training (``causes.unknown_cause_figures``): the ``tau`` learned without
-    it, its runs, the share of them called unknown and of the known runs wrongly so."""
-
-    tau: float
-    runs: int
-    called_unknown: float
-    known_called_unknown: float | None
-
-
-class UnknownCauses(TypedDict):
-    """How well the classifier tells a cause it never saw: ``tau`` from every cause, each held-out
-    cause's figures and their means."""
-
-    tau: float
-    per_held_out_cause: dict[str, HeldOutCause]
-    unknown_recall: float | None
-    known_called_unknown: float | None
-
-
-class CauseModelMeta(TypedDict, total=False):
-    """A system's cause model as ``train_causes`` describes it (``cause_models/<system>/<version>.json``):
-    its version and what it was trained on, the design and learner, their leave-one-run-out figures,
-    the unknown-cause ``tau``, the fault model, the confusion matrix, per-cause recall, each verified
-    run's leave-one-out prediction and the normal runs' fault scores (the classifier's null)."""
-
-    system: str
-    version: str
-    training_data_sha256: str
-    verified_history: str
-    trained_at: str
-    params: dict[str, Any]
-    learners: dict[str, LearnerScore]
-    best: str
-    random_accuracy: float
-    unknown: UnknownCauses
-    columns: list[str]
-    classes: list[str]
-    feature_blocks: list[str]
-    design_scores: dict[str, dict[str, float | None]]   # None figures: set aside before its leave-one-out ended
-    counter_profile: dict[str, Any]     # each counter's violation ratios on the normal runs and each cause's (cause_prediction.counter_profile)
-    balance_classes: bool
-    runs: int
-    pairs: int
-    fault_runs: int
-    fault_nearest_accuracy: float | None
-    fault_model_from: str
-    fault_model_file: str
-    fault_nearest_accuracy_all_runs: float | None
-    fault_nearest_accuracy_faults_only: float | None    # None: no second fault cause, or it could not pass all_runs
-    confusion: dict[str, dict[str, int]]
-    per_cause: dict[str, CauseRecall]
-    loo_predictions: dict[str, LooPrediction]
-    null_fault_scores: dict[str, float]
-
-
 class Calibration(TypedDict, total=False):
     """A detector's calibration on one system's history, the shape the rules' stacking
     (``stacking_calibration/<system>.json``), the control charts and the cluster models share: the
@@ -341,67 +128,6 @@ class Calibration(TypedDict, total=False):
     fault_pvalues: dict[str, float]
     normal_pvalues: dict[str, float]
     input_key: str
-
-
-class LimitsRecord(TypedDict):
-    """How one choice of the run against itself's limits did on the history (``choose_limits``)."""
-
-    normal_failed: int
-    normal_runs: int
-    faults_caught: int
-    faults: int
-    forward_failed: int
-    forward_judged: int
-
-
-class WithinRunCalibration(TypedDict, total=False):
-    """The run against itself's calibration (``within_run.calibrate``, kept in the charts'): each
-    counter's usual ``peaks``, the normal runs' largest changes per counter and per metric
-    (``limits``, ``metric_limits``: counter -> the two largest, with their runs), the change that
-    matters (``min_effect``), and under each choice of limits the normal runs' scores and p-values
-    (``scores``, ``normal_pvalues_by``) and their judgement forward in time (``forward``); the
-    limits chosen (``limits_by``) with their null, record and ``limits_record``."""
-
-    peaks: dict[str, float]
-    limits: dict[str, list]
-    metric_limits: dict[str, list]
-    min_effect: float
-    floor_share: float
-    scores: dict[str, dict[str, float]]
-    normal_pvalues_by: dict[str, dict[str, float]]
-    forward: dict[str, dict[str, bool]]
-    limits_by: str
-    normal_scores: dict[str, float]
-    normal_pvalues: dict[str, float]
-    fault_pvalues: dict[str, float]
-    limits_record: dict[str, LimitsRecord]
-
-
-class CrossLabNull(TypedDict):
-    """The normal runs charted the way a target whose baseline is of another lab is: each one's run
-    score and strongest-window score (``charts.cross_lab_calibration``)."""
-
-    normal_scores: dict[str, float]
-    window_scores: dict[str, float]
-
-
-class ChartCalibration(Calibration, total=False):
-    """The control charts' calibration (``control_charts/calibration/<system>.json``): besides the
-    shared shape, the run score's threshold and where it came from, the normal runs' strongest-window
-    scores, the load-independent counters, each counter's largest ratio in the normal runs, the
-    same-version pairs that set the threshold, the cross-lab null (``cross_lab``) and the run
-    against itself's calibration."""
-
-    threshold: float
-    threshold_from: str
-    window_scores: dict[str, float]
-    load_independent: list[str]
-    load_independent_skipped: str | None
-    counter_normal_max: dict[str, float]
-    counter_window_max: dict[str, float]
-    same_version_pairs: int
-    cross_lab: dict[str, CrossLabNull]
-    within_run: WithinRunCalibration
 
 
 class CounterBins(TypedDict, total=False):

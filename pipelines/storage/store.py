@@ -20,7 +20,8 @@ import pandas as pd
 from pipelines import config
 from pipelines.load_scaling import scale_to_load
 from pipelines.storage import atomic
-from pipelines.storage.stage_files import CauseModelMeta, EdgesFile
+from pipelines.storage.cause_files import CauseModelMeta
+from pipelines.storage.stage_files import EdgesFile
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 DERIVED_BUDGET = 1 << 30          # bytes a FrameStore keeps of what detectors derive from its runs (FrameStore.derived)

@@ -71,7 +71,8 @@ import numpy as np
 from pipelines import params_schema
 from pipelines.protocol import DetectorResult, RunJudged
 from pipelines.stats import effects, pvalues
-from pipelines.storage.stage_files import Cause, CausePrediction, VerdictFile, WeightedRun, WithinRunResult
+from pipelines.storage.stage_files import Cause, VerdictFile, WeightedRun
+from pipelines.storage.cause_files import CausePrediction
 from pipelines.verdict import cause_signatures, record
 
 VERDICT_RULES = ("calibrated", "all", "any")     # or a detector's name: its own verdict decides
