@@ -118,7 +118,8 @@ def with_pair_keys(frame: pd.DataFrame, parts: list[tuple[pd.DataFrame, list[str
     lacks: ``parts`` are (part, its rows' keys, its rows' absent features within the part), and a
     row also lacks every feature of the table its part had not."""
     columns = set(feature_columns(frame))
-    keys, absent = [], []
+    keys: list[str] = []
+    absent: list[str] = []          # each row's absent features, as JSON
     for part, part_keys, part_absent in parts:
         missing = columns - set(feature_columns(part))
         keys.extend(part_keys)

@@ -93,7 +93,7 @@ def train_system(frame: pd.DataFrame, params: CauseParams, progress=None, progre
     fault_model, fault_from, alone = fault_only_model(template, frame, columns, labels, balance,
                                                       phase("fault model", int((labels != "none").sum())),
                                                       to_beat=all_runs_accuracy)
-    if fault_model is not None and all_runs_accuracy is not None and alone > all_runs_accuracy:
+    if fault_model is not None and all_runs_accuracy is not None and alone is not None and alone > all_runs_accuracy:
         fault_from = "faults_only"
     else:
         fault_model, fault_from = None, "all_runs"

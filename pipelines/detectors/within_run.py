@@ -44,7 +44,7 @@ import pandas as pd
 
 from pipelines.stats import effects, pvalues
 from pipelines.systems.counter_kinds import counter_metric
-from pipelines.detectors.chart_files import WithinRunCalibration, WithinRunResult
+from pipelines.detectors.chart_files import LimitsRecord, WindowChange, WithinRunCalibration, WithinRunResult
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
 RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)
@@ -287,7 +287,7 @@ def choose_limits(calibration: WithinRunCalibration, fault_pvalues: dict[str, di
     a forward record, each counter's own.  The calibration with ``limits_by``, its ``normal_scores``,
     ``normal_pvalues`` and ``fault_pvalues`` those of the chosen limits, and the record of each
     (``limits_record``)."""
-    rec = {}
+    rec: dict[str, LimitsRecord] = {}
     for by in LIMITS_BY:
         normal = {r: p for r, p in calibration["normal_pvalues_by"][by].items() if r != leave_out}
         faults = {r: p for r, p in (fault_pvalues.get(by) or {}).items() if r != leave_out}
@@ -338,7 +338,7 @@ def judge(contrasts: dict[str, Contrast], calibration: WithinRunCalibration, *, 
     score = max(ratios.values(), default=0.0)
     failed = bool(p_by[by] <= false_alarm_rate)
     beyond = sorted((c for c, r in ratios.items() if r > 1.0), key=lambda c: (-ratios[c], c))
-    shown = {c: {"change_pct": round(100.0 * changes[c], 2), "ratio": round(ratios[c], 4),
+    shown: dict[str, WindowChange] = {c: {"change_pct": round(100.0 * changes[c], 2), "ratio": round(ratios[c], 4),
                  "window": [contrasts[c].start, contrasts[c].start + contrasts[c].width - 1],
                  "window_median": round(contrasts[c].window_median, 6), "rest_median": round(contrasts[c].rest_median, 6)}
              for c in beyond[:top]}
