@@ -125,34 +125,34 @@ def _records(system: str, labels: tuple, features: str | None, passed: tuple, la
     return counter_order.records(fault_labels, medians, frame, {r: passed_for(r) for r in fault_labels})
 
 
-def order_counters(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: "ReportInputs",
-                   lab_of: Mapping[str, str], min_effect_pct: float) -> None:
+def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: "ReportInputs",
+                      lab_of: Mapping[str, str], min_effect_pct: float) -> tuple[list[str], dict[str, Any] | None]:
     """A failed run's counters in the order the better record on the system's labelled faults
-    chooses (:mod:`pipelines.verdict.counter_order`), and both records, on ``doc`` (in place):
-    the detectors' order stays unless the robust distance's record is the better.  ``lab_of``:
-    the lab of each run of the system (``labs.lab_key``)."""
+    chooses (:mod:`pipelines.verdict.counter_order`), and both records (None when no ranking was
+    chosen): the detectors' order stays unless the robust distance's record is the better.
+    ``lab_of``: the lab of each run of the system (``labs.lab_key``)."""
     fault_labels = inputs.fault_labels
+    flagged = list(doc["flagged_counters"])
     if doc["verdict"] != "fail" or not fault_labels:
-        return
+        return flagged, None
     system = index[run_id]["system"]
     passed = tuple(passed_runs(index, system))
     labs_of = tuple(sorted((r, lab_of[r]) for r in set(passed) | set(fault_labels)))
     recorded = _records(system, tuple(sorted(fault_labels.items())), inputs.features, passed, labs_of)
     chosen = counter_order.choose(recorded)
-    doc["details"]["counter_order"] = {"ranking": chosen, "records": {k: v.to_json() for k, v in recorded.items()}}
+    ordering = {"ranking": chosen, "records": {k: v.to_json() for k, v in recorded.items()}}
     if chosen != "robust":
-        return
+        return flagged, ordering
     baseline = [b["run_id"] for b in doc["baseline_runs"]]
     medians = counter_history.run_medians(system, [run_id, *baseline], write=False)
     baseline = [b for b in baseline if b in medians.index]
     if run_id not in medians.index or not baseline:
-        return
+        return flagged, ordering
     sig = cause_signatures.signature(fault_labels, doc["cause"].get("label"), leave_out=run_id)
     order = cause_signatures.explain_order(counter_order.robust_order(medians.loc[run_id], medians.loc[baseline]), sig)
     changes = doc["details"].get("effects") or {}
     kept = effects.split_by_effect([c for c in order if changes.get(c) is not None], changes, min_effect_pct)[0]
-    if kept:
-        doc["flagged_counters"] = kept[:max(len(doc["flagged_counters"]), counter_order.IN_FIVE)]
+    return (kept[:max(len(flagged), counter_order.IN_FIVE)] if kept else flagged), ordering
 
 
 class ReportInputs(NamedTuple):
@@ -203,24 +203,28 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
-    doc = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                                   fault_labels=labels, detectors=stage_results.registry(params.block["detectors"]))
-    order_counters(run_id, doc, index, inputs, lab_of, rule.min_effect_pct)
-    doc["details"]["environment_not_in_baseline"] = novel_environment(
-        index[run_id].get("environment") or {},
-        [(index.get(b["run_id"]) or {}).get("environment") or {} for b in doc["baseline_runs"]])
+    composed = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
+                                        fault_labels=labels, detectors=stage_results.registry(params.block["detectors"]))
+    flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct)
+    details = {**composed["details"], **({"counter_order": ordering} if ordering is not None else {}),
+               "environment_not_in_baseline": novel_environment(
+                   index[run_id].get("environment") or {},
+                   [(index.get(b["run_id"]) or {}).get("environment") or {} for b in composed["baseline_runs"]])}
     top_n = params.top_counters
-    shown = list(dict.fromkeys(doc["flagged_counters"] + list(doc["counter_scores"])[:top_n]))
-    by_start = sorted((b["run_id"] for b in doc["baseline_runs"]),
+    shown = list(dict.fromkeys(flagged + list(composed["counter_scores"])[:top_n]))
+    by_start = sorted((b["run_id"] for b in composed["baseline_runs"]),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
     changes, trends, frames = run_changes(run_id, by_start, shown, params.directions,
-                                          whole=set(compared_baselines(doc["baseline_runs"], params.compare_pages)))
-    doc["counter_changes"] = {c: changes[c] for c in summary_order(doc["flagged_counters"], changes,
-                                                                   user_facing=params.user_facing)}
-    doc["summary"] = plain_summary(doc, changes, user_facing=params.user_facing, directions=params.directions)
-    # counters validation left out of this run, with the reason (check, host, counter, examples)
-    doc["dropped_counters"] = [{k: d.get(k) for k in ("host", "counter", "reason")}
-                               for d in index[run_id].get("_dropped_counters") or []]
+                                          whole=set(compared_baselines(composed["baseline_runs"], params.compare_pages)))
+    explained: VerdictFile = {**composed, "flagged_counters": flagged, "details": details,
+                              "counter_changes": {c: changes[c] for c in summary_order(flagged, changes,
+                                                                                      user_facing=params.user_facing)}}
+    # the verdict file, once: the composed decision, its counters in order and what the page adds to it (the
+    # summary sentence, and the counters validation left out of this run, with the reason)
+    doc: VerdictFile = {**explained, "summary": plain_summary(explained, changes, user_facing=params.user_facing,
+                                                              directions=params.directions),
+                        "dropped_counters": [{k: d.get(k) for k in ("host", "counter", "reason")}
+                                             for d in index[run_id].get("_dropped_counters") or []]}
     atomic.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
     compared = compare_baselines(run_id, doc, index, frames, params.compare_pages)
