@@ -121,7 +121,8 @@ class Detector(Protocol):
     control charts, the cluster models).  ``calibrate`` learns from a system's history and stores
     it: its normal runs judged against the others (the null) and across labs, and its record (each
     verified fault and normal run judged as a target is); ``stored`` reads that calibration back (a
-    nightly DAG batch, in a process of its own); ``kept`` is a target's result stored under the same
+    nightly DAG batch, in a process of its own), and calibrates when none is stored (the calibration
+    task did not run): never a missing or empty calibration in its place; ``kept`` is a target's result stored under the same
     inputs (the run, its baseline, the lab's verified runs, the calibration, the params and the
     code), if any; ``judge`` judges one target against its baseline under the calibration and
     stores the result under those inputs (:mod:`~pipelines.detection.judging` asks ``kept``

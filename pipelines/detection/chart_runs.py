@@ -216,10 +216,11 @@ class ControlCharts:
     def calibrate(self, seen: SystemHistory) -> ChartCalibration:
         """The system calibrated and stored; returned as stored (JSON's types), as a DAG batch reads it."""
         calibrate_system(seen.system, seen.index, seen.frames, self.params, seen.hist, seen.significance_block())
-        return self.stored(seen)
+        return atomic.read_json(config.calibration_path(seen.system))
 
     def stored(self, seen: SystemHistory) -> ChartCalibration:
-        return atomic.read_json(config.calibration_path(seen.system))
+        path = config.calibration_path(seen.system)
+        return atomic.read_json(path) if path.exists() else self.calibrate(seen)
 
     def kept(self, run_id: str, seen: SystemHistory, calibration: ChartCalibration) -> ChartResult | None:
         return memo.reuse_as(config.chart_path(run_id), chart_key(run_id, seen.index, seen.frames, self.params,

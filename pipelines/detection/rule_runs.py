@@ -97,10 +97,11 @@ class AssociationRules:
     def calibrate(self, seen: SystemHistory) -> Calibration:
         """The system calibrated and stored; returned as stored (JSON's types), as a DAG batch reads it."""
         calibrate_system(seen.system, self.context(seen, kept_too=False), seen.hist)
-        return self.stored(seen)
+        return cast(Calibration, store.read_optional(config.stacking_calibration_path(seen.system)) or {})
 
     def stored(self, seen: SystemHistory) -> Calibration:
-        return cast(Calibration, store.read_optional(config.stacking_calibration_path(seen.system)) or {})
+        path = config.stacking_calibration_path(seen.system)
+        return cast(Calibration, store.read_optional(path)) if path.exists() else self.calibrate(seen)
 
     def kept(self, run_id: str, seen: SystemHistory, calibration: Calibration) -> RuleDetection | None:
         return DetectJob.of(run_id, seen, calibration, self.params, self.mine_params).reused()

@@ -150,3 +150,40 @@ def test_a_dag_batch_reads_each_systems_stored_calibration_once(tree):
     assert detector.read_back == ["a", "b"] and detector.calibrated == []
     assert [o["null"] for o in out] == [["stored"]] * 3 and [o["system"] for o in out] == ["a", "a", "b"]
     assert detector.judged == ["a-t1", "b-t1"] and out[1]["run_id"] == "a-t2-kept"  # a kept result is not judged again
+
+
+@pytest.mark.parametrize("module,detector_of,path_of", [
+    ("chart_runs", lambda m: m.ControlCharts(params=None), "calibration_path"),
+    ("cluster_runs", lambda m: m.ClusterModels(params=None), "cluster_calibration_path"),
+    ("rule_runs", lambda m: m.AssociationRules(params=None, mine_params=None), "stacking_calibration_path"),
+])
+def test_every_detector_reads_its_stored_calibration_back_and_calibrates_when_none_is_stored(
+        tree, monkeypatch, module, detector_of, path_of):
+    """``stored`` means the same for each detector: the calibration its ``calibrate`` wrote, and,
+    when none was written (the DAG's calibration task did not run), a calibration made now, never a
+    missing or empty one in its place."""
+    import importlib
+
+    from pipelines import config
+    from pipelines.protocol import SystemHistory
+    from pipelines.storage import atomic
+    from pipelines.systems import history
+
+    judging_tree(tree)
+    runs = importlib.import_module(f"pipelines.detection.{module}")
+    made = []
+
+    def calibrate_system(system, *args, **kw):
+        made.append(system)
+        atomic.write_json_atomic(getattr(config, path_of)(system), {"normal_scores": {f"{system}-1": 0.5}, "n": len(made)})
+        return {"normal_scores": {f"{system}-1": 0.5}, "n": len(made)}
+    monkeypatch.setattr(runs, "calibrate_system", calibrate_system)
+    if module == "rule_runs":
+        monkeypatch.setattr(runs.AssociationRules, "context", lambda self, seen, kept_too=True: None)
+    detector = detector_of(runs)
+    from pipelines.stats import effects
+
+    seen = SystemHistory.of("a", {}, history.HistoryParams.load(), effects.Significance.load())
+    assert not getattr(config, path_of)("a").exists()
+    assert detector.stored(seen) == {"normal_scores": {"a-1": 0.5}, "n": 1} and made == ["a"]
+    assert detector.stored(seen) == {"normal_scores": {"a-1": 0.5}, "n": 1} and made == ["a"]     # read back
