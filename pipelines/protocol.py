@@ -84,7 +84,7 @@ class DetectorResult:
 #   evidence  the counters that carried its judgement: shown first only when it decided and the
 #             deciders named none, before the others' flags (never alone: the verdict cannot change).
 # A self-contained detector's flags (beyond its own limits: their change matters by construction)
-# are shown when it is among the deciders, and alone when it decides alone.
+# are shown when it is among the deciders, and alone when it decides alone, whatever its role.
 COUNTER_ROLES = ("scored", "models", "own", "evidence")
 
 

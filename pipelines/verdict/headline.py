@@ -405,24 +405,26 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     if used and all(k in inside for k in used):
         return [c for k in used for c in ev.flags.get(k, [])]
     speaks = (lambda name: name in used) if only_deciders else (lambda name: True)   # noqa: E731
-    scored = [set(ev.flags[k] or ev.reserve[k]) for k in ev.judged("scored") if speaks(k)]
+
+    def playing(role: str) -> list[str]:        # a self-contained detector's counters follow its own rule
+        return [k for k in ev.judged(role) if k not in inside and speaks(k)]
+    scored = [set(ev.flags[k] or ev.reserve[k]) for k in playing("scored")]
     if flag_rule == "union":
         chosen = set().union(*scored)
     else:
         chosen = next((s for s in scored if s), set())
     moved = effects.split_by_effect([c for c, v in counter_scores.items() if v > 0], changes, min_effect_pct)[0]
     within = [c for k in inside if k in used for c in ev.flags.get(k, [])]
-    models = [c for k in ev.judged("models") if speaks(k) for c in ev.flags[k]]
+    models = [c for k in playing("models") for c in ev.flags[k]]
     named = [c for c in counter_scores if c in chosen] or models or within
     if not named:                   # a detector of another kind that decides names its own counters
-        own = list(dict.fromkeys(c for k in ev.judged("own") if speaks(k) for c in ev.flags[k]
-                                 if changes.get(c) is not None))
+        own = list(dict.fromkeys(c for k in playing("own") for c in ev.flags[k] if changes.get(c) is not None))
         named = effects.split_by_effect(own, changes, min_effect_pct)[0]
     if named:
         return named
     if only_deciders:       # the deciders name none (the classifier): what the other detectors flagged,
         others = failed_counters(ev, counter_scores, flag_rule, changes, min_effect_pct, used)
-        carrying = [k for k in ev.judged("evidence") if speaks(k)]
+        carrying = playing("evidence")
         if not others or not carrying:      # ... after the deciders' own evidence
             return others
         carried = effects.split_by_effect([c for k in carrying for c in ev.flags[k] if c not in others

@@ -1,6 +1,8 @@
 """The verdict from detector records built by hand (pipelines/protocol.py, detection/stage_results.py)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pipelines.verdict import headline
@@ -161,3 +163,27 @@ def test_the_decision_is_one_value_and_only_a_change_too_small_to_matter_turns_a
         assert doc["verdict"] == written and doc["p_value"] == pytest.approx(0.004)
         assert doc["details"]["trust"]["decided_by"] == ["spectral"]
         assert (doc["flagged_counters"] == ["b"]) == (written == "fail")
+
+
+def test_the_run_against_itself_names_counters_only_when_it_decides():
+    """Stacking fails the run (p 0.001) without flagging a counter; the run against itself judged the
+    run too (p 0.6, a counter ``w`` beyond its limit) but is not among the detectors combined.  The
+    failed run shows what moved most (stacking's scored counter ``a``), not the counter of a detector
+    that did not decide; when the run against itself decides alone, its counter is the one shown."""
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                    details={"lab": LAB, "effects": {"a": 0.5, "w": 0.4}}, lab=LAB)
+    stacking = DetectorResult(judged=True, verdict="fail", p_value=0.001, votes=True, run_score=0.9,
+                              counter_scores={"a": 0.9}, page={RULE_METHODS[0]: {"verdict": "fail", "p_value": 0.001}},
+                              counters="scored")
+    within = DetectorResult(judged=True, verdict="pass", p_value=0.6, flagged_counters=["w"],
+                            page={"within_run": {"verdict": "pass", "p_value": 0.6}}, self_contained=True,
+                            alone_score=0.5)
+    results = {"stacking": stacking, "within_run": within}
+    rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="none",
+                                 detectors=("stacking",), min_effect_pct=1.0)
+    doc = headline.compose(run, results, rule)
+    assert doc["verdict"] == "fail" and doc["flagged_counters"] == ["a"]
+    alone = headline.compose(run, {"stacking": stacking, "within_run": dataclasses.replace(within, p_value=0.001)},
+                             headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="none",
+                                                   detectors=("within_run",), min_effect_pct=1.0))
+    assert alone["verdict"] == "fail" and alone["flagged_counters"] == ["w"] and alone["score"] == 0.5
