@@ -533,6 +533,27 @@ def decide_run(run: RunJudged, ev: Evidence, results: dict[str, DetectorResult],
     return Decision(verdict, p_value, used, set_aside, weighting)
 
 
+# the entries of a verdict file's details the verdict writes itself (no detector's may take one)
+VERDICT_DETAILS = frozenset({"verdict_rule", "flag_rule", "false_alarm_rate", "p_values", "combination",
+                             "cause_prediction", "fault_pattern", "no_baseline", "combined_detectors",
+                             "set_aside_detectors", "detector_weights", "trust", "cause_signature", "set_aside_small",
+                             "min_effect_pct", "counter_order", "environment_not_in_baseline"})
+
+
+def detector_details(results: Mapping[str, DetectorResult], run_details: Mapping[str, Any]) -> dict[str, Any]:
+    """The detectors' own entries of the verdict file's details, in the registry's order; a
+    ValueError naming the detector when an entry would take the place of the verdict's own, the
+    run's, or another detector's (one of them would be lost without a word)."""
+    out: dict[str, Any] = {}
+    for name, result in results.items():
+        for key, value in result.details.items():
+            if key in out or key in VERDICT_DETAILS or key in run_details:
+                raise ValueError(f"detector {name!r}: its details entry {key!r} is already the verdict's, "
+                                 "the run's or another detector's; name it after the detector")
+            out[key] = value
+    return out
+
+
 def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
             lab_of: dict[str, str] | None = None,
             fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
@@ -572,7 +593,7 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     details = {**run.details, "verdict_rule": rule.verdict_rule, "flag_rule": rule.flag_rule,
                "false_alarm_rate": rule.false_alarm_rate, "p_values": ev.p_values,
                "combination": rule.combination if rule.verdict_rule == "calibrated" else None,
-               **{k: v for r in results.values() for k, v in r.details.items()},
+               **detector_details(results, run.details),
                "cause_prediction": predicted, "fault_pattern": fault_pattern(verdict, predicted)}
     if unjudged is not None:
         details["no_baseline"] = unjudged

@@ -103,3 +103,19 @@ def test_the_verdict_names_no_detector():
     verdict = Path(stage_results.__file__).resolve().parents[1] / "verdict"
     found = {p.name: string_constants(p) & names for p in sorted(verdict.glob("*.py"))}
     assert len(found) >= 4 and not any(found.values()), found
+
+
+def test_a_detectors_details_entry_cannot_take_the_verdicts_own():
+    """A detector's ``details`` entry named like one the verdict writes (``trust``) or another
+    detector's is refused, naming the detector: one of them would otherwise be lost without a word."""
+    from pipelines.protocol import DetectorResult
+    from pipelines.verdict import headline
+
+    mine = DetectorResult(judged=True, details={"spectral": {"peaks": 3}})
+    assert headline.detector_details({"spectral": mine}, {"effects": {}}) == {"spectral": {"peaks": 3}}
+    for clash, run_details in (({"trust": 1}, {}), ({"effects": 1}, {"effects": {}})):
+        with pytest.raises(ValueError, match="detector 'toy': its details entry"):
+            headline.detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details=clash)},
+                                      run_details)
+    with pytest.raises(ValueError, match="'spectral'"):
+        headline.detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details={"spectral": 0})}, {})
