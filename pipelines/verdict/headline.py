@@ -295,6 +295,10 @@ def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
     ev = Evidence(results=results, methods={}, verdicts={}, p_values={}, scores=[])
     for name, result in results.items():
         if result.judged:
+            taken = set(result.page) & set(ev.methods)
+            if taken:
+                raise ValueError(f"detector {name!r}: its page entries {sorted(taken)} are another detector's; "
+                                 "name them after the detector")
             ev.methods.update(result.page)
             ev.p_values[name] = result.p_value
             if result.votes:

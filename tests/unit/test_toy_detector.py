@@ -119,3 +119,13 @@ def test_a_detectors_details_entry_cannot_take_the_verdicts_own():
                                       run_details)
     with pytest.raises(ValueError, match="'spectral'"):
         headline.detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details={"spectral": 0})}, {})
+
+
+def test_a_detectors_page_entry_cannot_take_anothers():
+    from pipelines.protocol import DetectorResult
+    from pipelines.verdict import headline
+
+    first = DetectorResult(judged=True, p_value=0.5, page={"spectral": {"verdict": "pass"}})
+    second = DetectorResult(judged=True, p_value=0.01, page={"spectral": {"verdict": "fail"}})
+    with pytest.raises(ValueError, match="detector 'toy': its page entries \\['spectral'\\]"):
+        headline.gather_evidence({"spectral": first, "toy": second})
