@@ -5,7 +5,7 @@ normal runs' and the cause's own, :func:`counter_profile` of the training frame)
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,7 @@ def evidence_counters(rows: pd.DataFrame, profile: Mapping[str, Any] | None, cau
     distance times the cause's own raise of the ratio: a run past every normal run on many counters
     shows first those its cause is known by), at most ``EVIDENCE_TOP``.  Pure: rows and profile in."""
     means = ((profile or {}).get("cause_mean") or {}).get(cause or "") or {}
-    if not means:
+    if not means or profile is None:
         return {}
     target = rows.reindex(columns=list(means)).astype(float).mean()
     out: dict[str, tuple[float, float]] = {}
@@ -68,7 +68,7 @@ def evidence_counters(rows: pd.DataFrame, profile: Mapping[str, Any] | None, cau
     return {counter: distance for counter, (_, distance) in ranked}
 
 def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[str], *, tau: float,
-                  blocks: list[str] = ("counters",),
+                  blocks: Sequence[str] = ("counters",),
                   per_cause: dict[str, CauseRecall] | None = None, fault_model=None) -> CausePrediction:
     """Label, probability, ``known`` and the runner-up causes of one run from its pair rows.
 
@@ -87,6 +87,7 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     proba = run_probabilities(model, aligned, columns, classes).sort_values(ascending=False)
     label, p = str(proba.index[0]), float(proba.iloc[0])
     unseen = sorted(set(designed.columns) - set(columns))
+    nearest: str | None
     if fault_model is not None:     # the model of the fault runs alone names the fault: P(cause | fault)
         given = run_probabilities(fault_model, aligned, columns, list(fault_model.classes_))
         nearest = str(given.idxmax())
@@ -94,7 +95,7 @@ def predict_cause(model, rows: pd.DataFrame, columns: list[str], classes: list[s
     else:
         nearest = nearest_fault(proba)
         fault = {"label": nearest, "probability": None if nearest is None else round(float(proba[nearest]), 4)}
-    learned = (per_cause or {}).get(fault["label"]) or {}
+    learned: Mapping[str, Any] = (per_cause or {}).get(fault["label"] or "") or {}
     fault.update({"runs_of_cause": learned.get("runs"), "few_runs": learned.get("few_runs")})
     return {"label": label, "probability": round(p, 4), "known": bool(p >= tau), "tau": round(float(tau), 4),
             "fault": fault, "none_probability": round(float(proba.get("none", 0.0)), 4),

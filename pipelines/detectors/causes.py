@@ -462,14 +462,14 @@ def choose_design(frame: pd.DataFrame, designs: list[list[str]], template: Pipel
     order = ["+".join(b) for b in designs]
 
     def rank(k: str) -> tuple[float, float, int]:
-        return -scores[k]["accuracy"], -(scores[k]["fault_nearest_accuracy"] or 0.0), order.index(k)
+        return -(scores[k]["accuracy"] or 0.0), -(scores[k]["fault_nearest_accuracy"] or 0.0), order.index(k)
     leader: str | None = None
     for blocks in designs:
         name = "+".join(blocks)
         bound = None
         if leader is not None:      # a design that cannot pass the leader's accuracy need not be measured to the end
             nearest = scores[leader]["fault_nearest_accuracy"]
-            bound = LooBound(scores[leader]["accuracy"], lambda r, p: p.idxmax() == labels[r],
+            bound = LooBound(scores[leader]["accuracy"] or 0.0, lambda r, p: p.idxmax() == labels[r],
                              ties_lose=nearest is None or nearest >= 1.0)   # a tie goes to the nearest fault, then the first
         designed, columns = design_frame(frame, list(blocks))
         proba = loo_probabilities(template, designed, columns, balance,
@@ -497,7 +497,7 @@ def compare_learners(candidates: dict[str, Pipeline], frame: pd.DataFrame, colum
     loo: dict[str, pd.DataFrame] = {}
     for i, (name, template) in enumerate(candidates.items(), 1):
         done = (known or {}).get(name)
-        proba = done if done is not None else loo_probabilities(template, frame, columns, balance)
+        proba: pd.DataFrame = done if done is not None else loo_probabilities(template, frame, columns, balance)
         loo[name] = proba
         acc = loo_accuracy(proba, labels)
         table[name] = {"accuracy": round(acc, 4), "gain": round(gain(acc, r), 4), "runs": int(len(proba))}

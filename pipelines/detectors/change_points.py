@@ -139,7 +139,7 @@ def pelt_series(values: np.ndarray, *, penalty: float, min_segment: int, outlier
         return []
     bounds = segment(z, penalty=penalty, min_segment=min_segment)
     edges = [0, *bounds, y.size]
-    out = []
+    out: list[IndexedChange] = []
     for i, b in enumerate(bounds):
         before, after = y[edges[i]:b], y[b:edges[i + 2]]
         old, new = float(np.median(before)), float(np.median(after))
@@ -158,7 +158,7 @@ def pelt_changes(table: pd.DataFrame, *, penalty: float, min_segment: int, outli
     """Every series of ``table`` (series × commits, one value each): the changes as
     ``commit_series`` rows (``series``, ``commit``, ``previous``, ``magnitude``, ``method``, ``evidence``)."""
     commits = list(table.columns)
-    out = []
+    out: list[SeriesChange] = []
     for series, row in table.iterrows():
         for ch in pelt_series(row.to_numpy(float), penalty=penalty, min_segment=min_segment,
                               outlier_sd=outlier_sd, min_magnitude=min_magnitude, variance_ratio=variance_ratio):

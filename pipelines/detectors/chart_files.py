@@ -75,8 +75,8 @@ class ChartResult(TypedDict, total=False):
     violation_ratio: float
     window_ratio: float
     p_value: float | None
-    p_run: float
-    p_window: float
+    p_run: float | None
+    p_window: float | None
     false_alarm_rate: float
     threshold: float
     flagged_counters: list[str]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -354,7 +354,9 @@ class Charter:
     are recomputed."""
 
     def __init__(self, frames, p: ChartParams):
-        self.frames, self.p, self._modes, self._limits = frames, p, {}, {}
+        self.frames, self.p = frames, p
+        self._modes: dict[tuple[str, ...], dict] = {}            # baseline set -> its minor modes
+        self._limits: dict[tuple[str, ...], pd.DataFrame] = {}   # baseline set -> its whole-run limits
 
     def __call__(self, baseline: list[str], target: str, shift: pd.Series | None = None, *,
                  excursions_too: bool = False):
@@ -374,7 +376,7 @@ class Charter:
                      limits=limits, excursions_too=excursions_too)
 
     def lab(self, target: str, baseline: list[str], index: ValidIndex, lab_runs: dict[str, str],
-            lab_kw: labs.LabParams, candidates: list[str] = ()) -> labs.LabShift:
+            lab_kw: labs.LabParams, candidates: Sequence[str] = ()) -> labs.LabShift:
         """:func:`labs.lab_shift` of ``target`` against ``baseline`` (levels at the store's reference).
 
         With an insufficient baseline, the counters whose level differs between the labs of

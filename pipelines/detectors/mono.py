@@ -193,7 +193,7 @@ def mono_changes(intervals: pd.DataFrame, *, persist: int = 1) -> list[SeriesCha
     ``persist`` commits: every one of the ``persist`` commits up to the old one and every one of
     the ``persist`` commits from the new one are apart the same way, without overlap (one slow
     commit that the next one undoes is a noisy measurement, not two changes; 1 = the paper's rule)."""
-    out = []
+    out: list[SeriesChange] = []
     rows = list(intervals.itertuples())
     for t in range(1, len(rows)):
         prev, cur = rows[t - 1], rows[t]
