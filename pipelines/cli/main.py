@@ -20,10 +20,21 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from pipelines import config, params_schema
 from pipelines.safe_text import for_terminal, mask_url, mask_urls, one_line
+
+
+def registered() -> list[tuple[str, Any]]:
+    """The detectors of ``report.detectors``, each reader imported (``stage_results.registry``); a
+    ConfigError naming the entry when one cannot be read: said before the night, not at its report."""
+    from pipelines.detection import stage_results
+
+    try:
+        return list(stage_results.registry(config.load_params("report")["detectors"]))
+    except ValueError as exc:
+        raise params_schema.ConfigError(str(exc)) from None
 
 
 def check(argv: list[str]) -> int:
@@ -35,6 +46,7 @@ def check(argv: list[str]) -> int:
     problems = 0
     config.load_params()                       # a ConfigError: main() says what is wrong, exit 2
     print(f"[check] {config.PARAMS}: valid")
+    print(f"[check] detectors: {', '.join(name for name, _ in registered())}")
     produced = stage_outputs()
     for location in source_locations(config.load_params("pull")):
         shown = for_terminal(mask_url(location))
@@ -98,6 +110,7 @@ def run(argv: list[str]) -> int:
     fail_on_regression = "--fail-on-regression" in argv
     argv = [a for a in argv if a != "--fail-on-regression"]
     config.load_params()                       # a bad params.yaml stops here, before any stage
+    registered()                               # and a detector the report could not read
     from pipelines.cli import project
     if (config.ROOT / project.VERSION_FILE).exists() and project.write_version(config.ROOT):
         print(f"[run] regresslab {project.installed_version()}: a new version, the night's stages run again")

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pipelines import params_schema
+from pipelines import config, params_schema
 from pipelines.protocol import DetectorResult, ResultReader, RunFiles, RunJudged
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
@@ -231,7 +231,13 @@ READER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
     """The detectors of ``report.detectors`` (each ``{name, result: "module:function"}``), their
-    readers imported, in the list's order; a ValueError that names the entry when one is wrong."""
+    readers imported, in the list's order; a ValueError that names the entry when one is wrong.  A
+    module of the project's own folder is found there (as the stages, run from it, find it), after
+    the installed packages."""
+    import sys
+
+    if str(config.ROOT) not in sys.path:
+        sys.path.append(str(config.ROOT))
     out: list[tuple[str, ResultReader]] = []
     for i, entry in enumerate(entries):
         name, where = entry.get("name"), entry.get("result")

@@ -51,6 +51,19 @@ def test_check_in_a_labs_directory(installed, tmp_path):
     (lab / "params.yaml").write_text("pull:\n  source: [archives, missing-dir]\n")
     missing = _regresslab(installed, lab, "check")
     assert missing.returncode == 1 and "missing-dir" in missing.stderr and "is not a directory" in missing.stderr
+    # the lab's own detector, registered: a module of the lab's folder is read as the report stage reads it
+    from pipelines import params_schema
+
+    own = [*params_schema.defaults()["report"]["detectors"], {"name": "spectral", "result": "lab_spectral:result"}]
+    (lab / "params.yaml").write_text(json.dumps({"pull": {"source": "archives"}, "report": {"detectors": own}}))
+    unreadable = _regresslab(installed, lab, "check")
+    assert unreadable.returncode == 2 and "report.detectors[5] (spectral): cannot read lab_spectral:result" \
+        in unreadable.stderr
+    (lab / "lab_spectral.py").write_text("def result(files):\n    return None\n")
+    readable = _regresslab(installed, lab, "check")
+    assert readable.returncode == 0, readable.stderr
+    assert "[check] detectors: stacking, control_charts, clustered_regression, within_run, cause_classifier, spectral" \
+        in readable.stdout
 
 
 def test_unknown_command_and_help(capsys):
