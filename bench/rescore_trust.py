@@ -140,6 +140,7 @@ def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None
                        "basis": (doc["details"].get("trust") or {}).get("basis"),
                        "p_value": doc.get("p_value"), "p_values": p_values,
                        "beyond": (doc["details"].get("trust") or {}).get("beyond_calibration") or {},
+                       "silent": sorted((doc["details"].get("trust") or {}).get("silent_nulls") or {}),
                        "first_counters": (doc["flagged_counters"] or list(doc.get("counter_scores") or {}))[:5],
                        "stored_first": stored[run_id].get("first_counters") or [], "labelled": labelled,
                        **stored[run_id]["said"], **alone}

@@ -145,14 +145,19 @@ class Choice:
     equals: tuple[str, ...] = ()
     beyond: dict[str, float] = field(default_factory=dict)
     unjudged: str | None = None
+    silent: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"decided_by": list(self.detectors), "p_value": None if self.p_value is None else round(self.p_value, 6),
-                "weights": self.weights, "reason": self.reason, "basis": self.basis,
-                "normal_runs": self.normal_runs, "equals": list(self.equals),
-                "beyond_calibration": {d: round(f, 6) for d, f in self.beyond.items()},
-                "candidates": {k: round(v, 4) for k, v in self.candidates.items()},
-                "record": {d: s.to_json() for d, s in self.standings.items()}}
+        out: dict[str, Any] = {
+            "decided_by": list(self.detectors), "p_value": None if self.p_value is None else round(self.p_value, 6),
+            "weights": self.weights, "reason": self.reason, "basis": self.basis,
+            "normal_runs": self.normal_runs, "equals": list(self.equals),
+            "beyond_calibration": {d: round(f, 6) for d, f in self.beyond.items()},
+            "candidates": {k: round(v, 4) for k, v in self.candidates.items()},
+            "record": {d: s.to_json() for d, s in self.standings.items()}}
+        if self.silent:
+            out["silent_nulls"] = dict(self.silent)
+        return out
 
 
 @dataclass(frozen=True)
@@ -301,6 +306,21 @@ def better(a: Mapping[str, bool], b: Mapping[str, bool], level: float) -> bool:
     only_b = sum(b[r] and not a[r] for r in common)
     n = only_a + only_b
     return n > 0 and only_a > only_b and float(binom.sf(only_a - 1, n, 0.5)) <= level
+
+
+def silent_null(detector: str, history: History, normal_runs: set[str], level: float) -> str | None:
+    """Why a detector's clean record says little of what it would catch, or None: its p-values on the
+    situation's normal runs lie too high to be those of a detector that could fail a run (under the
+    null a valid p-value is at most 1/2 half the time; fewer such runs than ``Binomial(n, 1/2)`` gives
+    at ``level``): its null says "nothing unusual" of nearly every run, as a score of 0 does."""
+    from scipy.stats import binom
+
+    ps = [p for r, p in (history.normals.get(detector) or {}).items() if r in normal_runs]
+    low = sum(p <= 0.5 for p in ps)
+    if not ps or float(binom.cdf(low, len(ps), 0.5)) > level:
+        return None
+    return (f"its p-value is above 1/2 on {len(ps) - low} of its {len(ps)} normal runs: a clean record from a null "
+            "that finds nothing unusual in nearly every run, which cannot show what it would catch")
 
 
 def beyond_calibration(p_values: Mapping[str, float | None], nulls: Mapping[str, Null]) -> dict[str, float]:
@@ -470,6 +490,8 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
         reason += ("; the run would fail on " + " and ".join(uncorroborated) + " alone, whose p-value lies beyond every "
                    "run of its null (how far is its fitted tail's assumption, which this history cannot check) and "
                    "which no other detector corroborates: judged at what its null can support")
+    silent = {d: why for d in best if not fault_runs
+              and (why := silent_null(d, history, normal_runs, rule.level)) is not None}
     return Choice(best, p_best, weights, standings,
                   {"+".join(c): v[0] for c, v in scored.items()}, reason, basis="record", normal_runs=normals,
-                  equals=tuple("+".join(c) for c in equals), beyond=beyond)
+                  equals=tuple("+".join(c) for c in equals), beyond=beyond, silent=silent)

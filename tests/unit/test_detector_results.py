@@ -187,3 +187,26 @@ def test_the_run_against_itself_names_counters_only_when_it_decides():
                              headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="none",
                                                    detectors=("within_run",), min_effect_pct=1.0))
     assert alone["verdict"] == "fail" and alone["flagged_counters"] == ["w"] and alone["score"] == 0.5
+
+
+def test_the_page_says_when_the_deciders_clean_record_comes_from_a_null_that_finds_nothing():
+    """A history of 8 normal runs and no fault where stacking's p-values are 0.125 once and 1 seven
+    times: it decides on its clean record, and the run page says that record cannot show what it
+    would catch."""
+    from pipelines.reporting import pages
+
+    runs = [f"n{i}" for i in range(8)]
+    stacking = _rules("pass", 1.0, {r: (0.125 if r == "n0" else 1.0) for r in runs}, {})
+    charts = DetectorResult(judged=True, verdict="pass", p_value=0.2, votes=True,
+                            history_normals={r: (0.01 if r in ("n1", "n2") else 0.4) for r in runs},
+                            page={"control_charts": {"verdict": "pass", "p_value": 0.2, "flagged_counters": []}},
+                            counters="scored", null_kind="same_lab")
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+                    details={"lab": LAB, "effects": {"a": 0.5}}, lab=LAB)
+    doc = headline.compose(run, {"stacking": stacking, "control_charts": charts},
+                           headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05, trust="record"))
+    assert doc["details"]["trust"]["decided_by"] == ["stacking"] and doc["verdict"] == "pass"
+    html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
+                            pages.RunPage(baseline_envs={}, raw_href="#", raw_name="r.tar.gz"))
+    assert ("with no verified fault in the history, its p-value is above 1/2 on 7 of its 8 normal runs" in html
+            and "cannot show what it would catch" in html)

@@ -214,3 +214,22 @@ def test_a_candidate_is_better_only_beyond_chance():
     b5 = {**a, **{f"r{i}": False for i in range(5)}}
     b4 = {**a, **{f"r{i}": False for i in range(4)}}
     assert record.better(a, b5, 0.05) and not record.better(a, b4, 0.05) and not record.better(b5, a, 0.05)
+
+
+def test_a_clean_record_from_a_null_that_finds_nothing_is_said_to_say_little():
+    """Eight normal runs, no fault.  Stacking's p-values on them are 0.125 once and 1 seven times (its
+    rules found nothing: a score of 0): under the null at least 4 of 8 would lie at or below 1/2 about
+    as often as not, and 1 of 8 has P(Binomial(8, 1/2) <= 1) = 9/256 = 0.035 <= 0.05.  Its clean record
+    decides (the others failed one or two normal runs), and the choice says the record cannot show what
+    it would catch; with a verified fault in the history, its catches are on record and nothing is said."""
+    runs = [f"n{i}" for i in range(8)]
+    normals = {"stacking": {r: (0.125 if r == "n0" else 1.0) for r in runs},
+               "charts": {r: (0.01 if r in ("n1", "n2") else 0.3 + 0.05 * i) for i, r in enumerate(runs)}}
+    hist = record.History(normals=normals, faults={})
+    choice = record.choose({"stacking": 1.0, "charts": 0.2}, hist, RULE, lab=None)
+    assert choice.detectors == ("stacking",)
+    assert set(choice.silent) == {"stacking"} and "above 1/2 on 7 of its 8 normal runs" in choice.silent["stacking"]
+    assert choice.to_json()["silent_nulls"] == choice.silent
+    assert record.silent_null("charts", hist, set(runs), 0.05) is None      # 5 of 8 at or below 1/2
+    with_fault = record.History(normals=normals, faults={"stacking": {"f0": 0.01}, "charts": {"f0": 0.5}})
+    assert record.choose({"stacking": 1.0, "charts": 0.2}, with_fault, RULE, lab=None).silent == {}
