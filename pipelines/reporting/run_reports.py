@@ -56,9 +56,10 @@ class ReportParams:
     (``top_counters``) and the intervals below which it warns (``few_intervals``), the compare
     pages per run (``compare_pages``), the nights the index's trend shows (``trend_nights``), the
     night's name (``night``, today when empty), the JUnit file (``junit``), the counters users
-    feel (``user_facing``) and which way each counter gets worse (``directions``); ``block`` is the
-    block as validated (the input keys hash it; the headline's rule, ``HeadlineRule``, and the
-    systems' pages read it too)."""
+    feel (``user_facing``) and which way each counter gets worse (``directions``); the registered
+    detectors (``detectors``, their readers imported once for the stage); ``block`` is the block as
+    validated (the input keys hash it; the headline's rule, ``HeadlineRule``, and the systems'
+    pages read it too)."""
 
     top_counters: int
     few_intervals: int
@@ -68,6 +69,7 @@ class ReportParams:
     junit: str | None
     user_facing: Any
     directions: list[dict[str, str]]
+    detectors: stage_results.Registry
     block: Mapping[str, Any] = dataclasses.field(compare=False, repr=False)
 
     @classmethod
@@ -75,7 +77,8 @@ class ReportParams:
         return cls(top_counters=int(block["top_counters"]), few_intervals=int(block["few_intervals"]),
                    compare_pages=int(block["compare_pages"]), trend_nights=int(block["trend_nights"]),
                    night=block["night"], junit=block["junit"], user_facing=block["user_facing"],
-                   directions=block["directions"], block=dict(block))
+                   directions=block["directions"], detectors=stage_results.registry(block["detectors"]),
+                   block=dict(block))
 
     @classmethod
     def load(cls) -> "ReportParams":
@@ -204,7 +207,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     composed = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                                        fault_labels=labels, detectors=stage_results.registry(params.block["detectors"]))
+                                        fault_labels=labels, detectors=params.detectors)
     flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct)
     details = {**composed["details"], **({"counter_order": ordering} if ordering is not None else {}),
                "environment_not_in_baseline": novel_environment(
