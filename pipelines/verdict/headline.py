@@ -284,6 +284,12 @@ class Evidence:
         """The detectors whose null needs no other run (:class:`~pipelines.protocol.DetectorResult`)."""
         return [k for k, r in self.results.items() if r.self_contained]
 
+    def alone_inside(self, used: Mapping[str, float | None]) -> bool:
+        """Whether the detectors that decided (``used``) are all self-contained: the run was judged
+        against itself alone, its counters and its score are theirs."""
+        inside = self.self_contained()
+        return bool(used) and all(k in inside for k in used)
+
     def counter_scores(self) -> dict[str, float]:
         """The run's counter scores: per counter, the mean of the scoring detectors' scores."""
         return combine_scores(*(self.results[k].counter_scores for k in self.judged("scored")))
@@ -405,9 +411,9 @@ def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: s
     carries evidence (the counters the classifier's predicted cause raises on this run).  The
     verdict is the same either way: the evidence never stands alone where the others' flags are
     empty; with nothing named, the counters that moved most."""
-    inside = ev.self_contained()
-    if used and all(k in inside for k in used):
+    if ev.alone_inside(used):
         return [c for k in used for c in ev.flags.get(k, [])]
+    inside = ev.self_contained()
     speaks = (lambda name: name in used) if only_deciders else (lambda name: True)   # noqa: E731
 
     def playing(role: str) -> list[str]:        # a self-contained detector's counters follow its own rule
@@ -441,7 +447,7 @@ def verdict_score(ev: Evidence, used: dict[str, float | None]) -> float:
     """The run's score: the mean of the detectors' run scores, or, when self-contained detectors
     decided alone, their ``alone_score``; when no detector gives a run score, one minus the
     deciders' smallest p-value (0 without any)."""
-    if used and all(k in ev.self_contained() for k in used):
+    if ev.alone_inside(used):
         return round(max(float(ev.results[k].alone_score or 0.0) for k in used), 4)
     if not ev.scores:
         ps = [float(p) for p in used.values() if p is not None and np.isfinite(p)]
