@@ -171,13 +171,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-new-lab", action="store_true", help="no rule of its own for a lab with no normal run")
     parser.add_argument("--corroboration", action="store_true",
                         help="a failure resting on one detector's tail beyond its null needs a second detector")
+    parser.add_argument("--silent", choices=("within", "keep"), default=None,
+                        help="no verified fault, the best record a silent null's: the run against itself decides "
+                             "(within) or that record does (keep)")
     parser.add_argument("--reading", choices=("uncertain", "point"), default="uncertain",
                         help="how the record is read (report.trust_reading): its size and noise, or scores alone")
     parser.add_argument("--detectors-order", action="store_true",
                         help="a failed run's counters in the detectors' order alone (no cause signature)")
     args = parser.parse_args(argv)
     variant = {k: v for k, v in (("allowed", args.allowed), ("ties", args.ties), ("equals", args.equals),
-                                 ("corroborate", True if args.corroboration else None),
+                                 ("corroborate", True if args.corroboration else None), ("silent", args.silent),
                                  ("small", False if args.no_small else None),
                                  ("new_lab", False if args.no_new_lab else None)) if v is not None}
     if variant:                              # a variant of record.choose, for the comparison

@@ -44,6 +44,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "report.trust_reading": ("uncertain", "point"),
     "report.trust_ties": ("more", "fewer_with_faults"),
     "report.trust_equals": ("best", "largest"),
+    "report.trust_silent": ("within", "keep"),
     "report.flag_rule": ("rules", "union"),
 }
 # keys whose default is null (off, unset) and the type they take when set

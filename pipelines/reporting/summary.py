@@ -132,11 +132,11 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
     details = doc.get("details") or {}
     basis = (details.get("trust") or {}).get("basis")
     within_only = details.get("combined_detectors") == ["within_run"] and (
-        bool(details.get("set_aside_detectors")) or basis in ("small_history", "new_lab"))
+        bool(details.get("set_aside_detectors")) or basis in ("small_history", "new_lab", "silent_null"))
     if doc["verdict"] == "no_baseline":
         text = "Not judged: " + (doc.get("details", {}).get("no_baseline") or "no baseline")
         return text + "."
-    if doc["verdict"] == "pass" and within_only and basis == "small_history":
+    if doc["verdict"] == "pass" and within_only and basis in ("small_history", "silent_null"):
         text = ("No regression found within the run; it was not compared with other runs: "
                 + (details.get("trust") or {}).get("reason", "the history is too small").split(":")[0])
     elif doc["verdict"] == "pass" and within_only:

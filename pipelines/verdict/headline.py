@@ -181,7 +181,8 @@ PARAM_FIELDS: dict[str, tuple[str, Any]] = {
     "detector_weights": ("detector_weights", str), "detector_trust": ("trust", str),
     "trust_level": ("trust_level", float), "trust_min_runs": ("trust_min_runs", int),
     "trust_reading": ("trust_reading", str), "trust_ties": ("trust_ties", str),
-    "trust_equals": ("trust_equals", str), "trust_corroborate": ("trust_corroborate", bool)}
+    "trust_equals": ("trust_equals", str), "trust_corroborate": ("trust_corroborate", bool),
+    "trust_silent": ("trust_silent", str)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -233,6 +234,7 @@ class HeadlineRule:
     trust_ties: str = _param("trust_ties")
     trust_equals: str = _param("trust_equals")
     trust_corroborate: bool = _param("trust_corroborate")
+    trust_silent: str = _param("trust_silent")
 
     def __post_init__(self) -> None:
         if self.flag_rule not in ("union", "rules"):
@@ -474,7 +476,8 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
                              titles={k: r.title for k, r in ev.results.items() if r.title})
     trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
                              combination=rule.combination, reading=rule.trust_reading, ties=rule.trust_ties,
-                             equals=rule.trust_equals, corroborate=rule.trust_corroborate)
+                             equals=rule.trust_equals, corroborate=rule.trust_corroborate,
+                             silent=rule.trust_silent)
     return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id, nulls=nulls_of(ev))
 
 

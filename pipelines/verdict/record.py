@@ -58,6 +58,13 @@ luckiest.  So:
   still the likeliest to be right.  Giving the say to the largest of them instead (``"largest"``:
   none is shown worse, and a fault any of them sees carries it) was measured and not adopted: it
   brings back detectors whose record was worse, though not beyond chance, and their false alarms;
+* **a clean record from a null that finds nothing** (:func:`silent_null`): where the history holds no
+  verified fault, a record shows only false alarms, and a detector whose p-values on the normal runs lie
+  above 1/2 on more of them than ``Binomial(n, 1/2)`` allows at ``level`` (its score is 0 on nearly every
+  run) has a clean record by construction: the record cannot weigh what it would catch, as a record
+  of fewer than ``n_min`` runs cannot.  When such a detector's record is the best, the run against
+  itself decides, as on a small history (``silent: "within"``; :func:`unweighed`); when the run cannot
+  be compared with itself the best record decides and the page says what its record cannot show;
 * whatever the size, a p-value below ``1/(n + 1)`` of its null's ``n`` normal runs lies beyond every
   run of that null: how far beyond is the fitted tail's assumption, which those runs cannot check, and
   the page says so beside the detector's record (:func:`beyond_calibration`).
@@ -130,7 +137,8 @@ class Choice:
     and ``weights`` (shares of the rate, None for one detector), every detector's standing and
     every candidate's record score; ``reason`` in words.  ``basis``: ``record`` (the record chose),
     ``small_history`` (too few verified normal runs to weigh the detectors), ``new_lab`` (no verified
-    normal run of the run's lab) or ``none`` (no detector); ``normal_runs`` the system's verified
+    normal run of the run's lab), ``silent_null`` (no verified fault, and the best record is a null's
+    that finds nothing: :func:`unweighed`) or ``none`` (no detector); ``normal_runs`` the system's verified
     normal runs on record; ``equals`` the candidates the record could not tell from the chosen one;
     ``beyond`` each detector whose p-value lies below what its null's runs can support (its floor);
     ``unjudged`` why the run is not judged, when it is not."""
@@ -275,6 +283,8 @@ class TrustRule:
     equals: str = "best"                # among equal records: best (its score, then more detectors) | largest
     corroborate: bool = False           # a failure resting on one detector's tail beyond its null needs a second
                                         # (measured, not adopted: docs/results/robustness.md)
+    silent: str = "within"              # no verified fault: a best record from a silent null does not decide; the
+                                        # run against itself does (within) | keep (it decides; the page says so)
     small: bool = True                  # too few verified normal runs: the run against itself, or not judged
     new_lab: bool = True                # no verified normal run of the run's lab: the detectors judged across labs
 
@@ -448,6 +458,22 @@ def new_lab(p_values: Mapping[str, float], judged: tuple[str, ...], standings: d
                   unjudged=why)
 
 
+def unweighed(p_values: Mapping[str, float], within: str, best: tuple[str, ...], standings: dict[str, Standing],
+              silent: dict[str, str], normals: int, beyond: dict[str, float], candidates: dict[str, float],
+              equals: tuple[str, ...]) -> Choice:
+    """No verified fault in the history, and the best record is a silent null's (module docstring): the
+    record cannot weigh what that detector would catch, so, as on a history too small to weigh the
+    detectors, the run against itself decides."""
+    names = " and ".join(standings[d].title or d if d in standings else d for d in best)
+    head = (f"no verified fault in the history, and the best record on its {normals} normal runs ({names}) comes "
+            "from a null that finds nothing unusual in nearly every normal run, so the record cannot show what it "
+            "would catch")
+    return Choice((within,), float(p_values[within]), None, standings, candidates,
+                  reason=(f"{head}: decided by the run against itself, as on a history too small to weigh the "
+                          "detectors, because its null compares the run with itself and needs no record"),
+                  basis="silent_null", normal_runs=normals, equals=equals, beyond=beyond, silent=silent)
+
+
 def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
                 history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
                 beyond: dict[str, float], normals: int) -> Choice:
@@ -492,6 +518,11 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
                    "which no other detector corroborates: judged at what its null can support")
     silent = {d: why for d in best if not fault_runs
               and (why := silent_null(d, history, normal_runs, rule.level)) is not None}
+    if silent and rule.silent == "within":
+        within = _within(p_values, standings, history.self_contained)
+        if within is not None and within not in best:
+            return unweighed(p_values, within, best, standings, silent, normals, beyond,
+                             {"+".join(c): v[0] for c, v in scored.items()}, tuple("+".join(c) for c in equals))
     return Choice(best, p_best, weights, standings,
                   {"+".join(c): v[0] for c, v in scored.items()}, reason, basis="record", normal_runs=normals,
                   equals=tuple("+".join(c) for c in equals), beyond=beyond, silent=silent)

@@ -70,9 +70,10 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
             assert name in doc["details"]["p_values"] and standing["normal_runs"] >= standing["normal_failed"] >= 0
             assert standing["sentence"].count(" of ") >= 1
         weights = trust["weights"] or {d: 1.0 for d in combined}
-        assert trust["basis"] in ("record", "small_history", "new_lab") and trust["reason"]
-        if trust["basis"] != "record":      # too few normal runs, or a new lab: who decides is said, with why
-            assert trust["normal_runs"] is not None and ("too small" in trust["reason"] or "lab" in trust["reason"])
+        assert trust["basis"] in ("record", "small_history", "new_lab", "silent_null") and trust["reason"]
+        if trust["basis"] != "record":      # too few normal runs, a new lab, a record that cannot weigh: said, with why
+            assert trust["normal_runs"] is not None and any(
+                why in trust["reason"] for why in ("too small", "lab", "finds nothing"))
         if len(combined) > 1 and trust["weights"]:
             assert sum(weights.values()) == pytest.approx(len(combined), abs=1e-3)
         ps = [doc["methods"][method.get(d, d)]["p_value"] / weights[d] for d in combined]

@@ -233,3 +233,36 @@ def test_a_clean_record_from_a_null_that_finds_nothing_is_said_to_say_little():
     assert record.silent_null("charts", hist, set(runs), 0.05) is None      # 5 of 8 at or below 1/2
     with_fault = record.History(normals=normals, faults={"stacking": {"f0": 0.01}, "charts": {"f0": 0.5}})
     assert record.choose({"stacking": 1.0, "charts": 0.2}, with_fault, RULE, lab=None).silent == {}
+
+
+def test_a_record_that_cannot_weigh_a_silent_null_leaves_the_run_to_itself():
+    """Eight normal runs, no fault.  Stacking's rules found nothing in 7 of them (p 1, a score of 0) and
+    0.125 in one: a clean record, by construction.  The run against itself failed one of the eight
+    (p 0.002; 1 of 8 at 5 % is P(X >= 1 | 8, 0.05) = 0.34: kept).  Read by their records stacking is
+    the best (0 of 8 against 1 of 8), but with no fault the record cannot show what a null that finds
+    nothing would catch, so the run against itself decides, and says why: a new run that shifts inside
+    itself (its p 0.001) fails, where stacking (p 1) would have passed it.  With ``silent: keep``
+    stacking decides (the page only says so); with one verified fault on record, the record decides."""
+    import dataclasses
+    runs = [f"n{i}" for i in range(8)]
+    normals = {"stacking": {r: (0.125 if r == "n0" else 1.0) for r in runs},
+               "within_run": {r: (0.002 if r == "n1" else 0.1 + 0.1 * i) for i, r in enumerate(runs)}}
+    hist = record.History(normals=normals, faults={}, self_contained=("within_run",),
+                          titles={"stacking": "association rules"})
+    assert record.silent_null("within_run", hist, set(runs), 0.05) is None     # at or below 1/2 on 5 of 8
+    shifted = {"stacking": 1.0, "within_run": 0.001}
+    choice = record.choose(shifted, hist, RULE, lab=None)
+    assert choice.detectors == ("within_run",) and choice.p_value == 0.001 and choice.basis == "silent_null"
+    assert choice.reason.startswith("no verified fault in the history, and the best record on its 8 normal runs "
+                                    "(association rules) comes from a null that finds nothing unusual")
+    assert "decided by the run against itself" in choice.reason and set(choice.silent) == {"stacking"}
+    assert choice.to_json()["basis"] == "silent_null" and choice.candidates["stacking"] > choice.candidates["within_run"]
+    kept = record.choose(shifted, hist, dataclasses.replace(RULE, silent="keep"), lab=None)
+    assert kept.detectors == ("stacking",) and kept.p_value == 1.0 and kept.basis == "record"
+    with_fault = record.History(normals=normals, faults={"stacking": {"f0": 0.01}, "within_run": {"f0": 0.5}},
+                                self_contained=("within_run",))
+    on_record = record.choose(shifted, with_fault, RULE, lab=None)
+    assert on_record.detectors == ("stacking",) and on_record.basis == "record" and on_record.silent == {}
+    # the run against itself cannot judge this run: the best record decides, and the page says what it cannot show
+    alone = record.choose({"stacking": 1.0}, hist, RULE, lab=None)
+    assert alone.detectors == ("stacking",) and set(alone.silent) == {"stacking"}

@@ -91,6 +91,23 @@ def test_counter_changes_by_hand():
         "app.response_time_ms +0.8 %, redis.hit_pct +0.03 %).")
 
 
+def test_a_pass_judged_against_itself_alone_says_why_it_was_not_compared():
+    """The run against itself alone decided: the summary says the run was not compared with other
+    runs, and why, from the first clause of the record's reason (up to its colon)."""
+    def judged(basis: str, reason: str) -> dict:
+        return {"verdict": "pass", "methods": {}, "flagged_counters": [],
+                "details": {"combined_detectors": ["within_run"], "trust": {"basis": basis, "reason": reason}}}
+    small = judged("small_history", "history too small to weigh the detectors (4 verified normal runs): decided by …")
+    silent = judged("silent_null", "no verified fault in the history, and the best record comes from a null that "
+                                   "finds nothing: decided by the run against itself")
+    assert summary.plain_summary(small, {}) == ("No regression found within the run; it was not compared with other "
+                                                "runs: history too small to weigh the detectors (4 verified normal runs).")
+    assert summary.plain_summary(silent, {}) == (
+        "No regression found within the run; it was not compared with other runs: no verified fault in the "
+        "history, and the best record comes from a null that finds nothing.")
+    assert summary.plain_summary(judged("record", "the best record"), {}) == "No regression found."
+
+
 def test_directions_of_the_shipped_table():
     from pipelines import config
     table = config.load_params("report")["directions"]
