@@ -12,6 +12,12 @@ from the split's stored runs (nothing is re-run):
 * ``shown``: the verdict file's ``flagged_counters``;
 * ``robust_z``: every counter by ``|run median − m| / s`` with ``m`` the median of its baseline
   runs' medians and ``s`` their MAD (×1.4826), at least 5 % of ``|m|``;
+* ``baro``: every counter by its largest distance, over the run's intervals, from the pooled median
+  of its baseline runs' intervals in units of their interquartile range (BARO's RobustScorer:
+  ``counter_order.anchor_order``), the plain robust anchor;
+* ``anchored``: ``shown``'s first places, then ``baro``'s counters whose change matters (the tree's
+  ``significance.min_effect_pct``) in the last ``report.anchor_places`` of the five (the defaults
+  file's), then the rest (``counter_order.with_anchor``): the detectors' order as the report now shows it;
 * ``kind_relative``: that ``z`` over the median, across the history's normal runs (each against
   the other normal runs of its lab), of the largest ``z`` among the counters of its kind: a kind
   whose counters jump in every normal run (TrainTicket's timeouts) counts less;
@@ -27,7 +33,7 @@ from the split's stored runs (nothing is re-run):
   signature (the label left out), the control charts' evidence (its violation ratios against its
   baselines, ``features``: the replayable part of the detectors' order) and ``robust_signature``
   are scored (a labelled counter among the first five, then first); ``robust_signature`` orders
-  the run when its record is the better, else ``shown`` does: ``counter_order.records`` and
+  the run when its record is the better, else ``anchored`` does: ``counter_order.records`` and
   ``choose``, the rule the report applies.
 
 Prints, per set, how many such faults and the share whose first counter (top 1) and whose first
@@ -42,27 +48,56 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from pipelines.verdict import counter_order  # noqa: E402 -- after the path is set
 from pipelines.verdict.cause_signatures import FaultLabel, explain_order, in_turn, signature  # noqa: E402
 from pipelines.systems.counter_kinds import counter_kind  # noqa: E402
+from pipelines.stats.effects import split_by_effect  # noqa: E402
+from pipelines import params_schema  # noqa: E402
 from robustness import SETS, labelled_counters  # noqa: E402
 
-ORDERS = ("shown", "robust_z", "kind_relative", "signature_by_change", "component", "robust_signature", "by_record")
+BEYOND = False
+ANCHOR_PLACES = int(params_schema.defaults()["report"]["anchor_places"])    # as the report now fills the five
+ORDERS = ("shown", "anchored", "robust_z", "baro", "kind_relative", "signature_by_change", "component", "robust_signature", "by_record")
 
 
 class Medians:
     """Each stored run's counter medians (``base``: the set's normalised runs), read once."""
 
     def __init__(self, base: Path):
-        self.base, self.cache = base, {}
+        self.base, self.cache, self.frames = base, {}, {}
+
+    def frame(self, run: str) -> pd.DataFrame:
+        if run not in self.frames:
+            self.frames[run] = pd.read_parquet(self.base / "data/interim/normalized" / f"{run}.parquet")
+        return self.frames[run]
 
     def __call__(self, run: str) -> pd.Series:
         if run not in self.cache:
-            self.cache[run] = pd.read_parquet(self.base / "data/interim/normalized" / f"{run}.parquet").median()
+            self.cache[run] = self.frame(run).median()
         return self.cache[run]
+
+    def beyond(self, run: str, baseline: list[str]) -> set[str]:
+        """The counters whose anchor distance exceeds every baseline run's (each against the same pooled
+        baseline): those that left every run of the history."""
+        baseline = [r for r in baseline if r != run]
+        if not baseline:
+            return set()
+        pooled = pd.concat([self.frame(r) for r in baseline])
+        own = counter_order.anchor_distance(self.frame(run), pooled)
+        each = pd.concat([counter_order.anchor_distance(self.frame(r), pooled) for r in baseline], axis=1).max(axis=1)
+        return {c for c, v in own.items() if v > each.get(c, np.inf)}
+
+    def anchor(self, run: str, baseline: list[str]) -> list[str]:
+        """The run's counters by the plain robust anchor (``counter_order.anchor_order``: BARO's
+        RobustScorer over the run's intervals against the baseline runs' pooled intervals)."""
+        baseline = [r for r in baseline if r != run]
+        if not baseline:
+            return []
+        return counter_order.anchor_order(self.frame(run), pd.concat([self.frame(r) for r in baseline]))
 
     def z(self, run: str, baseline: list[str]) -> pd.Series:
         return counter_order.robust_distance(self(run), pd.DataFrame({r: self(r) for r in baseline}).T)
@@ -84,7 +119,8 @@ def kind_scale(tree: Path, medians: Medians) -> dict[str, float]:
     return {k: float(np.median(v)) + 1e-9 for k, v in largest.items()}
 
 
-def orders(doc: dict, z: pd.Series, scale: dict[str, float]) -> dict[str, list[str]]:
+def orders(doc: dict, z: pd.Series, scale: dict[str, float], anchor: list[str], min_effect_pct: float
+           ) -> dict[str, list[str]]:
     shown = list(doc["flagged_counters"])
     effects = doc["details"].get("effects") or {}
     kinds = set((doc["details"].get("cause_signature") or {}).get("kinds") or ())
@@ -93,7 +129,9 @@ def orders(doc: dict, z: pd.Series, scale: dict[str, float]) -> dict[str, list[s
     logs = np.log1p(z)
     component = logs.groupby([c.split(".", 1)[0] for c in logs.index]).apply(lambda s: s.nlargest(3).mean())
     signature = sorted((c for c in shown if counter_kind(c)[1] in kinds), key=lambda c: -abs(effects.get(c) or 0.0))
-    return {"shown": shown, "robust_z": by_z,
+    mattering = split_by_effect([c for c in anchor if effects.get(c) is not None], effects, min_effect_pct)[0]
+    return {"shown": shown, "anchored": counter_order.with_anchor(shown, mattering, lead=counter_order.IN_FIVE - ANCHOR_PLACES),
+            "robust_z": by_z, "baro": anchor,
             "kind_relative": list(relative.sort_values(ascending=False).index),
             "signature_by_change": in_turn(signature, shown),
             "component": [c for comp in component.sort_values(ascending=False).index
@@ -144,18 +182,22 @@ def score_set(root: Path, name: str, show: bool) -> list[dict]:
             if not labelled:
                 continue
             scale = scale if scale is not None else kind_scale(tree, medians)
-            z = medians.z(doc["run_id"], [b["run_id"] for b in doc["baseline_runs"]])
-            ranked = orders(doc, z, scale)
+            baseline = [b["run_id"] for b in doc["baseline_runs"]]
+            z = medians.z(doc["run_id"], baseline)
+            min_effect = yaml.safe_load((tree / "params.yaml").read_text())["significance"]["min_effect_pct"]
+            ranked = orders(doc, z, scale, medians.anchor(doc["run_id"], baseline), float(min_effect))
             index = index if index is not None else json.loads((tree / "data/interim/valid_runs.json").read_text())["valid"]
             sig = signature(fault_labels(index, doc["system"]), doc["cause"]["label"])
             ranked["robust_signature"] = explain_order(ranked["robust_z"], sig)
             if doc["system"] not in records:
                 records[doc["system"]] = history_record(tree, index, doc["system"], medians)
             robust = counter_order.choose(records[doc["system"]]) == "robust"
-            ranked["by_record"] = ranked["robust_signature"] if robust else ranked["shown"]
+            ranked["by_record"] = ranked["robust_signature"] if robust else ranked["anchored"]
             ranks = {k: rank(v, labelled) for k, v in ranked.items()}
+            moved = medians.beyond(doc["run_id"], baseline) if BEYOND else set()
             rows.append({"split": tree.name, "run": doc["run_id"], "cause": truth.get("cause"),
-                         "said": doc["cause"]["label"], **ranks})
+                         "said": doc["cause"]["label"], **ranks,
+                         "beyond": len(moved), "labelled_beyond": bool(moved & labelled)})
             if show:
                 print(tree.name, doc["run_id"], truth.get("cause"), "->", doc["cause"]["label"], ranks)
     return rows
@@ -166,22 +208,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root", type=Path, help="the protocol's --out folder")
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     parser.add_argument("--show", action="store_true", help="one line per fault")
+    parser.add_argument("--beyond", action="store_true",
+                        help="per set, how many counters left every baseline run, and whether a labelled one did")
+    parser.add_argument("--anchor-places", type=int, default=None,
+                        help="places of the five the anchor fills in `anchored` (default: report.anchor_places)")
     args = parser.parse_args(argv)
+    global ANCHOR_PLACES, BEYOND
+    ANCHOR_PLACES = ANCHOR_PLACES if args.anchor_places is None else args.anchor_places
+    BEYOND = args.beyond
     print("| set | failed faults with labelled counters | " + " | ".join(f"{o} top 1 / top 5" for o in ORDERS) + " |")
     print("|---|---|" + "---|" * len(ORDERS))
-    worst = {}
+    worst, every = {}, {}
     for name in args.sets:
         if not (args.root / name / "base").exists():
             continue
         rows = score_set(args.root, name, args.show)
         if not rows:
             continue
+        every[name] = rows
         cells = [f"{np.mean([r[o] == 0 for r in rows]):.2f} / {np.mean([r[o] is not None and r[o] < 5 for r in rows]):.2f}"
                  for o in ORDERS]
         print(f"| {name} | {len(rows)} | " + " | ".join(cells) + " |")
         splits = sorted({r["split"] for r in rows})
         worst[name] = {o: min(np.mean([r[o] is not None and r[o] < 5 for r in rows if r["split"] == s]) for s in splits)
                        for o in ORDERS}
+    if BEYOND:
+        print("\n| set | failed faults | a labelled counter left every baseline run | counters that did, mean |\n|---|---|---|---|")
+        for name, rows in every.items():
+            print(f"| {name} | {len(rows)} | {np.mean([r['labelled_beyond'] for r in rows]):.2f} | "
+                  f"{np.mean([r['beyond'] for r in rows]):.1f} |")
     print("\nWorst split per set, a labelled counter among the first five:\n")
     print("| set | " + " | ".join(ORDERS) + " |")
     print("|---|" + "---|" * len(ORDERS))

@@ -53,7 +53,8 @@ def raw_archives(run_id: str) -> list[str]:
 @dataclasses.dataclass(frozen=True)
 class ReportParams:
     """The pages' share of the ``report`` block, typed: the counters a run page lists first
-    (``top_counters``) and the intervals below which it warns (``few_intervals``), the compare
+    (``top_counters``), how many of a failed run's first five the plain robust anchor fills
+    (``anchor_places``: ``counter_order.with_anchor``), the intervals below which it warns (``few_intervals``), the compare
     pages per run (``compare_pages``), the nights the index's trend shows (``trend_nights``), the
     night's name (``night``, today when empty), the JUnit file (``junit``), the counters users
     feel (``user_facing``) and which way each counter gets worse (``directions``); the registered
@@ -62,6 +63,7 @@ class ReportParams:
     pages read it too)."""
 
     top_counters: int
+    anchor_places: int
     few_intervals: int
     compare_pages: int
     trend_nights: int
@@ -74,7 +76,12 @@ class ReportParams:
 
     @classmethod
     def of(cls, block: Mapping[str, Any]) -> "ReportParams":
-        return cls(top_counters=int(block["top_counters"]), few_intervals=int(block["few_intervals"]),
+        anchor_places = int(block["anchor_places"])
+        if anchor_places > counter_order.IN_FIVE:
+            raise ValueError(f"report.anchor_places: {anchor_places} is more than the {counter_order.IN_FIVE} "
+                             "first counters it fills")
+        return cls(top_counters=int(block["top_counters"]), anchor_places=anchor_places,
+                   few_intervals=int(block["few_intervals"]),
                    compare_pages=int(block["compare_pages"]), trend_nights=int(block["trend_nights"]),
                    night=block["night"], junit=block["junit"], user_facing=block["user_facing"],
                    directions=block["directions"], detectors=stage_results.registry(block["detectors"]),
@@ -112,6 +119,18 @@ def passed_runs(index: ValidIndex, system: str) -> list[str]:
     return [r for r in history.verified_runs(index, system) if index[r].get("verdict") == "pass"]
 
 
+def anchor_of(run_id: str, passed: list[str]) -> list[str]:
+    """The run's counters by the plain robust anchor against ``passed`` (:func:`counter_order.anchor_order`),
+    from their normalised frames; [] when the run or every passed run has none."""
+    def frame(run: str) -> pd.DataFrame | None:
+        return store.load_normalized(run) if config.frame_path(run).exists() else None
+    target = frame(run_id)
+    pooled = [f for f in (frame(r) for r in passed if r != run_id) if f is not None]
+    if target is None or not pooled:
+        return []
+    return counter_order.anchor_order(target, pd.concat(pooled))
+
+
 @functools.lru_cache(maxsize=8)
 def _records(system: str, labels: tuple, features: str | None, passed: tuple, lab_of: tuple
              ) -> dict[str, counter_order.RankingRecord]:
@@ -129,15 +148,30 @@ def _records(system: str, labels: tuple, features: str | None, passed: tuple, la
 
 
 def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: "ReportInputs",
-                      lab_of: Mapping[str, str], min_effect_pct: float) -> tuple[list[str], dict[str, Any] | None]:
+                      lab_of: Mapping[str, str], min_effect_pct: float, anchor_places: int = 2
+                      ) -> tuple[list[str], dict[str, Any] | None]:
     """A failed run's counters in the order the better record on the system's labelled faults
     chooses (:mod:`pipelines.verdict.counter_order`), and both records (None when no ranking was
-    chosen): the detectors' order stays unless the robust distance's record is the better.
-    ``lab_of``: the lab of each run of the system (``labs.lab_key``)."""
+    chosen): the detectors' order, its five filled by the plain robust anchor's counters whose change
+    matters (:func:`counter_order.with_anchor`), stays unless the robust distance's record is the
+    better.  ``lab_of``: the lab of each run of the system (``labs.lab_key``); ``anchor_places``: the
+    places of the five the anchor fills (0: none)."""
     fault_labels = inputs.fault_labels
     flagged = list(doc["flagged_counters"])
-    if doc["verdict"] != "fail" or not fault_labels:
+    if doc["verdict"] != "fail":
         return flagged, None
+    changes = doc["details"].get("effects") or {}
+    baseline = [b["run_id"] for b in doc["baseline_runs"]]
+
+    def anchored() -> list[str]:
+        if not anchor_places:
+            return flagged
+        anchor = anchor_of(run_id, baseline)
+        return counter_order.with_anchor(flagged, effects.split_by_effect(
+            [c for c in anchor if changes.get(c) is not None], changes, min_effect_pct)[0],
+            lead=counter_order.IN_FIVE - anchor_places)
+    if not fault_labels:
+        return anchored(), None
     system = index[run_id]["system"]
     passed = tuple(passed_runs(index, system))
     labs_of = tuple(sorted((r, lab_of[r]) for r in set(passed) | set(fault_labels)))
@@ -145,15 +179,13 @@ def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: 
     chosen = counter_order.choose(recorded)
     ordering = {"ranking": chosen, "records": {k: v.to_json() for k, v in recorded.items()}}
     if chosen != "robust":
-        return flagged, ordering
-    baseline = [b["run_id"] for b in doc["baseline_runs"]]
+        return anchored(), ordering
     medians = counter_history.run_medians(system, [run_id, *baseline], write=False)
     baseline = [b for b in baseline if b in medians.index]
     if run_id not in medians.index or not baseline:
         return flagged, ordering
     sig = cause_signatures.signature(fault_labels, doc["cause"].get("label"), leave_out=run_id)
     order = cause_signatures.explain_order(counter_order.robust_order(medians.loc[run_id], medians.loc[baseline]), sig)
-    changes = doc["details"].get("effects") or {}
     kept = effects.split_by_effect([c for c in order if changes.get(c) is not None], changes, min_effect_pct)[0]
     return (kept[:max(len(flagged), counter_order.IN_FIVE)] if kept else flagged), ordering
 
@@ -208,7 +240,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     composed = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
                                         fault_labels=labels, detectors=params.detectors)
-    flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct)
+    flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct,
+                                          params.anchor_places)
     details = {**composed["details"], **({"counter_order": ordering} if ordering is not None else {}),
                "environment_not_in_baseline": novel_environment(
                    index[run_id].get("environment") or {},

@@ -65,3 +65,46 @@ def test_the_detectors_order_stays_where_its_record_is_the_better_or_there_is_no
     unseen = counter_order.records(labels, frame, features({"f9": {"a.cpu": 0.9}}), {"f1": PASSED})
     assert unseen["robust"].faults == 0 and counter_order.choose(unseen) == "detectors"
     assert counter_order.choose({}) == "detectors"
+
+
+def test_the_anchor_distance_by_hand():
+    """BARO's RobustScorer over intervals.  a: the passed runs' intervals 1, 2 | 3, 4, 5 pooled, median
+    3, quartiles 2 and 4 (IQR 2); the run's intervals 3 and 9: the largest distance |9 - 3| / 2 = 3.
+    b: 10 in every passed interval (IQR 0, counted as 1); the run's 10 and 12: 2.  c never has a value
+    in the run: left out."""
+    passed = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0, 5.0], "b": [10.0] * 5, "c": [1.0] * 5})
+    run = pd.DataFrame({"a": [3.0, 9.0], "b": [10.0, 12.0], "c": [float("nan")] * 2})
+    got = counter_order.anchor_distance(run, passed)
+    assert got.to_dict() == pytest.approx({"a": 3.0, "b": 2.0})
+    assert counter_order.anchor_order(run, passed) == ["a", "b"]
+
+
+def test_the_detectors_lead_the_five_and_the_anchor_fills_it():
+    """The detectors' first three, then the anchor's first counters not among them up to five, then
+    every other flagged counter once; a short detectors' order leaves more of the five to the anchor."""
+    detectors = ["d1", "d2", "d3", "d4", "d5", "d6"]
+    assert counter_order.with_anchor(detectors, ["x", "d2", "y", "z"], lead=3) == ["d1", "d2", "d3", "x", "y", "d4", "d5", "d6"]
+    assert counter_order.with_anchor(["d1"], ["x", "y", "z", "w", "v"], lead=3) == ["d1", "x", "y", "z", "w"]
+    assert counter_order.with_anchor(detectors, [], lead=3) == detectors
+
+
+
+def test_a_failed_runs_five_is_filled_by_the_anchors_counters_whose_change_matters(monkeypatch):
+    """The report's order (``run_reports.counters_in_order``) with no labelled fault in the history: the
+    deciders' flags d1, d2, d3, d4, then, in the five, the anchor's farthest counters whose change is at
+    least 5 %: x (+40 %) and not y (+1 %, too small to show), then z (-30 %); d4 after them.  A passed run
+    keeps its flags as they are; ``anchor_places`` 1 gives the anchor the fifth place, 0 none."""
+    from pipelines.reporting import run_reports
+
+    monkeypatch.setattr(run_reports, "anchor_of", lambda run_id, passed: ["y", "x", "d1", "z"])
+    inputs = run_reports.ReportInputs(detection={}, raw=[], fault_labels={}, features=None, key="k")
+    doc = {"verdict": "fail", "flagged_counters": ["d1", "d2", "d3", "d4"], "baseline_runs": [{"run_id": "p1"}],
+           "details": {"effects": {"d1": 0.5, "d2": 0.4, "d3": 0.3, "d4": 0.2, "x": 0.4, "y": 0.01, "z": -0.3}}}
+    order, ordering = run_reports.counters_in_order("t1", doc, {}, inputs, {}, 5.0)
+    assert order == ["d1", "d2", "d3", "x", "z", "d4"] and ordering is None
+    passed, _ = run_reports.counters_in_order("t1", {**doc, "verdict": "pass"}, {}, inputs, {}, 5.0)
+    assert passed == ["d1", "d2", "d3", "d4"]
+    one, _ = run_reports.counters_in_order("t1", doc, {}, inputs, {}, 5.0, anchor_places=1)
+    assert one == ["d1", "d2", "d3", "d4", "x"]                          # the anchor's one place: fifth
+    alone, _ = run_reports.counters_in_order("t1", doc, {}, inputs, {}, 5.0, anchor_places=0)
+    assert alone == ["d1", "d2", "d3", "d4"]
