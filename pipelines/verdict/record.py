@@ -496,6 +496,14 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
         best = max(equals, key=lambda c: (len(c), round(scored[c][0], 9), -scored[c][1]))
     else:
         best = max(equals, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
+    scores = {"+".join(c): v[0] for c, v in scored.items()}
+    equal_names = tuple("+".join(c) for c in equals)
+    silent = {d: why for d in best if not fault_runs
+              and (why := silent_null(d, history, normal_runs, rule.level)) is not None}
+    if silent and rule.silent == "within":
+        within = _within(p_values, standings, history.self_contained)
+        if within is not None and within not in best:
+            return unweighed(p_values, within, best, standings, silent, normals, beyond, scores, equal_names)
     weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
     p_best = combined({d: p_values[d] for d in best}, weights, combination)
     uncorroborated = None
@@ -516,13 +524,5 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
         reason += ("; the run would fail on " + " and ".join(uncorroborated) + " alone, whose p-value lies beyond every "
                    "run of its null (how far is its fitted tail's assumption, which this history cannot check) and "
                    "which no other detector corroborates: judged at what its null can support")
-    silent = {d: why for d in best if not fault_runs
-              and (why := silent_null(d, history, normal_runs, rule.level)) is not None}
-    if silent and rule.silent == "within":
-        within = _within(p_values, standings, history.self_contained)
-        if within is not None and within not in best:
-            return unweighed(p_values, within, best, standings, silent, normals, beyond,
-                             {"+".join(c): v[0] for c, v in scored.items()}, tuple("+".join(c) for c in equals))
-    return Choice(best, p_best, weights, standings,
-                  {"+".join(c): v[0] for c, v in scored.items()}, reason, basis="record", normal_runs=normals,
-                  equals=tuple("+".join(c) for c in equals), beyond=beyond, silent=silent)
+    return Choice(best, p_best, weights, standings, scores, reason, basis="record", normal_runs=normals,
+                  equals=equal_names, beyond=beyond, silent=silent)
