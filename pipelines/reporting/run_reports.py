@@ -26,7 +26,7 @@ from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import (CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun)
+from pipelines.storage.stage_files import CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun
 
 log = logging.getLogger("regresslab.report")
 
@@ -119,11 +119,14 @@ def passed_runs(index: ValidIndex, system: str) -> list[str]:
     return [r for r in history.verified_runs(index, system) if index[r].get("verdict") == "pass"]
 
 
-def anchor_of(run_id: str, passed: list[str]) -> list[str]:
+def anchor_of(run_id: str, passed: list[str], read: dict[str, pd.DataFrame]) -> list[str]:
     """The run's counters by the plain robust anchor against ``passed`` (:func:`counter_order.anchor_order`),
-    from their normalised frames; [] when the run or every passed run has none."""
+    from their normalised frames (``read``: run -> the whole frame, those read already; filled as read);
+    [] when the run or every passed run has none."""
     def frame(run: str) -> pd.DataFrame | None:
-        return store.load_normalized(run) if config.frame_path(run).exists() else None
+        if run not in read and config.frame_path(run).exists():
+            read[run] = store.load_normalized(run)
+        return read.get(run)
     target = frame(run_id)
     pooled = [f for f in (frame(r) for r in passed if r != run_id) if f is not None]
     if target is None or not pooled:
@@ -148,14 +151,15 @@ def _records(system: str, labels: tuple, features: str | None, passed: tuple, la
 
 
 def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: "ReportInputs",
-                      lab_of: Mapping[str, str], min_effect_pct: float, anchor_places: int = 2
-                      ) -> tuple[list[str], dict[str, Any] | None]:
+                      lab_of: Mapping[str, str], min_effect_pct: float, *, anchor_places: int,
+                      read: dict[str, pd.DataFrame] | None = None) -> tuple[list[str], dict[str, Any] | None]:
     """A failed run's counters in the order the better record on the system's labelled faults
     chooses (:mod:`pipelines.verdict.counter_order`), and both records (None when no ranking was
     chosen): the detectors' order, its five filled by the plain robust anchor's counters whose change
     matters (:func:`counter_order.with_anchor`), stays unless the robust distance's record is the
     better.  ``lab_of``: the lab of each run of the system (``labs.lab_key``); ``anchor_places``: the
-    places of the five the anchor fills (0: none)."""
+    places of the five the anchor fills (0: none); ``read``: the normalised frames read (run -> whole
+    frame), filled with those the anchor reads, for the counter changes to use again."""
     fault_labels = inputs.fault_labels
     flagged = list(doc["flagged_counters"])
     if doc["verdict"] != "fail":
@@ -166,7 +170,7 @@ def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: 
     def anchored() -> list[str]:
         if not anchor_places:
             return flagged
-        anchor = anchor_of(run_id, baseline)
+        anchor = anchor_of(run_id, baseline, {} if read is None else read)
         return counter_order.with_anchor(flagged, effects.split_by_effect(
             [c for c in anchor if changes.get(c) is not None], changes, min_effect_pct)[0],
             lead=counter_order.IN_FIVE - anchor_places)
@@ -240,8 +244,9 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     composed = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
                                         fault_labels=labels, detectors=params.detectors)
+    read: dict[str, pd.DataFrame] = {}          # whole normalised frames, read once for the anchor and the changes
     flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct,
-                                          params.anchor_places)
+                                          anchor_places=params.anchor_places, read=read)
     details = {**composed["details"], **({"counter_order": ordering} if ordering is not None else {}),
                "environment_not_in_baseline": novel_environment(
                    index[run_id].get("environment") or {},
@@ -251,7 +256,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     by_start = sorted((b["run_id"] for b in composed["baseline_runs"]),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
     changes, trends, frames = run_changes(run_id, by_start, shown, params.directions,
-                                          whole=set(compared_baselines(composed["baseline_runs"], params.compare_pages)))
+                                          whole=set(compared_baselines(composed["baseline_runs"], params.compare_pages)),
+                                          read=read)
     explained: VerdictFile = {**composed, "flagged_counters": flagged, "details": details,
                               "counter_changes": {c: changes[c] for c in summary_order(flagged, changes,
                                                                                       user_facing=params.user_facing)}}
@@ -294,24 +300,27 @@ def compared_baselines(baseline_runs: list[WeightedRun], pages: int) -> list[str
 
 
 def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
-                whole: set[str] = frozenset(),
+                whole: set[str] = frozenset(), read: Mapping[str, pd.DataFrame] | None = None,
                 ) -> tuple[dict[str, CounterChange], dict[str, str | None], dict[str, pd.DataFrame]]:
     """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
     the collector's): this run's median per counter, and the median of the baseline runs'
     intervals; and per counter a sparkline of the baseline runs' medians (oldest first) then
     this run's, so a slow drift over releases is visible; and the whole frames read (run ->
     frame): this run's and those of the baseline runs in ``whole`` (the others are read for the
-    counters shown alone)."""
-    target_frame = store.load_normalized(run_id)
+    counters shown alone); ``read``: whole frames already read (run -> frame), used again, not read twice."""
+    read = read or {}
+    target_frame = read[run_id] if run_id in read else store.load_normalized(run_id)
 
     def shown(frame: pd.DataFrame) -> pd.DataFrame:     # the medians of the counters shown, not of all 2,000
         return frame[[c for c in counters if c in frame.columns]]
 
-    def read(b: str) -> pd.DataFrame:
+    def frame_of(b: str) -> pd.DataFrame:
+        if b in read:
+            return read[b]
         if b in whole:
             return store.load_normalized(b)
         return atomic.read_parquet(config.frame_path(b), columns=counters)
-    frames = {b: read(b) for b in baseline_runs if config.frame_path(b).exists()}
+    frames = {b: frame_of(b) for b in baseline_runs if config.frame_path(b).exists()}
     if not frames:
         return {}, {}, {run_id: target_frame}
     baseline = pd.concat([shown(f) for f in frames.values()], ignore_index=True).median()

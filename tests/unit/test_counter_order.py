@@ -96,13 +96,13 @@ def test_a_failed_runs_five_is_filled_by_the_anchors_counters_whose_change_matte
     keeps its flags as they are; ``anchor_places`` 1 gives the anchor the fifth place, 0 none."""
     from pipelines.reporting import run_reports
 
-    monkeypatch.setattr(run_reports, "anchor_of", lambda run_id, passed: ["y", "x", "d1", "z"])
+    monkeypatch.setattr(run_reports, "anchor_of", lambda run_id, passed, read: ["y", "x", "d1", "z"])
     inputs = run_reports.ReportInputs(detection={}, raw=[], fault_labels={}, features=None, key="k")
     doc = {"verdict": "fail", "flagged_counters": ["d1", "d2", "d3", "d4"], "baseline_runs": [{"run_id": "p1"}],
            "details": {"effects": {"d1": 0.5, "d2": 0.4, "d3": 0.3, "d4": 0.2, "x": 0.4, "y": 0.01, "z": -0.3}}}
-    order, ordering = run_reports.counters_in_order("t1", doc, {}, inputs, {}, 5.0)
+    order, ordering = run_reports.counters_in_order("t1", doc, {}, inputs, {}, 5.0, anchor_places=2)
     assert order == ["d1", "d2", "d3", "x", "z", "d4"] and ordering is None
-    passed, _ = run_reports.counters_in_order("t1", {**doc, "verdict": "pass"}, {}, inputs, {}, 5.0)
+    passed, _ = run_reports.counters_in_order("t1", {**doc, "verdict": "pass"}, {}, inputs, {}, 5.0, anchor_places=2)
     assert passed == ["d1", "d2", "d3", "d4"]
     one, _ = run_reports.counters_in_order("t1", doc, {}, inputs, {}, 5.0, anchor_places=1)
     assert one == ["d1", "d2", "d3", "d4", "x"]                          # the anchor's one place: fifth

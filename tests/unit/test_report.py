@@ -441,7 +441,7 @@ def test_run_changes_read_whole_only_the_frames_a_compare_page_shows(tree):
     the baseline's median over 8 intervals is 10, the target's 12, +20 %; the sparkline has
     a's median 11, b's 10, then 12. Only b asked whole: the frames returned are t's and b's,
     each with every counter; a was read for its shown counter only, and the changes are the same
-    as with every frame whole."""
+    as with every frame whole.  A frame handed in already read is used as it is."""
     import pandas as pd
 
     from pipelines import config
@@ -458,3 +458,8 @@ def test_run_changes_read_whole_only_the_frames_a_compare_page_shows(tree):
     everything = run_reports.run_changes("t", ["a", "b"], ["h.cpu"], directions, whole={"a", "b"})
     assert (changes, trends) == everything[:2] and set(everything[2]) == {"t", "a", "b"}
     assert trends == {"h.cpu": plots.sparkline([11.0, 10.0, 12.0])}
+    # frames already read whole (the anchor's) are used, not read again: a's given here as cpu 20 x4,
+    # the file's 8..14 never read: the baseline's median over a's 20s and b's 10s is 15, the target -20 %
+    known = {"a": pd.DataFrame({"h.cpu": [20.0] * 4, "h.mem": [2.0] * 4})}
+    again = run_reports.run_changes("t", ["a", "b"], ["h.cpu"], directions, whole={"b"}, read=known)
+    assert again[0]["h.cpu"]["baseline"] == 15.0 and again[0]["h.cpu"]["change_pct"] == -20.0
