@@ -59,8 +59,6 @@ from pipelines.stats.effects import split_by_effect  # noqa: E402
 from pipelines import params_schema  # noqa: E402
 from robustness import SETS, labelled_counters  # noqa: E402
 
-BEYOND = False
-ANCHOR_PLACES = int(params_schema.defaults()["report"]["anchor_places"])    # as the report now fills the five
 ORDERS = ("shown", "anchored", "robust_z", "baro", "kind_relative", "signature_by_change", "component", "robust_signature", "by_record")
 
 
@@ -119,8 +117,8 @@ def kind_scale(tree: Path, medians: Medians) -> dict[str, float]:
     return {k: float(np.median(v)) + 1e-9 for k, v in largest.items()}
 
 
-def orders(doc: dict, z: pd.Series, scale: dict[str, float], anchor: list[str], min_effect_pct: float
-           ) -> dict[str, list[str]]:
+def orders(doc: dict, z: pd.Series, scale: dict[str, float], anchor: list[str], min_effect_pct: float,
+           anchor_places: int) -> dict[str, list[str]]:
     shown = list(doc["flagged_counters"])
     effects = doc["details"].get("effects") or {}
     kinds = set((doc["details"].get("cause_signature") or {}).get("kinds") or ())
@@ -130,7 +128,7 @@ def orders(doc: dict, z: pd.Series, scale: dict[str, float], anchor: list[str], 
     component = logs.groupby([c.split(".", 1)[0] for c in logs.index]).apply(lambda s: s.nlargest(3).mean())
     signature = sorted((c for c in shown if counter_kind(c)[1] in kinds), key=lambda c: -abs(effects.get(c) or 0.0))
     mattering = split_by_effect([c for c in anchor if effects.get(c) is not None], effects, min_effect_pct)[0]
-    return {"shown": shown, "anchored": counter_order.with_anchor(shown, mattering, lead=counter_order.IN_FIVE - ANCHOR_PLACES),
+    return {"shown": shown, "anchored": counter_order.with_anchor(shown, mattering, lead=counter_order.IN_FIVE - anchor_places),
             "robust_z": by_z, "baro": anchor,
             "kind_relative": list(relative.sort_values(ascending=False).index),
             "signature_by_change": in_turn(signature, shown),
@@ -166,12 +164,13 @@ def rank(order: list[str], labelled: set[str]) -> int | None:
     return next((i for i, c in enumerate(order) if c in labelled), None)
 
 
-def score_set(root: Path, name: str, show: bool) -> list[dict]:
+def score_set(root: Path, name: str, show: bool, anchor_places: int, beyond: bool) -> list[dict]:
     rows = []
     base = root / name / "base"
     medians = Medians(base)
     for tree in sorted(p for p in (root / name).iterdir() if (p / "result.json").exists()):
         labels = json.loads((tree / "labels.json").read_text())
+        min_effect = float(yaml.safe_load((tree / "params.yaml").read_text())["significance"]["min_effect_pct"])
         scale, index, records = None, None, {}
         for path in sorted((tree / "reports" / "runs").glob("*.json")):
             doc = json.loads(path.read_text())
@@ -184,8 +183,7 @@ def score_set(root: Path, name: str, show: bool) -> list[dict]:
             scale = scale if scale is not None else kind_scale(tree, medians)
             baseline = [b["run_id"] for b in doc["baseline_runs"]]
             z = medians.z(doc["run_id"], baseline)
-            min_effect = yaml.safe_load((tree / "params.yaml").read_text())["significance"]["min_effect_pct"]
-            ranked = orders(doc, z, scale, medians.anchor(doc["run_id"], baseline), float(min_effect))
+            ranked = orders(doc, z, scale, medians.anchor(doc["run_id"], baseline), min_effect, anchor_places)
             index = index if index is not None else json.loads((tree / "data/interim/valid_runs.json").read_text())["valid"]
             sig = signature(fault_labels(index, doc["system"]), doc["cause"]["label"])
             ranked["robust_signature"] = explain_order(ranked["robust_z"], sig)
@@ -194,7 +192,7 @@ def score_set(root: Path, name: str, show: bool) -> list[dict]:
             robust = counter_order.choose(records[doc["system"]]) == "robust"
             ranked["by_record"] = ranked["robust_signature"] if robust else ranked["anchored"]
             ranks = {k: rank(v, labelled) for k, v in ranked.items()}
-            moved = medians.beyond(doc["run_id"], baseline) if BEYOND else set()
+            moved = medians.beyond(doc["run_id"], baseline) if beyond else set()
             rows.append({"split": tree.name, "run": doc["run_id"], "cause": truth.get("cause"),
                          "said": doc["cause"]["label"], **ranks,
                          "beyond": len(moved), "labelled_beyond": bool(moved & labelled)})
@@ -213,16 +211,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--anchor-places", type=int, default=None,
                         help="places of the five the anchor fills in `anchored` (default: report.anchor_places)")
     args = parser.parse_args(argv)
-    global ANCHOR_PLACES, BEYOND
-    ANCHOR_PLACES = ANCHOR_PLACES if args.anchor_places is None else args.anchor_places
-    BEYOND = args.beyond
+    anchor_places = (int(params_schema.defaults()["report"]["anchor_places"]) if args.anchor_places is None
+                     else args.anchor_places)               # as the report fills the five, unless asked otherwise
     print("| set | failed faults with labelled counters | " + " | ".join(f"{o} top 1 / top 5" for o in ORDERS) + " |")
     print("|---|---|" + "---|" * len(ORDERS))
     worst, every = {}, {}
     for name in args.sets:
         if not (args.root / name / "base").exists():
             continue
-        rows = score_set(args.root, name, args.show)
+        rows = score_set(args.root, name, args.show, anchor_places, args.beyond)
         if not rows:
             continue
         every[name] = rows
@@ -232,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         splits = sorted({r["split"] for r in rows})
         worst[name] = {o: min(np.mean([r[o] is not None and r[o] < 5 for r in rows if r["split"] == s]) for s in splits)
                        for o in ORDERS}
-    if BEYOND:
+    if args.beyond:
         print("\n| set | failed faults | a labelled counter left every baseline run | counters that did, mean |\n|---|---|---|---|")
         for name, rows in every.items():
             print(f"| {name} | {len(rows)} | {np.mean([r['labelled_beyond'] for r in rows]):.2f} | "
