@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).parent / "lint-imports"
 
@@ -41,12 +43,19 @@ def mypy(root: Path, cache: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def test_the_contract_the_verdict_and_what_they_rest_on_type_check(tmp_path):
-    done = mypy(REPO, tmp_path / "cache")
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory) -> Path:
+    """One cache for the module's checks: the copy with one module changed is checked again where it
+    differs (mypy compares each file's hash with the cache's), not from nothing."""
+    return tmp_path_factory.mktemp("mypy_cache")
+
+
+def test_the_contract_the_verdict_and_what_they_rest_on_type_check(mypy_cache):
+    done = mypy(REPO, mypy_cache)
     assert done.returncode == 0 and "Success: no issues found" in done.stdout, done.stdout[-4000:] + done.stderr
 
 
-def test_a_p_value_that_may_be_missing_used_as_a_number_is_a_type_error(tmp_path):
+def test_a_p_value_that_may_be_missing_used_as_a_number_is_a_type_error(tmp_path, mypy_cache):
     """The checker reads the strict modules as configured: a copy where the record combines a
     p-value that may be None (a detector that could not judge) fails, naming the line."""
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("__pycache__"))
@@ -54,6 +63,6 @@ def test_a_p_value_that_may_be_missing_used_as_a_number_is_a_type_error(tmp_path
     record = tmp_path / "pipelines" / "verdict" / "record.py"
     record.write_text(record.read_text() + "\n\ndef _doubled(p_values: Mapping[str, float | None], d: str) -> float:\n"
                       "    return 2.0 * p_values[d]\n")
-    done = mypy(tmp_path, tmp_path / "cache")
+    done = mypy(tmp_path, mypy_cache)
     assert done.returncode == 1 and "pipelines/verdict/record.py" in done.stdout and "[operator]" in done.stdout, \
         done.stdout[-3000:]
