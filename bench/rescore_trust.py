@@ -7,6 +7,7 @@
         clustered_regression cause_classifier within_run                     # the run against itself named too
     python bench/rescore_trust.py build/robustness --allowed 0               # every false alarm charged
     python bench/rescore_trust.py build/robustness --ties fewer_with_faults  # equal records: fewer detectors
+    python bench/rescore_trust.py build/robustness --small-rate 0.15 | --classifier-rank | --forward   # measured variants
 
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
@@ -23,14 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Callable, Mapping
+
+import numpy as np
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from pipelines.detection import stage_results
+from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
 from pipelines.systems import labs
 from pipelines.verdict import record  # noqa: E402 -- after the path is set
@@ -119,6 +125,7 @@ def rescore(tree: Path, level: float, min_runs: int, detectors: list[str] | None
                                     "trust_reading": reading,      # the practical floor the tree's night used
                                     "min_effect_pct": float(tree_params["significance"]["min_effect_pct"])})
     index = read(tree / "data" / "interim" / "valid_runs.json")["valid"]
+    STARTED.update({r: str(row.get("started_at") or "") for r, row in index.items()})
     labels = read(tree / "labels.json")
     stored = read(tree / "result.json")["targets"]
     histories: dict[str, record.History] = {}
@@ -153,6 +160,50 @@ def accuracy(rows: list[dict], method: str) -> tuple[float, int, int]:
         sum(r[method] == "fail" for r in rows if r["truth"] == "fail")
 
 
+def variants_of_the_evidence(args: argparse.Namespace) -> None:
+    """Measured variants that replace a function of the pipeline for this process (none adopted;
+    docs/results/robustness.md, "The record's size, a record read forward, a rank for the classifier")."""
+    if args.small_rate is not None:       # 0.5^n <= level is the adopted rule: a rate of 1/2 ruled out
+        need = max(1, math.ceil(math.log(args.level) / math.log(1.0 - args.small_rate) - 1e-9))
+        record.n_min = lambda level: need
+        print(f"the record decides from {need} verified normal runs")
+    if args.classifier_rank:
+        def rank(score: float, null: list[float], *, resolution: float) -> float:
+            values = np.asarray(null, dtype=float)
+            if score <= 0.5:
+                return 1.0
+            return float("nan") if values.size < 2 else float((1 + np.sum(values >= score)) / (values.size + 1))
+        stage_results.classifier_pvalue = rank
+    if args.forward:
+        def forward(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
+            order = sorted(scores, key=lambda r: (STARTED.get(r) or "", r))
+            out = {}
+            for i, run in enumerate(order):
+                p = pvalue(float(scores[run]), [float(scores[q]) for q in order[:i]])
+                if p is not None and np.isfinite(p):
+                    out[run] = round(float(p), 6)
+            return out
+
+        def charts_forward(calibration: dict, intervals: dict[str, int]) -> dict[str, float]:
+            runs, windows = calibration["normal_scores"], calibration["window_scores"]
+            order = sorted(runs, key=lambda r: (STARTED.get(r) or "", r))
+            out = {}
+            for i, r in enumerate(order):
+                resolution = 1.0 / max(1, intervals.get(r, 1))
+                p_run = pvalues.calibrated_pvalue(runs[r], [runs[q] for q in order[:i]], resolution=resolution)
+                p_window = pvalues.calibrated_pvalue(windows.get(r, 0.0), [windows.get(q, 0.0) for q in order[:i]],
+                                                     resolution=resolution)
+                p = pvalues.combined_pvalue([p_run, p_window])
+                if np.isfinite(p):
+                    out[r] = round(float(p), 6)
+            return out
+        pvalues.loo_pvalues = forward
+        chart_calibration.normal_pvalues = charts_forward
+
+
+STARTED: dict[str, str] = {}      # each run's start, for --forward (every tree's valid runs)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", type=Path)
@@ -178,7 +229,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="how the record is read (report.trust_reading): its size and noise, or scores alone")
     parser.add_argument("--detectors-order", action="store_true",
                         help="a failed run's counters in the detectors' order alone (no cause signature)")
+    parser.add_argument("--small-rate", type=float, default=None,
+                        help="the record decides from the fewest normal runs in which a detector that failed none "
+                             "is shown to fail fewer than this share of them (adopted: 1/2, record.n_min)")
+    parser.add_argument("--classifier-rank", action="store_true",
+                        help="the cause classifier's p-value as its score's rank among the normal runs' (no tail)")
+    parser.add_argument("--forward", action="store_true",
+                        help="the record read forward: each verified normal run judged by the normal runs before it")
     args = parser.parse_args(argv)
+    variants_of_the_evidence(args)
     variant = {k: v for k, v in (("allowed", args.allowed), ("ties", args.ties), ("equals", args.equals),
                                  ("corroborate", True if args.corroboration else None), ("silent", args.silent),
                                  ("small", False if args.no_small else None),
