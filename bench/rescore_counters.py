@@ -164,7 +164,14 @@ def rank(order: list[str], labelled: set[str]) -> int | None:
     return next((i for i, c in enumerate(order) if c in labelled), None)
 
 
-def score_set(root: Path, name: str, show: bool, anchor_places: int, beyond: bool) -> list[dict]:
+def load_counter(base: Path, run: str) -> str | None:
+    """The run's load counter (its ``workload.load_counter``, as the normalised run records it)."""
+    path = base / "data/interim/normalized" / f"{run}.json"
+    return json.loads(path.read_text()).get("load_counter") if path.exists() else None
+
+
+def score_set(root: Path, name: str, show: bool, anchor_places: int, beyond: bool,
+              skip_load: bool = False) -> list[dict]:
     rows = []
     base = root / name / "base"
     medians = Medians(base)
@@ -183,7 +190,10 @@ def score_set(root: Path, name: str, show: bool, anchor_places: int, beyond: boo
             scale = scale if scale is not None else kind_scale(tree, medians)
             baseline = [b["run_id"] for b in doc["baseline_runs"]]
             z = medians.z(doc["run_id"], baseline)
-            ranked = orders(doc, z, scale, medians.anchor(doc["run_id"], baseline), min_effect, anchor_places)
+            anchor = medians.anchor(doc["run_id"], baseline)
+            if skip_load:                    # the load the test drove, not the system's answer to it
+                anchor = [c for c in anchor if c != load_counter(base, doc["run_id"])]
+            ranked = orders(doc, z, scale, anchor, min_effect, anchor_places)
             index = index if index is not None else json.loads((tree / "data/interim/valid_runs.json").read_text())["valid"]
             sig = signature(fault_labels(index, doc["system"]), doc["cause"]["label"])
             ranked["robust_signature"] = explain_order(ranked["robust_z"], sig)
@@ -210,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="per set, how many counters left every baseline run, and whether a labelled one did")
     parser.add_argument("--anchor-places", type=int, default=None,
                         help="places of the five the anchor fills in `anchored` (default: report.anchor_places)")
+    parser.add_argument("--anchor-skip-load", action="store_true",
+                        help="the anchor in `anchored` passes over the run's load counter (measured, not adopted)")
     args = parser.parse_args(argv)
     anchor_places = (int(params_schema.defaults()["report"]["anchor_places"]) if args.anchor_places is None
                      else args.anchor_places)               # as the report fills the five, unless asked otherwise
@@ -219,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.sets:
         if not (args.root / name / "base").exists():
             continue
-        rows = score_set(args.root, name, args.show, anchor_places, args.beyond)
+        rows = score_set(args.root, name, args.show, anchor_places, args.beyond, args.anchor_skip_load)
         if not rows:
             continue
         every[name] = rows
