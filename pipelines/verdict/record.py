@@ -95,21 +95,43 @@ class Standing:
     trusted: bool
     excess_p: float | None           # P(at least normal_failed false alarms | normal_runs, alpha)
     title: str = ""                  # how the page calls the detector (its name when empty)
+    false_alarms_at_most: float | None = None   # what the record shows of the rate (rate_bounds)
+    catches_at_least: float | None = None
 
     def sentence(self) -> str:
-        """"the run against itself: 0 of 36 normal runs failed, 30 of 31 faults caught"."""
+        """"the run against itself: 0 of 36 normal runs failed (false alarms at most 8 %), 30 of 31
+        faults caught (at least 85 %)": each count with what it shows of the rate behind it."""
         name = self.title or self.detector
-        parts = [f"{self.normal_failed} of {self.normal_runs} normal runs failed"
-                 + (" (of its lab)" if self.situation == "this lab" else "")]
+        parts = [f"{self.normal_failed} of {self.normal_runs} normal runs"
+                 + (" of its lab" if self.situation == "this lab" else "") + " failed"
+                 + (f" (false alarms at most {self.false_alarms_at_most:.0%})".replace("%", " %")
+                    if self.false_alarms_at_most is not None else "")]
         if self.faults:
-            parts.append(f"{self.faults_caught} of {self.faults} faults caught")
+            parts.append(f"{self.faults_caught} of {self.faults} faults caught"
+                         + (f" (at least {self.catches_at_least:.0%})".replace("%", " %")
+                            if self.catches_at_least is not None else ""))
         return f"{name}: " + ", ".join(parts)
 
     def to_json(self) -> dict:
         return {"normal_runs": self.normal_runs, "normal_failed": self.normal_failed, "faults": self.faults,
                 "faults_caught": self.faults_caught, "situation": self.situation, "trusted": self.trusted,
                 "excess_p": None if self.excess_p is None else round(self.excess_p, 6),
+                "false_alarms_at_most": None if self.false_alarms_at_most is None else round(self.false_alarms_at_most, 4),
+                "catches_at_least": None if self.catches_at_least is None else round(self.catches_at_least, 4),
                 "sentence": self.sentence()}
+
+
+def rate_bounds(failed: int, runs: int, caught: int, faults: int, level: float) -> tuple[float | None, float | None]:
+    """What a record shows of the rates behind its counts, one-sided at ``level`` (Clopper & Pearson's
+    exact bounds): the false-alarm rate is at most the ``1 - level`` quantile of ``Beta(failed + 1,
+    runs - failed)`` (``1 - level^(1/n)`` when none failed: 22 % from 0 of 12, 8 % from 0 of 36), the
+    catch rate at least the ``level`` quantile of ``Beta(caught, faults - caught + 1)``.  None where
+    the record holds no such run."""
+    from scipy.stats import beta
+
+    upper = (1.0 if failed >= runs else float(beta.ppf(1.0 - level, failed + 1, runs - failed))) if runs else None
+    lower = (0.0 if caught <= 0 else float(beta.ppf(level, caught, faults - caught + 1))) if faults else None
+    return upper, lower
 
 
 @dataclass(frozen=True)
@@ -202,9 +224,12 @@ def standing(detector: str, history: History, normal_runs: set[str], fault_runs:
     normal = [p for r, p in (history.normals.get(detector) or {}).items() if r in normal_runs]
     faults = [p for r, p in (history.faults.get(detector) or {}).items() if r in fault_runs]
     failed = sum(p <= alpha for p in normal)
+    caught = int(sum(p <= alpha for p in faults))
     excess = float(binom.sf(failed - 1, len(normal), alpha)) if normal else None
-    return Standing(detector, len(normal), int(failed), len(faults), int(sum(p <= alpha for p in faults)), situation,
-                    trusted=excess is None or excess > level, excess_p=excess, title=history.titles.get(detector, ""))
+    at_most, at_least = rate_bounds(int(failed), len(normal), caught, len(faults), level)
+    return Standing(detector, len(normal), int(failed), len(faults), caught, situation,
+                    trusted=excess is None or excess > level, excess_p=excess, title=history.titles.get(detector, ""),
+                    false_alarms_at_most=at_most, catches_at_least=at_least)
 
 
 def rate_shares(caught: Mapping[str, int]) -> dict[str, float]:

@@ -25,6 +25,19 @@ def test_loo_pvalues_judge_each_run_against_the_others():
     assert pvalues.loo_pvalues({"a": 1.0, "b": 2.0, "c": 3.0}, share) == {"a": 1.0, "b": 0.5, "c": 0.0}
 
 
+def test_a_record_shows_how_far_its_counts_bound_the_rates_behind_them():
+    """Clopper-Pearson, one-sided at 5 %, by hand: none failed of n normal runs bounds the false-alarm
+    rate by 1 - 0.05^(1/n) (12 runs: 0.221, 36: 0.080, 4: 0.527); all n faults caught bounds the catch
+    rate from below by 0.05^(1/n); 1 of 2 failed: the rate p with P(X <= 1 | 2, p) = 1 - p^2 = 0.05,
+    p = sqrt(0.95) = 0.975; every run failed: 1; no run on record: no bound."""
+    assert record.rate_bounds(0, 12, 0, 0, 0.05) == (pytest.approx(0.2209, abs=1e-4), None)
+    assert record.rate_bounds(0, 36, 0, 0, 0.05)[0] == pytest.approx(0.0798, abs=1e-4)
+    assert record.rate_bounds(0, 4, 4, 4, 0.05) == (pytest.approx(0.5271, abs=1e-4), pytest.approx(0.4729, abs=1e-4))
+    assert record.rate_bounds(1, 2, 0, 3, 0.05) == (pytest.approx(0.9747, abs=1e-4), 0.0)
+    assert record.rate_bounds(3, 3, 0, 0, 0.05) == (1.0, None)
+    assert record.rate_bounds(0, 0, 0, 0, 0.05) == (None, None)
+
+
 def test_a_detector_failing_every_normal_run_loses_its_say_and_the_verdict_follows_the_one_that_separates():
     hist = loud_and_quiet()
     # the target: loud says fail (0.01), quiet says pass (0.3)
@@ -33,7 +46,9 @@ def test_a_detector_failing_every_normal_run_loses_its_say_and_the_verdict_follo
     assert not choice.standings["loud"].trusted and choice.standings["quiet"].trusted
     # binomial tail of 20 false alarms in 20 runs at 5 %: 0.05 ** 20
     assert choice.standings["loud"].excess_p == pytest.approx(0.05 ** 20)
-    assert choice.standings["quiet"].sentence() == "quiet: 0 of 20 normal runs failed, 4 of 4 faults caught"
+    # what 20 and 4 runs show of the rates (one-sided 95 %): 1 - 0.05^(1/20) = 0.139, 0.05^(1/4) = 0.473
+    assert choice.standings["quiet"].sentence() == ("quiet: 0 of 20 normal runs failed (false alarms at most 14 %), "
+                                                    "4 of 4 faults caught (at least 47 %)")
     # and when quiet sees a fault, the run fails on it alone
     assert record.choose({"loud": 0.9, "quiet": 0.002}, hist, RULE, lab=None).p_value == 0.002
 

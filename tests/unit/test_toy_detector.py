@@ -57,7 +57,9 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
     doc = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule, detectors=registry)
     trust = doc["details"]["trust"]
     assert trust["decided_by"] == ["spectral"] and doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
-    assert trust["record"]["spectral"]["sentence"] == "spectral peaks: 0 of 20 normal runs failed, 5 of 6 faults caught"
+    # the bounds by hand: 1 - 0.05^(1/20) = 0.139; 5 of 6: x with 6x^5 - 5x^6 = 0.05, x = 0.418
+    assert trust["record"]["spectral"]["sentence"] == ("spectral peaks: 0 of 20 normal runs failed (false alarms at "
+                                                       "most 14 %), 5 of 6 faults caught (at least 42 %)")
     assert not trust["record"]["stacking"]["trusted"]
     assert doc["details"]["p_values"]["spectral"] == 0.004 and doc["methods"]["spectral"]["verdict"] == "fail"
     assert doc["flagged_counters"] == ["db.fft_peak_hz"]
