@@ -55,7 +55,7 @@ sys.path.insert(0, str(REPO))
 from pipelines.verdict import counter_order  # noqa: E402 -- after the path is set
 from pipelines.verdict.cause_signatures import FaultLabel, explain_order, in_turn, signature  # noqa: E402
 from pipelines.systems.counter_kinds import counter_kind  # noqa: E402
-from pipelines.stats.effects import split_by_effect  # noqa: E402
+from pipelines.stats.effects import measured_and_mattering  # noqa: E402
 from pipelines import params_schema  # noqa: E402
 from robustness import SETS, labelled_counters  # noqa: E402
 
@@ -127,7 +127,7 @@ def orders(doc: dict, z: pd.Series, scale: dict[str, float], anchor: list[str], 
     logs = np.log1p(z)
     component = logs.groupby([c.split(".", 1)[0] for c in logs.index]).apply(lambda s: s.nlargest(3).mean())
     signature = sorted((c for c in shown if counter_kind(c)[1] in kinds), key=lambda c: -abs(effects.get(c) or 0.0))
-    mattering = split_by_effect([c for c in anchor if effects.get(c) is not None], effects, min_effect_pct)[0]
+    mattering = measured_and_mattering(anchor, effects, min_effect_pct)
     return {"shown": shown, "anchored": counter_order.with_anchor(shown, mattering, lead=counter_order.IN_FIVE - anchor_places),
             "robust_z": by_z, "baro": anchor,
             "kind_relative": list(relative.sort_values(ascending=False).index),

@@ -171,9 +171,8 @@ def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: 
         if not anchor_places:
             return flagged
         anchor = anchor_of(run_id, baseline, {} if read is None else read)
-        return counter_order.with_anchor(flagged, effects.split_by_effect(
-            [c for c in anchor if changes.get(c) is not None], changes, min_effect_pct)[0],
-            lead=counter_order.IN_FIVE - anchor_places)
+        return counter_order.with_anchor(flagged, effects.measured_and_mattering(anchor, changes, min_effect_pct),
+                                         lead=counter_order.IN_FIVE - anchor_places)
     if not fault_labels:
         return anchored(), None
     system = index[run_id]["system"]
@@ -190,7 +189,7 @@ def counters_in_order(run_id: str, doc: VerdictFile, index: ValidIndex, inputs: 
         return flagged, ordering
     sig = cause_signatures.signature(fault_labels, doc["cause"].get("label"), leave_out=run_id)
     order = cause_signatures.explain_order(counter_order.robust_order(medians.loc[run_id], medians.loc[baseline]), sig)
-    kept = effects.split_by_effect([c for c in order if changes.get(c) is not None], changes, min_effect_pct)[0]
+    kept = effects.measured_and_mattering(order, changes, min_effect_pct)
     return (kept[:max(len(flagged), counter_order.IN_FIVE)] if kept else flagged), ordering
 
 

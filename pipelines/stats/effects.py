@@ -120,6 +120,12 @@ def is_significant(change: float | None, min_effect_pct: float) -> bool:
     return abs(change) * 100.0 >= min_effect_pct
 
 
+def measured_and_mattering(counters: list[str], effects: dict[str, float], min_effect_pct: float) -> list[str]:
+    """The counters whose change was measured and matters, in order: :func:`split_by_effect`'s kept
+    ones, less those with no measured change (which it keeps, as it cannot set them aside)."""
+    return split_by_effect([c for c in counters if effects.get(c) is not None], effects, min_effect_pct)[0]
+
+
 def split_by_effect(counters: list[str], effects: dict[str, float], min_effect_pct: float
                     ) -> tuple[list[str], dict[str, float]]:
     """(the counters whose change matters, in order; the others with their change in %)."""

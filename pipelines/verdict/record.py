@@ -104,12 +104,11 @@ class Standing:
         name = self.title or self.detector
         parts = [f"{self.normal_failed} of {self.normal_runs} normal runs"
                  + (" of its lab" if self.situation == "this lab" else "") + " failed"
-                 + (f" (false alarms at most {self.false_alarms_at_most:.0%})".replace("%", " %")
+                 + (f" (false alarms at most {_percent(self.false_alarms_at_most)})"
                     if self.false_alarms_at_most is not None else "")]
         if self.faults:
             parts.append(f"{self.faults_caught} of {self.faults} faults caught"
-                         + (f" (at least {self.catches_at_least:.0%})".replace("%", " %")
-                            if self.catches_at_least is not None else ""))
+                         + (f" (at least {_percent(self.catches_at_least)})" if self.catches_at_least is not None else ""))
         return f"{name}: " + ", ".join(parts)
 
     def to_json(self) -> dict:
@@ -119,6 +118,11 @@ class Standing:
                 "false_alarms_at_most": None if self.false_alarms_at_most is None else round(self.false_alarms_at_most, 4),
                 "catches_at_least": None if self.catches_at_least is None else round(self.catches_at_least, 4),
                 "sentence": self.sentence()}
+
+
+def _percent(share: float) -> str:
+    """A share as the page writes it: 0.221 -> "22 %"."""
+    return f"{100 * share:.0f} %"
 
 
 def rate_bounds(failed: int, runs: int, caught: int, faults: int, level: float) -> tuple[float | None, float | None]:

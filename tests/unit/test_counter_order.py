@@ -88,7 +88,6 @@ def test_the_detectors_lead_the_five_and_the_anchor_fills_it():
     assert counter_order.with_anchor(detectors, [], lead=3) == detectors
 
 
-
 def test_a_failed_runs_five_is_filled_by_the_anchors_counters_whose_change_matters(monkeypatch):
     """The report's order (``run_reports.counters_in_order``) with no labelled fault in the history: the
     deciders' flags d1, d2, d3, d4, then, in the five, the anchor's farthest counters whose change is at
