@@ -117,7 +117,7 @@ class Standing:
                 "excess_p": None if self.excess_p is None else round(self.excess_p, 6),
                 "false_alarms_at_most": None if self.false_alarms_at_most is None else round(self.false_alarms_at_most, 4),
                 "catches_at_least": None if self.catches_at_least is None else round(self.catches_at_least, 4),
-                "sentence": self.sentence()}
+                "title": self.title or self.detector, "sentence": self.sentence()}
 
 
 def _percent(share: float) -> str:
@@ -401,7 +401,7 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
             return small_history(judged_p, judged, standings, rule, beyond, len(system_normals),
                                  history.self_contained)
         return read_record(judged_p, judged, standings, history, normal_runs, fault_runs, rule, beyond,
-                           len(system_normals))
+                           len(system_normals), len(normal_runs) if situation == "this lab" else None)
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         return fewest_false_alarms(judged_p, judged, standings)
@@ -505,10 +505,11 @@ def unweighed(p_values: Mapping[str, float], within: str, best: tuple[str, ...],
 
 def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
                 history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
-                beyond: dict[str, float], normals: int) -> Choice:
+                beyond: dict[str, float], normals: int, lab_normals: int | None = None) -> Choice:
     """A history large enough to weigh the detectors (module docstring): the candidates no other is
     better than beyond chance are equal, the best record among them decides (``rule.equals``) and
-    the others are named beside it."""
+    the others are named beside it.  ``lab_normals``: how many of the ``normals`` are of the run's
+    lab when the record is read on them alone (the reason names both counts)."""
     alpha, combination = rule.alpha, rule.combination
     allowed = alpha if rule.allowed is None else rule.allowed
     trusted = tuple(d for d in judged if standings[d].trusted)
@@ -542,10 +543,12 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
         if (floored or 1.0) > alpha and len(seen) < 2:
             uncorroborated, p_best = seen or list(best), floored
     dropped = [d for d in judged if not standings[d].trusted]
-    named = ["+".join(c) for c in equals if c != best]
-    reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({normals} normal runs)"
+    named = [" + ".join(standings[d].title or d if d in standings else d for d in c) for c in equals if c != best]
+    size = f"{normals} normal runs" + (f"; each detector's record read on the {lab_normals} of this run's lab"
+                                       if lab_normals is not None and lab_normals < normals else "")
+    reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({size})"
                if rule.equals == "largest" else
-               f"the best record on this history's verified runs ({normals} normal runs)")
+               f"the best record on this history's verified runs ({size})")
               + (f"; not told apart from it beyond chance: {', '.join(named)}" if named else "")
               + ("; left out for failing more normal runs than the rate explains: "
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))

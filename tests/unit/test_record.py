@@ -100,6 +100,11 @@ def test_the_run_against_itself_never_takes_away_the_combination_of_the_others()
     read = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, RULE, lab=None)
     assert set(read.equals) == {"a", "b", "within_run", "a+b", "a+b+within_run"} and read.basis == "record"
     assert read.detectors == ("a", "b") and "not told apart from it beyond chance: a, b, within_run" in read.reason    # the best of the equals
+    titled = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001},
+                           dataclasses.replace(hist, titles={"within_run": "the run against itself"}), RULE, lab=None)
+    assert ("not told apart from it beyond chance: a, b, the run against itself, a + b + the run against itself"
+            in titled.reason)       # the page's names, each combination's members joined by " + "
+    assert titled.standings["within_run"].to_json()["title"] == "the run against itself"
     largest = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, dataclasses.replace(RULE, equals="largest"),
                             lab=None)
     assert largest.detectors == ("a", "b", "within_run") and largest.p_value == pytest.approx(0.003)
@@ -116,6 +121,8 @@ def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
     day2 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day2")
     assert day2.detectors == ("self",) and day2.standings["rules"].situation == "this lab"
     assert (day2.standings["rules"].normal_runs, day2.standings["rules"].normal_failed) == (4, 4)
+    # the reason names both counts: the system's 21 normal runs and the 4 of day 2 its record was read on
+    assert "(21 normal runs; each detector's record read on the 4 of this run's lab)" in day2.reason
     # a day-1 run: 16 normal runs of its lab, none failed by either: both decide (Simes of 0.001, 0.5 = 0.002)
     on_day1 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day1")
     assert on_day1.detectors == ("rules", "self") and on_day1.p_value == pytest.approx(0.002)
@@ -124,6 +131,7 @@ def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
     other = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day3")
     assert other.standings["rules"].situation == "every lab" and other.standings["rules"].normal_runs == 21
     assert other.standings["rules"].excess_p == pytest.approx(0.0189, abs=5e-4) and other.detectors == ("self",)
+    assert "(21 normal runs)" in other.reason     # read on every lab: one count
 
 
 def test_a_run_of_the_history_is_left_out_of_its_own_record():

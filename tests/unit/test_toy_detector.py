@@ -67,7 +67,12 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
     html = pages.render_run(doc, {"version": "1", "started_at": "2026", "environment": {}}, None,
                             pages.RunPage(baseline_envs={}, raw_href="#", raw_name="r.tar.gz"))
     assert "largest shift of a counter&#39;s spectral peak 3.50 Hz" in html
-    assert "Decided by spectral" in html and "spectral peaks: 0 of 20 normal runs failed" in html
+    assert "Decided by spectral peaks</strong>" in html and "spectral peaks: 0 of 20 normal runs failed" in html
+    several = json.loads(json.dumps(doc))
+    several["details"]["trust"]["decided_by"] = ["stacking", "control_charts", "spectral"]   # charts: not in the record
+    html = pages.render_run(several, {"version": "1", "started_at": "2026", "environment": {}}, None,
+                            pages.RunPage(baseline_envs={}, raw_href="#", raw_name="r.tar.gz"))
+    assert "Decided by association rules (stacking), control_charts and spectral peaks</strong>" in html
 
     without = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule,
                                        detectors=stage_results.registry(params_schema.defaults()["report"]["detectors"]))
