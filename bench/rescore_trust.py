@@ -7,7 +7,7 @@
         clustered_regression cause_classifier within_run                     # the run against itself named too
     python bench/rescore_trust.py build/robustness --allowed 0               # every false alarm charged
     python bench/rescore_trust.py build/robustness --ties fewer_with_faults  # equal records: fewer detectors
-    python bench/rescore_trust.py build/robustness --small-rate 0.15 | --classifier-rank | --forward   # measured variants
+    python bench/rescore_trust.py build/robustness --small-rate 0.15 | --classifier-rank | --classifier-logit | --forward
 
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
@@ -174,6 +174,24 @@ def variants_of_the_evidence(args: argparse.Namespace) -> None:
                 return 1.0
             return float("nan") if values.size < 2 else float((1 + np.sum(values >= score)) / (values.size + 1))
         stage_results.classifier_pvalue = rank
+    if args.classifier_logit:
+        def logit_tail(score: float, null: list[float], *, resolution: float) -> float:
+            from scipy.stats import t as student
+            values = np.asarray(null, dtype=float)
+            if score <= 0.5:
+                return 1.0
+            if values.size < 2:
+                return float("nan")
+            eps = max(resolution, 1e-6)
+            z = np.log(np.clip(values, eps, 1 - eps) / (1 - np.clip(values, eps, 1 - eps)))
+            y = math.log(min(max(score, eps), 1 - eps) / (1 - min(max(score, eps), 1 - eps)))
+            floor = float(np.sum(values >= score)) / (values.size + 1)
+            sd = float(z.std(ddof=1))
+            if sd <= 0:
+                return max(floor, 1.0 / (values.size + 1))
+            return float(max(floor, student.sf((y - z.mean()) / (sd * math.sqrt(1 + 1 / values.size)),
+                                               df=values.size - 1)))
+        stage_results.classifier_pvalue = logit_tail
     if args.forward:
         def forward(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
             order = sorted(scores, key=lambda r: (STARTED.get(r) or "", r))
@@ -234,6 +252,8 @@ def main(argv: list[str] | None = None) -> None:
                              "is shown to fail fewer than this share of them (adopted: 1/2, record.n_min)")
     parser.add_argument("--classifier-rank", action="store_true",
                         help="the cause classifier's p-value as its score's rank among the normal runs' (no tail)")
+    parser.add_argument("--classifier-logit", action="store_true",
+                        help="the cause classifier's tail fitted to the logits of the normal runs' fault scores")
     parser.add_argument("--forward", action="store_true",
                         help="the record read forward: each verified normal run judged by the normal runs before it")
     args = parser.parse_args(argv)
