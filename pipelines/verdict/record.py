@@ -98,10 +98,14 @@ class Standing:
     false_alarms_at_most: float | None = None   # what the record shows of the rate (rate_bounds)
     catches_at_least: float | None = None
 
+    @property
+    def name(self) -> str:
+        """How the page calls the detector: its title, else its name."""
+        return self.title or self.detector
+
     def sentence(self) -> str:
         """"the run against itself: 0 of 36 normal runs failed (false alarms at most 8 %), 30 of 31
         faults caught (at least 85 %)": each count with what it shows of the rate behind it."""
-        name = self.title or self.detector
         parts = [f"{self.normal_failed} of {self.normal_runs} normal runs"
                  + (" of its lab" if self.situation == "this lab" else "") + " failed"
                  + (f" (false alarms at most {_percent(self.false_alarms_at_most)})"
@@ -109,7 +113,7 @@ class Standing:
         if self.faults:
             parts.append(f"{self.faults_caught} of {self.faults} faults caught"
                          + (f" (at least {_percent(self.catches_at_least)})" if self.catches_at_least is not None else ""))
-        return f"{name}: " + ", ".join(parts)
+        return f"{self.name}: " + ", ".join(parts)
 
     def to_json(self) -> dict:
         return {"normal_runs": self.normal_runs, "normal_failed": self.normal_failed, "faults": self.faults,
@@ -117,7 +121,12 @@ class Standing:
                 "excess_p": None if self.excess_p is None else round(self.excess_p, 6),
                 "false_alarms_at_most": None if self.false_alarms_at_most is None else round(self.false_alarms_at_most, 4),
                 "catches_at_least": None if self.catches_at_least is None else round(self.catches_at_least, 4),
-                "title": self.title or self.detector, "sentence": self.sentence()}
+                "title": self.name, "sentence": self.sentence()}
+
+
+def _named(detectors: tuple[str, ...], standings: Mapping[str, Standing], sep: str) -> str:
+    """The detectors as the page calls them (:attr:`Standing.name`; a name with no standing as it is)."""
+    return sep.join(standings[d].name if d in standings else d for d in detectors)
 
 
 def _percent(share: float) -> str:
@@ -493,7 +502,7 @@ def unweighed(p_values: Mapping[str, float], within: str, best: tuple[str, ...],
     """No verified fault in the history, and the best record is a silent null's (module docstring): the
     record cannot weigh what that detector would catch, so, as on a history too small to weigh the
     detectors, the run against itself decides."""
-    names = " and ".join(standings[d].title or d if d in standings else d for d in best)
+    names = _named(best, standings, " and ")
     head = (f"no verified fault in the history, and the best record on its {normals} normal runs ({names}) comes "
             "from a null that finds nothing unusual in nearly every normal run, so the record cannot show what it "
             "would catch")
@@ -543,7 +552,7 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
         if (floored or 1.0) > alpha and len(seen) < 2:
             uncorroborated, p_best = seen or list(best), floored
     dropped = [d for d in judged if not standings[d].trusted]
-    named = [" + ".join(standings[d].title or d if d in standings else d for d in c) for c in equals if c != best]
+    named = [_named(c, standings, " + ") for c in equals if c != best]
     size = f"{normals} normal runs" + (f"; each detector's record read on the {lab_normals} of this run's lab"
                                        if lab_normals is not None and lab_normals < normals else "")
     reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({size})"
