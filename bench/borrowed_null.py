@@ -37,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 from scipy import optimize, special, stats
 
 RATE = 0.05
-FLOOR_SHARE = 0.5
 
 
 def prior(s2: np.ndarray, d: int) -> tuple[float, float]:
@@ -59,19 +59,19 @@ def prior(s2: np.ndarray, d: int) -> tuple[float, float]:
     return d0, float(np.exp(e.mean() + special.digamma(d0 / 2) - np.log(d0 / 2)))
 
 
-def log_levels(medians: pd.DataFrame, normals: pd.DataFrame) -> pd.DataFrame:
-    floor = (FLOOR_SHARE * normals.abs().quantile(0.95)).replace(0, np.nan)
+def log_levels(medians: pd.DataFrame, normals: pd.DataFrame, floor_share: float) -> pd.DataFrame:
+    floor = (floor_share * normals.abs().quantile(0.95)).replace(0, np.nan)
     return np.log(medians.abs().clip(lower=floor, axis=1))
 
 
-def run_pvalue(target: pd.Series, normals: pd.DataFrame, min_effect: float) -> float | None:
+def run_pvalue(target: pd.Series, normals: pd.DataFrame, min_effect: float, floor_share: float) -> float | None:
     """The target's Bonferroni p-value over its counters' moderated prediction t against ``normals``."""
     n = len(normals)
     if n < 2:
         return None
     cols = normals.columns.intersection(target.index)
-    y = log_levels(normals[cols], normals[cols])
-    yt = log_levels(target[cols].to_frame().T, normals[cols]).iloc[0]
+    y = log_levels(normals[cols], normals[cols], floor_share)
+    yt = log_levels(target[cols].to_frame().T, normals[cols], floor_share).iloc[0]
     ok = (y.notna().all() & yt.notna()).to_numpy()
     y, yt = y.loc[:, ok], yt[ok]
     if y.shape[1] == 0:
@@ -97,6 +97,7 @@ def score_split(tree: Path, set_name: str, split: str, min_effect: float) -> dic
         return None
     valid = json.loads((root / "data/interim/valid_runs.json").read_text())["valid"]
     labels = json.loads((root / "labels.json").read_text())
+    floor_share = float(yaml.safe_load((root / "params.yaml").read_text())["significance"]["floor_share"])
 
     @lru_cache(maxsize=None)
     def median(run: str) -> pd.Series:
@@ -106,18 +107,19 @@ def score_split(tree: Path, set_name: str, split: str, min_effect: float) -> dic
     for run, meta in valid.items():
         if run not in labels and meta.get("verdict") == "pass":
             by_system.setdefault(meta["system"], []).append(run)
+    frames = {system: pd.DataFrame({r: median(r) for r in runs}).T for system, runs in by_system.items()}
     out = dict.fromkeys(("normal", "normal_failed", "faults", "caught", "loo", "loo_failed"), 0)
-    for runs in by_system.values():
-        if len(runs) < 3:
+    for frame in frames.values():
+        if len(frame) < 3:
             continue
-        frame = pd.DataFrame({r: median(r) for r in runs}).T
-        for run in runs:
-            p = run_pvalue(frame.loc[run], frame.drop(index=run), min_effect)
+        for run in frame.index:
+            p = run_pvalue(frame.loc[run], frame.drop(index=run), min_effect, floor_share)
             out["loo"] += 1
             out["loo_failed"] += p is not None and p <= RATE
     for target, label in labels.items():
-        runs = by_system.get(valid[target]["system"], [])
-        p = run_pvalue(median(target), pd.DataFrame({r: median(r) for r in runs}).T, min_effect) if len(runs) >= 2 else None
+        frame = frames.get(valid[target]["system"])
+        p = (run_pvalue(median(target), frame, min_effect, floor_share)
+             if frame is not None and len(frame) >= 2 else None)
         failed = p is not None and p <= RATE
         key = ("normal", "normal_failed") if label["verdict"] == "pass" else ("faults", "caught")
         out[key[0]] += 1

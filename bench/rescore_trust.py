@@ -175,22 +175,16 @@ def variants_of_the_evidence(args: argparse.Namespace) -> None:
             return float("nan") if values.size < 2 else float((1 + np.sum(values >= score)) / (values.size + 1))
         stage_results.classifier_pvalue = rank
     if args.classifier_logit:
+        def odds(v: float, resolution: float) -> float:
+            return float(v) / max(1.0 - float(v), resolution)
+
         def logit_tail(score: float, null: list[float], *, resolution: float) -> float:
-            from scipy.stats import t as student
-            values = np.asarray(null, dtype=float)
+            """The project's tail (``pvalues.calibrated_pvalue``, on ``log(x + resolution)``) fitted to the
+            fault scores' odds: their logits, where a score is not within ``resolution`` of 1."""
             if score <= 0.5:
                 return 1.0
-            if values.size < 2:
-                return float("nan")
-            eps = max(resolution, 1e-6)
-            z = np.log(np.clip(values, eps, 1 - eps) / (1 - np.clip(values, eps, 1 - eps)))
-            y = math.log(min(max(score, eps), 1 - eps) / (1 - min(max(score, eps), 1 - eps)))
-            floor = float(np.sum(values >= score)) / (values.size + 1)
-            sd = float(z.std(ddof=1))
-            if sd <= 0:
-                return max(floor, 1.0 / (values.size + 1))
-            return float(max(floor, student.sf((y - z.mean()) / (sd * math.sqrt(1 + 1 / values.size)),
-                                               df=values.size - 1)))
+            return pvalues.calibrated_pvalue(odds(score, resolution), [odds(v, resolution) for v in null],
+                                             resolution=resolution)
         stage_results.classifier_pvalue = logit_tail
     if args.forward:
         def forward(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
@@ -253,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--classifier-rank", action="store_true",
                         help="the cause classifier's p-value as its score's rank among the normal runs' (no tail)")
     parser.add_argument("--classifier-logit", action="store_true",
-                        help="the cause classifier's tail fitted to the logits of the normal runs' fault scores")
+                        help="the cause classifier's tail fitted to the odds of the fault scores (the logit scale)")
     parser.add_argument("--forward", action="store_true",
                         help="the record read forward: each verified normal run judged by the normal runs before it")
     args = parser.parse_args(argv)
