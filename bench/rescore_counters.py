@@ -67,6 +67,8 @@ class Medians:
 
     def __init__(self, base: Path):
         self.base, self.cache, self.frames = base, {}, {}
+        self._pool_key: tuple | None = None
+        self._pool: pd.DataFrame | None = None
 
     def frame(self, run: str) -> pd.DataFrame:
         if run not in self.frames:
@@ -78,24 +80,31 @@ class Medians:
             self.cache[run] = self.frame(run).median()
         return self.cache[run]
 
+    def pooled(self, run: str, baseline: list[str]) -> pd.DataFrame | None:
+        """The baseline runs' intervals pooled (``run`` left out), the last pool kept: the anchor and
+        ``beyond`` read the same one for a fault; None without a baseline run."""
+        key = (run, tuple(baseline))
+        if self._pool_key != key:
+            others = [r for r in baseline if r != run]
+            self._pool_key, self._pool = key, (pd.concat([self.frame(r) for r in others]) if others else None)
+        return self._pool
+
     def beyond(self, run: str, baseline: list[str]) -> set[str]:
         """The counters whose anchor distance exceeds every baseline run's (each against the same pooled
         baseline): those that left every run of the history."""
-        baseline = [r for r in baseline if r != run]
-        if not baseline:
+        pooled = self.pooled(run, baseline)
+        if pooled is None:
             return set()
-        pooled = pd.concat([self.frame(r) for r in baseline])
         own = counter_order.anchor_distance(self.frame(run), pooled)
-        each = pd.concat([counter_order.anchor_distance(self.frame(r), pooled) for r in baseline], axis=1).max(axis=1)
+        each = pd.concat([counter_order.anchor_distance(self.frame(r), pooled) for r in baseline if r != run],
+                         axis=1).max(axis=1)
         return {c for c, v in own.items() if v > each.get(c, np.inf)}
 
     def anchor(self, run: str, baseline: list[str]) -> list[str]:
         """The run's counters by the plain robust anchor (``counter_order.anchor_order``: BARO's
         RobustScorer over the run's intervals against the baseline runs' pooled intervals)."""
-        baseline = [r for r in baseline if r != run]
-        if not baseline:
-            return []
-        return counter_order.anchor_order(self.frame(run), pd.concat([self.frame(r) for r in baseline]))
+        pooled = self.pooled(run, baseline)
+        return [] if pooled is None else counter_order.anchor_order(self.frame(run), pooled)
 
     def z(self, run: str, baseline: list[str]) -> pd.Series:
         return counter_order.robust_distance(self(run), pd.DataFrame({r: self(r) for r in baseline}).T)
