@@ -31,6 +31,7 @@ DEFAULTS_FILE = Path(__file__).resolve().parent / "params_defaults.yaml"
 # keys with a fixed set of values (block.key, nested keys joined by dots)
 CHOICES: dict[str, tuple[str, ...]] = {
     "labsim.process_cpu": ("share", "per_core"),
+    "pull.done_markers": ("optional", "required"),
     "mine_rules.algorithm": ("apriori", "fpgrowth"),
     "control_charts.method": ("percentile", "sigma"),
     "control_charts.scope": ("run", "interval"),

@@ -61,7 +61,13 @@ def cause_lab(tmp_path_factory) -> tuple[Path, dict]:
 @pytest.fixture()
 def tree(tmp_path, monkeypatch):
     """A fresh project tree (params.yaml copied) with every pipeline path pointed at it."""
-    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    import yaml
+
+    from tests.helpers import QUICK_SETTLE_S
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["pull"]["settle_s"] = QUICK_SETTLE_S
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     old = config.ROOT
     config.use_root(tmp_path)
     monkeypatch.setenv("REGRESSLAB_ROOT", str(tmp_path))
@@ -81,9 +87,11 @@ def night_tree(root: Path, lab: Path, **compute) -> Path:
     the settings of every whole night a test runs on ``cause_lab``."""
     import yaml
 
+    from tests.helpers import QUICK_SETTLE_S
+
     root.mkdir(parents=True)
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["pull"]["source"] = str(lab)
+    params["pull"].update(source=str(lab), settle_s=QUICK_SETTLE_S)
     params["train_causes"]["learning_curve_repeats"] = 2
     params["train_causes"]["feature_designs"] = ONE_DESIGN
     params["report"]["night"] = "2026-11-22"

@@ -19,6 +19,11 @@ import pandas as pd
 START = 1_790_000_000.0          # epoch seconds of the load start
 
 
+
+# how long a test's pull waits for its archives to hold still: the lab's files are written whole
+# before the night starts, so only the waiting is shortened (tests/pipeline/test_arriving.py tests it)
+QUICK_SETTLE_S = 0.2
+
 def good_meta(run_id: str = "sys-run-1", **over) -> dict:
     meta = {"schema_version": 1, "run_id": run_id, "system": "sys", "version": "1.0",
             "started_at": pd.Timestamp(START, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -74,7 +79,7 @@ def every_stage_on(tree: Path, lab: Path, *, jobs: int | None = None, **train_ca
     import yaml
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
-    params["pull"]["source"] = str(lab)
+    params["pull"].update(source=str(lab), settle_s=QUICK_SETTLE_S)
     params["evaluate"]["labels"] = [str(lab / "target_labels.json")]
     from tests.conftest import ONE_DESIGN
 

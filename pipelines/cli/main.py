@@ -7,6 +7,7 @@
     regresslab triage RUN_ID --verdict pass|fail --by NAME   (or --list, --undo)
     regresslab report [--open] [--junit FILE]   # the night index and the latest night's runs (JUnit XML for CI)
     regresslab compare RUN_A RUN_B   # two runs side by side, every counter (and reports/compare/A--B.html)
+    regresslab retake RUN_ID --by NAME [--note TEXT]   # take a run's changed copy on purpose, the first kept aside
     regresslab stage NAME            # one stage of the night (what the project's dvc.yaml runs)
 
 The project is the directory holding ``dvc.yaml`` and ``params.yaml``: ``REGRESSLAB_ROOT`` when
@@ -252,6 +253,47 @@ def triage(argv: list[str]) -> int:
     return 0
 
 
+def retake(argv: list[str]) -> int:
+    """Take the sources' copy of a run whose content changed, on purpose: the copy in ``data/raw`` is
+    kept aside, byte for byte, in ``data/raw/set_aside/`` and the manifest says who took the new one
+    and why; the next night analyses it.  Exit 0 when the new copy is taken, 1 when there is none to
+    take (the same content, not at any source, still being written, or refused), 2 on a bad call."""
+    parser = argparse.ArgumentParser(prog="regresslab retake", description=retake.__doc__)
+    parser.add_argument("run_id")
+    parser.add_argument("--by", required=True, help="who takes the new copy (kept in the manifest)")
+    parser.add_argument("--note", default="", help="why (kept in the manifest)")
+    args = parser.parse_args(argv)
+    from pipelines.stages.pull import source_locations
+    from pipelines.storage import locks, manifest, sources
+
+    if not config.RUN_ID_RE.match(args.run_id):
+        print(f"regresslab retake: {for_terminal(args.run_id)!r} is not a run_id", file=sys.stderr)
+        return 2
+    if args.run_id not in manifest.read_manifest():
+        print(f"regresslab retake: no copy of {args.run_id} in data/raw: the next night takes it as a new archive",
+              file=sys.stderr)
+        return 2
+    params = config.load_params("pull")
+    why = f"replaced on purpose by {one_line(args.by)}" + (f": {one_line(args.note)}" if args.note else "")
+    with locks.data_lock("retake"):
+        summary = sources.pull(source_locations(params), config.RAW, max_archive_bytes=int(params["max_archive_bytes"]),
+                               settle_s=float(params["settle_s"]), require_done=params["done_markers"] == "required",
+                               accept={args.run_id: why}, only={args.run_id})
+    if args.run_id in summary["new"]:
+        aside = manifest.read_manifest()[args.run_id].set_aside[-1]
+        print(f"[retake] {args.run_id}: the new copy taken; the earlier one kept at data/raw/{aside['file']}; "
+              "the next night (regresslab run) analyses it")
+        return 0
+    said = [f"{r['reason']}" for key in ("refused", "waiting") for r in summary[key] if r["run_id"] == args.run_id]
+    if args.run_id in summary["known"]:
+        said.append("the sources hold the same content as data/raw: nothing to take")
+    for m in summary["missing_sources"]:
+        said.append(f"source {m['source']} skipped: {m['reason']}")
+    print(f"[retake] {args.run_id}: not taken: " + ("; ".join(for_terminal(x) for x in said) or "at no source"),
+          file=sys.stderr)
+    return 1
+
+
 def init(argv: list[str]) -> int:
     from pipelines.cli import project
     return project.init(argv)
@@ -263,7 +305,7 @@ def stage(argv: list[str]) -> int:
 
 
 COMMANDS = {"init": init, "check": check, "run": run, "stage": stage, "ingest": ingest, "triage": triage,
-            "report": report, "compare": compare}
+            "report": report, "compare": compare, "retake": retake}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,7 +134,9 @@ class NightIndex:
     """What the night index shows beside its targets' rows: the night and when it was written,
     the quarantined archives with their ``reasons``, the systems' history pages, the valid runs,
     the counters validation left out (``dropped``), the analysts' ``decisions``, the nights'
-    ``trends``, the commit series' changes and the sources that could not be read."""
+    ``trends``, the commit series' changes, the sources that could not be read, and the archives
+    still ``waiting`` at a source or ``retaken`` in place of an unreadable copy (``arriving``: the
+    pull summary's lists)."""
     night: str
     generated: str
     quarantined: list[str]
@@ -146,6 +148,7 @@ class NightIndex:
     trends: list[dict[str, Any]] = ()
     commits: dict[str, Any] | None = None
     missing_sources: list[dict[str, Any]] = ()
+    arriving: dict[str, list[dict[str, Any]]] | None = None
 
 
 def render_index(rows: list[IndexRow], page: NightIndex) -> str:
@@ -158,7 +161,8 @@ def render_index(rows: list[IndexRow], page: NightIndex) -> str:
         generated=page.generated, quarantined=page.quarantined, reasons=page.reasons or {}, valid_runs=page.valid_runs,
         style=style_sheet(), dropped=list(page.dropped), dropped_runs=len({run_id for run_id, _ in page.dropped}),
         decisions=list(page.decisions), trends=list(page.trends), commits=page.commits, systems=page.systems or {},
-        missing_sources=list(page.missing_sources))
+        missing_sources=list(page.missing_sources), waiting=(page.arriving or {}).get("waiting") or [],
+        retaken=(page.arriving or {}).get("retaken") or [])
 
 
 BANNER_START, BANNER_END = "<!-- regresslab:night-failed -->", "<!-- /regresslab:night-failed -->"

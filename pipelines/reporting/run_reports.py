@@ -362,8 +362,11 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
         r["change"] = changes[r["run_id"]]
     reasons = quarantine_reasons()
     quarantined = sorted(reasons)
+    pulled = store.read_optional(config.PULL_SUMMARY) or {}
     missing = [{"source": mask_urls(str(m.get("source"))), "reason": mask_urls(str(m.get("reason")))}
-               for m in (store.read_optional(config.PULL_SUMMARY) or {}).get("missing_sources") or []]
+               for m in pulled.get("missing_sources") or []]
+    arriving = {key: [{"run_id": str(a.get("run_id")), "reason": mask_urls(str(a.get("reason")))}
+                      for a in pulled.get(key) or []] for key in ("waiting", "retaken")}
     atomic.write_json_atomic(config.NIGHTS / f"{night}.json", {"night": night, "runs": rows})
     history_nights = []
     for path in earlier[-(params.trend_nights - 1):]:
@@ -378,7 +381,7 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
     page = NightIndex(night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"), quarantined=quarantined,
                       systems={s: links.system_href(s) for s in systems}, reasons=reasons, valid_runs=len(index),
                       dropped=dropped_counters(index), decisions=decisions, trends=trends, commits=commit_summary(),
-                      missing_sources=missing)
+                      missing_sources=missing, arriving=arriving)
     atomic.write_text_atomic(config.NIGHT_INDEX, render_index(ordered, page))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined,

@@ -5,7 +5,9 @@ this stage reads ``params.yaml: pull``, runs it under the data lock and writes
 ``data/interim/pull_summary.json``.  A night whose sources can none be listed (a missing folder,
 an unreachable server, refused credentials) **fails** here, naming each source and why: a dead
 mount must not pass for a night with nothing new.  One source of several missing: the night goes
-on, and the night index names it.
+on, and the night index names it.  An archive still being copied into the source waits for a
+later night (``pull.settle_s``, ``pull.done_markers``); a copy that was never readable is taken again
+when a readable one arrives, the first kept aside (:mod:`pipelines.storage.sources`).
 """
 from __future__ import annotations
 
@@ -38,11 +40,16 @@ def nothing_listed(summary: dict, params: dict) -> bool:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     params = config.load_params("pull")
-    summary = pull(source_locations(params), config.RAW, max_archive_bytes=int(params["max_archive_bytes"]))
+    summary = pull(source_locations(params), config.RAW, max_archive_bytes=int(params["max_archive_bytes"]),
+                   settle_s=float(params["settle_s"]), require_done=params["done_markers"] == "required")
     atomic.write_json_atomic(config.PULL_SUMMARY, summary)
     print(f"[pull] {len(summary['new'])} new, {len(summary['known'])} already present "
-          f"({summary['listed_known']} known from the listing alone), {len(summary['refused'])} refused; "
-          f"{summary['bytes_read']:,} bytes read")
+          f"({summary['listed_known']} known from the listing alone), {len(summary['refused'])} refused, "
+          f"{len(summary['waiting'])} still being written; {summary['bytes_read']:,} bytes read")
+    for w in summary["waiting"]:
+        print(f"[pull] waiting for {w['run_id']}: {w['reason']}", file=sys.stderr)
+    for r in summary["retaken"]:
+        print(f"[pull] taken again {r['run_id']}: {r['reason']}", file=sys.stderr)
     for m in summary["missing_sources"]:
         print(f"[pull] source skipped: {m['source']}: {m['reason']}", file=sys.stderr)
     if nothing_listed(summary, params):

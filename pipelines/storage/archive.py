@@ -73,6 +73,11 @@ class ArchiveError(ValueError):
     """An archive breaks the data contract or the safety limits; the message says how."""
 
 
+class CorruptArchive(ArchiveError):
+    """The archive's container cannot be read to its end (a truncated or corrupt stream, not a
+    gzip, tar or zip at all): no valid run, and a later, readable copy of it may be taken."""
+
+
 @dataclass
 class RawRun:
     """The untouched content of one archive: metadata and one CSV text per host."""
@@ -166,7 +171,7 @@ def _zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, max_bytes: int) -> b
                            f"{info.compress_type}") from exc
     except (zipfile.BadZipFile, RuntimeError, zlib.error, lzma.LZMAError, EOFError, OSError,
             ValueError) as exc:             # bad CRC, truncated or corrupt stream
-        raise ArchiveError(f"member {info.filename!r} is corrupt: {exc}") from exc
+        raise CorruptArchive(f"member {info.filename!r} is corrupt: {exc}") from exc
 
 
 def zip_entry_count(path: Path) -> int | None:
@@ -200,7 +205,7 @@ def _zip_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
-        raise ArchiveError(f"not a readable zip file: {exc}") from exc
+        raise CorruptArchive(f"not a readable zip file: {exc}") from exc
     except NotImplementedError as exc:      # a central directory asking for a zip version zipfile lacks
         raise ArchiveError(f"a zip this reader cannot open: {exc}") from exc
     with zf:
@@ -219,13 +224,13 @@ def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
     with open(path, "rb") as fh:
         magic = fh.read(2)
     if magic != b"\x1f\x8b":
-        raise ArchiveError(f"{name} is not gzip-compressed (named {name.split('.', 1)[-1]}; "
+        raise CorruptArchive(f"{name} is not gzip-compressed (named {name.split('.', 1)[-1]}; "
                            f"an xz or bzip2 stream, or a plain tar, under a gzip name)")
     check_tar_headers(path, budget.limits)
     try:
         tf = tarfile.open(path, mode="r:gz")
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ArchiveError(f"not a readable tar archive: {exc}") from exc
+        raise CorruptArchive(f"not a readable tar archive: {exc}") from exc
     with tf:
         try:
             for member in tf:
@@ -240,8 +245,22 @@ def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
                 data = _read_capped(fh, budget.limits["max_member_bytes"], member.name)
                 budget.account(data)
                 yield member.name, data
+            _drain_to_end(tf.fileobj, budget.limits["max_total_bytes"] - budget.total)
+        except ArchiveError:
+            raise
         except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
-            raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+            raise CorruptArchive(f"corrupt tar archive: {exc}") from exc
+
+
+def _drain_to_end(stream: IO[bytes] | None, cap: int) -> None:
+    """Read a gzip stream on past the tar's end, to its end-of-stream marker and checksum: a copy cut
+    inside the tar's trailing padding holds every member, yet is not the archive (the whole copy
+    differs).  At most ``cap`` bytes: padding is a few KiB, not a bomb."""
+    drained = 0
+    while stream is not None and (chunk := stream.read(2**16)):
+        drained += len(chunk)
+        if drained > cap:
+            raise ArchiveError("more bytes after the tar's end than the archive may hold (decompression bomb?)")
 
 
 def _iter_members(path: Path, limits: ArchiveLimits) -> Iterator[tuple[str, bytes]]:
@@ -373,7 +392,7 @@ def check_tar_headers(path: Path, limits: ArchiveLimits) -> None:
     except (OSError, EOFError, ValueError, zlib.error) as exc:
         if isinstance(exc, ArchiveError):
             raise
-        raise ArchiveError(f"corrupt tar archive: {exc}") from exc
+        raise CorruptArchive(f"corrupt tar archive: {exc}") from exc
 
 
 def is_run_directory(path: Path) -> bool:
@@ -419,6 +438,25 @@ def read_archive(path: str | Path, limits: ArchiveLimits | None = None) -> RawRu
     if not csvs:
         raise ArchiveError("no counters/<host>.csv file")
     return RawRun(run_id=run_id, meta=meta, csv_bytes=csvs)
+
+
+def unreadable_reason(path: str | Path, limits: ArchiveLimits | None = None) -> str | None:
+    """Why an archive's container cannot be read to its end (:class:`CorruptArchive`: truncated,
+    corrupt, or no gzip, tar or zip at all), or None when it can: every member read through, within
+    ``limits``, whatever the members hold (a readable archive may still break the contract)."""
+    path = Path(path)
+    if path.is_dir():
+        return None
+    try:
+        for _ in _iter_members(path, {**DEFAULT_LIMITS, **(limits or {})}):
+            pass
+    except CorruptArchive as exc:
+        return str(exc)
+    except ArchiveError:
+        return None
+    except OSError as exc:
+        return f"cannot be read: {exc}"
+    return None
 
 
 def longest_line(data: bytes, limit: int) -> int:

@@ -8,7 +8,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pipelines import config
 from pipelines.storage.atomic import read_json
@@ -24,7 +24,11 @@ class ManifestEntry:
     ``marker`` is the source's own change marker when it was last seen (a local file's size and
     mtime, a store's ETag, version id or modification time): an archive listed again with the same
     name, size and marker is known without being read.  A later line for the same run_id (the same
-    content seen under a new marker) replaces the earlier one when the manifest is read."""
+    content seen under a new marker, or a new copy taken in place of one set aside) replaces the
+    earlier one when the manifest is read.
+
+    ``set_aside``: the earlier copies of this run_id that were set aside, oldest first (an
+    unreadable copy, or one replaced on purpose), each a :class:`SetAside`'s fields."""
 
     run_id: str
     file: str
@@ -33,6 +37,27 @@ class ManifestEntry:
     first_seen: str
     source: str
     marker: str = ""
+    set_aside: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest line (``set_aside`` only when there is one)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "set_aside"}
+        if self.set_aside:
+            out["set_aside"] = [dict(s) for s in self.set_aside]
+        return out
+
+
+class SetAside(TypedDict):
+    """An earlier copy of a run_id kept aside in ``data/raw/set_aside/`` when a new one was taken:
+    where it lies (relative to ``data/raw``), its hash and size, why it was set aside (``how``:
+    ``unreadable`` or ``accepted``, and the ``reason`` in words) and when."""
+
+    file: str
+    sha256: str
+    size: int
+    how: str
+    reason: str
+    at: str
 
 
 def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
@@ -58,6 +83,7 @@ def read_manifest(path: Path | None = None) -> dict[str, ManifestEntry]:
             continue
         try:
             row = json.loads(line)
+            row["set_aside"] = tuple(row.get("set_aside") or ())
             entries[row["run_id"]] = ManifestEntry(**row)
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("manifest line %d skipped: %s", number, exc)

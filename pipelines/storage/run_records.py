@@ -56,7 +56,9 @@ class RunRecord(TypedDict, total=False):
     ``verdict`` and ``cause`` are the analyst's (null for a target not yet analysed);
     ``regressed_counters`` the counters verified to show a regression; ``_hosts`` the hosts
     read, ``_dropped_counters`` the counters left out with their reason, ``_triage`` an analyst's
-    decision over the archive's (who, when, the note, the verdict and cause it replaced)."""
+    decision over the archive's (who, when, the note, the verdict and cause it replaced),
+    ``_set_aside`` the earlier copies of the archive kept aside when this one was taken (the
+    manifest's ``set_aside``: where, hash, how and why)."""
 
     system: str
     version: str
@@ -71,6 +73,7 @@ class RunRecord(TypedDict, total=False):
     _hosts: list[str]
     _dropped_counters: list[DroppedCounter]
     _triage: dict[str, str | None]
+    _set_aside: list[dict[str, str | int]]
 
 
 #: The valid-run index: run id -> its row.

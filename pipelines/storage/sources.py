@@ -5,7 +5,19 @@ directory, or a ``file://``, ``http(s)://`` or ``s3://`` URL read through fsspec
 ``data/raw`` is append-only: an archive is copied once, recorded in
 ``data/raw/manifest.jsonl`` (run_id, sha256, size, first seen, source, change marker), and
 never rewritten or deleted.  An archive that reappears under a known run_id with other
-content is refused (reported, left out), never overwritten.
+content is refused (reported, left out), never overwritten, with one exception: when the copy
+taken was unreadable (a truncated or corrupt file: ``archive.unreadable_reason``, never a valid run)
+and the new one reads, the new one is taken under the same run_id and the first is kept aside,
+byte for byte, in ``data/raw/set_aside/<run_id>/<sha256[:12]>/`` (the manifest's ``set_aside``
+says where, its hash and why).  ``regresslab retake RUN_ID`` takes a changed readable copy on
+purpose the same way.
+
+An archive is taken only once it is complete, so that a night that starts while a lab's copy is
+under way (``scp``, a load generator writing its tarball in place, an NFS copy) does not take half
+of it: its size and change marker must hold over ``pull.settle_s`` seconds measured within the
+night (listed, then looked at again; checked once more after the copy), unless a
+``<run_id>.done`` file beside it says it is complete or the store writes atomically (``s3://``).
+One still being written waits for a later night (the summary's ``waiting``).
 
 A night costs what is new, not the whole store: each source is *listed* (names, sizes and the
 store's change marker — a local file's mtime, an S3 object's ETag or version id — from the
@@ -28,6 +40,7 @@ import hashlib
 import logging
 import os
 import shutil
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,7 +71,7 @@ def archive_status(entry: manifest.ManifestEntry | None, sha256: str) -> str:
 def _append_manifest(entry: manifest.ManifestEntry, path: Path) -> None:
     """Append one line (one write + fsync).  A pull killed inside the write leaves a torn last
     line, which :func:`_repair_manifest` removes at the next pull."""
-    manifest.append_json_line(path, entry.__dict__)
+    manifest.append_json_line(path, entry.to_json())
 
 
 def _repair_manifest(path: Path) -> int:
@@ -170,15 +183,20 @@ def remote_run_directory(fs, prefix: str) -> dict[str, dict] | None:
     return files
 
 
-def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tuple]:
+DONE_SUFFIX = ".done"      # <run_id>.done beside an archive: the lab's word that it is complete
+
+
+def find_archives(location: str, *, with_markers: bool = False, done: set[str] | None = None) -> dict[str, tuple]:
     """run_id -> (full path at the source, file name) for every archive at a source location;
-    with ``with_markers``, (path, name, size, marker) from the listing alone.
+    with ``with_markers``, (path, name, size, marker) from the listing alone.  ``done``, when
+    given, receives the run_ids with a ``<run_id>.done`` marker file beside them.
 
     Two archives of one run_id at a source (``r1.tar.gz`` beside ``r1.zip``) are both listed
     under the run_id with their names joined by `` | ``: :func:`pull` refuses the run_id rather
     than keep whichever came last."""
     fs, root = _open_source(location)
     found: dict[str, list[tuple]] = {}
+    done = set() if done is None else done
     if fs is None:
         base = Path(root)
         if not base.is_dir():
@@ -188,12 +206,15 @@ def find_archives(location: str, *, with_markers: bool = False) -> dict[str, tup
         for p in listed:
             run_id = archive.archive_stem(p) if p.is_file() else p.name
             found.setdefault(run_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
+        done.update(p.name[: -len(DONE_SUFFIX)] for p in base.glob("*" + DONE_SUFFIX) if p.is_file())
     else:
         fs.invalidate_cache(root)                      # a night's listing is the store's now, not a cached one
         for info in fs.ls(root, detail=True):
             name = info["name"].rstrip("/").rsplit("/", 1)[-1]
             run_id = archive.archive_stem(name)
-            if run_id and info.get("type", "file") == "file":
+            if name.endswith(DONE_SUFFIX) and info.get("type", "file") == "file":
+                done.add(name[: -len(DONE_SUFFIX)])
+            elif run_id and info.get("type", "file") == "file":
                 found.setdefault(run_id, []).append((info["name"], name, int(info.get("size") or 0),
                                                      remote_marker(info)))
             elif info.get("type") == "directory" and archive.RUN_ID_RE.match(name):
@@ -296,23 +317,51 @@ def _stage_remote_directory(fs, prefix: str, dest_dir: Path, max_bytes: int,
     return archive.sha256_file(tmp), size, tmp
 
 
-class _Pull:
-    """One pull into ``raw_dir``: the manifest as it grows, and the summary of what happened."""
+SET_ASIDE = "set_aside"      # data/raw/set_aside/<run_id>/<sha256[:12]>/<file>: earlier copies kept aside
+STILL_WRITTEN = "still being written: taken on a later night"
+# stores whose writes are atomic (an object appears whole or not at all): nothing to wait for
+ATOMIC_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs"})
 
-    def __init__(self, raw_dir: Path, max_archive_bytes: int):
+
+def set_aside_path(raw_dir: Path, entry: manifest.ManifestEntry) -> Path:
+    """Where the copy ``entry`` names is kept once another copy of its run_id is taken."""
+    return raw_dir / SET_ASIDE / entry.run_id / entry.sha256[:12] / entry.file
+
+
+def retake_hint(run_id: str) -> str:
+    """The command that takes a changed copy on purpose (docs/operations/storage.md)."""
+    return f"to take the new copy on purpose and keep the first aside: regresslab retake {run_id} --by NAME"
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class _Pull:
+    """One pull into ``raw_dir``: the manifest as it grows, and the summary of what happened.
+
+    ``accept``: run_id -> why a changed copy of it is taken on purpose (``regresslab retake``)."""
+
+    def __init__(self, raw_dir: Path, max_archive_bytes: int, accept: dict[str, str] | None = None):
         self.raw_dir, self.max_bytes = raw_dir, max_archive_bytes
+        self.accept = dict(accept or {})
         self.manifest_path = raw_dir / config.MANIFEST.name
         _repair_manifest(self.manifest_path)
         _clean_stale_staging(raw_dir)
         self.manifest = manifest.read_manifest(self.manifest_path)
         self.summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": [],
-                                        "listed_known": 0, "bytes_read": 0}
+                                        "waiting": [], "retaken": [], "listed_known": 0, "bytes_read": 0}
 
     def refuse(self, run_id: str, reason: str, *, loud: bool = True) -> None:
         reason = mask_urls(reason)
         self.summary["refused"].append({"run_id": run_id, "reason": reason})
         if loud:
             log.error("refused %s: %s", run_id, reason)
+
+    def wait(self, run_id: str, why: str = STILL_WRITTEN) -> None:
+        """An archive not complete yet: left at the source for a later night, said in the summary."""
+        self.summary["waiting"].append({"run_id": run_id, "reason": why})
+        log.warning("%s: %s", run_id, why)
 
     def known(self, run_id: str, name: str, listed_size: int = 0, marker: str = "") -> bool:
         """Whether the listing alone accounts for this archive: name, size and change marker as the
@@ -372,9 +421,12 @@ class _Pull:
                 _append_manifest(seen, self.manifest_path)
                 self.manifest[run_id] = seen
             return
+        aside: tuple[manifest.SetAside, ...] = ()
         if verdict == "changed":
-            return self.refuse(run_id, f"content changed under existing run_id (was sha256 {entry.sha256[:12]}, "
-                                       f"now {digest[:12]}); raw data is immutable, the new copy is not taken")
+            replaced = self._replace(entry, tmp, digest)
+            if replaced is None:
+                return
+            aside = (*entry.set_aside, replaced)
         target = self.raw_dir / name
         if target.exists():
             # in data/raw but not in the manifest: a pull killed between the rename and the
@@ -387,45 +439,151 @@ class _Pull:
             self.summary["recovered"].append(run_id)
         else:
             tmp.rename(target)
-        new = manifest.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size,
-                                    first_seen=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                    source=mask_url(location), marker=marker)
+        new = manifest.ManifestEntry(run_id=run_id, file=name, sha256=digest, size=size, first_seen=now_utc(),
+                                     source=mask_url(location), marker=marker, set_aside=aside)
         _append_manifest(new, self.manifest_path)
         self.manifest[run_id] = new
         self.summary["new"].append(run_id)
+        if aside:
+            self.summary["retaken"].append({"run_id": run_id, "how": aside[-1]["how"], "reason": aside[-1]["reason"]})
+
+    def _replace(self, entry: manifest.ManifestEntry, tmp: Path, digest: str) -> manifest.SetAside | None:
+        """A new copy under a known run_id: the earlier copy set aside (the record of it) when it was
+        unreadable and the new one reads, or when the new one is accepted on purpose; else refused
+        (raw data is immutable) with what to do, and None."""
+        run_id = entry.run_id
+        change = f"content changed under existing run_id (was sha256 {entry.sha256[:12]}, now {digest[:12]})"
+        old = self._earlier_copy(entry)
+        if run_id in self.accept:
+            how, reason = "accepted", self.accept[run_id]
+        else:
+            unreadable = archive.unreadable_reason(old) if old is not None else None
+            if unreadable is None:
+                return self.refuse(run_id, f"{change}; raw data is immutable, the new copy is not taken; "
+                                           + retake_hint(run_id))
+            fresh = archive.unreadable_reason(tmp)
+            if fresh is not None:
+                return self.refuse(run_id, f"{change}; the first copy was unreadable ({unreadable}) and the new one "
+                                           f"is too ({fresh}): waiting for a readable copy")
+            how, reason = "unreadable", f"the first copy was unreadable: {unreadable}"
+        aside = set_aside_path(self.raw_dir, entry)
+        if old is not None and old != aside:
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            old.rename(aside)                        # the same bytes, kept: nothing in data/raw is overwritten
+        log.warning("%s: a new copy taken (%s); the earlier one kept at %s", run_id, reason,
+                    aside.relative_to(self.raw_dir))
+        return manifest.SetAside(file=aside.relative_to(self.raw_dir).as_posix(), sha256=entry.sha256,
+                                 size=entry.size, how=how, reason=reason, at=now_utc())
+
+    def _earlier_copy(self, entry: manifest.ManifestEntry) -> Path | None:
+        """Where the copy the manifest names lies: set aside already (a take interrupted after the
+        move), else in ``data/raw``; None when neither holds it."""
+        for path in (set_aside_path(self.raw_dir, entry), self.raw_dir / entry.file):
+            if path.exists():
+                return path
+        return None
 
 
 FETCHES = 8        # archives read from a source at once: a store's latency, not its bandwidth, bounds one
 
 
-def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int, fetches: int = FETCHES) -> dict[str, Any]:
+def source_state(location: str, listed: dict[str, tuple], run_ids: set[str]) -> dict[str, tuple[int, str]]:
+    """(size, change marker) of each of ``run_ids`` as the source shows it now: a local archive's
+    ``stat``; a remote one's listing, asked again per object where the listing names neither
+    (an http index page: a ``HEAD`` gives its length, ETag or Last-Modified)."""
+    fs, _ = _open_source(location)
+    out: dict[str, tuple[int, str]] = {}
+    for run_id in run_ids:
+        path, _name, size, marker = listed[run_id]
+        try:
+            if fs is None:
+                out[run_id] = local_marker(Path(path))
+            elif not marker.startswith("dir:") and (not size or not marker):
+                info = fs.info(path)
+                out[run_id] = (int(info.get("size") or 0), remote_marker(info))
+            else:
+                out[run_id] = (size, marker)
+        except (OSError, ValueError):
+            out[run_id] = (-1, "gone")
+    return out
+
+
+class Settle:
+    """Which archives of a listing are complete: those with a ``<run_id>.done`` marker, those on a
+    store whose writes are atomic, and the others once their size and change marker held over
+    ``settle_s`` seconds measured within the night (listed, then looked at again).  With
+    ``require_done``, an archive without its marker waits whatever its state."""
+
+    def __init__(self, location: str, settle_s: float, require_done: bool):
+        self.location, self.settle_s, self.require_done = location, settle_s, require_done
+        self.atomic = location.split("://", 1)[0].lower() in ATOMIC_SCHEMES if "://" in location else False
+
+    def incomplete(self, listed: dict[str, tuple], to_read: set[str], done: set[str], listed_at: float
+                   ) -> tuple[dict[str, str], dict[str, tuple[int, str]]]:
+        """The archives of ``to_read`` not complete yet (run_id -> why), and the state each of the
+        others was seen settled in (checked again after its copy, :meth:`moved`)."""
+        waiting = {r: f"no {r}{DONE_SUFFIX} beside it yet: taken on a later night"
+                   for r in to_read if self.require_done and r not in done}
+        settling = {r for r in to_read if r not in done and r not in waiting and not self.atomic}
+        if not settling or self.settle_s <= 0:
+            return waiting, {}
+        first = source_state(self.location, listed, settling)
+        time.sleep(max(0.0, self.settle_s - (time.monotonic() - listed_at)))
+        again = find_archives(self.location, with_markers=True)
+        now = source_state(self.location, {**listed, **{r: again[r] for r in settling if r in again}},
+                           {r for r in settling if r in again})
+        moved = {r for r in settling if now.get(r) != first[r]}
+        waiting.update((r, STILL_WRITTEN) for r in moved)
+        return waiting, {r: first[r] for r in settling - moved}
+
+    def moved(self, listed: dict[str, tuple], run_id: str, settled: dict[str, tuple[int, str]]) -> bool:
+        """Whether an archive seen settled changed again while it was copied."""
+        return run_id in settled and source_state(self.location, listed, {run_id})[run_id] != settled[run_id]
+
+
+def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int, fetches: int = FETCHES,
+         settle_s: float = 0.0, require_done: bool = False, accept: dict[str, str] | None = None,
+         only: set[str] | None = None) -> dict[str, Any]:
     """Copy new archives from every source into ``raw_dir``; return a summary.
 
-    The archives a source's listing does not already account for are read ``fetches`` at a time
-    (each to a staging name of its own, hashed as it arrives: an object store answers each request
-    after its own latency), and taken in the listing's order (the manifest, the summary and every
-    refusal as one reader would write them)."""
+    An archive is taken once it is complete (:class:`Settle`); one still being written is left
+    for a later night and said in the summary's ``waiting``.  The archives a source's listing does
+    not already account for are read ``fetches`` at a time (each to a staging name of its own,
+    hashed as it arrives: an object store answers each request after its own latency), and taken in
+    the listing's order (the manifest, the summary and every refusal as one reader would write
+    them).  ``accept``: run_id -> why a changed copy is taken on purpose; ``only``: these run_ids
+    alone (``regresslab retake``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     raw_dir.mkdir(parents=True, exist_ok=True)
-    run = _Pull(raw_dir, max_archive_bytes)
+    run = _Pull(raw_dir, max_archive_bytes, accept)
     for location in sources:
+        done: set[str] = set()
+        listed_at = time.monotonic()
         try:
-            candidates = find_archives(location, with_markers=True)
+            candidates = find_archives(location, with_markers=True, done=done)
         except (FileNotFoundError, OSError) as exc:       # SourceUnavailable among them: the night goes on
             shown, reason = mask_url(location), mask_urls(str(exc))
             log.warning("source %s skipped: %s", shown, reason)
             run.summary["missing_sources"].append({"source": shown, "reason": reason})
             continue
-        progress = Progress(log, f"pull {mask_url(location)}", len(candidates), what="archives checked", every=25)
+        if only is not None:
+            candidates = {r: c for r, c in candidates.items() if r in only}
         listed = sorted(candidates.items())
+        to_read = {run_id for run_id, (path, name, size, marker) in listed if run.to_read(run_id, path, name, size, marker)}
+        settle = Settle(location, settle_s, require_done)
+        waiting, settled = settle.incomplete(candidates, to_read, done, listed_at)
+        progress = Progress(log, f"pull {mask_url(location)}", len(candidates), what="archives checked", every=25)
         with ThreadPoolExecutor(max(1, fetches), thread_name_prefix="pull") as pool:
             reading = {run_id: pool.submit(run.fetch, location, path, marker)
-                       for run_id, (path, name, size, marker) in listed if run.to_read(run_id, path, name, size, marker)}
+                       for run_id, (path, name, size, marker) in listed if run_id in to_read and run_id not in waiting}
             try:
                 for i, (run_id, (path, name, size, marker)) in enumerate(listed, 1):
                     fetched = reading[run_id].result() if run_id in reading else None
-                    run.take(location, run_id, path, name, size, marker, fetched=fetched)
+                    if run_id in waiting or (isinstance(fetched, tuple) and settle.moved(candidates, run_id, settled)):
+                        run.wait(run_id, waiting.get(run_id, STILL_WRITTEN))
+                    else:
+                        run.take(location, run_id, path, name, size, marker, fetched=fetched)
                     progress.step(i, f"{len(run.summary['new'])} new")
             finally:                                   # a pull that stops leaves no staged copy behind
                 for future in reading.values():

@@ -134,7 +134,8 @@ def finish(entry: manifest.ManifestEntry, key: str, staged: Staged, failures: li
         frame = atomic.read_parquet(path)
         atomic.write_parquet_atomic(path, frame.drop(columns=[c for c in frame.columns if c in counters]))
     meta = dict(staged.read.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
-                _hosts=sorted(staged.read.hosts), _dropped_counters=dropped)
+                _hosts=sorted(staged.read.hosts), _dropped_counters=dropped,
+                **({"_set_aside": [dict(a) for a in entry.set_aside]} if entry.set_aside else {}))
     if dropped:
         log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
                     "; ".join(d["reason"] for d in dropped[:3])[:500])
@@ -275,4 +276,6 @@ def _index_row(meta: dict[str, Any]) -> RunRecord:
     row = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
                                     "environment", "baseline", "workload", "regressed_counters", "_hosts")}
     row["_dropped_counters"] = meta.get("_dropped_counters") or []
+    if meta.get("_set_aside"):
+        row["_set_aside"] = meta["_set_aside"]
     return row

@@ -203,3 +203,28 @@ def test_a_parquet_frame_reads_back_as_pandas_reads_it(tmp_path):
     pd.testing.assert_frame_equal(back, frame)
     pd.testing.assert_frame_equal(back, pd.read_parquet(path))
     assert list(back.dtypes) == list(pd.read_parquet(path).dtypes)
+
+
+def test_an_archive_cut_short_or_not_an_archive_at_all_is_unreadable_and_a_bad_layout_is_not(tmp_path):
+    """``unreadable_reason``: the container cannot be read to its end (a copy cut short, an empty
+    file, a zip without its directory, another format under the name) -- no valid run, so a later
+    readable copy may be taken -- as opposed to a readable archive that breaks the contract."""
+    files = members(good_meta("r1"), good_frames())
+    whole = write_tgz(tmp_path / "r1.tar.gz", files).read_bytes()
+    zipped = write_zip(tmp_path / "z" / "r1.zip", files) if (tmp_path / "z").mkdir() is None else None
+    assert archive.unreadable_reason(tmp_path / "r1.tar.gz") is None
+    assert archive.unreadable_reason(zipped) is None
+    cases = {"half.tar.gz": whole[: len(whole) // 2], "empty.tar.gz": b"", "tail.tar.gz": whole[:-9],
+             "plain.tgz": b"just text, no gzip", "half.zip": zipped.read_bytes()[: zipped.stat().st_size // 2]}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        reason = archive.unreadable_reason(tmp_path / name)
+        assert reason is not None, name
+        with pytest.raises(archive.CorruptArchive):
+            archive.read_archive(tmp_path / name)
+    write_tgz(tmp_path / "r2.tar.gz", {**files, "notes.txt": b"x"})          # readable, breaks the layout
+    with pytest.raises(archive.ArchiveError, match="unexpected member") as refused:
+        archive.read_archive(tmp_path / "r2.tar.gz")
+    assert not isinstance(refused.value, archive.CorruptArchive)
+    assert archive.unreadable_reason(tmp_path / "r2.tar.gz") is None
+    assert archive.unreadable_reason(tmp_path) is None                        # a directory is never cut short
