@@ -136,12 +136,17 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
     if doc["verdict"] == "no_baseline":
         text = "Not judged: " + (doc.get("details", {}).get("no_baseline") or "no baseline")
         return text + "."
-    if doc["verdict"] == "pass" and within_only and basis in ("small_history", "silent_null"):
+    trust = details.get("trust") or {}
+    if doc["verdict"] == "pass" and within_only and basis == "small_history" and trust.get("short"):
+        text = f"No regression found within the run; judged against itself: {trust['short']}"
+    elif doc["verdict"] == "pass" and within_only and basis in ("small_history", "silent_null"):
         text = ("No regression found within the run; it was not compared with other runs: "
-                + (details.get("trust") or {}).get("reason", "the history is too small").split(":")[0])
+                + trust.get("reason", "the history is too small").split(":")[0])
     elif doc["verdict"] == "pass" and within_only:
         text = ("No regression found within the run; it was not compared with other runs, whose detectors have "
                 "no normal runs measured in a lab like its own")
+    elif doc["verdict"] == "pass" and trust.get("uncorroborated"):
+        text = f"No regression found: {trust['short']}"
     elif doc["verdict"] == "pass":
         text = "No regression found"
         small = list((doc.get("details", {}).get("set_aside_small") or {}).items())

@@ -466,14 +466,16 @@ def no_baseline_reason(baseline_runs: list[WeightedRun]) -> str | None:
 
 
 def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, run_id: str,
-            lab_of: dict[str, str] | None) -> record.Choice:
+            lab_of: dict[str, str] | None, verified: frozenset[str] = frozenset()) -> record.Choice:
     """The detectors this system's own record shows right, among those that judged the run
-    (``used``): :func:`record.choose`, the record read in the run's lab (``lab_of``: run -> lab)."""
+    (``used``): :func:`record.choose`, the record read in the run's lab (``lab_of``: run -> lab;
+    ``verified``: the verified normal runs the run is compared with, counted whether or not a
+    detector has a record of them)."""
     lab_of = lab_of or {}
     history = record.History(ev.history_normals, {d: {r: p for r, p in v.items() if p is not None}
                                                   for d, v in ev.history_faults.items()}, lab_of,
                              self_contained=tuple(ev.self_contained()),
-                             titles={k: r.title for k, r in ev.results.items() if r.title})
+                             titles={k: r.title for k, r in ev.results.items() if r.title}, verified=verified)
     trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
                              combination=rule.combination, reading=rule.trust_reading, ties=rule.trust_ties,
                              equals=rule.trust_equals, corroborate=rule.trust_corroborate,
@@ -534,7 +536,7 @@ def decide_run(run: RunJudged, ev: Evidence, results: dict[str, DetectorResult],
         return Decision("no_baseline", None, used, set_aside, weighting, unjudged=unjudged)
     if rule.verdict_rule == "calibrated" and rule.trust == "record":
         choice = trusted(ev, rule, {k: v for k, v in used.items() if v is not None}, run_id=run.run_id,
-                         lab_of=lab_of)
+                         lab_of=lab_of, verified=frozenset(b["run_id"] for b in run.baseline_runs))
         chosen: dict[str, float | None] = {d: ev.p_values[d] for d in choice.detectors}   # its shares: details["trust"]
         if choice.unjudged is not None:          # the history cannot judge it, and says why
             return Decision("no_baseline", None, chosen, set_aside, weighting, choice, choice.unjudged)

@@ -189,6 +189,8 @@ class Choice:
     beyond: dict[str, float] = field(default_factory=dict)
     unjudged: str | None = None
     silent: dict[str, str] = field(default_factory=dict)
+    short: str = ""
+    uncorroborated: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -200,6 +202,10 @@ class Choice:
             "record": {d: s.to_json() for d, s in self.standings.items()}}
         if self.silent:
             out["silent_nulls"] = dict(self.silent)
+        if self.short:
+            out["short"] = self.short
+        if self.uncorroborated:
+            out["uncorroborated"] = list(self.uncorroborated)
         return out
 
 
@@ -215,6 +221,20 @@ class History:
     lab_of: Mapping[str, str] = field(default_factory=dict)
     self_contained: tuple[str, ...] = ()
     titles: Mapping[str, str] = field(default_factory=dict)
+    verified: frozenset[str] = frozenset()
+
+    def counted(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> tuple[int, bool, bool]:
+        """How many verified normal runs the record is read on for a run of ``lab``: the count, whether
+        they are all of its lab, and whether its lab has any.  A verified normal run counts whether or
+        not a detector has a record of it (``verified``: the system's passed runs the run is compared
+        with; two passed runs leave no run to hold out, yet they are two runs of the lab)."""
+        recorded = {r for runs in self.normals.values() for r in runs} - {leave_out}
+        every = (recorded | set(self.verified)) - {leave_out}
+        own_recorded = {r for r in recorded if lab is not None and self.lab_of.get(r) == lab}
+        own = {r for r in every if lab is not None and self.lab_of.get(r) == lab}
+        if len(own_recorded) >= min_runs or (own and own == every):
+            return len(own), True, True
+        return len(every), False, bool(own)
 
     def situation(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> tuple[set[str], str]:
         """The normal runs a target of ``lab`` is judged by: those of its lab when at least
@@ -319,8 +339,8 @@ class TrustRule:
     ties: str = "more"
     reading: str = "uncertain"          # uncertain: the record's size and noise read (module docstring) | point
     equals: str = "best"                # among equal records: best (its score, then more detectors) | largest
-    corroborate: bool = False           # a failure resting on one detector's tail beyond its null needs a second
-                                        # (measured, not adopted: docs/results/robustness.md)
+    corroborate: bool = True            # a failure resting on a p-value its null is too small to calibrate at the
+                                        # rate needs a second witness (:func:`corroborated`)
     silent: str = "within"              # no verified fault: a best record from a silent null does not decide; the
                                         # run against itself does (within) | keep (it decides; the page says so)
     small: bool = True                  # too few verified normal runs: the run against itself, or not judged
@@ -400,17 +420,15 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
         return Choice((), None, None, standings, reason="no detector could judge the run", basis="none")
     if rule.reading == "uncertain":
         nulls = nulls or {}
-        system_normals = {r for runs in history.normals.values() for r in runs} - {leave_out}
         beyond = beyond_calibration({d: judged_p[d] for d in judged}, nulls)
-        own_lab = {r for r in system_normals if lab is not None and history.lab_of.get(r) == lab}
-        if rule.new_lab and lab is not None and history.lab_of and not own_lab:
-            return new_lab(judged_p, judged, standings, nulls, rule, beyond, len(system_normals),
-                           history.self_contained)
-        if rule.small and len(system_normals) < n_min(rule.level):
-            return small_history(judged_p, judged, standings, rule, beyond, len(system_normals),
-                                 history.self_contained)
+        count, of_lab, lab_has_runs = history.counted(lab, min_runs, leave_out)
+        if rule.new_lab and lab is not None and history.lab_of and not lab_has_runs:
+            return new_lab(judged_p, judged, standings, nulls, rule, beyond, count, history.self_contained)
+        if rule.small and count < n_min(rule.level):
+            return small_history(judged_p, judged, standings, rule, beyond, count, history.self_contained,
+                                 of_lab=of_lab)
         return read_record(judged_p, judged, standings, history, normal_runs, fault_runs, rule, beyond,
-                           len(system_normals), len(normal_runs) if situation == "this lab" else None)
+                           count, of_lab=of_lab)
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         return fewest_false_alarms(judged_p, judged, standings)
@@ -454,24 +472,31 @@ def _within(p_values: Mapping[str, float], standings: Mapping[str, Standing],
     return None
 
 
+def runs_of(count: int, of_lab: bool) -> str:
+    """``4 verified normal runs of this lab``: the one count the record is read on."""
+    return f"{count} verified normal run{'s' * (count != 1)}" + (" of this lab" if of_lab else "")
+
+
 def small_history(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
-                  rule: TrustRule, beyond: dict[str, float], normals: int, self_contained: tuple[str, ...] = ()
-                  ) -> Choice:
+                  rule: TrustRule, beyond: dict[str, float], normals: int, self_contained: tuple[str, ...] = (),
+                  *, of_lab: bool = False) -> Choice:
     """A history too small to weigh the detectors (module docstring): the run against itself
-    decides, or the run is not judged."""
+    decides, or the run is not judged.  ``normals``: the verified normal runs the record is read on
+    (the run's lab's, ``of_lab``, where it is read there)."""
     need = n_min(rule.level)
-    head = (f"history too small to weigh the detectors ({normals} verified normal run{'s' * (normals != 1)}; "
-            f"{need} are needed before a detector that failed none of them is shown to fail fewer than half)")
+    short = f"{runs_of(normals, of_lab)}, too few to weigh the detectors ({need} needed)"
+    head = (f"{runs_of(normals, of_lab)}: too few to weigh the detectors ({need} are needed before a detector that "
+            "failed none of them is shown to fail fewer than half)")
     within = _within(p_values, standings, self_contained)
     if within is not None:
         return Choice((within,), float(p_values[within]), None, standings, basis="small_history",
-                      normal_runs=normals, beyond=beyond,
-                      reason=(f"{head}: decided by the run against itself, because its null compares the run with "
-                              "itself and does not assume that it is like the history's other runs, which so few "
-                              "runs cannot check"))
+                      normal_runs=normals, beyond=beyond, short=short,
+                      reason=(f"{head}; judged against itself: the run against itself decides, because its null "
+                              "compares the run with itself and does not assume that it is like the history's other "
+                              "runs, which so few runs cannot check"))
     why = ("the run cannot be compared with itself" if not any(d in judged for d in self_contained) else
            "the run against itself failed more of them than the rate explains")
-    return Choice((), None, None, standings, basis="small_history", normal_runs=normals, beyond=beyond,
+    return Choice((), None, None, standings, basis="small_history", normal_runs=normals, beyond=beyond, short=short,
                   reason=f"{head}, and {why}", unjudged=f"{head}, and {why}")
 
 
@@ -514,11 +539,12 @@ def unweighed(p_values: Mapping[str, float], within: str, best: tuple[str, ...],
 
 def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
                 history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
-                beyond: dict[str, float], normals: int, lab_normals: int | None = None) -> Choice:
+                beyond: dict[str, float], normals: int, *, of_lab: bool = False) -> Choice:
     """A history large enough to weigh the detectors (module docstring): the candidates no other is
     better than beyond chance are equal, the best record among them decides (``rule.equals``) and
-    the others are named beside it.  ``lab_normals``: how many of the ``normals`` are of the run's
-    lab when the record is read on them alone (the reason names both counts)."""
+    the others are named beside it.  ``normals``: the verified normal runs the record is read on
+    (the run's lab's, ``of_lab``, where it is read there).  A failure that rests on a p-value its
+    null is too small to calibrate at the rate needs a second witness (:func:`corroborated`)."""
     alpha, combination = rule.alpha, rule.combination
     allowed = alpha if rule.allowed is None else rule.allowed
     trusted = tuple(d for d in judged if standings[d].trusted)
@@ -545,25 +571,45 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
             return unweighed(p_values, within, best, standings, silent, normals, beyond, scores, equal_names)
     weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
     p_best = combined({d: p_values[d] for d in best}, weights, combination)
-    uncorroborated = None
-    if rule.corroborate and p_best is not None and p_best <= alpha and beyond:
-        floored = combined({d: max(float(p_values[d]), beyond.get(d, 0.0)) for d in best}, weights, combination)
-        seen = [d for d in trusted if p_values[d] <= alpha]
-        if (floored or 1.0) > alpha and len(seen) < 2:
-            uncorroborated, p_best = seen or list(best), floored
+    alone: tuple[str, ...] = ()
+    if rule.corroborate and p_best is not None and p_best <= alpha:
+        p_best, alone = corroborated(p_values, best, trusted, weights, beyond, alpha=alpha, combination=combination)
     dropped = [d for d in judged if not standings[d].trusted]
     named = [_named(c, standings, " + ") for c in equals if c != best]
-    size = f"{normals} normal runs" + (f"; each detector's record read on the {lab_normals} of this run's lab"
-                                       if lab_normals is not None and lab_normals < normals else "")
+    size = runs_of(normals, of_lab)
     reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({size})"
                if rule.equals == "largest" else
                f"the best record on this history's verified runs ({size})")
               + (f"; not told apart from it beyond chance: {', '.join(named)}" if named else "")
               + ("; left out for failing more normal runs than the rate explains: "
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))
-    if uncorroborated is not None:      # the failure rests on one detector's tail beyond its null: not enough
-        reason += ("; the run would fail on " + " and ".join(uncorroborated) + " alone, whose p-value lies beyond every "
-                   "run of its null (how far is its fitted tail's assumption, which this history cannot check) and "
-                   "which no other detector corroborates: judged at what its null can support")
+    short = ""
+    if alone:                           # the failure rests on evidence its null cannot calibrate: not enough
+        nulls = sorted({round(1 / beyond[d] - 1) for d in alone if d in beyond})
+        short = (f"{_named(alone, standings, ' and ')}'s evidence beyond what "
+                 f"{' or '.join(str(n) for n in nulls)} normal runs can calibrate; not corroborated")
+        reason += (f"; {short}: its p-value lies beyond every run of its null, which is too small to calibrate a "
+                   f"p-value at the rate ({math.ceil(1 / alpha - 1)} runs are needed), and no second detector "
+                   "finds the run at the rate, so it passes")
     return Choice(best, p_best, weights, standings, scores, reason, basis="record", normal_runs=normals,
-                  equals=equal_names, beyond=beyond, silent=silent)
+                  equals=equal_names, beyond=beyond, silent=silent, short=short, uncorroborated=alone)
+
+
+def corroborated(p_values: Mapping[str, float], best: tuple[str, ...], trusted: tuple[str, ...],
+                 weights: dict[str, float] | None, beyond: Mapping[str, float], *, alpha: float, combination: str
+                 ) -> tuple[float | None, tuple[str, ...]]:
+    """A failure at ``alpha`` that needs a second witness (docs/methods/calibration.md, "A second
+    witness"): where a deciding detector's null is too small to calibrate a p-value at the rate at all
+    (its floor ``1/(n + 1)`` above ``alpha``) and its p-value lies beyond every run of that null, the
+    run fails only if, with those p-values read at their floor, it still fails, or a second trusted
+    detector (the run against itself among them) finds it at the rate too.  The p-value the verdict
+    compares with the rate, and the detectors whose uncorroborated evidence was set down to its floor."""
+    uncalibrated = {d: beyond[d] for d in best if d in beyond and beyond[d] > alpha}
+    p_best = combined({d: p_values[d] for d in best}, weights, combination)
+    if not uncalibrated:
+        return p_best, ()
+    floored = combined({d: max(float(p_values[d]), uncalibrated.get(d, 0.0)) for d in best}, weights, combination)
+    seen = [d for d in trusted if p_values[d] <= alpha]
+    if (floored if floored is not None else 1.0) <= alpha or len(seen) >= 2:
+        return p_best, ()
+    return floored, tuple(seen) or tuple(uncalibrated)

@@ -117,30 +117,48 @@ def test_a_night_of_detectors_the_verdict_has_never_heard_of_is_composed():
     assert doc["score"] == pytest.approx(0.996)          # no run score given: 1 - the deciders' p-value
 
 
-def test_the_records_settings_come_from_params_and_corroboration_passes_a_lone_tail():
-    """params.yaml's report block sets the record's reading; ``trust_corroborate: true`` (measured,
-    not the default) passes a run whose failure rests on one detector's p-value below what its null
-    of 12 normal runs supports (0.0048 < 1/13 = 0.077) when no other detector sees anything (the run
-    against itself: p 0.6).  By default the same run fails (Simes of the two, each with its share)."""
+def test_a_failure_a_small_null_cannot_calibrate_needs_a_second_witness():
+    """A history of 12 normal runs: a null that cannot calibrate a p-value at the rate at all
+    (1/13 = 0.077 > 0.05).  A target whose only evidence is stacking's p-value 0.0048, beyond every
+    run of that null, with the run against itself at p 0.6: it passes, and the page's sentence says
+    why.  The same target with the run against itself at the rate too (p 0.03): a second witness, it
+    fails at stacking's p-value.  ``trust_corroborate: false`` fails the first (Simes of the two)."""
     from pipelines import config
+    from pipelines.reporting.summary import plain_summary
 
     report = dict(config.load_params()["report"])
     runs = NORMALS[:12]
-    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
+    run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": r, "weight": 1 / 12} for r in runs],
                     details={"lab": LAB, "effects": {"a": 0.5}}, lab=LAB)
-    within = DetectorResult(judged=True, verdict="pass", p_value=0.6, flagged_counters=[],
-                            history_normals={r: 0.5 for r in runs}, history_faults={f: 0.5 for f in FAULTS},
-                            page={"within_run": {"verdict": "pass", "p_value": 0.6}}, self_contained=True)
-    results = {"stacking": _rules("fail", 0.0048, {r: 0.5 for r in runs}, {f: 0.001 for f in FAULTS}),
-               "within_run": within}
+
+    def within(p: float) -> DetectorResult:
+        return DetectorResult(judged=True, verdict="fail" if p <= 0.05 else "pass", p_value=p, flagged_counters=[],
+                              history_normals={r: 0.5 for r in runs}, history_faults={f: 0.5 for f in FAULTS},
+                              page={"within_run": {"verdict": "pass", "p_value": p}}, self_contained=True)
+
+    stacking = _rules("fail", 0.0048, {r: 0.5 for r in runs}, {f: 0.001 for f in FAULTS})
     default = headline.HeadlineRule.from_params(report)
     assert (default.trust_min_runs, default.trust_ties, default.trust_equals, default.trust_corroborate) == (
-        3, "more", "best", False)
-    assert headline.compose(run, results, default)["verdict"] == "fail"
-    strict = headline.HeadlineRule.from_params({**report, "trust_corroborate": True})
-    doc = headline.compose(run, results, strict)
-    assert doc["verdict"] == "pass" and "which no other detector corroborates" in doc["details"]["trust"]["reason"]
-    assert doc["details"]["trust"]["beyond_calibration"] == {"stacking": pytest.approx(1 / 13, abs=1e-6)}
+        3, "more", "best", True)
+    doc = headline.compose(run, {"stacking": stacking, "within_run": within(0.6)}, default)
+    trust = doc["details"]["trust"]
+    assert doc["verdict"] == "pass" and trust["decided_by"] == ["stacking", "within_run"]
+    assert trust["uncorroborated"] == ["stacking"]
+    assert trust["beyond_calibration"] == {"stacking": pytest.approx(1 / 13, abs=1e-6)}
+    assert trust["short"] == "stacking's evidence beyond what 12 normal runs can calibrate; not corroborated"
+    assert doc["p_value"] > 0.05             # stacking's p-value read at what its null can support, 1/13
+    assert plain_summary(doc, {}).startswith("No regression found: stacking's evidence beyond what 12 normal runs "
+                                             "can calibrate; not corroborated")
+    seconded = headline.compose(run, {"stacking": stacking, "within_run": within(0.03)}, default)
+    assert seconded["verdict"] == "fail" and "uncorroborated" not in seconded["details"]["trust"]
+    lenient = headline.HeadlineRule.from_params({**report, "trust_corroborate": False})
+    assert headline.compose(run, {"stacking": stacking, "within_run": within(0.6)}, lenient)["verdict"] == "fail"
+    # 19 normal runs calibrate the rate (1/20 = 0.05): nothing changes, stacking alone fails the run
+    rich = [f"m{i}" for i in range(19)]
+    big = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": r, "weight": 1 / 19} for r in rich],
+                    details={"lab": LAB, "effects": {"a": 0.5}}, lab=LAB)
+    calibrated = _rules("fail", 0.0048, {r: 0.5 for r in rich}, {f: 0.001 for f in FAULTS})
+    assert headline.compose(big, {"stacking": calibrated, "within_run": within(0.6)}, default)["verdict"] == "fail"
 
 
 def test_the_decision_is_one_value_and_only_a_change_too_small_to_matter_turns_a_fail():

@@ -117,21 +117,20 @@ def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
     normals = {"rules": {**{r: 0.5 for r in day1}, "d1": 0.01, "d2": 0.02, "d3": 0.01, "d4": 0.01, "e1": 0.5},
                "self": {**{r: 0.5 for r in day1}, "d1": 0.4, "d2": 0.6, "d3": 0.7, "d4": 0.5, "e1": 0.5}}
     lab_of = {**{r: "day1" for r in day1}, **{f"d{i}": "day2" for i in range(1, 5)}, "e1": "day3"}
-    hist = record.History(normals, {}, lab_of)
+    hist = record.History(normals, {}, lab_of, self_contained=("self",))
     day2 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day2")
     assert day2.detectors == ("self",) and day2.standings["rules"].situation == "this lab"
     assert (day2.standings["rules"].normal_runs, day2.standings["rules"].normal_failed) == (4, 4)
-    # the reason names both counts: the system's 21 normal runs and the 4 of day 2 its record was read on
-    assert "(21 normal runs; each detector's record read on the 4 of this run's lab)" in day2.reason
     # a day-1 run: 16 normal runs of its lab, none failed by either: both decide (Simes of 0.001, 0.5 = 0.002)
     on_day1 = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day1")
     assert on_day1.detectors == ("rules", "self") and on_day1.p_value == pytest.approx(0.002)
+    assert "(16 verified normal runs of this lab)" in on_day1.reason          # the one count it is read on
     # a lab with fewer than min_runs normal runs on record reads every lab's record: 4 of 21 failed,
     # binomial tail P(X >= 4 | 21, 0.05) = 0.0189 <= 0.05: rules still loses its say
     other = record.choose({"rules": 0.001, "self": 0.5}, hist, RULE, lab="day3")
     assert other.standings["rules"].situation == "every lab" and other.standings["rules"].normal_runs == 21
     assert other.standings["rules"].excess_p == pytest.approx(0.0189, abs=5e-4) and other.detectors == ("self",)
-    assert "(21 normal runs)" in other.reason     # read on every lab: one count
+    assert "(21 verified normal runs)" in other.reason     # read on every lab: one count
 
 
 def test_a_run_of_the_history_is_left_out_of_its_own_record():
@@ -194,7 +193,8 @@ def test_four_normal_runs_cannot_weigh_the_detectors_and_the_run_against_itself_
         p = {"stacking": 0.0048 if i % 2 == 0 else 0.4, "within_run": 0.6}
         choice = record.choose(p, hist, RULE, lab=None, nulls=nulls)
         assert choice.detectors == ("within_run",) and choice.basis == "small_history" and choice.normal_runs == 4
-        assert "history too small to weigh the detectors (4 verified normal runs; 5 are needed" in choice.reason
+        assert choice.reason.startswith("4 verified normal runs: too few to weigh the detectors (5 are needed")
+        assert choice.short == "4 verified normal runs, too few to weigh the detectors (5 needed)"
         assert "run against itself" in choice.reason
         assert (choice.beyond == {"stacking": pytest.approx(0.2)}) == (i % 2 == 0)
         verdicts.append("fail" if choice.p_value <= 0.05 else "pass")
@@ -208,6 +208,35 @@ def test_four_normal_runs_cannot_weigh_the_detectors_and_the_run_against_itself_
     # the run against itself cannot judge (a run too short to compare with itself): not judged, and why
     alone = record.choose({"stacking": 0.0048}, hist, RULE, lab=None, nulls=nulls)
     assert alone.detectors == () and alone.unjudged and "cannot be compared with itself" in alone.unjudged
+
+
+def test_the_small_history_rule_counts_the_runs_of_the_lab_the_record_is_read_on():
+    """A system of 13 normal runs, 9 of lab A and 4 of lab B; a target of lab B.  Its record is read
+    on lab B's 4 (at least ``min_runs`` there): too few to weigh the detectors, so the run against
+    itself decides (p 0.5: pass) although the rules fail it at p 6e-5, and the reason gives the one
+    count it used.  A target of lab A is read on A's 9: the record weighs the detectors."""
+    lab_of = {**{f"a{i}": "A" for i in range(9)}, **{f"b{i}": "B" for i in range(4)}}
+    hist = record.History({"rules": {r: 0.5 for r in lab_of}, "self": {r: 0.5 for r in lab_of}}, {}, lab_of,
+                          self_contained=("self",))
+    on_b = record.choose({"rules": 6e-5, "self": 0.5}, hist, RULE, lab="B")
+    assert on_b.basis == "small_history" and on_b.detectors == ("self",) and on_b.p_value == 0.5
+    assert on_b.normal_runs == 4 and "13" not in on_b.reason
+    assert on_b.reason.startswith("4 verified normal runs of this lab: too few to weigh the detectors")
+    assert on_b.short == "4 verified normal runs of this lab, too few to weigh the detectors (5 needed)"
+    on_a = record.choose({"rules": 6e-5, "self": 0.5}, hist, RULE, lab="A")
+    assert on_a.basis == "record" and on_a.normal_runs == 9 and "(9 verified normal runs of this lab)" in on_a.reason
+
+
+def test_verified_normal_runs_count_though_no_detector_has_a_record_of_them():
+    """Two verified passed runs of the target's lab, too few to hold one out: no detector has a record,
+    yet the lab is not new.  The run is judged against itself, and the reason says what holds."""
+    hist = record.History({}, {}, {"p1": "A", "p2": "A", "t": "A"}, self_contained=("self",),
+                          verified=frozenset({"p1", "p2"}))
+    choice = record.choose({"rules": 0.001, "self": 0.4}, hist, RULE, lab="A")
+    assert choice.basis == "small_history" and choice.detectors == ("self",) and choice.normal_runs == 2
+    assert choice.short == "2 verified normal runs of this lab, too few to weigh the detectors (5 needed)"
+    elsewhere = record.choose({"rules": 0.001, "self": 0.4}, hist, RULE, lab="B")
+    assert elsewhere.basis == "new_lab"                  # lab B has none of them: a new lab
 
 
 def test_a_new_lab_is_judged_by_the_detectors_whose_null_crosses_labs():
