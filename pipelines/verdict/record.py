@@ -173,8 +173,8 @@ class Choice:
     every candidate's record score; ``reason`` in words.  ``basis``: ``record`` (the record chose),
     ``small_history`` (too few verified normal runs to weigh the detectors), ``new_lab`` (no verified
     normal run of the run's lab), ``silent_null`` (no verified fault, and the best record is a null's
-    that finds nothing: :func:`unweighed`) or ``none`` (no detector); ``normal_runs`` the system's verified
-    normal runs on record; ``equals`` the candidates the record could not tell from the chosen one;
+    that finds nothing: :func:`unweighed`) or ``none`` (no detector); ``normal_runs`` the verified normal
+    runs the record is read on (the run's lab's where it is read there); ``equals`` the candidates the record could not tell from the chosen one;
     ``beyond`` each detector whose p-value lies below what its null's runs can support (its floor);
     ``unjudged`` why the run is not judged, when it is not."""
     detectors: tuple[str, ...]
@@ -223,18 +223,19 @@ class History:
     titles: Mapping[str, str] = field(default_factory=dict)
     verified: frozenset[str] = frozenset()
 
-    def counted(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> tuple[int, bool, bool]:
-        """How many verified normal runs the record is read on for a run of ``lab``: the count, whether
-        they are all of its lab, and whether its lab has any.  A verified normal run counts whether or
-        not a detector has a record of it (``verified``: the system's passed runs the run is compared
-        with; two passed runs leave no run to hold out, yet they are two runs of the lab)."""
+    def counted(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> Counted:
+        """What the record is read on for a run of ``lab`` (:class:`Counted`).  A verified normal run
+        counts whether or not a detector has a record of it (``verified``: the system's passed runs
+        the run is compared with; two passed runs leave no run to hold out, yet they are two runs
+        of the lab)."""
         recorded = {r for runs in self.normals.values() for r in runs} - {leave_out}
         every = (recorded | set(self.verified)) - {leave_out}
         own_recorded = {r for r in recorded if lab is not None and self.lab_of.get(r) == lab}
         own = {r for r in every if lab is not None and self.lab_of.get(r) == lab}
-        if len(own_recorded) >= min_runs or (own and own == every):
-            return len(own), True, True
-        return len(every), False, bool(own)
+        if len(own_recorded) >= min_runs:
+            return Counted(len(own), len(self.fault_runs(leave_out)), on_lab=True, of_lab=True, lab_has_runs=True)
+        return Counted(len(every), 0, on_lab=False, of_lab=bool(own) and own == every, lab_has_runs=bool(own))
+
 
     def situation(self, lab: str | None, min_runs: int, leave_out: str | None = None) -> tuple[set[str], str]:
         """The normal runs a target of ``lab`` is judged by: those of its lab when at least
@@ -245,6 +246,33 @@ class History:
 
     def fault_runs(self, leave_out: str | None = None) -> set[str]:
         return {r for runs in self.faults.values() for r in runs} - {leave_out}
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The verified runs a run's record is read on: its ``normals`` (the run's lab's when the record
+    is read there, ``on_lab``; else the system's), the verified ``faults`` a lab's record reads beside
+    them (every fault of the history), whether the normals are all of the run's lab (``of_lab``, for
+    the page) and whether its lab has any verified normal run.
+
+    Whether the record can weigh the detectors (:func:`n_min`): read on the system, by its normal
+    runs, whose nulls every detector's p-value rests on; read on one lab, by the runs of that record,
+    its lab's normal runs and the history's faults (a detector right on all of them is told from a
+    coin).  A lab of 4 normal runs in a history of faults can weigh them; 4 normal runs alone cannot."""
+
+    normals: int
+    faults: int
+    on_lab: bool
+    of_lab: bool
+    lab_has_runs: bool
+
+    def can_weigh(self, level: float) -> bool:
+        return (self.normals + self.faults if self.on_lab else self.normals) >= n_min(level)
+
+    def words(self) -> str:
+        """``4 verified normal runs of this lab`` (and its faults, when a lab's record reads them)."""
+        return runs_of(self.normals, self.of_lab) + (
+            f" and {self.faults} verified fault{'s' * (self.faults != 1)}" if self.faults else "")
 
 
 def standing(detector: str, history: History, normal_runs: set[str], fault_runs: set[str], situation: str, *,
@@ -421,14 +449,13 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     if rule.reading == "uncertain":
         nulls = nulls or {}
         beyond = beyond_calibration({d: judged_p[d] for d in judged}, nulls)
-        count, of_lab, lab_has_runs = history.counted(lab, min_runs, leave_out)
-        if rule.new_lab and lab is not None and history.lab_of and not lab_has_runs:
-            return new_lab(judged_p, judged, standings, nulls, rule, beyond, count, history.self_contained)
-        if rule.small and count < n_min(rule.level):
-            return small_history(judged_p, judged, standings, rule, beyond, count, history.self_contained,
-                                 of_lab=of_lab)
+        counted = history.counted(lab, min_runs, leave_out)
+        if rule.new_lab and lab is not None and history.lab_of and not counted.lab_has_runs:
+            return new_lab(judged_p, judged, standings, nulls, rule, beyond, counted.normals, history.self_contained)
+        if rule.small and not counted.can_weigh(rule.level):
+            return small_history(judged_p, judged, standings, rule, beyond, counted, history.self_contained)
         return read_record(judged_p, judged, standings, history, normal_runs, fault_runs, rule, beyond,
-                           count, of_lab=of_lab)
+                           counted.normals, of_lab=counted.of_lab)
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         return fewest_false_alarms(judged_p, judged, standings)
@@ -478,15 +505,17 @@ def runs_of(count: int, of_lab: bool) -> str:
 
 
 def small_history(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
-                  rule: TrustRule, beyond: dict[str, float], normals: int, self_contained: tuple[str, ...] = (),
-                  *, of_lab: bool = False) -> Choice:
+                  rule: TrustRule, beyond: dict[str, float], counted: Counted | int,
+                  self_contained: tuple[str, ...] = ()) -> Choice:
     """A history too small to weigh the detectors (module docstring): the run against itself
-    decides, or the run is not judged.  ``normals``: the verified normal runs the record is read on
-    (the run's lab's, ``of_lab``, where it is read there)."""
-    need = n_min(rule.level)
-    short = f"{runs_of(normals, of_lab)}, too few to weigh the detectors ({need} needed)"
-    head = (f"{runs_of(normals, of_lab)}: too few to weigh the detectors ({need} are needed before a detector that "
-            "failed none of them is shown to fail fewer than half)")
+    decides, or the run is not judged.  ``counted``: what the record is read on (:class:`Counted`;
+    a number: the system's verified normal runs)."""
+    if isinstance(counted, int):
+        counted = Counted(counted, 0, on_lab=False, of_lab=False, lab_has_runs=True)
+    need, normals = n_min(rule.level), counted.normals
+    short = f"{counted.words()}, too few to weigh the detectors ({need} needed)"
+    head = (f"{counted.words()}: too few to weigh the detectors ({need} are needed before a detector right on "
+            "all of them is told from a coin)")
     within = _within(p_values, standings, self_contained)
     if within is not None:
         return Choice((within,), float(p_values[within]), None, standings, basis="small_history",

@@ -211,10 +211,12 @@ def test_four_normal_runs_cannot_weigh_the_detectors_and_the_run_against_itself_
 
 
 def test_the_small_history_rule_counts_the_runs_of_the_lab_the_record_is_read_on():
-    """A system of 13 normal runs, 9 of lab A and 4 of lab B; a target of lab B.  Its record is read
-    on lab B's 4 (at least ``min_runs`` there): too few to weigh the detectors, so the run against
-    itself decides (p 0.5: pass) although the rules fail it at p 6e-5, and the reason gives the one
-    count it used.  A target of lab A is read on A's 9: the record weighs the detectors."""
+    """A system of 13 normal runs, 9 of lab A and 4 of lab B, and no verified fault; a target of lab
+    B.  Its record is read on lab B's 4 (at least ``min_runs`` there): too few to weigh the detectors
+    (0.5^4 = 0.0625 > 0.05), so the run against itself decides (p 0.5: pass) although the rules fail
+    it at p 6e-5, and the reason gives the one count it used.  A target of lab A is read on A's 9:
+    the record weighs the detectors.  With verified faults beside lab B's 4, the record holds more
+    runs and weighs them."""
     lab_of = {**{f"a{i}": "A" for i in range(9)}, **{f"b{i}": "B" for i in range(4)}}
     hist = record.History({"rules": {r: 0.5 for r in lab_of}, "self": {r: 0.5 for r in lab_of}}, {}, lab_of,
                           self_contained=("self",))
@@ -225,6 +227,18 @@ def test_the_small_history_rule_counts_the_runs_of_the_lab_the_record_is_read_on
     assert on_b.short == "4 verified normal runs of this lab, too few to weigh the detectors (5 needed)"
     on_a = record.choose({"rules": 6e-5, "self": 0.5}, hist, RULE, lab="A")
     assert on_a.basis == "record" and on_a.normal_runs == 9 and "(9 verified normal runs of this lab)" in on_a.reason
+    # the same lab of 4 beside 3 verified faults (each caught by the rules at p 0.001, missed by the run
+    # against itself): a record of 7 runs, one a detector right on all 7 is told from a coin by
+    # (0.5^7 = 0.008 <= 0.05): the record weighs the detectors, the rules decide and fail the run
+    faults = {"rules": {f"f{i}": 0.001 for i in range(3)}, "self": {f"f{i}": 0.6 for i in range(3)}}
+    taught = record.History(hist.normals, faults, {**lab_of, "f0": "A", "f1": "A", "f2": "A"},
+                            self_contained=("self",))
+    on_b = record.choose({"rules": 6e-5, "self": 0.5}, taught, RULE, lab="B")
+    assert on_b.basis == "record" and "rules" in on_b.detectors and on_b.p_value <= 0.05
+    assert "(4 verified normal runs of this lab)" in on_b.reason
+    two = record.History(hist.normals, {d: dict(list(v.items())[:1]) for d, v in faults.items()}, lab_of,
+                         self_contained=("self",))     # 4 normal runs and 1 fault: 0.5^5 = 0.031, enough
+    assert record.choose({"rules": 6e-5, "self": 0.5}, two, RULE, lab="B").basis == "record"
 
 
 def test_verified_normal_runs_count_though_no_detector_has_a_record_of_them():
