@@ -2,7 +2,7 @@
 ### Nightly regression analysis
 
 Every night: pull the new test-run archives, validate them with Great Expectations,
-normalise the new runs (mapped over batches of runs), learn the bin edges, mine the
+evaluate every run against its system's objectives (Keptn's quality gates), normalise the new runs (mapped over batches of runs), learn the bin edges, mine the
 association-rule model of each prior passed run not mined yet (mapped over batches), calibrate
 the control charts and stacking (each normal run of the history judged against the others), then
 **one mapped task group per batch of target runs**: association-rule detection, control charts,
@@ -149,6 +149,7 @@ def nightly_regression_analysis():
     mined = (_per_batch("mine_rules").expand(run_names=history_runs)
              >> _stage("mine_rules", "none_failed", task_id="mine_rules_all")())
     targets = target_runs()                       # listed while the calibrations run: one task less in a row
+    validated >> _stage("objectives")() >> targets   # the team's objectives, judged before any run's report
     calibrations = [calibrate_control_charts(), calibrate_clusters(), calibrate_stacking()]
     mined >> [*calibrations, targets]
     night = night_index()

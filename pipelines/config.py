@@ -88,6 +88,8 @@ class Paths:
     causes: Path  # predicted cause per target run
     loo_cache: Path  # rule models of the leave-one-out evaluation
     commit_clusters: Path  # Skia's interesting clusters, kept between nights
+    objectives_config: Path  # the team's objectives: objectives/<system>/slo.yaml and sli.yaml (an input)
+    objectives: Path  # each run's evaluation against its system's objectives
     reports: Path
     validation_docs: Path
     run_reports: Path
@@ -120,7 +122,8 @@ class Paths:
             control_charts=processed / "control_charts", clusters=processed / "clusters",
             features=processed / "features", cause_models=processed / "cause_models",
             causes=processed / "causes", loo_cache=data / "cache" / "loo",
-            commit_clusters=processed / "commit_clusters.json", reports=reports,
+            commit_clusters=processed / "commit_clusters.json", objectives_config=root / "objectives",
+            objectives=processed / "objectives", reports=reports,
             validation_docs=reports / "validation", run_reports=reports / "runs", nights=reports / "nights",
             night_index=reports / "index.html", commit_reports=reports / "commits",
             system_reports=reports / "systems", compare_reports=reports / "compare",
@@ -326,6 +329,16 @@ def latest_cause_model(system: str) -> Path:
 
 def cause_path(run_id: str) -> Path:
     return paths().causes / f"{identifier(run_id, 'run_id')}.json"
+
+
+def objectives_dir(system: str) -> Path:
+    """A system's objectives: ``slo.yaml`` and ``sli.yaml`` (Keptn's v1 files)."""
+    return paths().objectives_config / identifier(system, "system")
+
+
+def evaluation_path(run_id: str) -> Path:
+    """A run's evaluation against its system's objectives."""
+    return paths().objectives / f"{identifier(run_id, 'run_id')}.json"
 
 
 def run_report_path(run_id: str, ext: str = "json") -> Path:

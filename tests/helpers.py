@@ -18,11 +18,10 @@ import pandas as pd
 
 START = 1_790_000_000.0          # epoch seconds of the load start
 
-
-
 # how long a test's pull waits for its archives to hold still: the lab's files are written whole
 # before the night starts, so only the waiting is shortened (tests/pipeline/test_arriving.py tests it)
 QUICK_SETTLE_S = 0.2
+
 
 def good_meta(run_id: str = "sys-run-1", **over) -> dict:
     meta = {"schema_version": 1, "run_id": run_id, "system": "sys", "version": "1.0",

@@ -16,6 +16,7 @@ set, else the checkout this package lives in, else the current directory (``conf
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import shutil
 import subprocess
@@ -38,8 +39,49 @@ def registered() -> list[tuple[str, Any]]:
         raise params_schema.ConfigError(str(exc)) from None
 
 
+def objectives_checked() -> list[str]:
+    """The systems' objectives (``objectives/<system>/``), each file read and checked, and each
+    counter an indicator names looked for in the latest validated run of its system: a line per system,
+    a ConfigError naming the file, the key and what would do."""
+    from pipelines.objectives.files import ObjectivesError, read_gates
+    from pipelines.storage import manifest
+
+    try:
+        gates = read_gates(config.OBJECTIVES_CONFIG, config.is_identifier)
+    except ObjectivesError as exc:
+        raise params_schema.ConfigError(f"objectives: {exc}") from None
+    index = manifest.read_valid_index(every=True) if config.VALID_INDEX.exists() else {}
+    lines = []
+    for system, gate in gates.items():
+        runs = sorted((r for r, row in index.items() if row.get("system") == system),
+                      key=lambda r: str(index[r].get("started_at") or ""))
+        if not runs:
+            lines.append(f"{system}: {len(gate.objectives)} objective(s); no run of {system} pulled yet: its "
+                         "counters are checked once one is")
+            continue
+        have = run_counters(runs[-1])
+        for name, indicator in gate.indicators.items():
+            if indicator.counter not in have:
+                near = difflib.get_close_matches(indicator.counter, sorted(have), n=1)
+                raise params_schema.ConfigError(
+                    f"objectives: {config.objectives_dir(system) / 'sli.yaml'}: indicators.{name}: no pulled archive "
+                    f"of {system} has the counter {indicator.counter!r} (the latest, {runs[-1]}, has "
+                    f"{len(have)} counters" + (f"; did you mean {near[0]!r}?)" if near else ")"))
+        lines.append(f"{system}: {len(gate.objectives)} objective(s), their {len(gate.indicators)} indicator(s) "
+                     f"found in {runs[-1]}")
+    return lines
+
+
+def run_counters(run_id: str) -> set[str]:
+    """The counters of a validated run (its host frames' columns, read from their schemas)."""
+    import pyarrow.parquet as pq
+
+    return {name for path in config.valid_dir(run_id).glob("*.parquet")
+            for name in pq.read_schema(path).names if name != "ts"}
+
+
 def check(argv: list[str]) -> int:
-    """``params.yaml`` against its schema, then each pull source listed (not copied)."""
+    """``params.yaml`` against its schema, the systems' objectives, then each pull source listed (not copied)."""
     argparse.ArgumentParser(prog="regresslab check", description=check.__doc__).parse_args(argv)
     from pipelines.stages.pull import source_locations
     from pipelines.storage.sources import find_archives
@@ -48,6 +90,9 @@ def check(argv: list[str]) -> int:
     config.load_params()                       # a ConfigError: main() says what is wrong, exit 2
     print(f"[check] {config.PARAMS}: valid")
     print(f"[check] detectors: {', '.join(name for name, _ in registered())}")
+    for line in objectives_checked() or ["none declared (objectives/<system>/slo.yaml and sli.yaml; a template "
+                                         "in objectives/_template/ after `regresslab init`)"]:
+        print(f"[check] objectives: {line}")
     produced = stage_outputs()
     for location in source_locations(config.load_params("pull")):
         shown = for_terminal(mask_url(location))
@@ -112,6 +157,8 @@ def run(argv: list[str]) -> int:
     argv = [a for a in argv if a != "--fail-on-regression"]
     config.load_params()                       # a bad params.yaml stops here, before any stage
     registered()                               # and a detector the report could not read
+    config.OBJECTIVES_CONFIG.mkdir(exist_ok=True)   # the objectives stage reads it (a project of an earlier version)
+    objectives_checked()                       # and objectives a night could not use
     from pipelines.cli import project
     if (config.ROOT / project.VERSION_FILE).exists() and project.write_version(config.ROOT):
         print(f"[run] regresslab {project.installed_version()}: a new version, the night's stages run again")

@@ -29,6 +29,7 @@ import yaml
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "project_dvc.yaml"
 DAGS = Path(__file__).resolve().parents[1] / "project_dags"      # the checkout's dags/, packaged (NAME.py.in)
+OBJECTIVES_TEMPLATE = Path(__file__).resolve().parents[1] / "objectives" / "template"   # copied per system
 FUTURE = "from __future__ import annotations\n"
 VERSION_FILE = ".regresslab/version"
 EXAMPLE_ONLY = ("labsim", "commitsim")            # the example's simulators: never in a lab's project
@@ -222,6 +223,8 @@ def init(argv: list[str]) -> int:
              "params.yaml": params_text(source, lab, args.commit_series),
              "data/triage/README.md": TRIAGE_README, ".gitignore": GITIGNORE,
              "README.md": README.format(lab=lab, source=mask_url(source))}
+    for template in sorted(OBJECTIVES_TEMPLATE.glob("*.yaml")):     # to copy per system: objectives/<system>/
+        files[f"objectives/_template/{template.name}"] = template.read_text(encoding="utf-8")
     for dag in sorted(DAGS.glob("*.py.in")):
         files[f"dags/{dag.name.removesuffix('.in')}"] = project_dag(dag.read_text(encoding="utf-8"), root)
     kept, replaced = write_files(root, files, force=args.force)

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pipelines import config, params_schema
+from pipelines.objectives.gates import Evaluation
 from pipelines.protocol import DetectorResult, ResultReader, RunFiles, RunJudged
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
@@ -283,10 +284,11 @@ def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: 
                rule: headline.HeadlineRule, *, clustered: ClusterResult | None = None,
                lab_of: dict[str, str] | None = None,
                fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None,
-               detectors: Registry | None = None) -> VerdictFile:
+               detectors: Registry | None = None, objectives: Evaluation | None = None) -> VerdictFile:
     """The verdict of one run from the stages' result files (the edge: :func:`from_stages`,
-    then :func:`~pipelines.verdict.headline.compose`)."""
+    then :func:`~pipelines.verdict.headline.compose`), and its evaluation against its system's
+    objectives when it has one."""
     run, results = from_stages(detection, charts, predicted, clustered=clustered,
                                resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate,
                                detectors=detectors)
-    return headline.compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels)
+    return headline.compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels, objectives=objectives)

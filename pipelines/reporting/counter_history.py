@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
+from pipelines.objectives.files import Criterion
 from pipelines.reporting.links import shown_counters, slug
 from pipelines.reporting.plots import sparkline
 from pipelines.reporting.summary import with_unit
@@ -90,20 +91,38 @@ def _ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     return list(np.linspace(lo, hi, n))
 
 
+def objective_limits(doc: VerdictFile | None) -> dict[str, list[tuple[str, float, str]]]:
+    """Counter -> the absolute criteria the run's objectives set on it: (label, bound, ``pass`` or
+    ``warning``); relative criteria move with each run's earlier results and are not drawn."""
+    out: dict[str, list[tuple[str, float, str]]] = {}
+    for o in ((doc or {}).get("objectives") or {}).get("objectives") or []:
+        for kind in ("pass", "warning"):
+            for criteria in o.get(kind) or []:
+                for text in criteria:
+                    c = Criterion.parse(text)
+                    if not c.relative:
+                        out.setdefault(o["counter"], []).append(
+                            (f"objective {o['display_name']}: {o['aggregate']} {text} ({kind})", c.value, kind))
+    return out
+
+
 def history_svg(counter: str, points: list[Point], band: tuple[float, float] | None, *, width: int = 960,
-                height: int = 280) -> str:
+                height: int = 280, limits: list[tuple[str, float, str]] = ()) -> str:
     """The counter's run medians over the runs, oldest first, as an inline SVG element.
 
     x: the runs in order of start, evenly spaced (a night without runs leaves no gap); y: the
     medians, in the counter's unit; the baseline band as a shaded rectangle; a dashed line where
     the version changes, labelled with the new version; each point's ``<title>`` (its run, version,
-    start, value and verdict) shows on hover.  Everything from an archive is escaped."""
+    start, value and verdict) shows on hover; the objectives' absolute criteria on the counter
+    (``limits``: label, bound, kind) as horizontal lines.  Everything from an archive is escaped."""
     esc = html.escape
     labs = list(dict.fromkeys(p.lab for p in points)) if len({p.lab for p in points}) > 1 else []
     left, right, top, bottom = 78.0, 12.0, 22.0, 34.0 + (10.0 if labs else 0.0)
     values = [p.value for p in points if p.value is not None and np.isfinite(p.value)]
     if band:
         values += [band[0], band[1]]
+    if values:
+        values += [bound for _, bound, _ in limits]
     if not values:
         return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="40" role="img">'
                 f'<text x="8" y="24" font-size="13">no value of {esc(counter)} in any run</text></svg>')
@@ -127,6 +146,12 @@ def history_svg(counter: str, points: list[Point], band: tuple[float, float] | N
         parts.append(f'<rect class="band" x="{left}" y="{y1:.1f}" width="{plot_w}" height="{max(y0 - y1, 1.0):.1f}" '
                      f'fill="#2980b9" fill-opacity="0.12"><title>baseline band of the latest night: '
                      f'{esc(with_unit(counter, band[0]))} to {esc(with_unit(counter, band[1]))}</title></rect>')
+    for label, bound, kind in limits:
+        colour = "#c0392b" if kind == "pass" else "#d68910"
+        parts.append(f'<line class="objective {kind}" x1="{left}" x2="{left + plot_w}" y1="{y(bound):.1f}" '
+                     f'y2="{y(bound):.1f}" stroke="{colour}" stroke-dasharray="6,3"><title>{esc(label)}</title></line>'
+                     f'<text x="{left + plot_w - 4}" y="{y(bound) - 3:.1f}" font-size="10" text-anchor="end" '
+                     f'fill="{colour}">{esc(label)}</text>')
     for v in _ticks(lo + pad, hi - pad):
         parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#999"/>'
                      f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">'
@@ -274,6 +299,8 @@ def write_system_pages(index: ValidIndex, targets: list[str], params: dict[str, 
         latest = next((r for r in reversed(runs) if r in docs and r in target_set), None) or \
             next((r for r in reversed(runs) if r in docs), None)
         baseline = [b["run_id"] for b in (docs.get(latest) or {}).get("baseline_runs") or []]
+        limits = objective_limits(docs.get(latest))
+        paged |= set(limits) & set(medians.columns)
         status = {r: run_status(index[r], docs.get(r), r in target_set) for r in runs}
         labs = lab_labels({r: index[r].get("environment") or {} for r in runs})
         order = list(dict.fromkeys(labs[r] for r in runs))
@@ -286,7 +313,7 @@ def write_system_pages(index: ValidIndex, targets: list[str], params: dict[str, 
                             labs[r]) for r in runs]
             page = env.get_template("counter.html.j2").render(
                 style=style, system=system, counter=c, anchor=slugs[c],
-                svg=history_svg(c, points, latest_band(medians, c, baseline)), latest=latest,
+                svg=history_svg(c, points, latest_band(medians, c, baseline), limits=limits.get(c, [])), latest=latest,
                 rows=[{**p.__dict__, "text": "—" if p.value is None else with_unit(c, p.value),
                        "page": p.run_id in docs, "lab_name": lab_legend.get(p.lab, ("", ""))[0]}
                       for p in reversed(points[-20:])],

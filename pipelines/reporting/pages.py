@@ -30,8 +30,10 @@ log = logging.getLogger("regresslab.report")
 def page_environment():
     """The Jinja2 environment of every page: the template files, autoescaping, strict undefined."""
     import jinja2
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(config.TEMPLATES)), autoescape=True,
-                              undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(config.TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["unit"] = lambda value, counter: with_unit(counter, float(value))   # 612 ms, 13,700 MB
+    return env
 
 
 @functools.lru_cache(maxsize=None)
@@ -232,7 +234,9 @@ def index_row(doc: VerdictFile) -> IndexRow:
             "insufficient_baseline": doc.get("baseline_status") == "insufficient",
             "dropped": len(doc.get("dropped_counters") or []),
             # counter_changes is written in the summary's order (report_run): its first is the top change
-            "top_change": next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)}
+            "top_change": next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None),
+            "objectives": (doc.get("objectives") or {}).get("result"),
+            "objectives_score": (doc.get("objectives") or {}).get("score_pct")}
 
 
 # --------------------------------------------------------------------------- I/O shell

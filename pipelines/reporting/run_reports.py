@@ -16,6 +16,7 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.safe_text import mask_urls
 from pipelines.detection import stage_results
+from pipelines.objectives.gates import Evaluation
 from pipelines.verdict import cause_signatures, counter_order, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
@@ -42,6 +43,12 @@ def commit_summary() -> dict[str, Any] | None:
         return {"unreadable": True}
     return {"changes": len(rows), "regressions": sum(r.get("direction") == "regression" for r in rows),
             "top": rows[0] if rows else None}
+
+
+def evaluation_of(run_id: str) -> Evaluation | None:
+    """The run's evaluation against its system's objectives (the ``objectives`` stage's), if it has one."""
+    stored = store.read_optional(config.evaluation_path(run_id))
+    return Evaluation.from_json(stored["evaluation"]) if stored else None
 
 
 def raw_archives(run_id: str) -> list[str]:
@@ -102,7 +109,7 @@ def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params:
     ``cause_signatures``), the code and the page's templates (``pages.templates_digest``)."""
     inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
-                        config.cluster_path(run_id))}
+                        config.cluster_path(run_id), config.evaluation_path(run_id))}
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
     runs = {"target": [run_id], "baseline": baseline}
@@ -242,7 +249,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     composed = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                                        fault_labels=labels, detectors=params.detectors)
+                                        fault_labels=labels, detectors=params.detectors,
+                                        objectives=evaluation_of(run_id))
     read: dict[str, pd.DataFrame] = {}          # whole normalised frames, read once for the anchor and the changes
     flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct,
                                           anchor_places=params.anchor_places, read=read)

@@ -8,10 +8,12 @@ for; and what changed since the previous night.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pipelines.objectives.files import Criterion
 from pipelines.storage.run_records import Environment
 from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
 from pipelines.detectors.chart_files import WindowChange
@@ -122,10 +124,52 @@ def summary_order(flagged: list[str], changes: dict[str, CounterChange], *, user
     return sorted((c for c in flagged if c in changes), key=key)
 
 
+def objective_text(o: dict[str, Any]) -> str:
+    """One objective as the summary names it: ``Response time P95 612 ms (<600 and <=+10 % of 540 ms
+    violated, +13.3 %)``."""
+    value = "no value" if o.get("value") is None else with_unit(o["counter"], o["value"])
+    violated = " and ".join(o.get("violated") or ())
+    relative = any(Criterion.parse(c).relative for c in o.get("violated") or ())
+    before = (f" of {with_unit(o['counter'], o['compared_value'])}" if o.get("compared_value") is not None
+              and relative else "")
+    change = f", {o['change_pct']:+.1f} %" if o.get("change_pct") is not None else ""
+    return f"{o['display_name']} {value}" + (f" ({violated}{before} violated{change})" if violated else "")
+
+
+def objectives_text(gate: dict[str, Any], statuses: tuple[str, ...]) -> str:
+    """The objectives with one of ``statuses``, each as :func:`objective_text` names it."""
+    return "; ".join(objective_text(o) for o in gate["objectives"] if o["result"] in statuses)
+
+
 def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: int = 3,
                   user_facing: str = "(response|latency|throughput|_rps$|error)",
                   directions: list[dict[str, str]] = ()) -> str:
-    """The sentence a release manager came for: the verdict, the top changes in their units
+    """The sentence a release manager came for (:func:`detectors_summary`), with the team's
+    objectives beside it: first when they decided the verdict, after it otherwise."""
+    gate = doc.get("objectives")
+    decision = (doc.get("details") or {}).get("decision") or {}
+    if not gate:
+        return detectors_summary(doc, changes, top=top, user_facing=user_facing, directions=directions)
+    statistical = decision.get("statistical_verdict", doc["verdict"])
+    detectors = detectors_summary({**doc, "verdict": statistical}, changes, top=top, user_facing=user_facing,
+                                  directions=directions)
+    score = f"score {gate['score_pct']:.0f} %"
+    if decision.get("decided_by") == "objectives":
+        return f"Objectives failed ({score}): {objectives_text(gate, ('fail',))}. Detectors: {detectors}"
+    if decision.get("decided_by") == "objectives and detectors":
+        return f"{detectors} Objectives failed too ({score}): {objectives_text(gate, ('fail',))}."
+    if gate["result"] == "fail":
+        return f"{detectors} Objectives fail, advisory ({score}): {objectives_text(gate, ('fail',))}."
+    if gate["result"] == "warning":
+        return (f"{detectors} Objectives warn ({score}): {objectives_text(gate, ('fail', 'warning'))}; "
+                "a warning never fails a run.")
+    return f"{detectors} Objectives pass ({score})."
+
+
+def detectors_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: int = 3,
+                      user_facing: str = "(response|latency|throughput|_rps$|error)",
+                      directions: list[dict[str, str]] = ()) -> str:
+    """The detectors' sentence: the verdict, the top changes in their units
     (:func:`summary_order`; inside the run, :func:`within_text`, when the run was judged against
     itself alone), the probable cause (or unknown), and whether a new lab makes the verdict
     uncertain."""

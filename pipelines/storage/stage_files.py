@@ -184,13 +184,14 @@ class VerdictFile(TypedDict, total=False):
     counter_changes: dict[str, CounterChange]
     summary: str
     dropped_counters: list[DroppedCounter]
+    objectives: dict[str, Any]
 
 
 class IndexRow(TypedDict, total=False):
     """One run's row of the night index (``reports/nights/<night>.json``, the index page, the alert):
     its verdict and score, the cause and its probability, its first three counters and first change,
-    whether its lab is new or its baseline insufficient, the counters dropped, and what ``change``d
-    since the night before."""
+    whether its lab is new or its baseline insufficient, the counters dropped, what ``change``d
+    since the night before, and its objectives' result and score (None: its system declares none)."""
 
     run_id: str
     system: str
@@ -205,6 +206,8 @@ class IndexRow(TypedDict, total=False):
     dropped: int
     top_change: str | None
     change: str
+    objectives: str | None
+    objectives_score: float | None
 
 
 class NightSummary(TypedDict):

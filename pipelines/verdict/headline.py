@@ -69,6 +69,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from pipelines import params_schema
+from pipelines.objectives.gates import Evaluation
 from pipelines.protocol import DetectorResult, RunJudged
 from pipelines.stats import effects, pvalues
 from pipelines.storage.stage_files import Cause, VerdictFile, WeightedRun
@@ -569,9 +570,29 @@ def detector_details(results: Mapping[str, DetectorResult], run_details: Mapping
     return out
 
 
+def with_objectives(statistical: str, flagged: list[str], evaluation: Evaluation | None
+                    ) -> tuple[str, list[str], dict[str, Any] | None]:
+    """The verdict once the team's objectives are heard (docs/methods/objectives.md): a failed
+    evaluation that is not advisory fails the run, whatever the detectors found, its failed
+    objectives' counters first among the flagged; a warning, an advisory failure or a pass leave the
+    statistical verdict as it is.  The verdict, the flagged counters, and what decided
+    (``details.decision``)."""
+    if evaluation is None:
+        return statistical, flagged, None
+    fails = evaluation.fails_run
+    verdict = "fail" if fails else statistical
+    if fails:
+        flagged = list(dict.fromkeys([o.counter for o in evaluation.failed()] + flagged))
+    by = ("objectives and detectors" if fails and statistical == "fail" else "objectives" if fails
+          else "detectors" if statistical in ("pass", "fail") else "none")
+    return verdict, flagged, {"decided_by": by, "statistical_verdict": statistical,
+                              "objectives_result": evaluation.result, "advisory": evaluation.advisory}
+
+
 def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRule, *,
             lab_of: dict[str, str] | None = None,
-            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None) -> VerdictFile:
+            fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None,
+            objectives: Evaluation | None = None) -> VerdictFile:
     """The verdict file of one run (contract §2, its keys in the contract's order) from its
     detectors' results under ``rule``: decided (:func:`decide_run`), its counters explained, then
     assembled; the report adds the flagged counters' changes, the plain summary and the counters
@@ -584,7 +605,8 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     name) put a failed run's counters in the order that explains it
     (:func:`cause_signatures.explain_order`, the signature of its predicted cause).  A failed run
     none of whose counters changed enough to matter (``significance.min_effect_pct``) passes: the
-    one way the counters change the verdict."""
+    one way the counters change the verdict.  ``objectives``: the run's evaluation against its
+    system's objectives (:func:`with_objectives`), the verdict file's ``objectives`` block."""
     ev = gather_evidence(results)
     lab, predicted = run.lab, run.cause_prediction
     decision = decide_run(run, ev, results, rule, lab_of)
@@ -597,6 +619,8 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
                               only_deciders=choice is not None) if verdict == "fail" else []
     if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
         verdict = "pass"
+    statistical = verdict
+    verdict, flagged, decision_details = with_objectives(statistical, flagged, objectives)
     cause = cause_of(verdict, predicted)
     signature = cause_signatures.signature(fault_labels or {}, cause["label"], leave_out=run.run_id) \
         if verdict == "fail" else None
@@ -622,10 +646,18 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         details["cause_signature"] = signature.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
+    if decision_details is not None:
+        details["decision"] = decision_details
     p_value = decision.p_value
-    return {"schema_version": 2 if unjudged is not None else 1, "run_id": run.run_id, "system": run.system,
-            "verdict": verdict, "score": None if unjudged is not None else verdict_score(ev, used),
-            "flagged_counters": flagged, "counter_scores": {c: round(v, 4) for c, v in counter_scores.items()},
-            "cause": cause, "baseline_runs": run.baseline_runs,
-            "baseline_status": "none" if not run.baseline_runs else lab["status"],
-            "p_value": None if p_value is None else round(p_value, 6), "methods": ev.methods, "details": details}
+    score = None if unjudged is not None else verdict_score(ev, used)
+    if objectives is not None and objectives.fails_run:   # how far the objectives fell short orders it too
+        score = round(max(score or 0.0, 1.0 - objectives.score_pct / 100.0), 4)
+    doc: VerdictFile = {
+        "schema_version": 2 if unjudged is not None or objectives is not None else 1, "run_id": run.run_id,
+        "system": run.system, "verdict": verdict, "score": score, "flagged_counters": flagged,
+        "counter_scores": {c: round(v, 4) for c, v in counter_scores.items()}, "cause": cause,
+        "baseline_runs": run.baseline_runs, "baseline_status": "none" if not run.baseline_runs else lab["status"],
+        "p_value": None if p_value is None else round(p_value, 6), "methods": ev.methods, "details": details}
+    if objectives is not None:
+        doc["objectives"] = objectives.to_json()
+    return doc

@@ -94,6 +94,13 @@ def test_a_labs_project_from_the_wheel_runs_its_night_beside_an_airflow_night(tm
     assert regresslab(tmp_path, "init", "perf-lab", "--source", str(lab)).returncode == 1     # not over a project
     with open(project / "params.yaml", "a") as fh:
         fh.write("report:\n  junit: reports/junit.xml\n")
+    assert sorted(p.name for p in (project / "objectives" / "_template").iterdir()) == ["sli.yaml", "slo.yaml"]
+    shop = project / "objectives" / "shop"          # the team's objective no run of the lab meets: every target fails
+    shop.mkdir()
+    (shop / "slo.yaml").write_text("objectives:\n  - {sli: p95, displayName: P95, key_sli: true, pass: [{criteria: ['<1']}]}\n"
+                                   "total_score: {pass: '90%'}\n")
+    (shop / "sli.yaml").write_text("indicators: {p95: p95(app.response_time_ms)}\n")
+    assert "objectives: shop: 1 objective(s)" in regresslab(project, "check").stdout
 
     airflow = migrated_home(tmp_path / "airflow_home", project, migrated_airflow_db)
     airflow.pop("PYTHONPATH")
@@ -126,16 +133,21 @@ def test_a_labs_project_from_the_wheel_runs_its_night_beside_an_airflow_night(tm
     regressed = [p.stem for p in (project / "reports" / "runs").glob("*.json")
                  if json.loads(p.read_text())["verdict"] == "fail"]
     assert returned == (3 if regressed else 0), run_log.read_text()[-5000:]
+    targets = sorted(r for r in truth if "-t" in r)
+    assert sorted(regressed) == targets                    # the objectives fail every one, the normal ones too
+    decided = {json.loads((project / "reports" / "runs" / f"{r}.json").read_text())["details"]["decision"]["decided_by"]
+               for r in targets if truth[r]["verdict"] == "pass"}
+    assert decided and decided <= {"objectives", "objectives and detectors"}
     assert (f"{len(regressed)} run(s) regressed" in run_log.read_text()) == bool(regressed)
     for log in (run_log, night_log):
         assert f"locked by pid {holder.pid}" in log.read_text() and "holder-test" in log.read_text()
-    targets = sorted(r for r in truth if "-t" in r)
     assert targets and sorted(p.stem for p in (project / "reports" / "runs").glob("*.json")) == targets
     assert not (project / "data" / "example").exists()
     index = (project / "reports" / "index.html").read_text()
     assert "runs regressed" in index and "regresslab:night-failed" not in index
     cases = (project / "reports" / "junit.xml").read_text()
-    assert cases.count("<testcase ") == len(targets) and f'failures="{len(regressed)}"' in cases
+    assert cases.count("<testcase ") == 2 * len(targets) and f'failures="{2 * len(regressed)}"' in cases
+    assert all(f"{r} · P95" in cases for r in targets)
     assert strict_json_files(project) > 10
     assert leftovers(project) == []
     last = regresslab(project, "run", "report")

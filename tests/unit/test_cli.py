@@ -26,6 +26,7 @@ def _regresslab(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedP
 
 def test_the_wheel_carries_its_defaults_and_templates(installed):
     assert (installed / "pipelines" / "params_defaults.yaml").is_file()
+    assert (installed / "pipelines" / "objectives" / "template" / "slo.yaml").is_file()
     assert (installed / "pipelines" / "reporting" / "templates" / "run.html.j2").is_file()
     assert (installed / "bin" / "regresslab").is_file()
 
@@ -127,3 +128,38 @@ def test_the_stages_run_with_this_interpreter_without_an_activated_environment()
     assert env["PATH"].split(os.pathsep) == [here, "/usr/bin", "/bin"]
     assert env["HOME"] == "/home/x" and env["PYTHONUNBUFFERED"] == "1"
     assert stage_env({})["PATH"] == here
+
+
+
+def test_objectives_a_night_cannot_use_are_refused_before_any_stage(tree, tiny_lab, capsys):
+    """``regresslab check`` and ``regresslab run`` read every system's objectives first: a criterion that
+    does not parse, and, once a run of the system is pulled, a counter none of its archives has, each
+    refused with the file, the key path and a suggestion (exit 2, no stage run)."""
+    import yaml
+
+    from tests.helpers import run_stages
+
+    folder = tree / "objectives" / "shop"
+    folder.mkdir(parents=True)
+    (folder / "slo.yaml").write_text("objectives:\n  - {sli: p95, pass: [{criteria: ['< 6OO']}]}\n"
+                                     "total_score: {pass: '90%'}\n")
+    (folder / "sli.yaml").write_text("indicators: {p95: p95(app.response_time_msec)}\n")
+    for command in (["check"], ["run"]):
+        assert cli.main(command) == 2
+        said = capsys.readouterr().err
+        assert "objectives/shop/slo.yaml: objectives[0].pass[0].criteria[0]: '< 6OO' is not a criterion" in said
+    assert not config.RAW.exists()                                                   # no stage ran
+    (folder / "slo.yaml").write_text("objectives:\n  - {sli: p95, pass: [{criteria: ['<600']}]}\n"
+                                     "total_score: {pass: '90%'}\n")
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["pull"]["source"] = str(tiny_lab[0])
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    run_stages({"pull", "validate"})
+    capsys.readouterr()
+    assert cli.main(["check"]) == 2
+    said = capsys.readouterr().err
+    assert ("objectives/shop/sli.yaml: indicators.p95: no pulled archive of shop has the counter "
+            "'app.response_time_msec'") in said and "did you mean 'app.response_time_ms'?" in said
+    (folder / "sli.yaml").write_text("indicators: {p95: p95(app.response_time_ms)}\n")
+    cli.main(["check"])
+    assert "[check] objectives: shop: 1 objective(s), their 1 indicator(s) found in shop-" in capsys.readouterr().out

@@ -49,6 +49,27 @@ def test_svg_marks_each_run_its_verdict_the_versions_the_flags_and_the_band():
     assert f'cy="{expected:.1f}"' in svg
 
 
+def test_an_objectives_absolute_criteria_are_lines_and_its_relative_ones_are_not():
+    """The objectives of the latest run's verdict file on its counter: ``<20`` (pass) and ``<=25``
+    (warning) drawn; ``<=+10%`` moves with each run's earlier results and is not.  The values run
+    10..15 and the lines reach 25: y spans 10..25 padded by 8 % of 15 (1.2), so 20 sits at
+    22 + 224 x (1 - (20 - 8.8) / (26.2 - 8.8))."""
+    doc = {"objectives": {"objectives": [
+        {"counter": "app.response_time_ms", "display_name": "P95 <x>", "aggregate": "p95",
+         "pass": [["<=+10%", "<20"]], "warning": [["<=25"]]},
+        {"counter": "app.throughput_rps", "display_name": "Throughput", "aggregate": "mean", "pass": [[">=-5%"]],
+         "warning": []}]}}
+    limits = ch.objective_limits(doc)
+    assert limits == {"app.response_time_ms": [("objective P95 <x>: p95 <20 (pass)", 20.0, "pass"),
+                                               ("objective P95 <x>: p95 <=25 (warning)", 25.0, "warning")]}
+    svg = ch.history_svg("app.response_time_ms", _points(), None, limits=limits["app.response_time_ms"])
+    assert svg.count('<line class="objective pass"') == 1 and svg.count('<line class="objective warning"') == 1
+    assert "P95 &lt;x&gt;" in svg and "<x>" not in svg
+    y20 = 22.0 + 224.0 * (1 - (20.0 - 8.8) / (26.2 - 8.8))
+    assert f'y1="{y20:.1f}"' in svg
+    assert ch.objective_limits({}) == {} and ch.objective_limits(None) == {}
+
+
 def test_svg_escapes_what_came_from_an_archive_and_survives_missing_values():
     pts = [ch.Point(EVIL, "2026", EVIL, "pass", None, False), ch.Point("r1", "2026", "1", "pass", 3.0, False)]
     svg = ch.history_svg(EVIL, pts, None)
