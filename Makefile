@@ -35,7 +35,7 @@ screenshots: browser
 	mkdir -p reports/screenshots
 	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,900 \
 	  --screenshot=reports/screenshots/index.png file://$(CURDIR)/reports/index.html
-	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,2200 \
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,900 \
 	  --screenshot=reports/screenshots/run.png file://$(CURDIR)/reports/runs/$$($(BIN)/python -c 'import glob, json; \
 	  docs = [json.load(open(f)) for f in glob.glob("reports/runs/*.json")]; \
 	  print(max(docs, key=lambda d: (d["verdict"] == "fail", bool(d["cause"]["known"]), d["score"]))["run_id"])').html

@@ -153,7 +153,7 @@ def nightly_regression_analysis():
     calibrations = [calibrate_control_charts(), calibrate_clusters(), calibrate_stacking()]
     mined >> [*calibrations, targets]
     night = night_index()
-    _stage("commit_changes")() >> night           # the benchmark history per commit (skipped when none is set)
+    validated >> _stage("commit_changes")() >> night   # the benchmark history per commit, linked to the runs
     calibrations >> analyse_run.expand(run_names=targets) >> night
     summary(night)                                # the summary line and the e-mail, side by side
     alert(night)

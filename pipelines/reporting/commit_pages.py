@@ -1,10 +1,14 @@
-"""The page of the changes per commit: each changed series with its per-commit result, its band and its steps.
+"""The page of the changes per commit: each changed series with its per-commit result, its band and its
+steps; each change linked to the load-test runs (and their versions) it falls between, and a later
+change of the same series that reverses it said on both.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipelines import config
 from pipelines.detectors.series_changes import ClusterEntry, ContractChange, SeriesDetection
@@ -36,9 +40,60 @@ def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | 
     return "".join(parts)
 
 
+@dataclass(frozen=True)
+class RunAt:
+    """A load-test run as the commits page links it: when it started, its system and version, and
+    whether it is a night's target (with a page of its own)."""
+
+    run_id: str
+    started_at: str
+    system: str
+    version: str
+    target: bool = False          # a target of a night: it has a page of its own
+
+
+def runs_between(commit_time: str | None, runs: list[RunAt]) -> list[tuple[RunAt | None, RunAt | None]]:
+    """Per system, the last run that started before the commit and the first after it (either None
+    where there is none): the runs, and their versions, a change at this commit falls between."""
+    if not commit_time:
+        return []
+    at = pd.Timestamp(commit_time)
+    at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
+    out = []
+    for system in sorted({r.system for r in runs}):
+        mine = sorted((r for r in runs if r.system == system), key=lambda r: r.started_at)
+        before = [r for r in mine if pd.Timestamp(r.started_at) <= at]
+        after = [r for r in mine if pd.Timestamp(r.started_at) > at]
+        out.append((before[-1] if before else None, after[0] if after else None))
+    return out
+
+
+def reversals(rows: list[ContractChange], commits: list[str]) -> dict[int, dict[str, Any]]:
+    """Row index -> how a later change of the same series undoes it (``reversed_by``: its commit, its
+    change, the net change of the two, and whether it undoes all of it, net within ``1 %``), and on
+    the later row, which change it reverses (``reverses``)."""
+    pos = {c: i for i, c in enumerate(commits)}
+    by_series: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_series.setdefault(f"{r['benchmark']}|{r['config']}", []).append(i)
+    out: dict[int, dict[str, Any]] = {}
+    for members in by_series.values():
+        ordered = sorted(members, key=lambda i: pos.get(rows[i]["commit"], 0))
+        for a, b in zip(ordered, ordered[1:]):
+            first, second = rows[a]["magnitude_pct"], rows[b]["magnitude_pct"]
+            if first * second >= 0:
+                continue
+            net = 100.0 * ((1 + first / 100.0) * (1 + second / 100.0) - 1.0)
+            out.setdefault(a, {})["reversed_by"] = {"commit": rows[b]["commit"], "magnitude_pct": second,
+                                                   "net_pct": net, "whole": abs(net) < 1.0}
+            out.setdefault(b, {})["reverses"] = {"commit": rows[a]["commit"], "magnitude_pct": first}
+    return out
+
+
 def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, source: str | None,
                 new_clusters: list[ClusterEntry], metrics: dict[str, Any] | None, top_series: int,
-                problem: str | None = None) -> str:
+                problem: str | None = None, commit_times: dict[str, str] | None = None,
+                runs: list[RunAt] = ()) -> str:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(loader=FileSystemLoader(config.TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
@@ -62,9 +117,14 @@ def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, s
     for item in series:
         if item["svg"]:
             item["svg"] = "data:image/svg+xml;base64," + base64.b64encode(item["svg"].encode()).decode()
+    undone = reversals(rows, list((result or {}).get("commits") or []))
+    shown = [{**r, **undone.get(i, {}), "between": runs_between((commit_times or {}).get(r["commit"]), list(runs))}
+             for i, r in enumerate(rows)]
+    standing = [r for r in shown if r["direction"] == "regression" and not (r.get("reversed_by") or {}).get("whole")]
     return env.get_template("commits.html.j2").render(
-        rows=rows, series=series, source=source, new_clusters=new_clusters, metrics=metrics, problem=problem,
-        regressions=sum(r["direction"] == "regression" for r in rows),
+        rows=shown, series=series, source=source, new_clusters=new_clusters, metrics=metrics, problem=problem,
+        regressions=sum(r["direction"] == "regression" for r in rows), standing=len(standing),
+        reversed=sum(r["direction"] == "regression" and bool(r.get("reversed_by")) for r in shown),
         method=(result or {}).get("method", "skia+mono"), irregular=(result or {}).get("irregular", {}),
         commits=len(result["commits"]) if result else 0,
         benchmarks=len(result["table"]) if result else 0)

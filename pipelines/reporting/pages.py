@@ -18,6 +18,7 @@ from typing import Any
 from pipelines import config
 from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
+from pipelines.reporting.release import Build, run_status, uncertainty
 from pipelines.reporting.summary import change_text, environment_differences, signed_pct, with_unit
 from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
 from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
@@ -81,6 +82,7 @@ class RunPage:
     few_intervals: int = 20
     compare_pages: dict[str, str] | None = None
     history: bool = False
+    key_counters: list[str] = ()
 
 
 def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None, page: RunPage) -> str:
@@ -120,7 +122,16 @@ def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None,
                   "diff": environment_differences(target_env, baseline_envs.get(b["run_id"], {}))}
                  for b in sorted(doc["baseline_runs"], key=lambda b: -b["weight"])]
     cc = doc["methods"].get("control_charts", {})
+    top_change = next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)
+    dependent = list((d.get("not_analysed") or {}).get("environment_dependent_in_new_environment") or [])
+    key = [{"name": c, "flagged": c in doc["flagged_counters"],
+            "baseline": with_unit(c, changes[c]["baseline"]) if c in changes else "—",
+            "now": with_unit(c, changes[c]["target"]) if c in changes else "—",
+            "change": change_cell(changes.get(c), None), "direction": (changes.get(c) or {}).get("direction", ""),
+            "history": counter_href(doc["system"], c) if history else None} for c in page.key_counters]
     return page_environment().get_template("run.html.j2").render(
+        release=run_status({**doc, "top_change": top_change}), uncertainty=uncertainty(doc), key=key,
+        lab_dependent=dependent, lab_dependent_key=[c for c in page.key_counters if c in dependent],
         doc=doc, meta=meta, style=style_sheet(), top=top, timeline=timeline,
         rules=[(c, d["violated_rules"][c][:3]) for c in flagged_rules[:10]], charts=plots, baselines=baselines,
         not_analysed=sorted((d.get("not_analysed") or {}).items()), load_independent=cc.get("load_independent_counters", []),
@@ -151,6 +162,7 @@ class NightIndex:
     commits: dict[str, Any] | None = None
     missing_sources: list[dict[str, Any]] = ()
     arriving: dict[str, list[dict[str, Any]]] | None = None
+    builds: list[Build] = ()
 
 
 def render_index(rows: list[IndexRow], page: NightIndex) -> str:
@@ -164,7 +176,10 @@ def render_index(rows: list[IndexRow], page: NightIndex) -> str:
         style=style_sheet(), dropped=list(page.dropped), dropped_runs=len({run_id for run_id, _ in page.dropped}),
         decisions=list(page.decisions), trends=list(page.trends), commits=page.commits, systems=page.systems or {},
         missing_sources=list(page.missing_sources), waiting=(page.arriving or {}).get("waiting") or [],
-        retaken=(page.arriving or {}).get("retaken") or [])
+        retaken=(page.arriving or {}).get("retaken") or [], builds=list(page.builds),
+        tonight=[b for b in page.builds if b.tonight], certain=[r for r in rows if r.get("status") == "hold"],
+        uncertain=[r for r in rows if not r.get("certain", True)],
+        news=any(r.get("change") not in (None, "new") for r in rows), gated=any(r.get("objectives") for r in rows))
 
 
 BANNER_START, BANNER_END = "<!-- regresslab:night-failed -->", "<!-- /regresslab:night-failed -->"
@@ -227,6 +242,10 @@ def dropped_counters(index: ValidIndex) -> list[tuple[str, DroppedCounter]]:
 
 
 def index_row(doc: VerdictFile) -> IndexRow:
+    """The run's row of the night index: what the runs table shows, and its release status
+    (:func:`pipelines.reporting.release.run_status`)."""
+    top_change = next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)
+    release = run_status({**doc, "top_change": top_change})
     return {"run_id": doc["run_id"], "system": doc["system"], "verdict": doc["verdict"], "score": doc["score"],
             "cause": doc["cause"]["label"], "probability": doc["cause"]["probability"] or 0.0,
             "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],
@@ -234,9 +253,10 @@ def index_row(doc: VerdictFile) -> IndexRow:
             "insufficient_baseline": doc.get("baseline_status") == "insufficient",
             "dropped": len(doc.get("dropped_counters") or []),
             # counter_changes is written in the summary's order (report_run): its first is the top change
-            "top_change": next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None),
+            "top_change": top_change,
             "objectives": (doc.get("objectives") or {}).get("result"),
-            "objectives_score": (doc.get("objectives") or {}).get("score_pct")}
+            "objectives_score": (doc.get("objectives") or {}).get("score_pct"),
+            "status": release.status, "reason": release.reason, "certain": release.certain}
 
 
 # --------------------------------------------------------------------------- I/O shell

@@ -20,7 +20,7 @@ from pipelines.objectives.gates import Evaluation
 from pipelines.verdict import cause_signatures, counter_order, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
-from pipelines.reporting import compare, counter_history, links
+from pipelines.reporting import compare, counter_history, links, release
 from pipelines.reporting.pages import (NightIndex, RunPage, dropped_counters, index_row, render_index, render_run,
                                       templates_digest)
 from pipelines.reporting.plots import night_trends, sparkline
@@ -259,7 +259,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
                    index[run_id].get("environment") or {},
                    [(index.get(b["run_id"]) or {}).get("environment") or {} for b in composed["baseline_runs"]])}
     top_n = params.top_counters
-    shown = list(dict.fromkeys(flagged + list(composed["counter_scores"])[:top_n]))
+    indicators = release.key_indicators(composed, index[run_id], composed["counter_scores"])
+    shown = list(dict.fromkeys(flagged + list(composed["counter_scores"])[:top_n] + indicators))
     by_start = sorted((b["run_id"] for b in composed["baseline_runs"]),
                       key=lambda b: ((index.get(b) or {}).get("started_at") or "", b))
     changes, trends, frames = run_changes(run_id, by_start, shown, params.directions,
@@ -280,7 +281,8 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     page = RunPage(baseline_envs={b["run_id"]: (index.get(b["run_id"]) or {}).get("environment") or {}
                                   for b in doc["baseline_runs"]},
                    raw_href=f"../../data/raw/{raw_name}", raw_name=raw_name, top_n=top_n, changes=changes,
-                   trends=trends, few_intervals=params.few_intervals, compare_pages=compared, history=True)
+                   trends=trends, few_intervals=params.few_intervals, compare_pages=compared, history=True,
+                   key_counters=indicators)
     html = render_run(doc, index[run_id], charts, page)
     atomic.write_text_atomic(config.run_report_path(run_id, "html"), memo.stamp_html(html, key))
     return doc
@@ -352,6 +354,26 @@ def quarantine_reasons(limit: int = 400) -> dict[str, str]:
     return out
 
 
+def release_builds(rows: dict[str, IndexRow], nights: list[tuple[str, dict[str, IndexRow]]],
+                   index: ValidIndex) -> list[release.Build]:
+    """The release view (:mod:`pipelines.reporting.release`): tonight's runs and those of the earlier
+    nights shown in the trend, one row per system and build; an earlier run's status from its row
+    (or, for a night written before rows held it, from its verdict file)."""
+    runs: dict[str, tuple[str, release.RunStatus]] = {}
+    for _, earlier in nights:
+        for run_id, row in earlier.items():
+            if row.get("status"):
+                runs[run_id] = (row["system"], release.RunStatus(run_id, row["status"], row.get("reason") or "",
+                                                                 bool(row.get("certain")), float(row.get("score") or 0)))
+            elif config.is_identifier(run_id) and config.run_report_path(run_id).exists():
+                doc = atomic.read_json(config.run_report_path(run_id))
+                runs[run_id] = (doc["system"], release.run_status(doc))
+    for run_id, row in rows.items():
+        runs[run_id] = (row["system"], release.RunStatus(run_id, row["status"], row["reason"], row["certain"],
+                                                         float(row.get("score") or 0)))
+    return release.builds(runs, index, rows)
+
+
 def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
                       index: ValidIndex) -> NightSummary:
     """The night's index page and summary from the targets' verdict files (``rows``: their index
@@ -365,7 +387,11 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
     earlier = sorted(p for p in config.NIGHTS.glob("*.json") if p.stem < night) if config.NIGHTS.exists() else []
     previous = atomic.read_json(earlier[-1])["runs"] if earlier else None
     changes = night_changes(rows, previous)
-    ordered = sorted(rows.values(), key=lambda r: (r["verdict"] != "fail", -(r["score"] or 0.0), r["run_id"]))
+    for run_id, r in rows.items():
+        r.update(version=str((index.get(run_id) or {}).get("version") or ""),
+                 build=str((index.get(run_id) or {}).get("build") or (index.get(run_id) or {}).get("version") or ""))
+    ordered = sorted(rows.values(), key=lambda r: (release.RANK.get(r.get("status") or "ship", 2),
+                                                   -(r["score"] or 0.0), r["run_id"]))
     for r in ordered:
         r["change"] = changes[r["run_id"]]
     reasons = quarantine_reasons()
@@ -389,7 +415,8 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
     page = NightIndex(night=night, generated=now.strftime("%Y-%m-%d %H:%M UTC"), quarantined=quarantined,
                       systems={s: links.system_href(s) for s in systems}, reasons=reasons, valid_runs=len(index),
                       dropped=dropped_counters(index), decisions=decisions, trends=trends, commits=commit_summary(),
-                      missing_sources=missing, arriving=arriving)
+                      missing_sources=missing, arriving=arriving,
+                      builds=release_builds(rows, history_nights, index))
     atomic.write_text_atomic(config.NIGHT_INDEX, render_index(ordered, page))
     failed = sorted(r["run_id"] for r in rows.values() if r["verdict"] == "fail")
     return {"night": night, "runs": len(rows), "failed": failed, "quarantined": quarantined,

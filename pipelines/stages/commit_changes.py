@@ -17,10 +17,21 @@ from pipelines import config
 from pipelines.detectors.commit_series import all_changes, check_frame, contract_rows, detect_all, read_series, score_against
 from pipelines.detectors.skia import TRIAGE_STATUSES, coalesce, triage_cluster
 from pipelines.progress import Progress
-from pipelines.reporting.commit_pages import render_page
+from pipelines.reporting.commit_pages import RunAt, render_page
 from pipelines.storage import atomic, locks
 
 log = logging.getLogger("regresslab.commit_changes")
+
+
+def load_test_runs() -> list[RunAt]:
+    """The validated load-test runs, for the page's links from a change to the runs around it (none
+    before the first night's validation)."""
+    if not config.VALID_INDEX.exists():
+        return []
+    index = atomic.read_json(config.VALID_INDEX).get("valid") or {}
+    return [RunAt(run_id, str(row.get("started_at") or ""), str(row.get("system") or ""),
+                  str(row.get("version") or ""), target=row.get("verdict") is None)
+            for run_id, row in index.items() if row.get("started_at")]
 
 
 @locks.holding("commit_changes")
@@ -66,10 +77,12 @@ def main() -> None:
         if lpath.exists():
             metrics = score_against(result, atomic.read_json(lpath), int(params["match_margin"]))
     atomic.write_json_atomic(config.COMMIT_REPORTS / "changes.json", rows)
+    times = dict(zip(frame["commit"].astype(str), frame["commit_time"].astype(str)))
     atomic.write_text_atomic(config.COMMIT_REPORTS / "index.html",
                               render_page(rows, result, source=str(source),
                                           new_clusters=[c for c in registry if c["id"] in new_ids],
-                                          metrics=metrics, top_series=int(params["page_series"])))
+                                          metrics=metrics, top_series=int(params["page_series"]),
+                                          commit_times=times, runs=load_test_runs()))
     atomic.write_json_atomic(metrics_path, metrics or {})
     print(f"[commit_changes] {len(result['table'])} series x {len(result['commits'])} commits: "
           f"skia {len(result['skia'])} change(s) in {len(result['clusters'])} interesting cluster(s) "

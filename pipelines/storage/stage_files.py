@@ -191,7 +191,9 @@ class IndexRow(TypedDict, total=False):
     """One run's row of the night index (``reports/nights/<night>.json``, the index page, the alert):
     its verdict and score, the cause and its probability, its first three counters and first change,
     whether its lab is new or its baseline insufficient, the counters dropped, what ``change``d
-    since the night before, and its objectives' result and score (None: its system declares none)."""
+    since the night before, its objectives' result and score (None: its system declares none), its
+    release ``status`` (hold, look, ship) with its ``reason`` and whether its verdict is ``certain``,
+    and its ``version`` and ``build`` (the archive's build, else its version)."""
 
     run_id: str
     system: str
@@ -208,6 +210,11 @@ class IndexRow(TypedDict, total=False):
     change: str
     objectives: str | None
     objectives_score: float | None
+    status: str
+    reason: str
+    certain: bool
+    version: str
+    build: str
 
 
 class NightSummary(TypedDict):

@@ -130,8 +130,10 @@ def test_run_page_loads_cleanly_with_its_key_elements(browser, pages):
     browser.get(run_page.as_uri())
     assert _errors(browser) == []
     banner = browser.find_element(By.ID, "verdict-banner")
-    assert "FAIL" in banner.text and "0.81" in banner.text
+    assert "FAIL" in banner.text and "Hold" in banner.text
     assert "Probable cause" in browser.find_element(By.ID, "cause").text
+    assert not browser.find_element(By.ID, "methods").is_displayed()             # folded under Evidence
+    browser.find_element(By.CSS_SELECTOR, "#evidence > summary").click()
     for element in ("methods", "top-counters", "violated-rules", "baseline", "timeline", "control-charts"):
         assert browser.find_element(By.ID, element).is_displayed(), element
     images = browser.find_elements(By.CSS_SELECTOR, "#control-charts img, #timeline")

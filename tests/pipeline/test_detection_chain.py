@@ -73,7 +73,7 @@ def test_chain_writes_contract_verdicts_and_metrics(analysed):
         assert trust["basis"] in ("record", "small_history", "new_lab", "silent_null") and trust["reason"]
         if trust["basis"] != "record":      # too few normal runs, a new lab, a record that cannot weigh: said, with why
             assert trust["normal_runs"] is not None and any(
-                why in trust["reason"] for why in ("too small", "lab", "finds nothing"))
+                why in trust["reason"] for why in ("too few", "lab", "finds nothing"))
         if len(combined) > 1 and trust["weights"]:
             assert sum(weights.values()) == pytest.approx(len(combined), abs=1e-3)
         ps = [doc["methods"][method.get(d, d)]["p_value"] / weights[d] for d in combined]
