@@ -35,7 +35,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "mine_rules.algorithm": ("apriori", "fpgrowth"),
     "control_charts.method": ("percentile", "sigma"),
     "control_charts.scope": ("run", "interval"),
-    "commit_changes.method": ("auto", "level_shift", "skia+mono", "mono+pelt", "skia", "mono", "pelt"),
+    "commit_changes.method": ("auto", "level_shift", "skia+mono", "mono+pelt", "skia", "mono", "pelt", "level_shift+pelt"),
     "commit_changes.skia.grouping": ("kmeans", "individual", "both"),
     "commit_changes.mono.quantile": ("normal", "student"),
     "report.verdict_rule": ("calibrated", "all", "any", "stacking", "control_charts"),

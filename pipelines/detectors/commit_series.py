@@ -153,7 +153,7 @@ def mono_all(frame: pd.DataFrame, commits: list[str], mo: MonoParams, *, progres
     return changes, intervals, summaries
 
 
-METHODS = ("auto", "level_shift", "skia+mono", "mono+pelt", "skia", "mono", "pelt")
+METHODS = ("auto", "level_shift", "skia+mono", "mono+pelt", "skia", "mono", "pelt", "level_shift+pelt")
 DETECTORS = ("skia", "mono", "pelt", "level_shift")      # each one's changes under its name in detect_all's result
 
 
@@ -167,15 +167,30 @@ def all_changes(result: SeriesDetection) -> list[SeriesChange]:
     return [ch for d in DETECTORS for ch in result[d]]
 
 
+# what each detector needs of a series to judge it (docs/methods/commit-series.md)
+NEEDS = {"mono": "repeated runs per commit (its intervals are of a commit's own runs)",
+         "skia": "several series to cluster (a step is a cluster centroid's)",
+         "pelt": "repeated runs per commit (its penalty rests on their spread)",
+         "level_shift": "one value per commit is enough (its noise and course come from the series itself)"}
+
+
+def repeated(frame: pd.DataFrame) -> pd.Series:
+    """Per series (``benchmark|config``), whether most of its commits have repeated runs or measurements."""
+    per_commit = frame.groupby(["benchmark", "config", "commit"]).size()
+    median = per_commit.groupby(level=["benchmark", "config"]).median()
+    return pd.Series((median > 1).to_numpy(), index=[f"{b}|{c}" for b, c in median.index])
+
+
 def resolve_method(method: str, frame: pd.DataFrame) -> str:
-    """``auto``: ``pelt`` when most commits have repeated runs or measurements, else
-    ``level_shift`` (the per-class table in docs/results/commit-series.md)."""
+    """``auto``: per series, what it can be judged by (:data:`NEEDS`): ``pelt`` on the series with
+    repeated runs, ``level_shift`` on those with one value per commit; ``level_shift+pelt`` when the
+    history holds both (the per-class table in docs/results/commit-series.md)."""
     if method not in METHODS:
         raise ValueError(f"commit_changes.method must be one of {', '.join(METHODS)}, not {method!r}")
     if method != "auto":
         return method
-    per_commit = frame.groupby(["benchmark", "config", "commit"]).size()
-    return "pelt" if float(per_commit.median()) > 1 else "level_shift"
+    kinds = set(repeated(frame).tolist())
+    return "level_shift+pelt" if kinds == {True, False} else "pelt" if kinds == {True} else "level_shift"
 
 
 def spread_changes(pelt: list[SeriesChange], level: list[SeriesChange], commits: list[str], *,
@@ -205,15 +220,19 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     skia, clusters, mono, intervals, summaries, pelt = [], [], [], {}, {}, []
     shifts, irregular = [], {}
     detectors = ran(method)
+    rows = {"level_shift": table, "pelt": table}
+    if method == "level_shift+pelt":            # auto on a mixed history: each series by what it can be judged by
+        many = repeated(frame)
+        rows = {"pelt": table[table.index.isin(many[many].index)], "level_shift": table[~table.index.isin(many[many].index)]}
     if "level_shift" in detectors:
-        shifts, irregular = level_shift_changes(table, LevelShiftParams.from_params(params["level_shift"]))
+        shifts, irregular = level_shift_changes(rows["level_shift"], LevelShiftParams.from_params(params["level_shift"]))
     if "skia" in detectors:
         skia, clusters = skia_changes(table, skia_params(params["skia"]))
     if "mono" in detectors:
         mono, intervals, summaries = mono_all(frame, commits, MonoParams.of(params["mono"]), progress=progress)
     if "pelt" in detectors:
         pp = pelt_params(params["pelt"])
-        pelt = pelt_changes(table, **pp)
+        pelt = pelt_changes(rows["pelt"], **pp)
         if "mono" in detectors:
             pelt = spread_changes(pelt, mono, commits, margin=int(params["pelt"]["min_segment"]),
                                   variance_ratio=pp["variance_ratio"])

@@ -20,17 +20,21 @@ it differs from what the series before it predicts**:
    stretch's trend and curvature and its autocorrelation are the null; ``δ`` is the step beyond
    them, ``t = δ / se(δ)``.  A random walk (``φ`` near 1) leaves one increment to judge the step,
    a cycle becomes autocorrelation, a trend a slope.
-3. **Backward elimination.** While a candidate's ``|t|`` is below the critical value, the
-   weakest is dropped and its neighbours are tested again on their wider stretches: what is
-   left are steps that hold against every smooth course of the data around them.  The
-   critical value is Student's ``t`` at ``alpha`` / (2 n) (a Bonferroni bound over the n places
-   a step could have been found), times the series' **inflation**: the test run at every commit
-   of the series on a fixed stretch (:func:`scan_t`, all at once) spreads as a standard normal
-   where the local model holds; ``median |t| / 0.6745`` (at least 1, measured again with the
-   steps found taken out, until they no longer change) says how much wider the series' own
-   course makes it.  A series whose inflation reaches ``abstain_inflation`` is too irregular to
-   call: nothing is reported on it, and the page says so.
-4. **Practical size**: a step smaller than ``min_magnitude`` of the level (Perfherder's alert
+3. **Backward elimination.** From every candidate, while a candidate's ``|t|`` is below the
+   critical value, the weakest is dropped and its neighbours are tested again on their wider
+   stretches: what is left are steps that hold against every smooth course of the data around
+   them.  The critical value is Student's ``t`` at ``alpha`` / (2 n) (a Bonferroni bound over the
+   n places a step could have been found), times the series' **inflation**: the test run at every
+   commit of the series on a fixed stretch (:func:`scan_t`, all at once) spreads as a standard
+   normal where the local model holds; ``median |t| / 0.6745`` (at least 1) says how much wider the
+   series' own course makes it.  It is measured with the candidates left taken out, as levels
+   (:func:`piecewise_median`: a series of many steps is noise between them) and as local steps (a
+   trend's course stays), the smaller kept.  A series whose inflation reaches
+   ``abstain_inflation`` is too irregular to call: nothing is reported on it, and the page says so.
+4. **A cycle** (:func:`seasonal_cycle`) in the series less its quadratic course and its steps, one
+   that clears an F test over the periods tried and repeats from one half to the other, is taken
+   out and the steps sought again (:func:`level_shifts`).
+5. **Practical size**: a step smaller than ``min_magnitude`` of the level (Perfherder's alert
    threshold, as for PELT) or than ``min_sd`` times the series' noise sd (from its first
    differences) is not reported.
 
@@ -64,13 +68,16 @@ class LevelShiftParams:
     min_magnitude: float = 0.02
     min_sd: float = 2.0
     abstain_inflation: float = 4.0
+    cycle_alpha: float = 0.0001
+    cycle_penalty: float = 25.0
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> "LevelShiftParams":
         return cls(alpha=float(p["alpha"]), window=int(p["window"]), min_segment=int(p["min_segment"]),
                    candidate_penalty=float(p["candidate_penalty"]), outlier_sd=float(p["outlier_sd"]),
                    min_magnitude=float(p["min_magnitude"]), min_sd=float(p["min_sd"]),
-                   abstain_inflation=float(p["abstain_inflation"]))
+                   abstain_inflation=float(p["abstain_inflation"]), cycle_alpha=float(p["cycle_alpha"]),
+                   cycle_penalty=float(p["cycle_penalty"]))
 
 
 @dataclass(frozen=True)
@@ -199,28 +206,6 @@ def _bounds(k: int, pts: list[int], n: int, window: int) -> tuple[int, int]:
     return max(lo, pts[k] - window), min(hi, pts[k] + window)
 
 
-def eliminate(z: np.ndarray, cands: list[int], crit: float, window: int) -> tuple[list[int], list[StepTest]]:
-    """Backward elimination (see the module doc): the candidates left when each one's ``|t|`` on
-    its stretch is at least ``crit``, and their tests."""
-    n = z.size
-    tests: dict[tuple[int, int, int], StepTest | None] = {}
-    pts = list(cands)
-    while pts:
-        keys = [(c, *_bounds(k, pts, n, window)) for k, c in enumerate(pts)]
-        for key in keys:
-            if key not in tests:
-                tests[key] = step_test(z, *key)
-        scores = [abs(tests[key].t) if tests[key] else np.inf for key in keys]
-        weakest = int(np.argmin(scores))
-        if scores[weakest] >= crit:                  # every judged one holds: drop the unjudged
-            unjudged = [k for k, sc in enumerate(scores) if sc == np.inf]
-            if not unjudged:
-                return pts, [tests[key] for key in keys]
-            weakest = unjudged[0]
-        pts.pop(weakest)
-    return [], []
-
-
 def _steps(n: int, pts: list[int], tests: list[StepTest]) -> np.ndarray:
     """The accepted steps as a series: each one's ``δ`` from its commit on."""
     out = np.zeros(n)
@@ -229,45 +214,125 @@ def _steps(n: int, pts: list[int], tests: list[StepTest]) -> np.ndarray:
     return out
 
 
+FAR_BELOW = 0.5      # candidates this far below the critical value are dropped together, not one at a time
+
+
+def piecewise_median(z: np.ndarray, pts: list[int]) -> np.ndarray:
+    """The series' median between consecutive steps ``pts``: its level if the steps were all it did."""
+    out = np.empty_like(z)
+    edges = [0, *sorted(pts), z.size]
+    for a, b in zip(edges, edges[1:]):
+        out[a:b] = np.median(z[a:b])
+    return out
+
+
 def select(z: np.ndarray, cands: list[int], base: float, window: int
            ) -> tuple[list[int], list[StepTest], float]:
-    """The steps that hold (see the module doc), their tests and the series' inflation.  Forward:
-    the candidate with the largest ``|t|`` on its stretch between the steps already accepted is
-    accepted while ``|t|`` reaches ``base`` x the inflation of the series with it and them taken
-    out (a real step widens the scan near it; a walk or a cycle stays wide with one step out).
-    Then backward (:func:`eliminate`) at the inflation of what was accepted."""
+    """The steps that hold (see the module doc), their tests and the series' inflation.  Backward
+    from every candidate: each tested on its stretch between its neighbours, the weakest dropped
+    while its ``|t|`` is below ``base`` x the inflation of the series with the candidates left taken
+    out.  Taken out two ways, the smaller inflation kept: their levels (the median between steps: a
+    series of many steps is flat between them) and their local steps (a trend's course stays, and
+    the local test holds it).  A real step taken out leaves noise; a cycle or a walk stays wide
+    either way."""
     n = z.size
-    accepted: list[int] = []
+    pts = sorted(cands)
     while True:
-        best, best_t = None, 0.0
-        for c in cands:
-            if c in accepted:
-                continue
-            trial = sorted([*accepted, c])
-            k = trial.index(c)
-            test = step_test(z, c, *_bounds(k, trial, n, window))
-            if test is not None and abs(test.t) > best_t:
-                best, best_t = c, abs(test.t)
-        if best is None:
-            break
-        trial = sorted([*accepted, best])
-        tests = [step_test(z, c, *_bounds(k, trial, n, window)) for k, c in enumerate(trial)]
-        if any(t is None for t in tests):
-            break
-        if best_t < base * scan_inflation(z - _steps(n, trial, tests), window):
-            break
-        accepted = trial
-    tests = [step_test(z, c, *_bounds(k, accepted, n, window)) for k, c in enumerate(accepted)]
-    inflation = scan_inflation(z - _steps(n, accepted, tests), window) if accepted else scan_inflation(z, window)
-    pts, tests = eliminate(z, accepted, base * inflation, window)
-    return pts, tests, inflation
+        tests = [step_test(z, c, *_bounds(k, pts, n, window)) for k, c in enumerate(pts)]
+        judged = [(c, t) for c, t in zip(pts, tests) if t is not None]
+        pts, kept = [c for c, _ in judged], [t for _, t in judged]
+        if not pts:
+            return [], [], scan_inflation(z, window)
+        inflation = min(scan_inflation(z - piecewise_median(z, pts), window),
+                        scan_inflation(z - _steps(n, pts, kept), window))
+        scores = [abs(t.t) for t in kept]
+        weakest = int(np.argmin(scores))
+        if scores[weakest] >= base * inflation:
+            return pts, kept, inflation
+        far_below = {c for c, sc in zip(pts, scores) if sc < FAR_BELOW * base * inflation}
+        if len(far_below) > 1:             # noise candidates, all at once: none of them moves the others much
+            pts = [c for c in pts if c not in far_below]
+        else:
+            pts.pop(weakest)
+
+
+CYCLE_PERIODS = 240          # periods tried, log-spaced from 3 commits to a third of the series
+CYCLE_HARMONICS = 2
+
+
+def cycle_design(n: int, periods: np.ndarray) -> np.ndarray:
+    """The sines and cosines of a cycle of each of ``periods`` commits and its harmonics, over ``n``
+    commits: periods x n x (2 x harmonics)."""
+    angle = 2 * np.pi * np.arange(n)[None, :, None] * np.arange(1, CYCLE_HARMONICS + 1)[None, None, :] \
+        / np.asarray(periods, dtype=float).reshape(-1, 1, 1)
+    return np.concatenate([np.sin(angle), np.cos(angle)], axis=2)
+
+
+def seasonal_cycle(r: np.ndarray, alpha: float) -> tuple[float, np.ndarray] | None:
+    """A cycle in ``r`` (a series with its steps and a quadratic course taken out): the period from
+    3 commits to a third of the series whose two harmonics explain the most (least squares, every
+    period at once), kept when its F test clears ``alpha`` over the periods tried (Bonferroni) and it
+    :func:`repeats`; its period and course."""
+    n = r.size
+    if n < 40:
+        return None
+    periods = np.unique(np.round(np.geomspace(3.0, n / 3.0, CYCLE_PERIODS), 2))
+    designs = cycle_design(n, periods)                                           # periods x n x 4
+    gram = np.matmul(designs.transpose(0, 2, 1), designs)
+    coef = np.matmul(np.linalg.pinv(gram), np.matmul(r, designs)[..., None])    # a harmonic may alias
+    courses = np.matmul(designs, coef)[..., 0]
+    resid = ((r[None, :] - courses) ** 2).sum(1)
+    k = designs.shape[2]
+    ss_total = float(r @ r)
+    f_stat = np.where(resid > 0, ((ss_total - resid) / k) / (np.maximum(resid, 1e-300) / max(n - k - 3, 1)), np.inf)
+    best = int(np.argmax(f_stat))
+    p_value = float(stats.f.sf(f_stat[best], k, n - k - 3)) * CYCLE_PERIODS
+    period = float(periods[best])
+    if p_value >= alpha or not repeats(r, period, alpha):
+        return None
+    return period, courses[best]
+
+
+def repeats(r: np.ndarray, period: float, alpha: float) -> bool:
+    """Whether a cycle of ``period`` fitted on one half of ``r`` predicts the other half, both ways
+    (one-sided ``t`` of the other half on the prediction, at ``alpha``): a cycle repeats; a slow
+    wander that one period happens to follow in one stretch does not."""
+    n = r.size
+    design = cycle_design(n, np.array([period]))[0]
+    half = n // 2
+    for fit, test in ((slice(0, half), slice(half, n)), (slice(half, n), slice(0, half))):
+        coef, *_ = np.linalg.lstsq(design[fit], r[fit], rcond=None)
+        pred, seen = design[test] @ coef, r[test]
+        sxx = float(pred @ pred)
+        if sxx <= 0:
+            return False
+        slope = float(pred @ seen) / sxx
+        resid = seen - slope * pred
+        se = float(np.sqrt((resid @ resid) / max(seen.size - 1, 1) / sxx))
+        if se <= 0 or stats.t.sf(slope / se, max(seen.size - 1, 1)) >= alpha:
+            return False
+    return True
+
+
+def without_course(z: np.ndarray, steps: list[int]) -> np.ndarray:
+    """``z`` less its least-squares quadratic course and ``steps``: what a cycle would be left in."""
+    n = z.size
+    t = np.arange(n) / n
+    design = np.column_stack([np.ones(n), t, t * t, *[(np.arange(n) >= c).astype(float) for c in steps]])
+    coef, *_ = np.linalg.lstsq(design, z, rcond=None)
+    return z - design @ coef
+
+
+CYCLE_ROUNDS = 3
 
 
 def level_shifts(values: np.ndarray, p: LevelShiftParams) -> SeriesShifts:
     """The level shifts of one series (see the module doc): each one's index, relative change of
-    level and the test's evidence; none when the series is too irregular to call."""
+    level and the test's evidence; none when the series is too irregular to call.  A seasonal
+    cycle (:func:`seasonal_cycle`) around the steps found is taken out and the steps sought again,
+    at most :data:`CYCLE_ROUNDS` times, until they no longer change: a weekly job's cycle is the
+    series' course, not a string of steps, and it hides the steps beside it."""
     y = np.asarray(values, dtype=float)
-    n = y.size
     if np.isfinite(y).sum() < 2 * p.min_segment:
         return SeriesShifts([], 1.0)
     y = pd.Series(y).interpolate(limit_direction="both").to_numpy(float)
@@ -275,6 +340,26 @@ def level_shifts(values: np.ndarray, p: LevelShiftParams) -> SeriesShifts:
     scale = robust_sd(y)
     if scale <= 0:
         return SeriesShifts([], 1.0)
+    found = shifts_of(y, scale, p)
+    if found.abstained:
+        return found
+    z = (y - np.median(y)) / scale
+    rough = candidates(z, penalty=p.cycle_penalty, min_segment=p.min_segment)
+    for _ in range(CYCLE_ROUNDS):
+        cycle = seasonal_cycle(without_course(z, [c["index"] for c in found.changes] or rough), p.cycle_alpha)
+        if cycle is None:
+            return found
+        again = shifts_of(y - cycle[1] * scale, scale, p, period=cycle[0])
+        if [c["index"] for c in again.changes] == [c["index"] for c in found.changes]:
+            return again
+        found = again
+    return found
+
+
+def shifts_of(y: np.ndarray, scale: float, p: LevelShiftParams, period: float | None = None) -> SeriesShifts:
+    """The level shifts of ``y`` (cleaned, its noise sd ``scale``; ``period``: of the cycle taken
+    out of it, for the evidence)."""
+    n = y.size
     z = (y - np.median(y)) / scale
     edge = 2 * p.min_segment                          # a step needs this many commits either side to be told
     cands = [c for c in candidates(z, penalty=p.candidate_penalty, min_segment=p.min_segment) if edge <= c <= n - edge]
@@ -299,7 +384,8 @@ def level_shifts(values: np.ndarray, p: LevelShiftParams) -> SeriesShifts:
                     "evidence": {"previous_level": round(old, 6), "new_level": round(new, 6),
                                  "step": round(step, 6), "t": round(test.t, 2), "critical_t": round(crit, 2),
                                  "phi": round(test.phi, 3), "inflation": round(inflation, 2),
-                                 "window": [int(lo), int(hi)]}})
+                                 "window": [int(lo), int(hi)],
+                                 **({"cycle_period": round(period, 2)} if period is not None else {})}})
     return SeriesShifts(out, inflation)
 
 

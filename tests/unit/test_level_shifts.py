@@ -90,3 +90,42 @@ def test_a_series_too_irregular_to_call_says_so():
 def test_flat_and_short_series_have_no_change():
     assert level_shifts(np.full(300, 7.0), P).changes == []
     assert level_shifts(np.array([1.0, 2.0, 3.0]), P).changes == []
+
+
+def test_a_series_of_twenty_jumps_gets_twenty():
+    """Twenty steps of 5 noise sd, alternating up and down, every 25 commits of white noise: each is
+    found within 2 commits of where it is, and nothing else (the backward selection takes out all
+    candidates' levels before it measures how wide the series' own course spreads the test)."""
+    rng = np.random.default_rng(4)
+    at = [25 * (k + 1) for k in range(20)]
+    level = np.zeros(525)
+    for k, c in enumerate(at):
+        level[c:] += 5.0 if k % 2 == 0 else -5.0
+    found = [c["index"] for c in level_shifts(100.0 + level + rng.normal(0, 1, 525), LevelShiftParams()).changes]
+    assert len(found) == 20 and all(abs(f - t) <= 2 for f, t in zip(sorted(found), at))
+
+
+def test_a_step_beside_a_weekly_cycle_is_found_and_the_cycle_is_not():
+    """A cycle of period 14 and amplitude 2 sd around a 5-sd step at commit 180 of 400: the cycle is
+    taken out (its period in the evidence) and the step found; the same cycle without the step, and
+    a slow wander of the level that one period follows for a while, are no change."""
+    rng = np.random.default_rng(9)
+    x = np.arange(400)
+    cycle = 2.0 * np.sin(2 * np.pi * x / 14.0)
+    step = np.where(x >= 180, 5.0, 0.0)
+    (found,) = level_shifts(100 + cycle + step + rng.normal(0, 1, 400), LevelShiftParams()).changes
+    assert abs(found["index"] - 180) <= 2 and found["evidence"]["cycle_period"] == pytest.approx(14.0, abs=0.3)
+    assert level_shifts(100 + cycle + rng.normal(0, 1, 400), LevelShiftParams()).changes == []
+    wander = 3.0 * np.sin(2 * np.pi * x / 380.0) + 2.0 * np.sin(2 * np.pi * x / 170.0 + 1.0)
+    assert level_shifts(100 + wander + rng.normal(0, 1, 400), LevelShiftParams()).changes == []
+
+
+def test_the_cycle_search_needs_a_cycle_that_repeats():
+    """A cycle found in one half predicts the other (``repeats``): a sinusoid does; noise whose best
+    period explains a little by chance does not clear the F test over the periods tried."""
+    rng = np.random.default_rng(2)
+    x = np.arange(300)
+    period, course = ls.seasonal_cycle(1.5 * np.sin(2 * np.pi * x / 30.0) + rng.normal(0, 1, 300), 1e-4)
+    assert period == pytest.approx(30.0, abs=0.5) and np.corrcoef(course, np.sin(2 * np.pi * x / 30.0))[0, 1] > 0.9
+    assert ls.seasonal_cycle(rng.normal(0, 1, 300), 1e-4) is None
+    assert ls.repeats(np.sin(2 * np.pi * x / 30.0) + rng.normal(0, 0.5, 300), 30.0, 1e-4)
