@@ -32,8 +32,8 @@ from tests.helpers import QUICK_SETTLE_S, rooted_at, run_stages, write_tgz
 pytestmark = pytest.mark.slow     # whole nights
 
 # nights (REGRESSLAB_MUTATION_NIGHTS explores further); each judges MUTANTS mutated archives beside the lab's own
-EXAMPLES = int(os.environ.get("REGRESSLAB_MUTATION_NIGHTS", "2"))
-MUTANTS = 5
+EXAMPLES = int(os.environ.get("REGRESSLAB_MUTATION_NIGHTS", "1"))
+MUTANTS = 8
 REPO = Path(__file__).resolve().parents[2]
 FIELDS = ("schema_version", "run_id", "system", "version", "started_at", "duration_s", "workload", "environment",
           "baseline", "verdict", "cause", "regressed_counters")
