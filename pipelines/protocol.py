@@ -158,7 +158,9 @@ class RunJudged:
 class RunFiles:
     """What a detector's result is read from for one run (:class:`ResultReader`): the stages'
     documents of the run (``docs``: stage -> its document, None when it wrote none; ``detect``,
-    ``control_charts``, ``clusters``, ``predict_causes``), how the run's baseline relates to its lab
+    ``control_charts``, ``clusters``, ``predict_causes``; and a detector registered with a result
+    file of its own, ``stage_results.DetectorSpec.file``, that file's document under the
+    detector's name), how the run's baseline relates to its lab
     (``lab``), and the two settings a p-value read at report time needs: the rate a run fails at
     and the resolution of the cause classifier's probabilities."""
 

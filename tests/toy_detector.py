@@ -1,32 +1,24 @@
 """A detector of another kind, whole in one file, as a lab would add one to regresslab: it reads its
 own stored result of a run (a JSON file per run, written by its own stage) and returns the
 :class:`~pipelines.protocol.DetectorResult` the verdict weighs.  Registered by one entry of
-params.yaml's ``report.detectors``: ``{name: spectral, result: 'tests.toy_detector:result'}``.
+params.yaml's ``report.detectors``: ``{name: spectral, result: 'tests.toy_detector:result',
+file: 'data/processed/spectral/{run_id}.json'}``; the edge reads that file into
+``files.docs["spectral"]``.
 
-Its file: ``{"p_value", "flagged_counters", "peak_shift", "history_normals", "history_faults"}``,
-in the directory ``$SPECTRAL_RESULTS`` (its stage's output).
+Its file: ``{"p_value", "flagged_counters", "peak_shift", "history_normals", "history_faults"}``.
 """
 from __future__ import annotations
 
-import json
-import os
-import re
-from pathlib import Path
-
 from pipelines.protocol import DetectorResult, RunFiles
 
-RATE = 0.05
-SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+FILE = "data/processed/spectral/{run_id}.json"
 
 
 def result(files: RunFiles) -> DetectorResult | None:
     """The spectral detector's result of one run, from its stored file; None when it wrote none."""
-    if not SAFE_RUN_ID.match(files.run_id):
-        raise ValueError(f"not a run id: {files.run_id!r}")
-    path = Path(os.environ["SPECTRAL_RESULTS"]) / f"{files.run_id}.json"
-    if not path.exists():
+    doc = files.docs.get("spectral")
+    if doc is None:
         return None
-    doc = json.loads(path.read_text(encoding="utf-8"))
     p = doc.get("p_value")
     verdict = None if p is None else ("fail" if p <= files.false_alarm_rate else "pass")
     page = {"spectral": {"verdict": verdict, "p_value": p, "flagged_counters": doc["flagged_counters"],

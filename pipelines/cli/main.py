@@ -28,15 +28,40 @@ from pipelines import config, params_schema
 from pipelines.safe_text import for_terminal, mask_url, mask_urls, one_line
 
 
-def registered() -> list[tuple[str, Any]]:
+def registered() -> list[Any]:
     """The detectors of ``report.detectors``, each reader imported (``stage_results.registry``); a
-    ConfigError naming the entry when one cannot be read: said before the night, not at its report."""
+    ConfigError naming the entry when one cannot be read, or when a detector's own result files
+    are not a dependency of dvc.yaml's ``report`` stage (``dvc repro`` would keep the reports it
+    made before they changed): said before the night, not at its report."""
     from pipelines.detection import stage_results
 
     try:
-        return list(stage_results.registry(config.load_params("report")["detectors"]))
+        specs = list(stage_results.registry(config.load_params("report")["detectors"]))
     except ValueError as exc:
         raise params_schema.ConfigError(str(exc)) from None
+    deps = report_deps()
+    for spec in specs:
+        if spec.file is not None and deps is not None:
+            folder = spec.file.split("{run_id}")[0].rstrip("/") or spec.file
+            if not any(folder == d or folder.startswith(d + "/") for d in deps):
+                raise params_schema.ConfigError(
+                    f"params.yaml: report.detectors ({spec.name}): its results {spec.file} are not a dependency of "
+                    f"dvc.yaml's report stage: add '- {folder}' to its deps, or dvc repro keeps the reports made "
+                    "before they changed")
+    return specs
+
+
+def report_deps() -> list[str] | None:
+    """The deps of dvc.yaml's ``report`` stage (None: the project has no such stage or no dvc.yaml)."""
+    import yaml
+
+    try:
+        stages = (yaml.safe_load((config.ROOT / "dvc.yaml").read_text()) or {}).get("stages") or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    if "report" not in stages:
+        return None
+    return [str(d if isinstance(d, str) else next(iter(d))).rstrip("/") for d in stages["report"].get("deps") or []]
 
 
 def objectives_checked() -> list[str]:
@@ -89,7 +114,7 @@ def check(argv: list[str]) -> int:
     problems = 0
     config.load_params()                       # a ConfigError: main() says what is wrong, exit 2
     print(f"[check] {config.PARAMS}: valid")
-    print(f"[check] detectors: {', '.join(name for name, _ in registered())}")
+    print(f"[check] detectors: {', '.join(spec.name for spec in registered())}")
     for line in objectives_checked() or ["none declared (objectives/<system>/slo.yaml and sli.yaml; a template "
                                          "in objectives/_template/ after `regresslab init`)"]:
         print(f"[check] objectives: {line}")

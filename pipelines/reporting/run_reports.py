@@ -103,13 +103,16 @@ class ReportParams:
 def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params: ReportParams,
                rule: headline.HeadlineRule, raw: list[str],
                fault_labels: dict[str, cause_signatures.FaultLabel], features: str | None = None) -> str:
-    """The input key of a run's report (``memo``): the stages' result files it composes, the run
+    """The input key of a run's report (``memo``): the stages' result files it composes and each
+    registered detector's own result file (``stage_results.DetectorSpec.file``), the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
     params, the counters the system's verified faults name (the order of a failed run's counters:
     ``cause_signatures``), the code and the page's templates (``pages.templates_digest``)."""
     inputs = {p.parent.name + "/" + p.name: memo.file_digest(p)
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
                         config.cluster_path(run_id), config.evaluation_path(run_id))}
+    inputs.update({f"detector:{name}": memo.file_digest(path)
+                   for name, path in stage_results.own_files(run_id, params.detectors).items()})
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
     runs = {"target": [run_id], "baseline": baseline}

@@ -15,7 +15,7 @@ from pipelines.reporting import pages
 
 NORMALS = [f"n{i}" for i in range(20)]      # enough for the record to weigh the detectors (record.n_min: 5)
 FAULTS = [f"f{i}" for i in range(6)]
-TOY = {"name": "spectral", "result": "tests.toy_detector:result"}
+TOY = {"name": "spectral", "result": "tests.toy_detector:result", "file": "data/processed/spectral/{run_id}.json"}
 
 
 def params_with_toy() -> dict:
@@ -36,20 +36,27 @@ def detection_failing_every_normal_run() -> dict:
             "details": {"effects": {"app.latency_ms": 40.0, "db.fft_peak_hz": 25.0}}}
 
 
-def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_verdict_and_the_page(tmp_path, monkeypatch):
+def write_toy_result(root: Path, p_value: float) -> None:
+    """The toy's stage's result of run ``r`` in the project ``root``: it passed all 20 normal runs
+    of the history and caught 5 of 6 faults."""
+    path = root / "data" / "processed" / "spectral" / "r.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "p_value": p_value, "flagged_counters": ["db.fft_peak_hz"], "peak_shift": 3.5,
+        "history_normals": {r: 0.5 for r in NORMALS},
+        "history_faults": {f: (0.001 if f != "f5" else 0.3) for f in FAULTS}}))
+
+
+def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_verdict_and_the_page(tree):
     """Stacking fails run ``r`` (p 0.001) but failed all 20 normal runs of the history: the record
     leaves it out.  The toy passed all 20 and caught 5 of 6 faults, and fails ``r`` at p 0.004: it
     decides alone (p 0.004 <= 0.05), its counter is the one shown, the record says "0 of 20 normal
     runs failed, 5 of 6 faults caught" under its title, and the page shows its line and that it decided.
     Without the entry, the same files give a verdict that never mentions it."""
-    monkeypatch.setenv("SPECTRAL_RESULTS", str(tmp_path))
-    (tmp_path / "r.json").write_text(json.dumps({
-        "p_value": 0.004, "flagged_counters": ["db.fft_peak_hz"], "peak_shift": 3.5,
-        "history_normals": {r: 0.5 for r in NORMALS},
-        "history_faults": {f: (0.001 if f != "f5" else 0.3) for f in FAULTS}}))
+    write_toy_result(tree, 0.004)
     params = params_with_toy()
     registry = stage_results.registry(params["report"]["detectors"])
-    assert [name for name, _ in registry] == ["stacking", "control_charts", "clustered_regression", "within_run",
+    assert [spec.name for spec in registry] == ["stacking", "control_charts", "clustered_regression", "within_run",
                                                "cause_classifier", "spectral"]
     from pipelines.verdict import headline
 
@@ -85,6 +92,10 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
     ({"name": "spectral", "result": "tests.toy_detector:no_such"}, "cannot read tests.toy_detector:no_such"),
     ({"name": "stacking", "result": "tests.toy_detector:result"}, "registered twice"),
     ({"name": "spectral", "result": "tests.toy_detector:result", "weight": 2}, "unknown keys"),
+    ({**TOY, "file": "../elsewhere/{run_id}.json"}, "a .json path of the project naming {run_id}"),
+    ({**TOY, "file": "/tmp/{run_id}.json"}, "a .json path of the project"),
+    ({**TOY, "file": "data/processed/spectral/latest.json"}, "naming {run_id}"),
+    ({**TOY, "name": "clusters"}, "cannot take the name of a stage's document"),
 ])
 def test_a_wrong_registry_entry_is_named(entry, said):
     detectors = [*params_schema.defaults()["report"]["detectors"], entry]
@@ -106,7 +117,7 @@ def test_the_verdict_names_no_detector():
     """The registry is the one place that names the detectors: no module of pipelines/verdict holds a
     registered detector's name, nor a key of its page, in its code."""
     registry = stage_results.registry(params_schema.defaults()["report"]["detectors"])
-    names = {name for name, _ in registry} | set(stage_results.RULE_METHODS) | {"clustered_regression"}
+    names = {spec.name for spec in registry} | set(stage_results.RULE_METHODS) | {"clustered_regression"}
     verdict = Path(stage_results.__file__).resolve().parents[1] / "verdict"
     found = {p.name: string_constants(p) & names for p in sorted(verdict.glob("*.py"))}
     assert len(found) >= 4 and not any(found.values()), found
@@ -136,3 +147,48 @@ def test_a_detectors_page_entry_cannot_take_anothers():
     second = DetectorResult(judged=True, p_value=0.01, page={"spectral": {"verdict": "fail"}})
     with pytest.raises(ValueError, match="detector 'toy': its page entries \\['spectral'\\]"):
         headline.gather_evidence({"spectral": first, "toy": second})
+
+
+def test_the_toy_detectors_own_result_is_in_the_runs_report_key(tree):
+    """A run's report is made again when a registered detector's own result of it changes (its
+    ``file`` is hashed into the report's input key), not only when the project's own stages' do;
+    the registry without the toy gives one key whatever the toy's file holds."""
+    from pipelines.reporting import run_reports
+    from pipelines.verdict import headline
+
+    index = {r: {"system": "s", "verdict": "pass", "version": "1", "started_at": "2026-09-01T00:00:00"}
+             for r in ("r", "n0")}
+    rule_block = params_with_toy()["report"]
+
+    def key(block: dict) -> str:
+        params = run_reports.ReportParams.of(block)
+        return run_reports.report_key("r", detection_failing_every_normal_run(), index, params,
+                                      headline.HeadlineRule.from_params(block), [], {})
+    without = {**rule_block, "detectors": params_schema.defaults()["report"]["detectors"]}
+    none_yet, plain = key(rule_block), key(without)
+    write_toy_result(tree, 0.004)
+    first = key(rule_block)
+    write_toy_result(tree, 0.3)
+    second = key(rule_block)
+    assert len({none_yet, first, second}) == 3
+    assert key(without) == plain
+
+
+def test_a_detector_whose_results_the_report_stage_does_not_read_is_refused_before_the_night(tree):
+    """``regresslab check`` and ``run`` refuse a registered detector with a file of its own that
+    dvc.yaml's report stage does not list among its deps (``dvc repro`` would keep reports made
+    before its results changed), naming the folder to add; listed, the registry is read."""
+    import yaml
+
+    from pipelines.cli.main import registered
+
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["report"]["detectors"] = [*params["report"]["detectors"], TOY]
+    (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    stages = {"report": {"cmd": "regresslab stage report", "deps": ["data/processed/detections", "params.yaml"]}}
+    (tree / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    with pytest.raises(params_schema.ConfigError, match="add '- data/processed/spectral' to its deps"):
+        registered()
+    stages["report"]["deps"].append("data/processed/spectral")
+    (tree / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    assert [spec.name for spec in registered()][-1] == "spectral"
