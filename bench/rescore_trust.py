@@ -6,7 +6,6 @@
     python bench/rescore_trust.py build/robustness --detectors stacking control_charts \
         clustered_regression cause_classifier within_run                     # the run against itself named too
     python bench/rescore_trust.py build/robustness --allowed 0               # every false alarm charged
-    python bench/rescore_trust.py build/robustness --ties fewer_with_faults  # equal records: fewer detectors
     python bench/rescore_trust.py build/robustness --small-rate 0.15 | --classifier-rank | --classifier-logit | --forward
 
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
@@ -226,10 +225,6 @@ def main(argv: list[str] | None = None) -> None:
                         help="the detectors the verdict may follow (default: the tree's report.headline_detectors)")
     parser.add_argument("--allowed", type=float, default=None,
                         help="share of normal runs a candidate fails uncharged (default: the rate; 0: every one)")
-    parser.add_argument("--ties", choices=("more", "fewer_with_faults"), default=None,
-                        help="how equal records are decided (default: the rule's, more detectors)")
-    parser.add_argument("--equals", choices=("best", "largest"), default=None,
-                        help="among the candidates the record cannot tell apart: the best score, or the largest")
     parser.add_argument("--no-small", action="store_true", help="no rule of its own for a history too small")
     parser.add_argument("--no-new-lab", action="store_true", help="no rule of its own for a lab with no normal run")
     parser.add_argument("--corroboration", action="store_true",
@@ -252,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the record read forward: each verified normal run judged by the normal runs before it")
     args = parser.parse_args(argv)
     variants_of_the_evidence(args)
-    variant = {k: v for k, v in (("allowed", args.allowed), ("ties", args.ties), ("equals", args.equals),
+    variant = {k: v for k, v in (("allowed", args.allowed),
                                  ("corroborate", True if args.corroboration else None), ("silent", args.silent),
                                  ("small", False if args.no_small else None),
                                  ("new_lab", False if args.no_new_lab else None)) if v is not None}

@@ -38,13 +38,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "commit_changes.method": ("auto", "level_shift", "skia+mono", "mono+pelt", "skia", "mono", "pelt", "level_shift+pelt"),
     "commit_changes.skia.grouping": ("kmeans", "individual", "both"),
     "commit_changes.mono.quantile": ("normal", "student"),
-    "report.verdict_rule": ("calibrated", "all", "any", "stacking", "control_charts"),
     "report.combination": ("simes", "bonferroni"),
     "report.detector_weights": ("faults", "equal"),
     "report.detector_trust": ("record", "none"),
     "report.trust_reading": ("uncertain", "point"),
-    "report.trust_ties": ("more", "fewer_with_faults"),
-    "report.trust_equals": ("best", "largest"),
     "report.trust_silent": ("within", "keep"),
     "report.flag_rule": ("rules", "union"),
 }
@@ -184,10 +181,31 @@ def check(params: Any, *, source: str = "params.yaml") -> dict[str, Any]:
         schema().model_validate(full)
     except ValidationError as exc:
         raise ConfigError(mask_urls("\n".join(_message(source, err) for err in exc.errors()))) from None
-    problems = [f"{source}: {where}: {why}" for where, why in location_problems(full)]
+    problems = [f"{source}: {where}: {why}" for where, why in location_problems(full) + registry_problems(full)]
     if problems:
         raise ConfigError(mask_urls("\n".join(problems)))
     return full
+
+
+# how the detectors decide, besides following one registered detector alone
+VERDICT_RULES = ("calibrated", "all", "any")
+
+
+def registry_problems(full: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report block's keys that name a detector (``verdict_rule`` when it follows one alone,
+    ``headline_detectors``) against the registry's names (``report.detectors``)."""
+    report = full.get("report") or {}
+    names = [e.get("name") for e in report.get("detectors") or [] if isinstance(e, dict)]
+    shown = ", ".join(str(n) for n in names)
+    problems = []
+    rule = report.get("verdict_rule")
+    if isinstance(rule, str) and rule not in VERDICT_RULES and rule not in names:
+        problems.append(("report.verdict_rule", f"{rule!r} is not one of {', '.join(VERDICT_RULES)} nor a registered "
+                                                f"detector ({shown})"))
+    for i, name in enumerate(report.get("headline_detectors") or []):
+        if name not in names:
+            problems.append((f"report.headline_detectors.{i}", f"{name!r} is not a registered detector ({shown})"))
+    return problems
 
 
 # the keys that name a location (a folder, a file or a URL) the pipeline reads from or links to

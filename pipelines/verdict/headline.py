@@ -181,8 +181,8 @@ PARAM_FIELDS: dict[str, tuple[str, Any]] = {
     "classifier_resolution": ("classifier_resolution", float), "combination": ("combination", str),
     "detector_weights": ("detector_weights", str), "detector_trust": ("trust", str),
     "trust_level": ("trust_level", float), "trust_min_runs": ("trust_min_runs", int),
-    "trust_reading": ("trust_reading", str), "trust_ties": ("trust_ties", str),
-    "trust_equals": ("trust_equals", str), "trust_corroborate": ("trust_corroborate", bool),
+    "trust_reading": ("trust_reading", str),
+    "trust_corroborate": ("trust_corroborate", bool),
     "trust_silent": ("trust_silent", str)}
 
 
@@ -232,8 +232,6 @@ class HeadlineRule:
     trust_level: float = _param("trust_level")
     trust_min_runs: int = _param("trust_min_runs")
     trust_reading: str = _param("trust_reading")
-    trust_ties: str = _param("trust_ties")
-    trust_equals: str = _param("trust_equals")
     trust_corroborate: bool = _param("trust_corroborate")
     trust_silent: str = _param("trust_silent")
 
@@ -478,8 +476,8 @@ def trusted(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None], *, 
                              self_contained=tuple(ev.self_contained()),
                              titles={k: r.title for k, r in ev.results.items() if r.title}, verified=verified)
     trust = record.TrustRule(alpha=rule.false_alarm_rate, level=rule.trust_level, min_runs=rule.trust_min_runs,
-                             combination=rule.combination, reading=rule.trust_reading, ties=rule.trust_ties,
-                             equals=rule.trust_equals, corroborate=rule.trust_corroborate,
+                             combination=rule.combination, reading=rule.trust_reading,
+                             corroborate=rule.trust_corroborate,
                              silent=rule.trust_silent)
     return record.choose(used, history, trust, lab=lab_of.get(run_id), leave_out=run_id, nulls=nulls_of(ev))
 

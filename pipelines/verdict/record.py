@@ -54,10 +54,8 @@ luckiest.  So:
   outnumber those only the other got right beyond chance (exact McNemar, one-sided, at ``level``);
   the candidates no other is better than are the equals, and the page names them beside the one
   that decides, so a reader sees how little separated them.  Among the equals the best record
-  decides (``equals: "best"``): each is a valid test, so any keeps the rate, and the best record is
-  still the likeliest to be right.  Giving the say to the largest of them instead (``"largest"``:
-  none is shown worse, and a fault any of them sees carries it) was measured and not adopted: it
-  brings back detectors whose record was worse, though not beyond chance, and their false alarms;
+  decides: each is a valid test, so any keeps the rate, and the best record is still the likeliest
+  to be right (the largest of them, measured, brings back false alarms: docs/results/robustness.md);
 * **a clean record from a null that finds nothing** (:func:`silent_null`): where the history holds no
   verified fault, a record shows only false alarms, and a detector whose p-values on the normal runs lie
   above 1/2 on more of them than ``Binomial(n, 1/2)`` allows at ``level`` (its score is 0 on nearly every
@@ -350,10 +348,8 @@ class TrustRule:
     ``level`` the binomial tail at which a detector's false alarms are more than the rate explains,
     ``min_runs`` the normal runs of a lab that make its own record, ``combination`` of the deciders'
     p-values, ``allowed`` the share of normal runs a candidate may fail uncharged (default
-    ``alpha``, the rate's own); ``ties`` how equal records are decided: ``more`` detectors (one
-    run's odd p-value then moves the verdict less), or ``fewer_with_faults``: fewer where the
-    situation holds verified faults (a member that caught nothing more only adds false alarms),
-    more where it holds none (a variant, measured in ``docs/results/robustness.md``); ``reading``:
+    ``alpha``, the rate's own); equal scores go to more detectors (one run's odd p-value then moves
+    the verdict less); ``reading``:
     ``uncertain`` (how much the record knows decides how it is read: its size, a new lab, equal
     records) or ``point`` (every candidate by its record's score alone, as measured before).
 
@@ -364,9 +360,7 @@ class TrustRule:
     min_runs: int = 3
     combination: str = "simes"
     allowed: float | None = None
-    ties: str = "more"
     reading: str = "uncertain"          # uncertain: the record's size and noise read (module docstring) | point
-    equals: str = "best"                # among equal records: best (its score, then more detectors) | largest
     corroborate: bool = True            # a failure resting on a p-value its null is too small to calibrate at the
                                         # rate needs a second witness (:func:`corroborated`)
     silent: str = "within"              # no verified fault: a best record from a silent null does not decide; the
@@ -462,8 +456,7 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
     candidates = candidates_of(trusted, history.self_contained)
     scored = {c: replay(c, history, normal_runs, fault_runs, alpha=alpha, combination=combination, allowed=allowed)
               for c in candidates}
-    fewer = rule.ties == "fewer_with_faults" and bool(fault_runs)
-    best = max(candidates, key=lambda c: (round(scored[c][0], 9), -len(c) if fewer else len(c), -scored[c][1]))
+    best = max(candidates, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
     weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
     dropped = [d for d in judged if not standings[d].trusted]
     reason = ("the best record on this history's verified runs"
@@ -570,7 +563,7 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
                 history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
                 beyond: dict[str, float], normals: int, *, of_lab: bool = False) -> Choice:
     """A history large enough to weigh the detectors (module docstring): the candidates no other is
-    better than beyond chance are equal, the best record among them decides (``rule.equals``) and
+    better than beyond chance are equal, the best record among them decides and
     the others are named beside it.  ``normals``: the verified normal runs the record is read on
     (the run's lab's, ``of_lab``, where it is read there).  A failure that rests on a p-value its
     null is too small to calibrate at the rate needs a second witness (:func:`corroborated`)."""
@@ -586,10 +579,7 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
                for c in candidates}
     equals = [c for c in candidates if not any(better(records[o], records[c], rule.level) for o in candidates
                                                if o != c)] or candidates
-    if rule.equals == "largest":
-        best = max(equals, key=lambda c: (len(c), round(scored[c][0], 9), -scored[c][1]))
-    else:
-        best = max(equals, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
+    best = max(equals, key=lambda c: (round(scored[c][0], 9), len(c), -scored[c][1]))
     scores = {"+".join(c): v[0] for c, v in scored.items()}
     equal_names = tuple("+".join(c) for c in equals)
     silent = {d: why for d in best if not fault_runs
@@ -606,9 +596,7 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
     dropped = [d for d in judged if not standings[d].trusted]
     named = [_named(c, standings, " + ") for c in equals if c != best]
     size = runs_of(normals, of_lab)
-    reason = ((f"the largest of the candidates this history's verified runs cannot tell apart ({size})"
-               if rule.equals == "largest" else
-               f"the best record on this history's verified runs ({size})")
+    reason = (f"the best record on this history's verified runs ({size})"
               + (f"; not told apart from it beyond chance: {', '.join(named)}" if named else "")
               + ("; left out for failing more normal runs than the rate explains: "
                  + "; ".join(standings[d].sentence() for d in dropped) if dropped else ""))

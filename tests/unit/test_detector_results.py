@@ -138,8 +138,7 @@ def test_a_failure_a_small_null_cannot_calibrate_needs_a_second_witness():
 
     stacking = _rules("fail", 0.0048, {r: 0.5 for r in runs}, {f: 0.001 for f in FAULTS})
     default = headline.HeadlineRule.from_params(report)
-    assert (default.trust_min_runs, default.trust_ties, default.trust_equals, default.trust_corroborate) == (
-        3, "more", "best", True)
+    assert (default.trust_min_runs, default.trust_corroborate) == (3, True)
     doc = headline.compose(run, {"stacking": stacking, "within_run": within(0.6)}, default)
     trust = doc["details"]["trust"]
     assert doc["verdict"] == "pass" and trust["decided_by"] == ["stacking", "within_run"]

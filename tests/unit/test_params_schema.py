@@ -24,7 +24,13 @@ BAD = [
     ({"alerts": {"to": "ops@example.com"}}, "alerts.to: 'ops@example.com' is not a list"),
     ({"history": "all"}, "history: 'all' is not a block of keys (window, exclude,"),
     ({"control_charts": {"threshold": "high"}}, "control_charts.threshold: 'high' is not a number"),
-    ({"report": {"trust_equals": "biggest"}}, "report.trust_equals: 'biggest' is not one of best, largest"),
+    ({"report": {"trust_silent": "loud"}}, "report.trust_silent: 'loud' is not one of within, keep"),
+    ({"report": {"trust_ties": "more"}}, "params.yaml: report.trust_ties: unknown key"),
+    ({"report": {"verdict_rule": "stackng"}}, "report.verdict_rule: 'stackng' is not one of calibrated, all, any "
+                                              "nor a registered detector (stacking, control_charts, clustered_regression, "
+                                              "within_run, cause_classifier)"),
+    ({"report": {"headline_detectors": ["stacking", "charts"]}},
+     "report.headline_detectors.1: 'charts' is not a registered detector"),
     ({"report": {"trust_corroborate": "maybe"}}, "report.trust_corroborate: 'maybe' is not true or false"),
 ]
 
@@ -70,3 +76,13 @@ def test_a_stage_on_a_bad_file_stops_before_running_with_the_message_not_a_trace
     assert proc.returncode != 0
     assert "alerts.enable: unknown key, did you mean `enabled`?" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_verdict_may_follow_any_registered_detector_alone():
+    """``verdict_rule`` names a detector of the registry, the project's own or one a lab adds."""
+    assert params_schema.check({"report": {"verdict_rule": "clustered_regression"}})["report"]["verdict_rule"] == \
+        "clustered_regression"
+    detectors = [*params_schema.defaults()["report"]["detectors"], {"name": "spectral", "result": "m:f"}]
+    checked = params_schema.check({"report": {"detectors": detectors, "verdict_rule": "spectral",
+                                              "headline_detectors": ["spectral", "stacking"]}})
+    assert checked["report"]["verdict_rule"] == "spectral"

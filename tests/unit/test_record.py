@@ -62,20 +62,17 @@ def test_two_good_detectors_decide_together_when_their_records_tie():
     assert choice.p_value == pytest.approx(0.04)
 
 
-def test_equal_records_go_to_fewer_detectors_under_the_variant_only_where_the_history_holds_faults():
+def test_equal_records_go_to_more_detectors():
     """``a`` and ``b`` pass every normal run and catch every fault, as does their combination: three
-    equal records.  By default the tie goes to (a, b); under ``fewer_with_faults`` to ``a`` alone
-    (the first of the single ones); with no fault in the history, to (a, b) under both."""
+    equal records, read by their scores alone (``point``); the tie goes to (a, b), with faults in the
+    history or without."""
     import dataclasses
     hist = record.History(normals={"a": {r: 0.5 for r in NORMALS}, "b": {r: 0.6 for r in NORMALS}},
                           faults={"a": {r: 0.001 for r in FAULTS}, "b": {r: 0.001 for r in FAULTS}})
-    fewer = dataclasses.replace(RULE, ties="fewer_with_faults", reading="point")
-    assert record.choose({"a": 0.3, "b": 0.01}, hist, dataclasses.replace(RULE, reading="point"),
-                         lab=None).detectors == ("a", "b")
-    alone = record.choose({"a": 0.3, "b": 0.01}, hist, fewer, lab=None)
-    assert alone.detectors == ("a",) and alone.p_value == 0.3
+    point = dataclasses.replace(RULE, reading="point")
+    assert record.choose({"a": 0.3, "b": 0.01}, hist, point, lab=None).detectors == ("a", "b")
     no_faults = record.History(normals=hist.normals, faults={})
-    assert record.choose({"a": 0.3, "b": 0.01}, no_faults, fewer, lab=None).detectors == ("a", "b")
+    assert record.choose({"a": 0.3, "b": 0.01}, no_faults, point, lab=None).detectors == ("a", "b")
 
 
 def test_the_run_against_itself_never_takes_away_the_combination_of_the_others():
@@ -85,7 +82,7 @@ def test_the_run_against_itself_never_takes_away_the_combination_of_the_others()
     same 3 (Simes: 3 x 0.001 = 0.003), 0.975.  Read by their scores alone (``point``), the best is
     (a, b), the tie with a and b alone going to more detectors.  Read with their uncertainty, 3 runs
     that only (a, b) got right are not beyond chance (P(X >= 3 | 3, 1/2) = 0.125): every candidate is
-    as good; the best of them by its score decides (``equals: best``), or the largest (``largest``)."""
+    as good; the best of them by its score decides."""
     import dataclasses
 
     runs = [f"n{i}" for i in range(40)]
@@ -105,9 +102,6 @@ def test_the_run_against_itself_never_takes_away_the_combination_of_the_others()
     assert ("not told apart from it beyond chance: a, b, the run against itself, a + b + the run against itself"
             in titled.reason)       # the page's names, each combination's members joined by " + "
     assert titled.standings["within_run"].to_json()["title"] == "the run against itself"
-    largest = record.choose({"a": 0.5, "b": 0.5, "within_run": 0.001}, hist, dataclasses.replace(RULE, equals="largest"),
-                            lab=None)
-    assert largest.detectors == ("a", "b", "within_run") and largest.p_value == pytest.approx(0.003)
 
 
 def test_the_record_is_read_in_the_runs_lab_when_the_history_has_enough_of_it():
