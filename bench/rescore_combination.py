@@ -7,7 +7,7 @@ Each split's stored verdict files keep every detector's p-value (the run against
 when it did not decide), the detectors set aside, and the weights learned from the history's
 verified faults with each detector's catches; the control charts' calibration keeps the run
 against itself's p-value on each of those faults.  This rescoring decides every target again
-(shares ``1 +`` each detector's catches as ``headline.fault_weights`` learns them, then
+(shares ``1 +`` each detector's catches as ``decision.fault_weights`` learns them, then
 ``pvalues.combined_pvalue``, Simes at ``report.false_alarm_rate``) under six variants:
 
 * ``within``: ``fallback`` — the run against itself decides only where every other detector was

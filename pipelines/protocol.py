@@ -74,7 +74,7 @@ class DetectorResult:
 
 
 # How a detector's counters explain a failed run (DetectorResult.counters), in the order the
-# verdict reads them (headline.failed_counters):
+# verdict reads them (evidence.failed_counters):
 #   scored    its counter scores join the run's (each counter's mean over such detectors), and its
 #             flagged counters (else its reserve) are shown first, in the order of those scores
 #             (report.flag_rule: the first such detector's that flagged any, or their union); its

@@ -22,7 +22,7 @@ from pipelines.storage.cause_files import CauseModelMeta, CausePrediction
 
 def history_fault_scores(meta: CauseModelMeta) -> dict[str, float]:
     """The leave-one-out fault score of each verified fault run of the model's history (the model
-    trained without it): what ``headline.fault_weights`` counts the classifier's catches from."""
+    trained without it): what ``decision.fault_weights`` counts the classifier's catches from."""
     return {r: v["fault_score"] for r, v in sorted((meta.get("loo_predictions") or {}).items())
             if v.get("truth") not in (None, "none") and v.get("fault_score") is not None}
 

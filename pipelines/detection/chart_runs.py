@@ -164,7 +164,7 @@ def fault_pvalues(index: ValidIndex, frames: store.FrameStore, calibration: Char
                   ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Each verified fault run whose baseline shares its lab, charted as a target is: the charts'
     p-value, and the within-run one under each of its limits (``within_run.LIMITS_BY``: limits ->
-    run -> p); ``headline.fault_weights`` learns each detector's share of the rate from them, and
+    run -> p); ``decision.fault_weights`` learns each detector's share of the rate from them, and
     ``within_run.choose_limits`` the limits; on the stage's processes."""
     faults = history.fault_runs(verdicts)
     progress = Progress(log, "control_charts calibration faults", len(faults), what="fault runs")

@@ -58,7 +58,7 @@ def calibrate_system(system: str, index: ValidIndex, frames, params: ClusterPara
 def fault_pvalues(index: ValidIndex, frames, params: ClusterParams, hist: history.HistoryParams,
                   null: dict[str, float], verdicts: dict[str, str]) -> dict[str, float]:
     """Each verified fault run whose baseline shares its lab, modelled as a target is: its p-value
-    against the normal runs' (``headline.fault_weights`` learns each detector's share of the rate
+    against the normal runs' (``decision.fault_weights`` learns each detector's share of the rate
     from them), on the stage's processes."""
     faults = history.fault_runs(verdicts)
     progress = Progress(log, "clusters calibration faults", len(faults), what="fault runs")

@@ -77,7 +77,7 @@ def classifier_pvalue(score: float, null: list[float], *, resolution: float) -> 
 def classifier_history_faults(predicted: CausePrediction | None, *, resolution: float) -> dict[str, float] | None:
     """The classifier's p-value on each verified fault run of the history: its leave-one-out fault
     score (``history_fault_scores``, from the model trained without it) against the normal runs'
-    (``headline.fault_weights``); None when the prediction carries none."""
+    (``decision.fault_weights``); None when the prediction carries none."""
     if not predicted or predicted.get("history_fault_scores") is None or predicted.get("null_fault_scores") is None:
         return None
     null = [float(v) for v in predicted["null_fault_scores"]]

@@ -377,7 +377,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     other labs' models only (:func:`labs.cross_lab_null`), the null of a target whose baseline
     does not share its lab (:func:`labs.matched_null`).  ``fault_pvalues``: each verified fault run
     whose baseline shares its lab, judged as a target is, and its p-value against that null (what
-    ``headline.fault_weights`` learns each detector's share of the rate from); ``normal_pvalues``:
+    ``decision.fault_weights`` learns each detector's share of the rate from); ``normal_pvalues``:
     each normal run's p-value against the others' scores (its record's false alarms, ``record``).
 
     The bin edges are the system's (learned with every passed run, the judged one included:

@@ -19,7 +19,7 @@ from typing import TypedDict
 import numpy as np
 import pandas as pd
 
-from pipelines.verdict import headline
+from pipelines.verdict.evidence import top_counters
 from pipelines.storage.run_records import RunRecord, ValidIndex
 from pipelines.detectors.chart_files import ChartResult
 from pipelines.storage.stage_files import ClusterResult, VerdictFile
@@ -202,7 +202,7 @@ def classifier_rows(truth: Truth, head: VerdictFile, source: str) -> list[ScoreR
     if evidence.get("verdict") not in ("pass", "fail"):
         return []
     failed = evidence["verdict"] == "fail"
-    shown = headline.top_counters(head["counter_scores"]) if failed else []
+    shown = top_counters(head["counter_scores"]) if failed else []
     return score_rows(truth, {"cause_classifier": shown}, head["counter_scores"], source, failed=failed)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pipelines import config
-from pipelines.verdict import headline
+from pipelines.verdict.cause import cause_of
 from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex
@@ -60,7 +60,7 @@ def target_cause_figures(index: ValidIndex, label_files: list[Path]) -> dict[str
     """How the targets' causes compare with the truth, on the targets that truly failed.
 
     The cause is judged whatever the headline said (cause accuracy on failed targets):
-    the cause the run would show failed (``headline.cause_of``: the nearest fault cause, and
+    the cause the run would show failed (``cause.cause_of``: the nearest fault cause, and
     whether it is known) against the true cause.  For a cause seen in the history: whether that label is right (``nearest``), whether it
     was called known, and the same among the runs the headline failed (what a reader sees).  For
     an unseen cause: whether it was called unknown.  ``confusion`` is truth -> nearest -> runs."""
@@ -71,7 +71,7 @@ def target_cause_figures(index: ValidIndex, label_files: list[Path]) -> dict[str
         if truth.get("verdict") != "fail" or not verdict_file.exists():
             continue
         doc = atomic.read_json(verdict_file)
-        as_failed = headline.cause_of("fail", doc.get("details", {}).get("cause_prediction"))
+        as_failed = cause_of("fail", doc.get("details", {}).get("cause_prediction"))
         nearest, known = as_failed["label"], as_failed["known"]
         row = confusion.setdefault(str(truth.get("cause")), {})
         row[str(nearest)] = row.get(str(nearest), 0) + 1

@@ -46,7 +46,7 @@ def verdicts(index: ValidIndex, system: str, *, exclude: AbstractSet[str] = froz
 
 def fault_runs(verdicts: dict[str, str]) -> list[str]:
     """The verified fault runs of :func:`verdicts`, in its order (what each calibration also judges
-    as a target, for ``headline.fault_weights``)."""
+    as a target, for ``decision.fault_weights``)."""
     return [r for r, v in verdicts.items() if v == "fail"]
 
 

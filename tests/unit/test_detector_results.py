@@ -6,6 +6,8 @@ import dataclasses
 import pytest
 
 from pipelines.verdict import headline
+from pipelines.verdict.decision import Decision, decide_run
+from pipelines.verdict.evidence import gather_evidence
 from pipelines.detection.stage_results import RULE_METHODS, RunJudged, from_stages
 from pipelines.protocol import DetectorResult
 
@@ -172,8 +174,8 @@ def test_the_decision_is_one_value_and_only_a_change_too_small_to_matter_turns_a
     for change, written in ((0.5, "fail"), (0.001, "pass")):
         run = RunJudged(run_id="r", system="s", baseline_runs=[{"run_id": "n0", "weight": 1.0}],
                         details={"lab": LAB, "effects": {"a": change, "b": change}}, lab=LAB)
-        decision = headline.decide_run(run, headline.gather_evidence(results), results, rule, None)
-        assert isinstance(decision, headline.Decision)
+        decision = decide_run(run, gather_evidence(results), results, rule, None)
+        assert isinstance(decision, Decision)
         assert (decision.verdict, decision.p_value, list(decision.used)) == ("fail", 0.004, ["spectral"])
         assert decision.choice is not None and decision.choice.detectors == ("spectral",) and decision.unjudged is None
         doc = headline.compose(run, results, rule)

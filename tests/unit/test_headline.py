@@ -5,6 +5,10 @@ import pytest
 from pipelines.detection import stage_results
 
 from pipelines.verdict import headline
+from pipelines.verdict.cause import cause_of, fault_pattern
+from pipelines.verdict.decision import calibrated_verdict, fault_weights, headline_verdict
+from pipelines.verdict.evidence import combine_scores
+from pipelines.verdict.rule import PARAM_FIELDS
 
 BASELINE = [{"run_id": "b", "weight": 1.0}]
 
@@ -26,7 +30,7 @@ def compose(detection, charts, predicted, *, clustered=None, **rule):
     ("stacking", "fail", "pass", "fail"), ("control_charts", "fail", "pass", "pass"),
 ])
 def test_headline_verdict(rule, stacking, charts, expected):
-    assert headline.headline_verdict({"stacking": stacking, "control_charts": charts}, rule) == expected
+    assert headline_verdict({"stacking": stacking, "control_charts": charts}, rule) == expected
 
 
 def test_the_rule_is_built_once_from_params_and_checked():
@@ -55,11 +59,11 @@ def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_on
 
 def test_headline_rule_must_be_known():
     with pytest.raises(ValueError):
-        headline.headline_verdict({"stacking": "fail", "control_charts": "pass"}, "most")
+        headline_verdict({"stacking": "fail", "control_charts": "pass"}, "most")
 
 
 def test_counter_scores_are_the_mean_over_methods_that_scored_the_counter():
-    out = headline.combine_scores({"a": 0.2, "b": 1.0}, {"a": 0.6, "c": 0.1})
+    out = combine_scores({"a": 0.2, "b": 1.0}, {"a": 0.6, "c": 0.1})
     assert out == {"b": 1.0, "a": pytest.approx(0.4), "c": 0.1}
     assert list(out) == ["b", "a", "c"]
 
@@ -67,11 +71,11 @@ def test_counter_scores_are_the_mean_over_methods_that_scored_the_counter():
 def test_cause_of_a_failed_run_is_a_fault_and_known_only_when_the_classifier_agrees():
     pred = {"label": "none", "probability": 0.6, "known": False, "fault": {"label": "cpu", "probability": 0.7},
             "none_probability": 0.6}
-    assert headline.cause_of("fail", pred) == {"label": "cpu", "probability": 0.7, "known": False}
+    assert cause_of("fail", pred) == {"label": "cpu", "probability": 0.7, "known": False}
     sure = {**pred, "label": "cpu", "known": True}
-    assert headline.cause_of("fail", sure)["known"] is True
-    assert headline.cause_of("pass", pred) == {"label": "none", "probability": 0.6, "known": True}
-    assert headline.cause_of("fail", None) == {"label": None, "probability": None, "known": False}
+    assert cause_of("fail", sure)["known"] is True
+    assert cause_of("pass", pred) == {"label": "none", "probability": 0.6, "known": True}
+    assert cause_of("fail", None) == {"label": None, "probability": None, "known": False}
 
 
 def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
@@ -96,7 +100,7 @@ def test_flag_rule_rules_keeps_stacking_flags_and_falls_back_to_the_charts():
     (0.60, 0.90, "pass", 1.0),
 ])
 def test_calibrated_verdict_is_bonferroni_over_the_detectors(p_stacking, p_charts, expected, combined):
-    verdict, p = headline.calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
+    verdict, p = calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
                                              {"stacking": p_stacking, "control_charts": p_charts}, 0.05,
                                              "bonferroni")
     assert verdict == expected and p == pytest.approx(combined)
@@ -109,15 +113,15 @@ def test_calibrated_verdict_is_bonferroni_over_the_detectors(p_stacking, p_chart
     (None, 0.01, "fail", 0.01),
 ])
 def test_calibrated_verdict_by_simes_adds_up_detectors_that_each_see_part(p_stacking, p_charts, expected, combined):
-    verdict, p = headline.calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
+    verdict, p = calibrated_verdict({"stacking": "pass", "control_charts": "pass"},
                                              {"stacking": p_stacking, "control_charts": p_charts}, 0.05, "simes")
     assert verdict == expected and p == pytest.approx(combined)
 
 
 def test_calibrated_verdict_without_any_calibration_falls_back_to_all():
     both = {"stacking": "fail", "control_charts": "fail"}
-    assert headline.calibrated_verdict(both, {"stacking": None, "control_charts": float("nan")}, 0.05) == ("fail", None)
-    assert headline.calibrated_verdict({**both, "control_charts": "pass"}, {}, 0.05) == ("pass", None)
+    assert calibrated_verdict(both, {"stacking": None, "control_charts": float("nan")}, 0.05) == ("fail", None)
+    assert calibrated_verdict({**both, "control_charts": "pass"}, {}, 0.05) == ("pass", None)
 
 
 def test_a_calibrated_failure_names_the_counters_over_their_limits():
@@ -184,13 +188,13 @@ def test_headline_detectors_chooses_the_p_values_combined():
 def test_a_passed_run_with_a_known_fault_pattern_says_so():
     seen = {"label": "memory_leak", "probability": 0.91, "known": True,
             "fault": {"label": "memory_leak", "probability": 0.91, "runs_of_cause": 3, "few_runs": True}}
-    assert headline.fault_pattern("pass", seen) == {"label": "memory_leak", "probability": 0.91, "runs_of_cause": 3}
+    assert fault_pattern("pass", seen) == {"label": "memory_leak", "probability": 0.91, "runs_of_cause": 3}
     # the contract's cause stays none: the verdict is the detectors'
-    assert headline.cause_of("pass", {**seen, "none_probability": 0.05})["label"] == "none"
-    assert headline.fault_pattern("fail", seen) is None                         # a failure has its cause
-    assert headline.fault_pattern("pass", {**seen, "known": False}) is None     # below tau: nothing to say
-    assert headline.fault_pattern("pass", {**seen, "label": "none"}) is None
-    assert headline.fault_pattern("pass", None) is None
+    assert cause_of("pass", {**seen, "none_probability": 0.05})["label"] == "none"
+    assert fault_pattern("fail", seen) is None                         # a failure has its cause
+    assert fault_pattern("pass", {**seen, "known": False}) is None     # below tau: nothing to say
+    assert fault_pattern("pass", {**seen, "label": "none"}) is None
+    assert fault_pattern("pass", None) is None
 
 
 def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
@@ -348,28 +352,28 @@ def test_weights_are_learned_from_the_faults_every_detector_judged_by_hand():
     faults = {"stacking": {"f1": 0.01, "f2": 0.20, "f3": 0.04, "f4": 0.01},
               "cause_classifier": {"f1": 0.01, "f2": 0.01, "f3": 0.01},
               "within_run": {"f1": 0.50, "f2": 0.90, "f3": None}}
-    out = headline.fault_weights(faults, ["stacking", "cause_classifier", "within_run"], alpha=0.05)
+    out = fault_weights(faults, ["stacking", "cause_classifier", "within_run"], alpha=0.05)
     # judged by all three: f1, f2, f3 (f4 only by stacking); caught: stacking 2, classifier 3, within 0
     # weights (1 + caught) scaled to a mean of 1: 3, 4, 1 over 8, times 3
     assert out["faults"] == 3 and out["caught"] == {"stacking": 2, "cause_classifier": 3, "within_run": 0}
     assert out["weights"] == pytest.approx({"stacking": 9 / 8, "cause_classifier": 12 / 8, "within_run": 3 / 8})
     # in leave-one-out the judged run does not teach its own weight: without f3, stacking 1, classifier 2
-    loo = headline.fault_weights(faults, ["stacking", "cause_classifier", "within_run"], alpha=0.05, run_id="f3")
+    loo = fault_weights(faults, ["stacking", "cause_classifier", "within_run"], alpha=0.05, run_id="f3")
     assert loo["caught"] == {"stacking": 1, "cause_classifier": 2, "within_run": 0}
-    assert headline.fault_weights(faults, ["stacking", "control_charts"], alpha=0.05) is None   # no record: equal
-    assert headline.fault_weights({"stacking": {}}, ["stacking"], alpha=0.05) is None
+    assert fault_weights(faults, ["stacking", "control_charts"], alpha=0.05) is None   # no record: equal
+    assert fault_weights({"stacking": {}}, ["stacking"], alpha=0.05) is None
 
 
 def test_a_weighted_combination_gives_the_detectors_that_see_this_systems_faults_more_of_the_rate():
     # equal shares: Simes over 0.02, 0.30 -> min(2 x 0.02, 2 x 0.30 / 2) = 0.04
-    verdict, p = headline.calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05)
+    verdict, p = calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05)
     assert (verdict, p) == ("fail", pytest.approx(0.04))
     # weights 1.5 and 0.5: 0.02 / 1.5 and 0.30 / 0.5 -> min(2 x 0.01333, 2 x 0.6 / 2) = 0.02667
-    verdict, p = headline.calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05, "simes",
+    verdict, p = calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05, "simes",
                                              {"cause_classifier": 1.5, "within_run": 0.5})
     assert p == pytest.approx(2 * 0.02 / 1.5)
     # the other way round the classifier's 0.02 counts for less: min(2 x 0.04, 2 x 0.2 / 2) = 0.08
-    verdict, p = headline.calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05, "simes",
+    verdict, p = calibrated_verdict({}, {"cause_classifier": 0.02, "within_run": 0.30}, 0.05, "simes",
                                              {"cause_classifier": 0.5, "within_run": 1.5})
     assert (verdict, p) == ("pass", pytest.approx(0.08))
 
@@ -417,9 +421,9 @@ def test_every_setting_of_the_rule_is_a_param_and_its_default_is_the_defaults_fi
     from pipelines import params_schema
 
     defaults = params_schema.defaults()
-    mapped = {name for name, _ in headline.PARAM_FIELDS.values()}
+    mapped = {name for name, _ in PARAM_FIELDS.values()}
     assert {f.name for f in dataclasses.fields(headline.HeadlineRule)} == mapped | {"min_effect_pct"}
-    assert set(headline.PARAM_FIELDS) <= set(defaults["report"])
+    assert set(PARAM_FIELDS) <= set(defaults["report"])
     rule = headline.HeadlineRule()
     assert rule == headline.HeadlineRule.from_params(defaults["report"])
     assert rule.trust == defaults["report"]["detector_trust"] and rule.detector_weights == defaults["report"]["detector_weights"]

@@ -127,26 +127,25 @@ def test_a_detectors_details_entry_cannot_take_the_verdicts_own():
     """A detector's ``details`` entry named like one the verdict writes (``trust``) or another
     detector's is refused, naming the detector: one of them would otherwise be lost without a word."""
     from pipelines.protocol import DetectorResult
-    from pipelines.verdict import headline
+    from pipelines.verdict.evidence import detector_details
 
     mine = DetectorResult(judged=True, details={"spectral": {"peaks": 3}})
-    assert headline.detector_details({"spectral": mine}, {"effects": {}}) == {"spectral": {"peaks": 3}}
+    assert detector_details({"spectral": mine}, {"effects": {}}) == {"spectral": {"peaks": 3}}
     for clash, run_details in (({"trust": 1}, {}), ({"effects": 1}, {"effects": {}})):
         with pytest.raises(ValueError, match="detector 'toy': its details entry"):
-            headline.detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details=clash)},
-                                      run_details)
+            detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details=clash)}, run_details)
     with pytest.raises(ValueError, match="'spectral'"):
-        headline.detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details={"spectral": 0})}, {})
+        detector_details({"spectral": mine, "toy": DetectorResult(judged=True, details={"spectral": 0})}, {})
 
 
 def test_a_detectors_page_entry_cannot_take_anothers():
     from pipelines.protocol import DetectorResult
-    from pipelines.verdict import headline
+    from pipelines.verdict.evidence import gather_evidence
 
     first = DetectorResult(judged=True, p_value=0.5, page={"spectral": {"verdict": "pass"}})
     second = DetectorResult(judged=True, p_value=0.01, page={"spectral": {"verdict": "fail"}})
     with pytest.raises(ValueError, match="detector 'toy': its page entries \\['spectral'\\]"):
-        headline.gather_evidence({"spectral": first, "toy": second})
+        gather_evidence({"spectral": first, "toy": second})
 
 
 def test_the_toy_detectors_own_result_is_in_the_runs_report_key(tree):
