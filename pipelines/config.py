@@ -201,7 +201,7 @@ def install_error_hook() -> None:
             return
         previous(kind, value, tb)
 
-    hook.regresslab = True
+    setattr(hook, "regresslab", True)
     sys.excepthook = hook
 
 

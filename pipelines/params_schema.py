@@ -22,7 +22,7 @@ import copy
 import difflib
 import functools
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Mapping, Optional
 
 import yaml
 
@@ -109,7 +109,8 @@ def _type_of(path: str, value: Any):
         if isinstance(item, bool):
             return list[StrictBool], Field(default=None)
         if isinstance(item, (int, float)):
-            return list[float if any(isinstance(v, float) for v in value) else int], Field(default=None)
+            number: type = float if any(isinstance(v, float) for v in value) else int
+            return list[number], Field(default=None)  # type: ignore[valid-type]
         if isinstance(item, str):
             return list[StrictStr], Field(default=None)
         if isinstance(item, list):
@@ -261,7 +262,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
     return list(node) if isinstance(node, dict) else []
 
 
-def _message(source: str, err: dict[str, Any]) -> str:
+def _message(source: str, err: Mapping[str, Any]) -> str:
     loc = tuple(str(p) for p in err["loc"])
     where = ".".join(loc)
     kind, given = err["type"], err.get("input")

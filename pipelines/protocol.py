@@ -15,12 +15,12 @@ the system's history (:mod:`pipelines.verdict.record`) like the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, TypeVar
 
 from pipelines.stats.effects import Significance
 from pipelines.storage.run_records import ValidIndex
 from pipelines.storage.cause_files import CausePrediction
-from pipelines.storage.stage_files import Calibration, LabSummary, WeightedRun
+from pipelines.storage.stage_files import LabSummary, WeightedRun
 from pipelines.storage.store import FrameStore
 from pipelines.systems.history import HistoryParams
 
@@ -116,7 +116,12 @@ class SystemHistory:
         return cls(system, index, FrameStore.of_system(system), hist, significance)
 
 
-class Detector(Protocol):
+# a detector's calibration (stored per system) and its result of one run (stored per run)
+CalibrationT = TypeVar("CalibrationT")
+ResultT_co = TypeVar("ResultT_co", covariant=True)
+
+
+class Detector(Protocol[CalibrationT, ResultT_co]):
     """A detector of regressed runs that compares a run with others (the association rules, the
     control charts, the cluster models).  ``calibrate`` learns from a system's history and stores
     it: its normal runs judged against the others (the null) and across labs, and its record (each
@@ -130,15 +135,16 @@ class Detector(Protocol):
     result into a :class:`DetectorResult` (:mod:`pipelines.detection.stage_results`);
     :mod:`pipelines.detection.judging` runs a detector over a night's targets."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
-    def calibrate(self, history: SystemHistory) -> Calibration: ...
+    def calibrate(self, history: SystemHistory, /) -> CalibrationT: ...
 
-    def stored(self, history: SystemHistory) -> Calibration: ...
+    def stored(self, history: SystemHistory, /) -> CalibrationT: ...
 
-    def kept(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any] | None: ...
+    def kept(self, run_id: str, history: SystemHistory, calibration: CalibrationT, /) -> ResultT_co | None: ...
 
-    def judge(self, run_id: str, history: SystemHistory, calibration: Calibration) -> dict[str, Any]: ...
+    def judge(self, run_id: str, history: SystemHistory, calibration: CalibrationT, /) -> ResultT_co: ...
 
 
 @dataclass(frozen=True)

@@ -118,5 +118,5 @@ def mask_logging() -> None:
                 record.msg, record.args = masked, None
         return record
 
-    factory.regresslab_masked = True
+    setattr(factory, "regresslab_masked", True)
     logging.setLogRecordFactory(factory)

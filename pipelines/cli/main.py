@@ -192,6 +192,7 @@ def run(argv: list[str]) -> int:
     tail: collections.deque[str] = collections.deque(maxlen=80)
     with subprocess.Popen([dvc, "repro", *argv], cwd=config.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace", env=env) as proc:
+        assert proc.stdout is not None          # stdout=PIPE
         for line in proc.stdout:
             line = mask_urls(line)              # a client's error may quote a location with its credentials
             sys.stdout.write(line)
@@ -275,8 +276,9 @@ def report(argv: list[str]) -> int:
             docs[run_id] = json.loads(path.read_text()) if path else None
         except (OSError, ValueError):
             continue
-        if docs[run_id] is not None:
-            print("  " + report_line(docs[run_id], run_id))
+        doc = docs[run_id]
+        if doc is not None:
+            print("  " + report_line(doc, run_id))
     if args.junit:
         from pipelines.reporting import junit
         from pipelines.storage import atomic

@@ -11,7 +11,7 @@ calibration task) or judges the targets of one DAG batch against the stored cali
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from pipelines import parallel
 from pipelines.stats import effects
@@ -21,11 +21,13 @@ from pipelines.progress import Progress
 from pipelines.storage import locks, manifest
 from pipelines.storage.run_records import ValidIndex
 
+C = TypeVar("C")
+R = TypeVar("R")
 #: What a stage says of one judged target in its progress line: (run, (result, kept)) -> text.
-Describe = Callable[[str, tuple[dict[str, Any], bool]], str]
+Describe = Callable[[str, tuple[R, bool]], str]
 
 
-def calibrate_every_system(detector: Detector, hist: history.HistoryParams,
+def calibrate_every_system(detector: Detector[Any, Any], hist: history.HistoryParams,
                            significance: effects.Significance | None = None) -> list[str]:
     """``detector`` calibrated on every system's history; the systems."""
     index = manifest.read_valid_index()
@@ -35,8 +37,8 @@ def calibrate_every_system(detector: Detector, hist: history.HistoryParams,
     return systems
 
 
-def judge_night(detector: Detector, targets: list[str], index: ValidIndex, hist: history.HistoryParams,
-                significance: effects.Significance | None, progress: Progress, describe: Describe) -> int:
+def judge_night(detector: Detector[C, R], targets: list[str], index: ValidIndex, hist: history.HistoryParams,
+                significance: effects.Significance | None, progress: Progress, describe: Describe[R]) -> int:
     """Every system calibrated, then each of its ``targets`` judged on the stage's processes; how many
     results were kept unchanged.  The results stored under the same inputs are kept first; fewer
     targets left than cores (a second night's one new archive) are judged one at a time here, so
@@ -58,14 +60,14 @@ def judge_night(detector: Detector, targets: list[str], index: ValidIndex, hist:
 
 
 @contextmanager
-def batch(detector: Detector, hist: history.HistoryParams, significance: effects.Significance | None,
-          *, lock: str) -> Iterator[Callable[[str], dict[str, Any]]]:
+def batch(detector: Detector[C, R], hist: history.HistoryParams, significance: effects.Significance | None,
+          *, lock: str) -> Iterator[Callable[[str], R]]:
     """The per-run work of one nightly DAG task: one shared hold of the data folder (``lock`` names
     it), and per system one frame store and its stored calibration, read once for the batch."""
     index = manifest.read_valid_index()
-    shared: dict[str, tuple[SystemHistory, Any]] = {}
+    shared: dict[str, tuple[SystemHistory, C]] = {}
 
-    def one(run_id: str) -> dict[str, Any]:
+    def one(run_id: str) -> R:
         system = index[run_id]["system"]
         if system not in shared:
             seen = SystemHistory.of(system, index, hist, significance)

@@ -11,6 +11,7 @@ those same charts, and the cause classifier with its own leave-one-out fault sco
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping, cast
 
 import logging
 
@@ -20,6 +21,7 @@ from pipelines.verdict import cause_signatures, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
 from pipelines.detectors import chart_calibration, charts, rule_detection, rule_verdict, within_run
+from pipelines.detectors.rule_ensemble import RulesResult
 from pipelines.detectors.rule_mining import MiningParams
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
@@ -27,6 +29,7 @@ from pipelines.preparation import bins
 from pipelines.progress import Progress
 from pipelines.storage import store
 from pipelines.storage.run_records import RunRecord, ValidIndex
+from pipelines.storage.stage_files import ClusterResult, RuleDetection
 from pipelines.storage.cause_files import CauseModelMeta, CausePrediction
 from pipelines.detectors.chart_files import ChartCalibration, ChartResult, CrossLabNull
 
@@ -59,7 +62,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     runs = list(dict.fromkeys(verified + passed))
     envs = {r: index[r].get("environment") or {} for r in runs}
     versions = {r: index[r].get("version") for r in runs}
-    lab_runs = {r: index[r]["verdict"] for r in verified}
+    lab_runs = {r: str(index[r]["verdict"]) for r in verified}            # verified: pass or fail
     charter = charts.Charter(frames, params.chart)
     parts = chart_calibration.calibration_parts({r: frames[r] for r in passed}, envs, versions, params=params,
                                              charter=charter)
@@ -86,7 +89,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
                 independent = chart_calibration.calibration_from(parts, params=params)["load_independent"]
                 cross = chart_calibration.cross_lab_calibration(passed, index, charter, independent, params,
                                                                 lab_runs=lab_runs, lab_kw=lab_kw)
-            return {**calibration, "cross_lab": cross}
+            return cast(ChartCalibration, {**calibration, "cross_lab": cross})     # None: judged in its lab
         judged = chart_runs.judge_charts(run_id, base, others, charter,
                                          chart_runs.JudgeContext(index, lab_runs, lab_kw, params), situation)
         result, lab = judged.result, judged.lab
@@ -119,7 +122,8 @@ class LooSystem:
     significance: effects.Significance
 
 
-def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str, float], dict | None]:
+def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict[str, Any], RuleDetection]], dict[str, float],
+                                          dict[str, Any] | None]:
     """Every verified run analysed by the ensembles against the passed runs without it:
     run -> (the combiners' result, its verdict document); the passed runs' stacking scores so
     obtained, the null of each held-out run's stacking p-value (its own score left out), as
@@ -143,15 +147,16 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
                                            significance=significance)
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
 
-    def held_out(run_id: str) -> tuple[dict, dict]:
+    def held_out(run_id: str) -> tuple[dict[str, Any], RuleDetection]:
         baseline = [r for r in passed if r != run_id]
         if run_id in passed:          # learn the bins again without the held-out run
             ref = store.reference_load(baseline)
             edges = bins.edges_for([frames.at(r, ref) for r in baseline], disc_params)
         else:
             ref, edges = all_ref, all_edges
-        result, doc = rule_detection.analyse(run_id, baseline, context(edges, ref),
-                                            lab_runs={r: index[r]["verdict"] for r in verified})
+        analysis, doc = rule_detection.analyse(run_id, baseline, context(edges, ref),
+                                              lab_runs={r: str(index[r]["verdict"]) for r in verified})
+        result = cast(dict[str, Any], analysis)
         return ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
                                                       "small_changes": result["small_changes"]}, doc)
     analysed = dict(zip(verified, parallel.map_ordered(held_out, verified, progress=progress.each())))
@@ -165,12 +170,12 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict, dict]], dict[str
                                             environment_from=[r for r in passed if r != run_id])
         return doc["details"]["lab"]["status"], rule_verdict.stacking_score(result)
     cross = labs.cross_lab_null(passed, {r: labs.lab_key(index[r].get("environment")) for r in index},
-                                {r: index[r]["verdict"] for r in verified}, judge, mapper=parallel.map_ordered)
+                                {r: str(index[r]["verdict"]) for r in verified}, judge, mapper=parallel.map_ordered)
     return analysed, null, cross
 
 
-def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.HeadlineRule, *,
-               clustered: dict[str, dict] | None = None, classified: dict[str, dict] | None = None,
+def loo_system(loo: LooSystem, charts: dict[str, ChartResult] | None, rule: headline.HeadlineRule, *,
+               clustered: dict[str, ClusterResult] | None = None, classified: dict[str, CausePrediction] | None = None,
                detectors: stage_results.Registry | None = None) -> list[ScoreRow]:
     """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
     under ``rule`` (the registered ``detectors``, the defaults file's when None) when ``charts`` holds the control charts' leave-one-out results of the same
@@ -182,7 +187,7 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
     for run_id, (result, doc) in analysed.items():
         matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
         doc["methods"]["association_rules_stacking"].update(
-            rule_verdict.stacking_evidence(result, list(matched.values())), null=kind)
+            rule_verdict.stacking_evidence(cast(RulesResult, result), list(matched.values())), null=kind)
     faults = loo_history_faults([r for r in analysed if index[r]["verdict"] == "fail"], analysed, charts or {},
                                 clustered or {}, classified or {})
     normals = loo_history_faults([r for r in analysed if index[r]["verdict"] == "pass"], analysed, charts or {},
@@ -203,14 +208,14 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
                                    failed=within["verdict"] == "fail")
             doc["methods"]["association_rules_stacking"].update(history_faults=faults["stacking"],
                                                                 history_normals=normals["stacking"])
-            chart = {**charts[run_id], "baseline_runs": [], "history_faults": faults["control_charts"],
+            chart: ChartResult = {**charts[run_id], "baseline_runs": [], "history_faults": faults["control_charts"],
                      "history_normals": normals["control_charts"],
                      "within_run": {**(charts[run_id].get("within_run") or {}), "history_faults": faults["within_run"],
                                     "history_normals": normals["within_run"]}}
-            cluster = {**clustered[run_id], "history_faults": faults["clustered_regression"],
+            cluster: ClusterResult | None = {**clustered[run_id], "history_faults": faults["clustered_regression"],
                        "history_normals": normals["clustered_regression"]} \
                 if clustered and run_id in clustered else None
-            predicted = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
+            predicted: CausePrediction | None = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
             head = stage_results.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
@@ -221,19 +226,20 @@ def loo_system(loo: LooSystem, charts: dict[str, dict] | None, rule: headline.He
     return rows
 
 
-def loo_normal_scores(classified: dict[str, dict]) -> dict[str, float]:
+def loo_normal_scores(classified: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """The classifier's leave-one-out fault score of each verified normal run (:func:`loo_classified`):
     the record of its false alarms (``record``, p-values against the others')."""
     return {r: float(v["fault_score"]) for r, v in classified.items() if v.get("truth") == "none"}
 
 
-def loo_history_faults(faults: list[str], analysed: dict[str, tuple[dict, dict]], charts: dict[str, dict],
-                       clustered: dict[str, dict], classified: dict[str, dict]) -> dict[str, dict[str, float]]:
+def loo_history_faults(faults: list[str], analysed: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]],
+                       charts: Mapping[str, Mapping[str, Any]], clustered: Mapping[str, Mapping[str, Any]],
+                       classified: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """What the headline learns each detector's record from in leave-one-out: each detector's p-value
     on each verified run of ``faults`` (the fault runs, or the normal runs: the record's false alarms)
     whose baseline shares its lab, from the held-out judgements themselves (the headline leaves the
     run judged out of them); the classifier's fault scores as they are."""
-    def same_lab(result: dict | None) -> bool:
+    def same_lab(result: Mapping[str, Any] | None) -> bool:
         return ((result or {}).get("lab") or {}).get("status") == "same_lab"
     out: dict[str, dict[str, float]] = {"stacking": {}, "control_charts": {}, "within_run": {},
                                         "clustered_regression": {}, "cause_classifier": {}}

@@ -125,7 +125,7 @@ class Truth:
     def of(cls, run_id: str, system: str, row: RunRecord) -> "Truth":
         """From a verified run's index row or a target's label (``verdict``, ``cause``,
         ``regressed_counters``)."""
-        return cls(run_id, system, row["verdict"], row.get("cause") or "none", row.get("regressed_counters") or [])
+        return cls(run_id, system, str(row["verdict"]), row.get("cause") or "none", row.get("regressed_counters") or [])
 
 
 def score_rows(truth: Truth, flagged_by: dict[str, list[str]], scores: dict[str, float], source: str,
@@ -168,7 +168,7 @@ def summarize(rows: pd.DataFrame) -> dict[str, CombinerSummary]:
 
 def chart_rows(charts: dict[str, ChartResult], index: ValidIndex) -> list[RunScoreRow]:
     """:func:`loo_charts` results scored against the truth: one row per run."""
-    rows = []
+    rows: list[RunScoreRow] = []
     for run_id, result in charts.items():
         expected = index[run_id].get("regressed_counters") or []
         p, r, f = counter_prf(result["flagged_counters"], expected)

@@ -11,7 +11,7 @@ import numpy as np
 
 from pipelines import config
 from pipelines.verdict.cause import cause_of
-from pipelines.evaluation.scores import COMBINERS, Truth, classifier_rows, score_rows
+from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex
 
@@ -25,8 +25,8 @@ def labelled_targets(index: ValidIndex, label_files: list[Path]):
                     yield run_id, truth
 
 
-def target_rows(index: ValidIndex, label_files: list[Path]) -> list[dict[str, Any]]:
-    rows = []
+def target_rows(index: ValidIndex, label_files: list[Path]) -> list[ScoreRow]:
+    rows: list[ScoreRow] = []
     for run_id, truth in labelled_targets(index, label_files):
         detection = config.detection_path(run_id)
         if not detection.exists():
@@ -65,7 +65,9 @@ def target_cause_figures(index: ValidIndex, label_files: list[Path]) -> dict[str
     was called known, and the same among the runs the headline failed (what a reader sees).  For
     an unseen cause: whether it was called unknown.  ``confusion`` is truth -> nearest -> runs."""
     seen = {(row["system"], row.get("cause")) for row in index.values() if row.get("verdict") == "fail"}
-    known_rows, unseen_rows, confusion = [], [], {}
+    known_rows: list[tuple[bool, bool, bool]] = []
+    unseen_rows: list[bool] = []
+    confusion: dict[str, dict[str, int]] = {}
     for run_id, truth in labelled_targets(index, label_files):
         verdict_file = config.run_report_path(run_id)
         if truth.get("verdict") != "fail" or not verdict_file.exists():

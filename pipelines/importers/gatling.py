@@ -83,7 +83,8 @@ class _Binary:
     """A bounds-checked reader of one binary log held in memory (``mmap``)."""
 
     def __init__(self, data, name: str):
-        self.data, self.pos, self.name, self.cache = data, 0, name, {}
+        self.data, self.pos, self.name = data, 0, name
+        self.cache: dict[int, str] = {}
 
     def fail(self, what: str) -> FormatError:
         return FormatError(f"{self.name}, byte {self.pos}: {what} (a truncated or garbled binary Gatling log?)")

@@ -99,7 +99,7 @@ def read_jmeter_csv(path: Path, *, block_bytes: int = 64 << 20, timezone: str | 
         raise FormatError(f"{path.name}: not a readable JMeter CSV: {str(exc).splitlines()[0][:300]}") from exc
     if not ts_parts:
         raise FormatError(f"{path.name}: JMeter CSV with a header and no sample")
-    names = [None] * len(labels)
+    names: list[str | None] = [None] * len(labels)
     for k, v in labels.items():
         names[v] = k
     ts = np.concatenate(ts_parts) / 1000.0
@@ -154,7 +154,7 @@ def date_pattern(path: Path, delimiter: str, timezone: str | None, timestamp_for
     return fmt
 
 
-def local_epoch_ms(path: Path, stamps: pd.Series, fmt: str, timezone: str) -> np.ndarray:
+def local_epoch_ms(path: Path, stamps: pd.Series, fmt: str, timezone: str | None) -> np.ndarray:
     """Epoch milliseconds of local date strings; one that does not parse, or a local time a DST
     change makes ambiguous, is refused."""
     clock = pd.to_datetime(stamps.str.strip().str.replace(",", ".", regex=False), format=fmt.replace(",", "."),

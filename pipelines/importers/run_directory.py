@@ -32,7 +32,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,7 @@ from pipelines import config
 from pipelines.importers import collectors, common
 from pipelines.storage import archive
 from pipelines.storage.archive import excerpt
-from pipelines.storage.run_records import RunMeta
+from pipelines.storage.run_records import RunMeta, Workload
 
 log = logging.getLogger("regresslab.ingest")
 
@@ -189,7 +189,7 @@ def run_meta(doc: dict[str, Any], *, run_id: str, samples: pd.DataFrame, load_sp
     for host, n in sorted(cores.items()):
         if not any(k.startswith((f"{host}.", f"{host}_")) for k in environment):
             environment[f"{host}.cpu_cores"] = int(n) if float(n).is_integer() else n
-    workload = doc.get("workload") or {"profile": "unknown", "load_counter": None}
+    workload = cast(Workload, doc.get("workload") or {"profile": "unknown", "load_counter": None})
     meta: RunMeta = {"schema_version": 1, "run_id": run_id, "system": str(doc["system"]),
                      "version": str(doc["version"]), "started_at": started, "duration_s": duration,
                      "workload": workload, "environment": environment, "verdict": doc.get("verdict"),
@@ -280,9 +280,12 @@ def convert_run_dir(run_dir: Path, params: dict[str, Any], fields: dict[str, Any
     for path in collector_files(run_dir):
         rel = path.relative_to(run_dir).as_posix()
         with collectors.plain_file(path, max_bytes=int(params["max_file_bytes"])) as (plain, gz_error):
-            fmt = collectors.sniff(plain) if gz_error is None else None
+            if plain is None:                       # a gzip file that does not decompress
+                notes.append(f"{rel}: {gz_error}; ignored")
+                continue
+            fmt = collectors.sniff(plain)
             if fmt is None:
-                notes.append(f"{rel}: {gz_error or collectors.unread_reason(plain)}; ignored")
+                notes.append(f"{rel}: {collectors.unread_reason(plain)}; ignored")
                 continue
             try:
                 parsed = read_collector(plain, fmt, doc, params, timezone)
@@ -335,6 +338,6 @@ def read_run(path: Path, limits: archive.ArchiveLimits, params: dict[str, Any]) 
     except IngestError as exc:
         raise archive.ArchiveError(f"run directory not converted: {exc}") from exc
     members = archive_members(meta, frames)
-    return archive.RawRun(run_id=path.name, meta=meta,
+    return archive.RawRun(run_id=path.name, meta=dict(meta),
                           csv_bytes={name[len("counters/"):-len(".csv")]: data for name, data in members.items()
                                      if name.startswith("counters/")})

@@ -32,13 +32,13 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.storage.stage_files import Edges
+from pipelines.storage.stage_files import CounterBins, Edges
 
 log = logging.getLogger("regresslab.discretize")
 
@@ -83,7 +83,7 @@ def learn_edges(frames: list[pd.DataFrame], *, log_base: float, open_edges: bool
             spec = {"edges": np.linspace(lo, hi, k + 1).tolist(), "k": k, "unique": u}
         if open_edges:
             spec.update(k=k + 2, open=True)
-        out[counter] = spec
+        out[counter] = cast(CounterBins, spec)
     return out
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.preparation.intervals import normalize_run
 from pipelines.storage import atomic, budget
+from pipelines.storage.run_records import RunRecord
 
 log = logging.getLogger("regresslab.normalize")
 
@@ -62,7 +63,7 @@ def run_key(validation_key: str, params: NormalizeParams) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], RunRecord]:
     """A validated run's host frames and metadata (only this stage reads them)."""
     run_dir = config.valid_dir(run_id)
     meta = atomic.read_json(run_dir / "meta.json")

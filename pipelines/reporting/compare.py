@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -80,7 +80,7 @@ def two_sample_pvalues(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(out), out, 1.0)
 
 
-def compare_frames(a: pd.DataFrame, b: pd.DataFrame, directions: list[dict[str, str]], *, min_effect_pct: float,
+def compare_frames(a: pd.DataFrame, b: pd.DataFrame, directions: Sequence[Mapping[str, str]], *, min_effect_pct: float,
                    floor_share: float, alpha: float) -> dict[str, Any]:
     """Every counter both runs recorded: medians, change, p and BH-corrected q, and the sort.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any, Mapping
 
 from pipelines.safe_text import for_xml
 from pipelines.storage.stage_files import VerdictFile
@@ -69,7 +70,7 @@ def night_xml(night: str, docs: dict[str, VerdictFile], *, index: Path | None = 
         summary = str(doc.get("summary") or "")
         page = f"reports/runs/{run_id}.html"
         if doc.get("verdict") == "fail":
-            cause = doc.get("cause") or {}
+            cause: Mapping[str, Any] = doc.get("cause") or {}
             label = cause.get("label") if cause.get("known") else ("unknown" + (f" (nearest {cause.get('label')})"
                                                                                  if cause.get("label") else ""))
             element = ET.SubElement(case, "failure", message=summary or "regressed", type="regression")

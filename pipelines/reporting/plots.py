@@ -128,7 +128,7 @@ def night_trends(nights: list[tuple[str, dict[str, IndexRow]]], *, last: int) ->
     """Per system, over its last ``last`` nights: the highest run score each night (a red dot
     when a run failed), with the nights' labels and failed counts, for the night index."""
     out = []
-    systems = sorted({r.get("system") for _, rows in nights for r in rows.values() if r.get("system")})
+    systems = sorted({str(r["system"]) for _, rows in nights for r in rows.values() if r.get("system")})
     for system in systems:
         points = []
         for night, rows in nights:

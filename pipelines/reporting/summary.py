@@ -8,7 +8,7 @@ for; and what changed since the previous night.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,7 @@ def novel_environment(target_env: Environment, baseline_envs: list[Environment])
     return {k: v for k, v in sorted(target_env.items()) if not any(env.get(k) == v for env in baseline_envs)}
 
 
-def worse_direction(counter: str, directions: list[dict[str, str]]) -> str | None:
+def worse_direction(counter: str, directions: Sequence[Mapping[str, str]]) -> str | None:
     """``up`` or ``down``: which way the counter gets worse, by the first rule of
     ``report.directions`` whose regex ``counter`` it contains; ``None`` when no rule knows it."""
     for rule in directions:
@@ -41,7 +41,7 @@ def worse_direction(counter: str, directions: list[dict[str, str]]) -> str | Non
 
 
 def counter_changes(counters: list[str], target: pd.Series, baseline: pd.Series,
-                    directions: list[dict[str, str]]) -> dict[str, CounterChange]:
+                    directions: Sequence[Mapping[str, str]]) -> dict[str, CounterChange]:
     """What a person reads first (contract §2 ``counter_changes``): per counter, the baseline
     runs' median and this run's, in the counter's own unit, the signed change in % of the
     baseline (``None`` when the baseline is 0), and ``worse``, ``better`` or ``changed`` (the
@@ -97,7 +97,7 @@ def change_text(counter: str, change: CounterChange) -> str:
             f"({pct}{change['direction']})")
 
 
-def within_text(counter: str, change: WindowChange, directions: list[dict[str, str]]) -> str:
+def within_text(counter: str, change: WindowChange, directions: Sequence[Mapping[str, str]]) -> str:
     """``entry.latency_p95_s 0.21 → 0.84 in intervals 3–5 of the run (+300 %, worse)``: a change
     inside the run (``within_run``), the rest of the run against its strongest window."""
     rest, window = change["rest_median"], change["window_median"]
@@ -143,7 +143,7 @@ def objectives_text(gate: dict[str, Any], statuses: tuple[str, ...]) -> str:
 
 def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: int = 3,
                   user_facing: str = "(response|latency|throughput|_rps$|error)",
-                  directions: list[dict[str, str]] = ()) -> str:
+                  directions: Sequence[Mapping[str, str]] = ()) -> str:
     """The sentence a release manager came for (:func:`detectors_summary`), with the team's
     objectives beside it: first when they decided the verdict, after it otherwise."""
     gate = doc.get("objectives")
@@ -168,7 +168,7 @@ def plain_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: i
 
 def detectors_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, top: int = 3,
                       user_facing: str = "(response|latency|throughput|_rps$|error)",
-                      directions: list[dict[str, str]] = ()) -> str:
+                      directions: Sequence[Mapping[str, str]] = ()) -> str:
     """The detectors' sentence: the verdict, the top changes in their units
     (:func:`summary_order`; inside the run, :func:`within_text`, when the run was judged against
     itself alone), the probable cause (or unknown), and whether a new lab makes the verdict
@@ -206,7 +206,7 @@ def detectors_summary(doc: VerdictFile, changes: dict[str, CounterChange], *, to
         moved = [within_text(c, inside[c], directions) for c in doc["flagged_counters"] if c in inside][:top]
         text = "Regression within the run: " + ("; ".join(moved) if moved else "a part of the run differs from the rest")
     else:
-        cause = doc.get("cause") or {}
+        cause: Mapping[str, Any] = doc.get("cause") or {}
         known = doc["verdict"] == "fail" and bool(cause.get("label")) and bool(cause.get("known"))
         lead = frozenset((details.get("cause_signature") or {}).get("counters") or ()) if known else frozenset()
         ordered = summary_order(doc["flagged_counters"], changes, user_facing=user_facing, lead=lead)

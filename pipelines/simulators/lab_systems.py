@@ -34,7 +34,7 @@ DB_CACHE_GB: dict[str, float] = {
 
 def cpu_speed(environment: Environment) -> float:
     """Relative speed of one core of the environment's CPU against the 2.6 GHz reference."""
-    spec = CPU_MODELS[environment["cpu_model"]]
+    spec = CPU_MODELS[str(environment["cpu_model"])]
     return spec["ghz"] * spec["ipc"] / REF_GHZ
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import io
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -73,7 +73,7 @@ def host_of(spec: SystemSpec, counter: str) -> str:
     comp = counter.split(".", 1)[0]
     owner = {spec.app_proc: spec.app_host, spec.db_proc: spec.db_host,
              "jmeter": spec.loadgen, "locust": spec.loadgen, "app": spec.loadgen}
-    if spec.cache_proc:
+    if spec.cache_proc and spec.cache_host is not None:
         owner[spec.cache_proc] = spec.cache_host
     return owner.get(comp, comp)
 
@@ -86,7 +86,7 @@ def process_cpu_scale(spec: SystemSpec, counter: str, environment: Environment) 
     host = host_of(spec, counter)
     if component == host or name not in ("cpu_pct", "user_pct", "privileged_pct"):
         return 1.0
-    return LOADGEN_CORES if host == spec.loadgen else float(environment["cpu_cores"])
+    return LOADGEN_CORES if host == spec.loadgen else float(cast(float, environment["cpu_cores"]))
 
 
 def version_counters_dropped(spec: SystemSpec, version: str) -> set[str]:

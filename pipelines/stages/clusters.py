@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from pipelines import config
 from pipelines.systems import history
@@ -18,6 +18,7 @@ from pipelines.detection.cluster_runs import ClusterModels, load_params
 from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest
+from pipelines.storage.stage_files import ClusterResult
 
 log = logging.getLogger("regresslab.clusters")
 
@@ -28,14 +29,14 @@ def calibrate_all() -> list[str]:
     return judging.calibrate_every_system(ClusterModels(load_params()), history.HistoryParams.load())
 
 
-def run_one(run_id: str) -> dict[str, Any]:
+def run_one(run_id: str) -> ClusterResult:
     """Model one target and write its result: a batch of one (:func:`batch`)."""
     with batch() as one:
         return one(run_id)
 
 
 @contextmanager
-def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+def batch() -> Iterator[Callable[[str], ClusterResult]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): the history's
     frames and each system's calibration read once for the batch (:func:`judging.batch`)."""
     with judging.batch(ClusterModels(load_params()), history.HistoryParams.load(), None, lock="clusters batch") as one:
@@ -52,7 +53,7 @@ def main() -> None:
     atomic.prune_outputs(config.CLUSTERS, todo)
     progress = Progress(log, "clusters", len(todo))
 
-    def modelled(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
+    def modelled(run_id: str, out: tuple[ClusterResult, bool]) -> str:
         result, kept = out
         return (f"{run_id} -> {result['verdict']}, largest error {result.get('max_prediction_error')}"
                 + (" (unchanged, reused)" if kept else ""))

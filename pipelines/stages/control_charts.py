@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from pipelines import config
 from pipelines.stats import effects
 from pipelines.systems import history
 from pipelines.detection.chart_runs import ControlCharts
+from pipelines.detectors.chart_files import ChartResult
 from pipelines.detectors.charts import ControlChartParams
 from pipelines.detection import judging
 from pipelines.progress import Progress
@@ -31,14 +32,14 @@ def calibrate_all() -> list[str]:
                                           effects.Significance.load())
 
 
-def run_one(run_id: str) -> dict[str, Any]:
+def run_one(run_id: str) -> ChartResult:
     """Chart one target: a batch of one (:func:`batch`)."""
     with batch() as one:
         return one(run_id)
 
 
 @contextmanager
-def batch() -> Iterator[Callable[[str], dict[str, Any]]]:
+def batch() -> Iterator[Callable[[str], ChartResult]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): the history's
     frames and each system's calibration read once for the batch (:func:`judging.batch`)."""
     with judging.batch(ControlCharts(ControlChartParams.load()), history.HistoryParams.load(),
@@ -56,7 +57,7 @@ def main() -> None:
     atomic.prune_outputs(config.CONTROL_CHARTS / "runs", todo)
     progress = Progress(log, "control_charts", len(todo))
 
-    def charted(run_id: str, out: tuple[dict[str, Any], bool]) -> str:
+    def charted(run_id: str, out: tuple[ChartResult, bool]) -> str:
         result, kept = out
         return (f"{run_id} -> {result['verdict']}, score {result.get('violation_ratio')}"
                 + (" (unchanged, reused)" if kept else ""))

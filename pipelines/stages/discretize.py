@@ -30,7 +30,7 @@ def main() -> None:
         key = memo.input_key("discretize", index, {"training": training}, discretize=params.block)
         spec = memo.reuse(config.edges_path(system), key)
         reused = spec is not None
-        if not reused:
+        if spec is None:
             ref = store.reference_load(training)
             edges = edges_for([store.load_scaled(r, ref) for r in training], params)
             spec = memo.write(config.edges_path(system), {

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypedDict
+from typing import IO, Any, TypedDict, cast
 
 import pandas as pd
 
@@ -240,12 +240,12 @@ def _tar_members(path: Path, budget: _Budget) -> Iterator[tuple[str, bytes]]:
                     continue
                 if not member.isfile():
                     raise ArchiveError(f"member {member.name!r} is a link or device, not a regular file")
-                fh = tf.extractfile(member)
-                assert fh is not None
-                data = _read_capped(fh, budget.limits["max_member_bytes"], member.name)
+                member_fh = tf.extractfile(member)
+                assert member_fh is not None
+                data = _read_capped(member_fh, budget.limits["max_member_bytes"], member.name)
                 budget.account(data)
                 yield member.name, data
-            _drain_to_end(tf.fileobj, budget.limits["max_total_bytes"] - budget.total)
+            _drain_to_end(cast("IO[bytes] | None", tf.fileobj), budget.limits["max_total_bytes"] - budget.total)
         except ArchiveError:
             raise
         except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
@@ -427,6 +427,7 @@ def read_archive(path: str | Path, limits: ArchiveLimits | None = None) -> RawRu
                 raise ArchiveError("run.json appears more than once (which one is the run?)")
             meta_bytes = data
         elif kind == "csv":
+            assert host is not None                 # a counter file names its host
             if host in csvs:
                 raise ArchiveError(f"duplicate counter file for host {host!r}")
             csvs[host] = data

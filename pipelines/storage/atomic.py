@@ -195,7 +195,8 @@ def write_keyed_npz(path: str | Path, key: str, **arrays: np.ndarray) -> None:
     """``arrays`` written atomically with numpy alone (compressed, no pickle) under ``key``, the
     input key of what they were computed from: :func:`read_keyed_npz` gives them back under it."""
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, key=np.array(key), **arrays)
+        savez: Any = np.savez_compressed            # numpy's stub types **kwds as its allow_pickle flag
+        savez(fh, key=np.array(key), **arrays)
 
 
 def read_keyed_npz(path: str | Path, key: str, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:

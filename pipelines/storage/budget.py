@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pipelines import parallel
 
@@ -40,7 +40,7 @@ class Budget:
     seconds: float
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "Budget":
+    def from_params(cls, params: Mapping[str, Any]) -> "Budget":
         return cls(memory_mb=int(params["max_memory_mb"]), seconds=float(params["max_seconds"]))
 
 

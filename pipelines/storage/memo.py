@@ -154,4 +154,4 @@ def reuse_html(path: Path, key: str) -> bool:
         return False
     with open(path, "rb") as fh:
         found = HTML_KEY.search(fh.read(4096).decode("utf-8", errors="replace"))
-    return bool(found) and found.group(1) == key
+    return found is not None and found.group(1) == key

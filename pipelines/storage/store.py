@@ -56,8 +56,7 @@ def load_normalized(run_id: str) -> pd.DataFrame:
 
 def reference_load(runs: list[str]) -> float | None:
     """A system's reference load: the median of the training runs' median loads."""
-    loads = [read_info(r).get("median_load") for r in runs]
-    loads = [x for x in loads if x is not None]
+    loads = [float(x) for x in (read_info(r).get("median_load") for r in runs) if x is not None]
     return float(np.median(loads)) if loads else None
 
 

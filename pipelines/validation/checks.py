@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import AbstractSet, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -72,7 +72,7 @@ def parse_started_at(value: Any) -> float | None:
 
 
 def meta_frame(meta: dict[str, Any], *, archive_run_id: str, counters: set[str],
-               dropped: set[str] = frozenset(), hosts: int | None = None) -> pd.DataFrame:
+               dropped: AbstractSet[str] = frozenset(), hosts: int | None = None) -> pd.DataFrame:
     """``run.json`` as one row, with derived columns for the checks that need Python to see types.
 
     Every required field has its column (null when the file lacks it) and ``has_<field>`` says
@@ -326,7 +326,7 @@ def host_coverage(frames: dict[str, pd.DataFrame], *, started_at: float | None, 
 
 
 def valid_host_frames(frames: dict[str, pd.DataFrame], summary: pd.DataFrame | None = None,
-                      dropped: list[DroppedCounter] = ()) -> dict[str, pd.DataFrame]:
+                      dropped: Sequence[DroppedCounter] = ()) -> dict[str, pd.DataFrame]:
     """Host frames in the form later stages read: float ``ts`` column plus numeric counters.
 
     The dropped counters are left out; in the counters kept (``value_mostly`` < 1 tolerates a

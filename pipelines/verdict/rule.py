@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from pipelines import params_schema
 from pipelines.stats import effects
@@ -92,7 +92,7 @@ class HeadlineRule:
             object.__setattr__(self, "detectors", tuple(self.detectors))
 
     @classmethod
-    def from_params(cls, params: dict[str, Any], significance: effects.Significance | None = None) -> "HeadlineRule":
+    def from_params(cls, params: Mapping[str, Any], significance: effects.Significance | None = None) -> "HeadlineRule":
         """The rule of ``params.yaml: report``, and ``significance.min_effect_pct``; a key left
         out is the defaults file's."""
         kw: dict[str, Any] = {field_name: read(params[key]) for key, (field_name, read) in PARAM_FIELDS.items()
