@@ -71,7 +71,7 @@ test: setup browser services
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 bench: setup
-	$(BIN)/python bench/bench_rules.py
+	$(BIN)/python -m bench.bench_rules
 
 # The whole pipeline on a real labelled set of the shared data (smd, nezha, hpc), in its own tree
 # build/<set>/ (params.yaml with pull.source and evaluate.labels pointed at the set), stages in

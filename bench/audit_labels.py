@@ -1,7 +1,7 @@
 """Where a labelled set's truth and its counters disagree: levels no normal run of the history reached.
 
-    python bench/audit_labels.py build/smd ../shared/data/smd/target_labels.json
-    python bench/audit_labels.py . data/example/target_labels.json      # after dvc repro
+    python -m bench.audit_labels build/smd ../shared/data/smd/target_labels.json
+    python -m bench.audit_labels . data/example/target_labels.json      # after dvc repro
 
 The detectors are judged by run accuracy against a set's labels.  A label says what the
 people who made the set called a fault; a regression detector reads counters.  Where the two
@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TOP = 5                     # counters printed per target
 LEVELS = (0.0, 0.1, 0.5)    # the summary: targets with a counter more than this many ranges out

@@ -8,7 +8,7 @@ unpauses ``nightly_regression_analysis`` (the scheduler starts tonight's run) an
 triggers a second night; prints each run's wall time and how many task instances ran at
 the same time (from the metadata DB).
 
-    python bench/bench_airflow_night.py [--source data/example] [--parallelism 4] [--with-retrain]
+    python -m bench.bench_airflow_night [--source data/example] [--parallelism 4] [--with-retrain]
                                         [--idle-sleep 0.2]   # the scheduler's, as the docs set it
 
 With ``--compare``, the same night's stages then run one after the other as ``dvc repro`` runs
@@ -37,7 +37,6 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
 AIRFLOW = str(Path(sys.executable).parent / "airflow")

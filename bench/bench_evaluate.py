@@ -1,9 +1,9 @@
 """Benchmark of the ``evaluate`` stage (all leave-one-out scoring): wall time and peak memory.
 
-    python bench/bench_evaluate.py                      # this checkout's code, on this checkout's data
-    python bench/bench_evaluate.py --code /tmp/old      # another checkout's code (e.g. a git worktree of
+    python -m bench.bench_evaluate                      # this checkout's code, on this checkout's data
+    python -m bench.bench_evaluate --code /tmp/old      # another checkout's code (e.g. a git worktree of
                                                         # an older commit), on the same data
-    python bench/bench_evaluate.py --root build/smd     # a real set's tree (make real-smd)
+    python -m bench.bench_evaluate --root build/smd     # a real set's tree (make real-smd)
 
 Run it after ``make run`` (the example's stages must have run).  Each repeat is a fresh
 process (``python -m pipelines.stages.evaluate``), so the peak memory is the stage's own; the first

@@ -1,9 +1,9 @@
 """How long the example's night takes, stage by stage, to the night's report and to the end.
 
     make run                                                  # once: the example pulled and validated
-    python bench/bench_example.py                             # this checkout, compute.jobs as in params.yaml
-    python bench/bench_example.py --jobs 1                    # one process per stage
-    python bench/bench_example.py --against 743202f           # also that commit's code, then the ratios
+    python -m bench.bench_example                             # this checkout, compute.jobs as in params.yaml
+    python -m bench.bench_example --jobs 1                    # one process per stage
+    python -m bench.bench_example --against 743202f           # also that commit's code, then the ratios
 
 Every stage from ``normalize`` to ``evaluate`` runs in its own process (as ``dvc repro`` runs
 them) on a copy of this checkout's validated example (``data/interim/valid``), so the code alone
@@ -29,7 +29,6 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
 SHARED = ("data/interim/valid", "data/interim/valid_runs.json", "data/triage", "data/example",

@@ -1,8 +1,8 @@
 """How long a system's counter-history pages take, and how large they are, at scale.
 
-    python bench/bench_history_pages.py                       # 100 nights x 2,000 counters, synthetic
-    python bench/bench_history_pages.py --nights 100 --counters 2000 --intervals 240
-    python bench/bench_history_pages.py --root /path/to/a/tree   # an analysed tree as it is
+    python -m bench.bench_history_pages                       # 100 nights x 2,000 counters, synthetic
+    python -m bench.bench_history_pages --nights 100 --counters 2000 --intervals 240
+    python -m bench.bench_history_pages --root /path/to/a/tree   # an analysed tree as it is
 
 Synthetic: one system, ``--nights`` runs (one a night, the first 80 % verified, the rest
 targets with a verdict file), each a normalised frame of ``--intervals`` x ``--counters``; each
@@ -15,7 +15,6 @@ largest and total page sizes.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines import config  # noqa: E402
 from pipelines.systems import history  # noqa: E402

@@ -1,7 +1,7 @@
 """Each hostile input of the tests' corpus, read and validated alone, with its time and peak memory.
 
-    python bench/bench_hostile.py                 # every archive and run directory of tests/hostile_corpus.py
-    python bench/bench_hostile.py --code DIR      # another checkout's code on the same inputs
+    python -m bench.bench_hostile                 # every archive and run directory of tests/hostile_corpus.py
+    python -m bench.bench_hostile --code DIR      # another checkout's code on the same inputs
 
 Every input runs in a fresh process (``validate_archive`` with the real suites, ``params.yaml``'s
 limits), under a 4 GB address-space cap as the review that found them used; the bench prints,
@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from tests.hostile_corpus import write_corpus  # noqa: E402 -- after the path is set
 
 CHILD = """

@@ -1,9 +1,9 @@
 """Benchmark of the importers: the JMeter importer on a large result file (wall time, rows/s and
 peak memory), then every other reader's rows/s.
 
-    python bench/bench_ingest.py                 # 5,000,000 rows (< 60 s, < 2 GB), then the others
-    python bench/bench_ingest.py --rows 1000000 --keep /tmp/big
-    python bench/bench_ingest.py --rows 0 --format-rows 200000     # the other readers only
+    python -m bench.bench_ingest                 # 5,000,000 rows (< 60 s, < 2 GB), then the others
+    python -m bench.bench_ingest --rows 1000000 --keep /tmp/big
+    python -m bench.bench_ingest --rows 0 --format-rows 200000     # the other readers only
 
 A CSV JTL with JMeter's 17 default columns is written first (50 labels, 200 threads, about
 1,000 requests/s over the run, 2 % failures; labels quoted, as JMeter does when they hold a
@@ -94,7 +94,6 @@ FORMATS = {"jmeter_csv, date timeStamp": "jmeter_csv", "k6_csv": "k6_csv", "k6_c
 
 def other_formats(rows: int, base: Path) -> None:
     """Each reader on ``rows`` generated records, in this process: rows/s (reading and aggregating)."""
-    sys.path.insert(0, str(REPO))
     from pipelines.importers import collectors, common
 
     for label, fmt in FORMATS.items():

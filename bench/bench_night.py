@@ -1,10 +1,10 @@
 """One whole night at scale, stage by stage, then the second night with one new archive.
 
-    python bench/bench_night.py                                   # 100 runs, 2,000 counters, 8 h at 15 s
-    python bench/bench_night.py --runs 20 --counters 500 --hours 2   # a smaller night
-    python bench/bench_night.py --keep /tmp/night                 # keep the scratch tree; run again: the same
+    python -m bench.bench_night                                   # 100 runs, 2,000 counters, 8 h at 15 s
+    python -m bench.bench_night --runs 20 --counters 500 --hours 2   # a smaller night
+    python -m bench.bench_night --keep /tmp/night                 # keep the scratch tree; run again: the same
                                                                   # archives are reused, the tree starts empty
-    python bench/bench_night.py --keep /tmp/night --next-night    # one more night on the kept tree, with one
+    python -m bench.bench_night --keep /tmp/night --next-night    # one more night on the kept tree, with one
                                                                   # more new archive (no first night)
 
 A generated history (``--runs`` passed runs of ``--counters`` counters on 4 hosts, ``--hours``
@@ -45,7 +45,6 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
 STAGES = stage_graph.select("pull", through="report")

@@ -1,9 +1,9 @@
 """Benchmark of pull on a large store: the first night copies everything, the second (5 new
 archives) should read only those.
 
-    python bench/bench_pull.py                   # 10,000 archives of 64 KB in a local directory
-    python bench/bench_pull.py --archives 2000 --size 262144
-    python bench/bench_pull.py --s3              # the same store in a bucket of moto's S3 server, read by s3fs
+    python -m bench.bench_pull                   # 10,000 archives of 64 KB in a local directory
+    python -m bench.bench_pull --archives 2000 --size 262144
+    python -m bench.bench_pull --s3              # the same store in a bucket of moto's S3 server, read by s3fs
 
 The store is a local directory of ``<run_id>.tar.gz`` files (random bytes: pull copies and hashes,
 it does not open them).  Each night runs ``pipelines.storage.sources.pull`` into a fresh
@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from pipelines.storage import sources  # noqa: E402 -- after the path is set
 
 

@@ -1,7 +1,7 @@
 """Benchmark of rule mining and detection: wall time and peak memory.
 
-    python bench/bench_rules.py                 # 100, 500, 2000 counters x 1920 intervals
-    python bench/bench_rules.py --counters 100 500 --history 50
+    python -m bench.bench_rules                 # 100, 500, 2000 counters x 1920 intervals
+    python -m bench.bench_rules --counters 100 500 --history 50
 
 For one run model it prints, per counter count and algorithm (apriori, fpgrowth), the
 wall time, the peak resident memory of a fresh process and the rules produced; then the
@@ -22,12 +22,10 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipelines import config
 from pipelines.detectors import rule_ensemble, rule_mining

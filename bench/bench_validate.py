@@ -1,8 +1,8 @@
 """Benchmark of validating one large archive: a 2,000-counter, 8-hour run.
 
-    python bench/bench_validate.py                      # 2,000 counters x 8 h at 10 s, 4 hosts
-    python bench/bench_validate.py --counters 500 --hours 1
-    python bench/bench_validate.py --code /tmp/old    # a worktree of another commit, for before/after
+    python -m bench.bench_validate                      # 2,000 counters x 8 h at 10 s, 4 hosts
+    python -m bench.bench_validate --counters 500 --hours 1
+    python -m bench.bench_validate --code /tmp/old    # a worktree of another commit, for before/after
 
 The archive is written first (4 hosts of 500 counters, one sample every 10 s over 8 hours:
 2,880 rows per host, 5.8 M cells, about 60 MB of CSV); then ``suites.validate_archive`` runs
@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 CHILD = """
 import sys, time, resource, json

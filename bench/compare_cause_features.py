@@ -2,7 +2,7 @@
 learners, the leave-one-run-out accuracy on the history (``none`` included: what ``train_causes``
 ranks by), the faults' nearest cause in it, and the nearest cause of the labelled failed targets.
 
-    python bench/compare_cause_features.py nezha=build/nezha:../shared/data/nezha/target_labels.json \
+    python -m bench.compare_cause_features nezha=build/nezha:../shared/data/nezha/target_labels.json \
         hpc=build/hpc:../shared/data/hpc/target_labels.json [--blocks kinds shifts kinds,shifts] \
         [--learners random_forest logistic_regression] [--seeds 0 1 2] [--pooled]
 
@@ -28,14 +28,12 @@ import argparse
 import importlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def modules(tree: Path):

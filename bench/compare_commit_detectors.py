@@ -4,7 +4,7 @@ peers on the same labelled series: Apache Otava (E-Divisive with Hunter's window
 ``apache-otava``), MongoDB's ``signal-processing-algorithms`` (E-Divisive with permutation
 tests) and the detector that reports no change at all.
 
-    python bench/compare_commit_detectors.py [--seeds 1 2 3] [--margin 5] [--django PATH]
+    python -m bench.compare_commit_detectors [--seeds 1 2 3] [--margin 5] [--django PATH]
 
 The peers pin numpy versions that conflict with this project's (Otava pins numpy 2.2.0), so each
 is installed in its own virtual environment under ``--venvs`` (created on first use, from
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 import venv
@@ -38,7 +37,6 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from pipelines.detectors import commit_series, skia
 from pipelines.simulators import commitsim

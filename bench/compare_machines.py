@@ -1,6 +1,6 @@
 """Does a labelled set give the same figures on another path through the CPU?  Tried on this one.
 
-    python bench/compare_machines.py smd [--shared ../shared] [--keep]
+    python -m bench.compare_machines smd [--shared ../shared] [--keep]
 
 Runs every stage of ``dvc.yaml``'s order on ``<shared>/data/<set>`` twice, each in its own tree
 (``build/<set>-native``, ``build/<set>-emulated``), the second on the path most unlike the default
@@ -26,7 +26,6 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
 STAGES = stage_graph.stages_from("pull")       # dvc.yaml's stages from pull on (before it: the example's generators)

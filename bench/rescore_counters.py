@@ -1,8 +1,8 @@
 """Other orders of a failed run's counters, scored on the protocol's stored split trees.
 
-    python bench/robustness.py --out build/robustness --tag base   # once: the split trees
-    python bench/rescore_counters.py build/robustness               # every stored split
-    python bench/rescore_counters.py build/robustness --sets trainticket --show   # one row per fault
+    python -m bench.robustness --out build/robustness --tag base   # once: the split trees
+    python -m bench.rescore_counters build/robustness               # every stored split
+    python -m bench.rescore_counters build/robustness --sets trainticket --show   # one row per fault
 
 On every target of a split that is a labelled fault and that the headline failed, where the first
 counters shown name a labelled one (``robustness.labelled_counters``: its regressed counters, else
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,13 +50,12 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from pipelines.verdict import counter_order  # noqa: E402 -- after the path is set
 from pipelines.verdict.cause_signatures import FaultLabel, explain_order, in_turn, signature  # noqa: E402
 from pipelines.systems.counter_kinds import counter_kind  # noqa: E402
 from pipelines.stats.effects import measured_and_mattering  # noqa: E402
 from pipelines import params_schema  # noqa: E402
-from robustness import SETS, labelled_counters  # noqa: E402
+from bench.robustness import SETS, labelled_counters  # noqa: E402
 
 ORDERS = ("shown", "anchored", "robust_z", "baro", "kind_relative", "signature_by_change", "component", "robust_signature", "by_record")
 

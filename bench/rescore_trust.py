@@ -1,12 +1,12 @@
 """What the protocol scores when the verdict follows each detector's record, without re-running.
 
-    python bench/robustness.py --tag before            # once: every split's tree under build/robustness
-    python bench/rescore_trust.py build/robustness     # every stored split decided again
-    python bench/rescore_trust.py build/robustness --level 0.01 --min-runs 5   # another trust rule
-    python bench/rescore_trust.py build/robustness --detectors stacking control_charts \
+    python -m bench.robustness --tag before            # once: every split's tree under build/robustness
+    python -m bench.rescore_trust build/robustness     # every stored split decided again
+    python -m bench.rescore_trust build/robustness --level 0.01 --min-runs 5   # another trust rule
+    python -m bench.rescore_trust build/robustness --detectors stacking control_charts \
         clustered_regression cause_classifier within_run                     # the run against itself named too
-    python bench/rescore_trust.py build/robustness --allowed 0               # every false alarm charged
-    python bench/rescore_trust.py build/robustness --small-rate 0.15 | --classifier-rank | --classifier-logit | --forward
+    python -m bench.rescore_trust build/robustness --allowed 0               # every false alarm charged
+    python -m bench.rescore_trust build/robustness --small-rate 0.15 | --classifier-rank | --classifier-logit | --forward
 
 Each split's tree keeps what the record needs: each target's p-values per detector (its verdict
 file), and each detector's calibration on the split's history (normal runs' scores, the verified
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -33,14 +32,13 @@ import numpy as np
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from pipelines.detection import stage_results
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
 from pipelines.systems import labs
 from pipelines.verdict import record  # noqa: E402 -- after the path is set
 from pipelines.detectors import chart_calibration, cluster_models, rule_verdict, within_run  # noqa: E402
-from robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
+from bench.robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
              "cause_classifier": "cause_classifier", "within_run": "within_run"}

@@ -1,9 +1,9 @@
 """The robustness protocol: every labelled set judged under history/target splits fixed in advance.
 
-    python bench/robustness.py                                   # every set, every split
-    python bench/robustness.py --sets example nezha --jobs 2 --tag after
-    python bench/robustness.py --compare build/robustness/before.json build/robustness/after.json  # or more
-    python bench/robustness.py --show build/robustness/after.json   # the tables of a stored run
+    python -m bench.robustness                                   # every set, every split
+    python -m bench.robustness --sets example nezha --jobs 2 --tag after
+    python -m bench.robustness --compare build/robustness/before.json build/robustness/after.json  # or more
+    python -m bench.robustness --show build/robustness/after.json   # the tables of a stored run
 
 A method checked only on the split it was built on breaks on the next one.  This judges every
 target of every split with the pipeline as configured, and beside it the anchors (the simple
@@ -60,7 +60,6 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from pipelines.orchestration import stage_graph  # noqa: E402 -- after the path is set
 
 SETS = ("example", "smd", "nezha", "hpc", "trainticket")
@@ -240,9 +239,8 @@ def run_split(set_name: str, split: str, base: str, index: dict, truth: dict, hi
 
 def finish_split(set_name: str, split: str, tree: Path, history: list[str], t0: float, error: str | None) -> dict:
     """Score a split's targets (in its tree, in a process of its own) and keep the result there."""
-    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from bench.robustness import score_split; "
-            "print(json.dumps(score_split()))")
-    done = subprocess.run([sys.executable, "-c", code, "", str(REPO)], env=env_for(tree), cwd=REPO, check=True,
+    code = "import json; from bench.robustness import score_split; print(json.dumps(score_split()))"
+    done = subprocess.run([sys.executable, "-c", code], env=env_for(tree), cwd=REPO, check=True,
                           capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result.update(set=set_name, split=split, history=len(history), seconds=round(time.monotonic() - t0, 1),

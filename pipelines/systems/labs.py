@@ -40,8 +40,7 @@ verified runs (``adjusted``) or unknown (``insufficient``), on the counters such
 judged on (``environment_from``: the whole history teaches which counters follow the
 environment, as it does for the target).  :func:`matched_null` then picks, for a target, the
 null of its own status when the history has one (Nguyen 2017 §7.5.3, seed 004: the threshold
-comes from normal runs judged as the target is).  ``bench/compare_detector_variants.py
-cross-lab-null`` prints the nulls side by side (docs/results/variants.md).
+comes from normal runs judged as the target is); the nulls side by side: docs/results/variants.md.
 """
 from __future__ import annotations
 
