@@ -28,7 +28,8 @@ import pandas as pd
 
 
 from pipelines import config
-from pipelines.detectors import rule_ensemble, rule_mining
+from pipelines.detectors.rules import ensemble as rule_ensemble
+from pipelines.detectors.rules import mining as rule_mining
 from pipelines.preparation import bins
 
 # the project's own mining params (params.yaml: mine_rules); the algorithm varies per case

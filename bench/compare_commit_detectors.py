@@ -1,5 +1,5 @@
 """Our commit-series detectors (Skia, Mono, PELT and the ``mono+pelt`` combination:
-``pipelines/detectors/commit_series.py``) side by side with the
+``pipelines/commit_series/series.py``) side by side with the
 peers on the same labelled series: Apache Otava (E-Divisive with Hunter's windows, PyPI
 ``apache-otava``), MongoDB's ``signal-processing-algorithms`` (E-Divisive with permutation
 tests) and the detector that reports no change at all.
@@ -38,7 +38,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
-from pipelines.detectors import commit_series, skia
+from pipelines.commit_series import series as commit_series
+from pipelines.commit_series import skia
 from pipelines.simulators import commitsim
 
 PEERS = {
@@ -165,7 +166,7 @@ def ruptures_pelt_table(frames: list[tuple[str, pd.DataFrame]], params: dict) ->
     import numpy as np
     import ruptures
 
-    from pipelines.detectors import change_points
+    from pipelines.commit_series import change_points
 
     def search(z, *, penalty, min_segment, var_floor=1e-2):
         size = max(2, min_segment)

@@ -37,7 +37,10 @@ from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
 from pipelines.systems import labs
 from pipelines.verdict import record  # noqa: E402 -- after the path is set
-from pipelines.detectors import chart_calibration, cluster_models, rule_verdict, within_run  # noqa: E402
+from pipelines.detectors.charts import calibration as chart_calibration
+from pipelines.detectors.clusters import models as cluster_models
+from pipelines.detectors.rules import verdict as rule_verdict
+from pipelines.detectors.within_run import windows as within_run  # noqa: E402
 from bench.robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",

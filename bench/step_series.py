@@ -162,7 +162,7 @@ def score(series: list[Series], detect: Callable[[np.ndarray], list[int]], margi
 def level_shift_detector(params: dict | None = None) -> Callable[[np.ndarray], list[int]]:
     """The level-shift test of the commit-series stage, at ``params`` (default: the project's)."""
     from pipelines import params_schema
-    from pipelines.detectors.level_shifts import LevelShiftParams, level_shifts
+    from pipelines.commit_series.level_shifts import LevelShiftParams, level_shifts
 
     p = LevelShiftParams.from_params(params or params_schema.defaults()["commit_changes"]["level_shift"])
     return lambda values: [c["index"] for c in level_shifts(values, p).changes]

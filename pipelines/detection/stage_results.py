@@ -28,7 +28,7 @@ from pipelines.protocol import DetectorResult, ResultReader, RunFiles, RunJudged
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
 from pipelines.storage.cause_files import CausePrediction
-from pipelines.detectors.chart_files import ChartResult, WithinRunResult
+from pipelines.detectors.charts.files import ChartResult, WithinRunResult
 from pipelines.storage.stage_files import ClusterResult, LabSummary, RuleDetection, VerdictFile
 
 RULE_METHODS = ("association_rules_stacking", "association_rules_bagging", "association_rules_single")

@@ -10,7 +10,8 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.systems import history
-from pipelines.detectors import cause_training, causes
+from pipelines.detectors.causes import training as cause_training
+from pipelines.detectors.causes import classifiers as causes
 from pipelines.progress import Progress
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex

@@ -16,13 +16,18 @@ from typing import Any, Mapping, cast
 import logging
 
 from pipelines import config, parallel
-from pipelines.detection import chart_runs, stage_results
+from pipelines.detection import stage_results
+from pipelines.detectors.charts import runs as chart_runs
 from pipelines.verdict import cause_signatures, headline
 from pipelines.stats import effects
 from pipelines.systems import history, labs
-from pipelines.detectors import chart_calibration, charts, rule_detection, rule_verdict, within_run
-from pipelines.detectors.rule_ensemble import RulesResult
-from pipelines.detectors.rule_mining import MiningParams
+from pipelines.detectors.charts import calibration as chart_calibration
+from pipelines.detectors.charts import control_charts as charts
+from pipelines.detectors.rules import detection as rule_detection
+from pipelines.detectors.rules import verdict as rule_verdict
+from pipelines.detectors.within_run import windows as within_run
+from pipelines.detectors.rules.ensemble import RulesResult
+from pipelines.detectors.rules.mining import MiningParams
 from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
 from pipelines.preparation import bins
@@ -31,7 +36,7 @@ from pipelines.storage import store
 from pipelines.storage.run_records import RunRecord, ValidIndex
 from pipelines.storage.stage_files import ClusterResult, RuleDetection
 from pipelines.storage.cause_files import CauseModelMeta, CausePrediction
-from pipelines.detectors.chart_files import ChartCalibration, ChartResult, CrossLabNull
+from pipelines.detectors.charts.files import ChartCalibration, ChartResult, CrossLabNull
 
 log = logging.getLogger("regresslab.evaluate")
 
@@ -54,7 +59,7 @@ def loo_charts(frames: store.FrameStore, index: ValidIndex, verified: list[str],
     (:func:`labs.lab_shift`), as the nightly chart does, and judged by the normal runs charted
     across labs (:func:`chart_calibration.matched_calibration`, charted once, the first time a run
     needs them; the held-out run's own score left out).  Each run is judged by the night's own
-    judgement (:func:`~pipelines.detection.chart_runs.judge_charts`) under that calibration.  Returns
+    judgement (:func:`~pipelines.detectors.charts.runs.judge_charts`) under that calibration.  Returns
     per run the :func:`charts.judge` result (with its ``counter_scores``), and under ``within_run`` the run
     against itself (``within_run.judge``, its limits and null without the held-out run, and its
     limits chosen on the record of the other verified runs: ``within_run.choose_limits``).

@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipelines.verdict.evidence import top_counters
 from pipelines.storage.run_records import RunRecord, ValidIndex
-from pipelines.detectors.chart_files import ChartResult
+from pipelines.detectors.charts.files import ChartResult
 from pipelines.storage.stage_files import ClusterResult, VerdictFile
 
 COMBINERS = ("single", "bagging", "stacking")

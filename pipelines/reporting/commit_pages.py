@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.detectors.series_changes import ClusterEntry, ContractChange, SeriesDetection
+from pipelines.commit_series.changes import ClusterEntry, ContractChange, SeriesDetection
 
 
 def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | None, marks: list[int],

@@ -16,7 +16,7 @@ import pandas as pd
 from pipelines.objectives.files import Criterion
 from pipelines.storage.run_records import Environment
 from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
-from pipelines.detectors.chart_files import WindowChange
+from pipelines.detectors.charts.files import WindowChange
 
 
 def environment_differences(target_env: Environment, other: Environment) -> list[str]:

@@ -1,8 +1,8 @@
 """clusters: clustered regression models of every target run.
 
-The models (Shang et al. 2015, seed 000) are :mod:`pipelines.detectors.cluster_models`; a
-system's calibration and a target's models, stored, are :mod:`pipelines.detection.cluster_runs`
-(its :class:`~pipelines.detection.cluster_runs.ClusterModels` detector).  This stage calibrates
+The models (Shang et al. 2015, seed 000) are :mod:`pipelines.detectors.clusters.models`; a
+system's calibration and a target's models, stored, are :mod:`pipelines.detectors.clusters.runs`
+(its :class:`~pipelines.detectors.clusters.runs.ClusterModels` detector).  This stage calibrates
 each system on its normal runs and writes the calibration and each target's clusters to
 ``data/processed/clusters/``.
 """
@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from pipelines import config
 from pipelines.systems import history
-from pipelines.detection.cluster_runs import ClusterModels, load_params
+from pipelines.detectors.clusters.runs import ClusterModels, load_params
 from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest

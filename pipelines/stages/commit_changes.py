@@ -1,7 +1,7 @@
 """commit_changes: changes in the benchmark history per commit (Skia, Mono).
 
 Reads ``commit_changes.source`` (contract §3), runs the detectors of
-:mod:`pipelines.detectors.commit_series`, and writes ``reports/commits/changes.json`` and
+:mod:`pipelines.commit_series.series`, and writes ``reports/commits/changes.json`` and
 its page, the coalesced clusters (``data/processed/commit_clusters.json``) and, when the
 history is labelled, ``metrics/commit_changes.json``.  ``triage`` records an analyst's
 decision on a cluster.
@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from pipelines import config
-from pipelines.detectors.commit_series import all_changes, check_frame, contract_rows, detect_all, read_series, score_against
-from pipelines.detectors.skia import TRIAGE_STATUSES, coalesce, triage_cluster
+from pipelines.commit_series.series import all_changes, check_frame, contract_rows, detect_all, read_series, score_against
+from pipelines.commit_series.skia import TRIAGE_STATUSES, coalesce, triage_cluster
 from pipelines.progress import Progress
 from pipelines.reporting.commit_pages import RunAt, render_page
 from pipelines.storage import atomic, locks

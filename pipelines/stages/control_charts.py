@@ -1,8 +1,8 @@
 """control_charts: every counter of every target charted against its baseline.
 
 The charts, violation ratios and calibration (Nguyen 2017 ch. 3, 6-7, seed 004) are
-:mod:`pipelines.detectors.charts`; a system's calibration and a target's charts, stored, are
-:mod:`pipelines.detection.chart_runs` (its :class:`~pipelines.detection.chart_runs.ControlCharts`
+:mod:`pipelines.detectors.charts.control_charts`; a system's calibration and a target's charts, stored, are
+:mod:`pipelines.detectors.charts.runs` (its :class:`~pipelines.detectors.charts.runs.ControlCharts`
 detector).  This stage calibrates each system on its normal runs and writes the calibration and each
 target's charts to ``data/processed/control_charts/``.
 """
@@ -15,9 +15,9 @@ from typing import Callable, Iterator
 from pipelines import config
 from pipelines.stats import effects
 from pipelines.systems import history
-from pipelines.detection.chart_runs import ControlCharts
-from pipelines.detectors.chart_files import ChartResult
-from pipelines.detectors.charts import ControlChartParams
+from pipelines.detectors.charts.runs import ControlCharts
+from pipelines.detectors.charts.files import ChartResult
+from pipelines.detectors.charts.control_charts import ControlChartParams
 from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest

@@ -1,9 +1,9 @@
 """detect: the association-rule ensembles on every target run.
 
 The ensembles (Foo et al. 2015 phases 3-6, seed 003) are
-:mod:`pipelines.detectors.rule_ensemble`; a system's stacking calibration and a target's
-detection, stored, are :mod:`pipelines.detection.rule_runs` (its
-:class:`~pipelines.detection.rule_runs.AssociationRules` detector).  This stage calibrates
+:mod:`pipelines.detectors.rules.ensemble`; a system's stacking calibration and a target's
+detection, stored, are :mod:`pipelines.detectors.rules.runs` (its
+:class:`~pipelines.detectors.rules.runs.AssociationRules` detector).  This stage calibrates
 stacking on each system's normal runs, then analyses every target and writes
 ``data/processed/detections/<run_id>.json`` with stacking's p-value against the null of the
 run's situation.
@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from pipelines import config
 from pipelines.stats import effects
 from pipelines.systems import history
-from pipelines.detection.rule_runs import AssociationRules
+from pipelines.detectors.rules.runs import AssociationRules
 from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest

@@ -18,9 +18,10 @@ from pipelines.stats import effects
 from pipelines.verdict import headline
 from pipelines.detection import stage_results
 from pipelines.systems import history, labs
-from pipelines.detectors import cluster_models, rule_detection
-from pipelines.detectors.rule_mining import MiningParams
-from pipelines.detectors.charts import ControlChartParams
+from pipelines.detectors.clusters import models as cluster_models
+from pipelines.detectors.rules import detection as rule_detection
+from pipelines.detectors.rules.mining import MiningParams
+from pipelines.detectors.charts.control_charts import ControlChartParams
 from pipelines.evaluation.anchors import AnchorParams
 from pipelines.preparation.bins import DiscretizeParams
 from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system

@@ -1,6 +1,6 @@
 """features: violation-ratio and excursion rows of the labelled history.
 
-The features (Nguyen 2017 ch. 8, seed 004) are :mod:`pipelines.detectors.cause_features`;
+The features (Nguyen 2017 ch. 8, seed 004) are :mod:`pipelines.detectors.causes.features`;
 this stage writes ``data/processed/features/<system>.parquet``.  The table is kept whole while the
 verified runs, params and code are the same; when they change, the rows of the pairs whose inputs
 did not (the two runs, the lab shift, the charts' params, the reference load, the code: each row's
@@ -14,8 +14,8 @@ import pandas as pd
 
 from pipelines import config, parallel
 from pipelines.systems import history, labs
-from pipelines.detectors import charts
-from pipelines.detectors.cause_features import (KEY_COLUMNS, feature_columns, pair_baselines, pair_rows, rows_by_key,
+from pipelines.detectors.charts import control_charts as charts
+from pipelines.detectors.causes.features import (KEY_COLUMNS, feature_columns, pair_baselines, pair_rows, rows_by_key,
                                                 rows_frame, shift_digest, with_pair_keys)
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, memo, store

@@ -1,6 +1,6 @@
 """mine_rules: one association-rule model per prior passed run.
 
-The mining (Foo et al. 2015 phase 2, seed 003) is :mod:`pipelines.detectors.rule_mining`;
+The mining (Foo et al. 2015 phase 2, seed 003) is :mod:`pipelines.detectors.rules.mining`;
 this stage mines (or finds cached) the model of every training run of every system under
 its bin edges, and drops the models of runs that left the history.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from pipelines import config, parallel
 from pipelines.systems import history
-from pipelines.detectors.rule_mining import MiningParams, mine_for_run, model_path
+from pipelines.detectors.rules.mining import MiningParams, mine_for_run, model_path
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest, store
 

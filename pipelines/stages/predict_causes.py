@@ -1,9 +1,9 @@
 """predict_causes: the probable regression cause of every target run, or "unknown".
 
-The prediction (Nguyen 2017 ch. 8-9, seed 004) is :func:`pipelines.detectors.cause_prediction.predict_cause`:
+The prediction (Nguyen 2017 ch. 8-9, seed 004) is :func:`pipelines.detectors.causes.prediction.predict_cause`:
 the target's pair rows through the system's current cause model; a target's prediction, stored,
-is :mod:`pipelines.detection.cause_runs` (its
-:class:`~pipelines.detection.cause_runs.CauseClassifier` detector).  Writes
+is :mod:`pipelines.detectors.causes.runs` (its
+:class:`~pipelines.detectors.causes.runs.CauseClassifier` detector).  Writes
 ``data/processed/causes/<run_id>.json``.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Callable, Iterator
 
 from pipelines import config
 from pipelines.systems import history
-from pipelines.detection.cause_runs import CauseClassifier
-from pipelines.detectors import charts
+from pipelines.detectors.causes.runs import CauseClassifier
+from pipelines.detectors.charts import control_charts as charts
 from pipelines.detection import judging
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest

@@ -1,8 +1,8 @@
 """train_causes: the regression-cause classifiers, retrained when verified runs change.
 
 The learners, their leave-one-run-out comparison and the unknown-cause threshold (Nguyen
-2017 ch. 8-9, seed 004) are :mod:`pipelines.detectors.causes`; a system's model versions, stored,
-are :mod:`pipelines.detection.cause_model_versions`.  This stage trains a new
+2017 ch. 8-9, seed 004) are :mod:`pipelines.detectors.causes.classifiers`; a system's model versions, stored,
+are :mod:`pipelines.detectors.causes.model_versions`.  This stage trains a new
 model version per system when its verified history changed, keeps every version
 (``data/processed/cause_models/<system>/``) and writes ``metrics/causes.json``.  It trains the
 night's learner only: comparing the learners and their learning curves is model selection, done
@@ -18,8 +18,8 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.systems import history
-from pipelines.detection.cause_model_versions import current_model, system_metrics, verified_history_digest
-from pipelines.detectors.causes import CauseParams
+from pipelines.detectors.causes.model_versions import current_model, system_metrics, verified_history_digest
+from pipelines.detectors.causes.classifiers import CauseParams
 from pipelines.storage import atomic, locks, manifest, store
 
 log = logging.getLogger("regresslab.train_causes")

@@ -1,7 +1,7 @@
 """stage_files: the records many modules read, typed — the rules' and the cluster models' result
 files, the calibration shape the detectors share, the bins, the verdict file and the night index.
 
-The control charts' files are :mod:`pipelines.detectors.chart_files` (next to the charts) and the
+The control charts' files are :mod:`pipelines.detectors.charts.files` (next to the charts) and the
 cause classifier's :mod:`pipelines.storage.cause_files`.
 
 ``detect`` writes a run's detection (``data/processed/detections/<run>.json``), ``control_charts``

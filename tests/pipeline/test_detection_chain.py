@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from pipelines import config
-from pipelines.detectors import cause_features, rule_verdict
+from pipelines.detectors.causes import features as cause_features
+from pipelines.detectors.rules import verdict as rule_verdict
 from pipelines.stages import discretize, mine_rules, normalize, report, train_causes
 from pipelines.storage import store
 from tests.helpers import rooted_at, run_stages

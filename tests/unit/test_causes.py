@@ -10,7 +10,10 @@ import skops.io as sio
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
-from pipelines.detectors import cause_features, cause_prediction, cause_training, causes
+from pipelines.detectors.causes import features as cause_features
+from pipelines.detectors.causes import prediction as cause_prediction
+from pipelines.detectors.causes import training as cause_training
+from pipelines.detectors.causes import classifiers as causes
 from pipelines.evaluation import leave_one_out
 from pipelines.storage import store
 

@@ -1,4 +1,4 @@
-"""PELT on one value per commit (pipelines/detectors/change_points.py): the noise scale, the exact
+"""PELT on one value per commit (pipelines/commit_series/change_points.py): the noise scale, the exact
 search, the cleaning, and a null that autocorrelated series respect."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from pipelines.detectors import change_points, commit_series
+from pipelines.commit_series import change_points
+from pipelines.commit_series import series as commit_series
 from pipelines.simulators.commitsim import _ar1
 
 KW = {"penalty": 8.0, "min_segment": 5, "outlier_sd": 5.0, "min_magnitude": 0.0, "variance_ratio": 2.0}

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import ks_2samp
 
 from pipelines import params_schema
-from pipelines.detectors import cluster_models
+from pipelines.detectors.clusters import models as cluster_models
 
 # Table 1 of seed 000 (Shang et al. 2015): 8 counters, 8 observations, old and new version.
 OLD = pd.DataFrame({
@@ -195,7 +195,7 @@ def test_constant_counters_and_more_counters_than_intervals():
 
 
 def test_redundancy_updates_equal_a_fresh_inverse_at_every_removal():
-    """The removals' R² come from rank-one updates of one inverse (pipelines/detectors/cluster_models.py); each
+    """The removals' R² come from rank-one updates of one inverse (pipelines/detectors/clusters/models.py); each
     must equal R²_j = 1 - 1/(C_S⁻¹)_jj computed afresh from the correlation matrix of the counters
     still in, and the counter removed must be the one with the largest of them."""
     rng = np.random.default_rng(3)
@@ -238,7 +238,7 @@ def test_distances_do_not_depend_on_how_the_correlations_are_summed():
 REDUNDANCY_PROBE = """
 import json
 import numpy as np, pandas as pd
-from pipelines.detectors.cluster_models import redundant_counters
+from pipelines.detectors.clusters.models import redundant_counters
 rng = np.random.default_rng(7)
 mix = rng.normal(size=(600, 12)) @ rng.normal(size=(12, 40))       # 40 counters from 12 sources
 cols = {f"c{i:02d}": mix[:, i] for i in range(40)}

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
-from pipelines.detectors import commit_series, mono, skia
+from pipelines.commit_series import series as commit_series
+from pipelines.commit_series import mono
+from pipelines.commit_series import skia
 from pipelines.simulators import commitsim
 
 

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from pipelines.stats import pvalues
-from pipelines.detectors import chart_calibration, chart_modes, charts
+from pipelines.detectors.charts import calibration as chart_calibration
+from pipelines.detectors.charts import modes as chart_modes
+from pipelines.detectors.charts import control_charts as charts
 from pipelines import load_scaling
 
 # The thesis' settings (Nguyen 2017 §3.2.1, §5.3), spelled out: the cores take no defaults.

@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 
 from pipelines.systems import history, labs
-from pipelines.detectors import rule_detection, rule_ensemble, rule_mining, rule_verdict
+from pipelines.detectors.rules import detection as rule_detection
+from pipelines.detectors.rules import ensemble as rule_ensemble
+from pipelines.detectors.rules import mining as rule_mining
+from pipelines.detectors.rules import verdict as rule_verdict
 
 
 def test_confidence_change_from_0_9_to_0_2():

@@ -84,7 +84,7 @@ def test_the_strongest_window_is_the_window_by_window_median_to_the_last_bit(wid
 def test_the_significance_block_is_read_once_into_its_typed_record():
     """params.yaml gives whole numbers where floats are meant (``min_effect_pct: 5``): the record
     holds each threshold as its type, and the run against itself takes its share of them."""
-    from pipelines.detectors import within_run
+    from pipelines.detectors.within_run import windows as within_run
 
     sig = effects.Significance.from_params({"min_effect_pct": 5, "floor_share": 0.5, "window_share": 0.2,
                                             "min_window": 3.0})

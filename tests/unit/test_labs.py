@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from pipelines.systems import history, labs
-from pipelines.detectors import chart_calibration, charts
+from pipelines.detectors.charts import calibration as chart_calibration
+from pipelines.detectors.charts import control_charts as charts
 
 A = {"cpu": "xeon", "db": "5.1"}
 B = {"cpu": "epyc", "db": "5.1"}

@@ -1,12 +1,12 @@
-"""Level shifts beyond a series' own course (pipelines/detectors/level_shifts.py), on series built by hand."""
+"""Level shifts beyond a series' own course (pipelines/commit_series/level_shifts.py), on series built by hand."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from pipelines.detectors import level_shifts as ls
-from pipelines.detectors.level_shifts import LevelShiftParams, level_shifts
+from pipelines.commit_series import level_shifts as ls
+from pipelines.commit_series.level_shifts import LevelShiftParams, level_shifts
 
 P = LevelShiftParams()
 

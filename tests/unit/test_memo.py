@@ -49,7 +49,7 @@ def test_the_code_digest_covers_the_stage_and_what_it_imports():
                                     "import pipelines.storage.store\n", known) == known
     assert codebase.project_imports("def f():\n    from pipelines.stats.pvalues import simes\n",
                                     known) == {"pipelines.stats.pvalues"}
-    assert {"pipelines.detectors.rule_ensemble", "pipelines.stats.pvalues"} <= codebase.closure(
+    assert {"pipelines.detectors.rules.ensemble", "pipelines.stats.pvalues"} <= codebase.closure(
         "pipelines.stages.detect")
     assert codebase.closure("pipelines.config") == {"pipelines.config", "pipelines.params_schema", "pipelines.safe_text"}
     assert codebase.code_digest("pipelines.stages.detect") != codebase.code_digest("pipelines.stages.control_charts")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipelines.detectors import rule_mining
+from pipelines.detectors.rules import mining as rule_mining
 
 MINE = {"algorithm": "apriori", "max_rules_per_consequent": 25, "max_mined_items": None}   # the cores take no defaults
 

@@ -153,9 +153,9 @@ def test_a_dag_batch_reads_each_systems_stored_calibration_once(tree):
 
 
 @pytest.mark.parametrize("module,detector_of,path_of", [
-    ("chart_runs", lambda m: m.ControlCharts(params=None), "calibration_path"),
-    ("cluster_runs", lambda m: m.ClusterModels(params=None), "cluster_calibration_path"),
-    ("rule_runs", lambda m: m.AssociationRules(params=None, mine_params=None), "stacking_calibration_path"),
+    ("charts", lambda m: m.ControlCharts(params=None), "calibration_path"),
+    ("clusters", lambda m: m.ClusterModels(params=None), "cluster_calibration_path"),
+    ("rules", lambda m: m.AssociationRules(params=None, mine_params=None), "stacking_calibration_path"),
 ])
 def test_every_detector_reads_its_stored_calibration_back_and_calibrates_when_none_is_stored(
         tree, monkeypatch, module, detector_of, path_of):
@@ -170,7 +170,7 @@ def test_every_detector_reads_its_stored_calibration_back_and_calibrates_when_no
     from pipelines.systems import history
 
     judging_tree(tree)
-    runs = importlib.import_module(f"pipelines.detection.{module}")
+    runs = importlib.import_module(f"pipelines.detectors.{module}.runs")
     made = []
 
     def calibrate_system(system, *args, **kw):
@@ -178,7 +178,7 @@ def test_every_detector_reads_its_stored_calibration_back_and_calibrates_when_no
         atomic.write_json_atomic(getattr(config, path_of)(system), {"normal_scores": {f"{system}-1": 0.5}, "n": len(made)})
         return {"normal_scores": {f"{system}-1": 0.5}, "n": len(made)}
     monkeypatch.setattr(runs, "calibrate_system", calibrate_system)
-    if module == "rule_runs":
+    if module == "rules":
         monkeypatch.setattr(runs.AssociationRules, "context", lambda self, seen, kept_too=True: None)
     detector = detector_of(runs)
     from pipelines.stats import effects

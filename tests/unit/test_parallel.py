@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from pipelines import parallel
-from pipelines.detectors import cause_features, causes
+from pipelines.detectors.causes import features as cause_features
+from pipelines.detectors.causes import classifiers as causes
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pipelines.stats import pvalues
-from pipelines.detectors import within_run
+from pipelines.detectors.within_run import windows as within_run
 
 KW = {"window_share": 0.2, "min_window": 3}
 FLOOR = 0.5

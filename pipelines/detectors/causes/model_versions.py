@@ -1,5 +1,5 @@
 """A system's cause models, versioned and stored (Nguyen 2017 ch. 8-9, seed 004; the learners are
-:mod:`pipelines.detectors.causes`): a version per training data, params and code, kept for ever
+:mod:`pipelines.detectors.causes.classifiers`): a version per training data, params and code, kept for ever
 (``data/processed/cause_models/<system>/``, skops, written reproducibly), the verified history it
 learned from, and what ``metrics/causes.json`` says of it.
 """
@@ -14,9 +14,9 @@ import pandas as pd
 
 from pipelines import config
 from pipelines.systems import history
-from pipelines.detectors import cause_features
-from pipelines.detectors.causes import CODE_VERSION, CauseParams
-from pipelines.detectors.cause_training import train_system
+from pipelines.detectors.causes import features as cause_features
+from pipelines.detectors.causes.classifiers import CODE_VERSION, CauseParams
+from pipelines.detectors.causes.training import train_system
 from pipelines.progress import Progress
 from pipelines.storage import atomic
 from pipelines.storage.run_records import ValidIndex

@@ -1,5 +1,5 @@
 """A target's cause prediction, stored (Nguyen 2017 ch. 8-9, seed 004; the classifier is
-:mod:`pipelines.detectors.causes`): the target's pair rows through its system's current cause model,
+:mod:`pipelines.detectors.causes.classifiers`): the target's pair rows through its system's current cause model,
 with the model's leave-one-out fault scores, the classifier's record as a detector.
 
 The cause classifier is a :class:`~pipelines.protocol.Detector` like the detectors that
@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from pipelines import config
 from pipelines.systems import history, labs
-from pipelines.detectors import cause_features, charts
-from pipelines.detectors.cause_prediction import evidence_counters, predict_cause
+from pipelines.detectors.causes import features as cause_features
+from pipelines.detectors.charts import control_charts as charts
+from pipelines.detectors.causes.prediction import evidence_counters, predict_cause
 from pipelines.protocol import SystemHistory
 from pipelines.storage import atomic, store
 from pipelines.storage.run_records import ValidIndex

@@ -1,5 +1,5 @@
 """A target's association-rule detection, stored (Foo et al. 2015 phases 3-6, seed 003; the
-ensembles are :mod:`pipelines.detectors.rule_ensemble`): what it reads (its baseline, the lab's
+ensembles are :mod:`pipelines.detectors.rules.ensemble`): what it reads (its baseline, the lab's
 verified runs, the system's stacking calibration, the params), the input key they make
 (``memo``), and the verdict document with stacking's p-value against the null of the run's
 situation and the detector's record on the history.
@@ -12,10 +12,10 @@ from typing import cast
 
 from pipelines import config
 from pipelines.systems import labs
-from pipelines.detectors import rule_mining
-from pipelines.detectors.rule_detection import (DetectCache, DetectContext, DetectParams, analyse, calibrate_system,
+from pipelines.detectors.rules import mining as rule_mining
+from pipelines.detectors.rules.detection import (DetectCache, DetectContext, DetectParams, analyse, calibrate_system,
                                                 load_kept)
-from pipelines.detectors.rule_verdict import stacking_evidence
+from pipelines.detectors.rules.verdict import stacking_evidence
 from pipelines.protocol import SystemHistory
 from pipelines.storage import memo, store
 from pipelines.storage.stage_files import Calibration, RuleDetection

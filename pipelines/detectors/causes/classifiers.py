@@ -69,7 +69,7 @@ if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a 
     from sklearn.pipeline import Pipeline
 
 from pipelines import config, parallel
-from pipelines.detectors import cause_features
+from pipelines.detectors.causes import features as cause_features
 from pipelines.storage.cause_files import CauseRecall, HeldOutCause, LearnerScore, LooPrediction, UnknownCauses
 
 log = logging.getLogger("regresslab.train_causes")

@@ -2,7 +2,7 @@
 history (the largest excess error of its normal runs, each modelled against the others; the
 cross-lab null; the record of its verified faults and normal runs), each target modelled against
 its baseline under that calibration (Shang et al. 2015, seed 000; the models themselves are
-:mod:`pipelines.detectors.cluster_models`).  A result computed under the same input key
+:mod:`pipelines.detectors.clusters.models`).  A result computed under the same input key
 (``memo``) is kept.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pipelines import config, parallel
 from pipelines.systems import history
-from pipelines.detectors.cluster_models import (
+from pipelines.detectors.clusters.models import (
     ClusterParams,
     cross_lab_scores,
     judge_matched,

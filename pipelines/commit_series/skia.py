@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors.series_changes import ClusterEntry, SeriesChange, SkiaCluster
+from pipelines.commit_series.changes import ClusterEntry, SeriesChange, SkiaCluster
 
 
 def normalize_traces(traces: np.ndarray, sd_floor: float) -> np.ndarray:

@@ -2,7 +2,7 @@
 practical change is this project's, measured in docs/results/rules.md): how far a flagged counter
 moved (:func:`change_magnitude`, :func:`practical_filter`), the verdict document of a detection, and
 stacking's score and p-value against the history's normal runs.  The ensembles themselves are
-:mod:`pipelines.detectors.rule_ensemble`.
+:mod:`pipelines.detectors.rules.ensemble`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors.rule_ensemble import RulesResult, StackingEvidence
+from pipelines.detectors.rules.ensemble import RulesResult, StackingEvidence
 from pipelines.preparation import bins
 from pipelines.stats import pvalues
 from pipelines.storage.run_records import RunRecord

@@ -1,8 +1,8 @@
 """The association rules on a system's history (the ``detect`` stage's library, Foo et al. 2015,
 seed 003): the models of a target's baseline read and cached (:class:`DetectCache`), the rules
 pruned once per history and the masks kept between nights, a target analysed (:func:`analyse`:
-environment abstention, the ensembles of :mod:`pipelines.detectors.rule_ensemble`, the practical
-filter and verdict of :mod:`pipelines.detectors.rule_verdict`) and the per-system calibration
+environment abstention, the ensembles of :mod:`pipelines.detectors.rules.ensemble`, the practical
+filter and verdict of :mod:`pipelines.detectors.rules.verdict`) and the per-system calibration
 (:func:`calibrate_system`: every normal run judged against the others, and across labs).
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pandas as pd
 import scipy.stats  # noqa: F401 -- labs' and pvalues' tests, imported once before the analyses fork, not in each process
 
 from pipelines import config, parallel
-from pipelines.detectors import rule_mining
-from pipelines.detectors.rule_ensemble import Encoded, Model, RulesResult, detect_run, fill_unstable, prune_models
-from pipelines.detectors.rule_verdict import (change_magnitude, normal_pvalues, practical_filter, split_counters,
+from pipelines.detectors.rules import mining as rule_mining
+from pipelines.detectors.rules.ensemble import Encoded, Model, RulesResult, detect_run, fill_unstable, prune_models
+from pipelines.detectors.rules.verdict import (change_magnitude, normal_pvalues, practical_filter, split_counters,
                                               stacking_evidence, stacking_score, verdict_document)
 from pipelines.preparation import bins
 from pipelines.progress import Progress

@@ -2,7 +2,7 @@
 classifier of a regression's cause, retrained as the verified faults grow): the feature design and
 the learner chosen by leave-one-out, the model fitted on every verified run, its figures (accuracy,
 recall per cause, the unknown-cause threshold) and the counters profile its predictions name
-their evidence from.  The leave-one-out machinery is :mod:`pipelines.detectors.causes`.
+their evidence from.  The leave-one-out machinery is :mod:`pipelines.detectors.causes.classifiers`.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pandas as pd
 if TYPE_CHECKING:         # scikit-learn is imported where a learner is made: a night whose models are current skips it
     from sklearn.pipeline import Pipeline
 
-from pipelines.detectors.cause_prediction import counter_profile
-from pipelines.detectors.causes import (CauseParams, choose_design, compare_learners, confusion, design_frame,
+from pipelines.detectors.causes.prediction import counter_profile
+from pipelines.detectors.causes.classifiers import (CauseParams, choose_design, compare_learners, confusion, design_frame,
                                         fault_only_model, fault_score, fit_rows, held_out_cause_probabilities,
                                         learners, learning_curve, nearest_accuracy, per_cause, random_accuracy,
                                         run_labels, unknown_cause_figures)

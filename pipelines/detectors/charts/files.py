@@ -1,7 +1,7 @@
 """chart_files: the control charts' result and calibration files, typed — what ``control_charts`` writes
 (``data/processed/control_charts/runs/<run>.json``, the run against itself inside, and
 ``control_charts/calibration/<system>.json``) and the detection, the report and the evaluation read
-(:mod:`pipelines.detectors.charts`, :mod:`pipelines.detectors.within_run`, Nguyen 2017 ch. 3, 6-7, seed 004).
+(:mod:`pipelines.detectors.charts.control_charts`, :mod:`pipelines.detectors.within_run.windows`, Nguyen 2017 ch. 3, 6-7, seed 004).
 """
 from __future__ import annotations
 

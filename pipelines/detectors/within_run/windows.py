@@ -44,7 +44,7 @@ import pandas as pd
 
 from pipelines.stats import effects, pvalues
 from pipelines.systems.counter_kinds import counter_metric
-from pipelines.detectors.chart_files import LimitsRecord, WindowChange, WithinRunCalibration, WithinRunResult
+from pipelines.detectors.charts.files import LimitsRecord, WindowChange, WithinRunCalibration, WithinRunResult
 
 CHANGE_CAP = 1000.0       # |contrast| at most 100,000 %: a counter that left exactly 0 is large, not infinite
 RESOLUTION = 0.01         # run scores closer than this are not told apart (the p-values' log scale)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors.chart_files import MinorMode
+from pipelines.detectors.charts.files import MinorMode
 
 
 def density(values: np.ndarray, *, grid: int = 512) -> tuple[np.ndarray, np.ndarray]:

@@ -1,12 +1,12 @@
 """Changes per commit from a benchmark history (contract §3; Skia and Mono, seeds 001 and 002; PELT).
 
 The history's input checks and traces, the detectors ``method`` names on every series
-(:mod:`pipelines.detectors.skia`, :mod:`pipelines.detectors.mono`,
-:mod:`pipelines.detectors.change_points`), the contract's output rows and the scores against
+(:mod:`pipelines.commit_series.skia`, :mod:`pipelines.commit_series.mono`,
+:mod:`pipelines.commit_series.change_points`), the contract's output rows and the scores against
 labelled change points.  ``method``: ``skia+mono`` (both seeds' detectors, each row its own),
 ``mono+pelt`` (Mono's changes of level and PELT's changes of spread that Mono cannot see), one
 of ``skia``, ``mono``, ``pelt``, ``level_shift`` (steps beyond the series' own course:
-:mod:`pipelines.detectors.level_shifts`) alone, or ``auto``: ``pelt`` on the commits' medians when
+:mod:`pipelines.commit_series.level_shifts`) alone, or ``auto``: ``pelt`` on the commits' medians when
 they have repeated runs, ``level_shift`` for one value per commit (the comparison in
 docs/results/commit-series.md: with repeated runs PELT finds every simulated change and raises
 0.5 changes per 100 commits on Django's history, where Mono raises 3.4; with one value per commit
@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors.change_points import despike, pelt_changes, pelt_params
-from pipelines.detectors.level_shifts import LevelShiftParams, level_shift_changes
-from pipelines.detectors.mono import MonoParams, commit_effect, mono_changes, mono_series, mono_summary
-from pipelines.detectors.skia import skia_changes, skia_params
-from pipelines.detectors.series_changes import ContractChange, SeriesChange, SeriesDetection
+from pipelines.commit_series.change_points import despike, pelt_changes, pelt_params
+from pipelines.commit_series.level_shifts import LevelShiftParams, level_shift_changes
+from pipelines.commit_series.mono import MonoParams, commit_effect, mono_changes, mono_series, mono_summary
+from pipelines.commit_series.skia import skia_changes, skia_params
+from pipelines.commit_series.changes import ContractChange, SeriesChange, SeriesDetection
 
 log = logging.getLogger("regresslab.commit_changes")
 COLUMNS = ("commit", "commit_time", "benchmark", "config", "run", "value")

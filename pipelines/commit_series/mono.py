@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.stats import norm
 from scipy.stats import t as student
 
-from pipelines.detectors.series_changes import SeriesChange
+from pipelines.commit_series.changes import SeriesChange
 
 
 @dataclass(frozen=True)

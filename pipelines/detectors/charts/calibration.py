@@ -2,7 +2,7 @@
 against the others for the threshold of the run verdict (§7.5.2-7.5.3) and its p-values, the
 load-independent counters of repeated runs (§5.4), the null across labs for a run of a new lab, and
 the calibration a target of a given lab status is judged with.  The charts themselves are
-:mod:`pipelines.detectors.charts`.
+:mod:`pipelines.detectors.charts.control_charts`.
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors.charts import Charter, ControlChartParams, top_ratio_mean
+from pipelines.detectors.charts.control_charts import Charter, ControlChartParams, top_ratio_mean
 from pipelines.stats import pvalues
 from pipelines.storage.run_records import Environment, ValidIndex
-from pipelines.detectors.chart_files import ChartCalibration, CrossLabNull
+from pipelines.detectors.charts.files import ChartCalibration, CrossLabNull
 from pipelines.systems import history, labs
 
 

@@ -34,7 +34,7 @@ from typing import Any, TypedDict
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors.series_changes import IndexedChange, SeriesChange
+from pipelines.commit_series.changes import IndexedChange, SeriesChange
 
 MAD_SD = 1.4826
 

@@ -44,10 +44,10 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.detectors.chart_modes import find_modes, without_minor_modes
+from pipelines.detectors.charts.modes import find_modes, without_minor_modes
 from pipelines.stats import pvalues
 from pipelines.storage.run_records import ValidIndex
-from pipelines.detectors.chart_files import ChartCalibration, ChartResult, ChartSeries, MinorMode
+from pipelines.detectors.charts.files import ChartCalibration, ChartResult, ChartSeries, MinorMode
 from pipelines.systems import labs
 
 log = logging.getLogger("regresslab.control_charts")

@@ -37,7 +37,8 @@ import logging
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors import chart_calibration, charts
+from pipelines.detectors.charts import calibration as chart_calibration
+from pipelines.detectors.charts import control_charts as charts
 from pipelines.systems.counter_kinds import counter_kind
 from pipelines.storage.run_records import Environment
 

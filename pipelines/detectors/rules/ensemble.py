@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import parallel
-from pipelines.detectors import rule_mining
+from pipelines.detectors.rules import mining as rule_mining
 from pipelines.stats import effects
 from pipelines.storage import memo
 from pipelines.storage.run_records import Environment

@@ -2,7 +2,7 @@
 normal runs charted against each other, the cross-lab null, the run-against-itself null, and the
 record: each verified fault and normal run judged as a target is), each target charted against its
 baseline under that calibration (Nguyen 2017 ch. 3, 6-7, seed 004; the charts themselves are
-:mod:`pipelines.detectors.charts`, the run against itself :mod:`pipelines.detectors.within_run`).
+:mod:`pipelines.detectors.charts.control_charts`, the run against itself :mod:`pipelines.detectors.within_run.windows`).
 A result computed under the same input key (``memo``) is kept.
 """
 from __future__ import annotations
@@ -17,15 +17,15 @@ import pandas as pd
 from pipelines import config, parallel
 from pipelines.stats import effects
 from pipelines.systems import history, labs
-from pipelines.detectors import within_run
-from pipelines.detectors.charts import RATIO_COLUMNS, Charter, ControlChartParams, chart_series, judge
-from pipelines.detectors.chart_calibration import (calibrate, chart_baseline, cross_lab_calibration,
+from pipelines.detectors.within_run import windows as within_run
+from pipelines.detectors.charts.control_charts import RATIO_COLUMNS, Charter, ControlChartParams, chart_series, judge
+from pipelines.detectors.charts.calibration import (calibrate, chart_baseline, cross_lab_calibration,
                                                    matched_calibration, normal_pvalues)
 from pipelines.protocol import SystemHistory
 from pipelines.progress import Progress
 from pipelines.storage import atomic, memo, store
 from pipelines.storage.run_records import ValidIndex
-from pipelines.detectors.chart_files import ChartCalibration, ChartResult, WithinRunCalibration, WithinRunResult
+from pipelines.detectors.charts.files import ChartCalibration, ChartResult, WithinRunCalibration, WithinRunResult
 
 log = logging.getLogger("regresslab.control_charts")
 

@@ -8,7 +8,7 @@ it differs from what the series before it predicts**:
 
 1. **Candidates** (``ruptures``, Truong, Oudre & Vayatis 2020): the series, isolated outliers
    (up to ``min_segment`` - 1 in a row) replaced by their running median
-   (:func:`pipelines.detectors.change_points.despike`) and
+   (:func:`pipelines.commit_series.change_points.despike`) and
    scaled by its noise sd, is segmented by PELT with the least-squares cost
    (``ruptures.KernelCPD``, linear kernel, its C search) at a low penalty
    (``candidate_penalty`` x log n): every place a level may move is a candidate, a trend's
@@ -52,8 +52,8 @@ import pandas as pd
 import ruptures
 from scipy import stats
 
-from pipelines.detectors.change_points import despike, robust_sd
-from pipelines.detectors.series_changes import IndexedChange, SeriesChange
+from pipelines.commit_series.change_points import despike, robust_sd
+from pipelines.commit_series.changes import IndexedChange, SeriesChange
 
 
 @dataclass(frozen=True)

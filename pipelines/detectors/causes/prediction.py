@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.detectors import cause_features
-from pipelines.detectors.causes import fault_score, nearest_fault, per_cause, run_probabilities
+from pipelines.detectors.causes import features as cause_features
+from pipelines.detectors.causes.classifiers import fault_score, nearest_fault, per_cause, run_probabilities
 from pipelines.storage.cause_files import CausePrediction, CauseRecall, FaultGuess
 
 
