@@ -156,6 +156,7 @@ def night_without_model(tmp_path_factory) -> concurrent.futures.Future:
     Airflow test and the Celery test each compare their night with it (``pytest -n 2`` runs
     them on two workers at once; the first to take the lock computes it, the other waits for it).
     A future, so that a test goes on with its own night while the stages run."""
+    tmp_path_factory.getbasetemp()      # made here: made from the future's thread, it races this thread's own
     return concurrent.futures.ThreadPoolExecutor(1).submit(
         lambda: once_per_session(tmp_path_factory, "night-without-model", _night_without_model) / "tree")
 
@@ -167,6 +168,7 @@ def night_with_model(tmp_path_factory, night_without_model) -> concurrent.future
     chain starts from it).  A future, as :func:`night_without_model`."""
     def build(folder: Path) -> None:
         _night_with_model(folder, night_without_model.result(timeout=900))
+    tmp_path_factory.getbasetemp()      # made here, not from the future's thread (see night_without_model)
     return concurrent.futures.ThreadPoolExecutor(1).submit(
         lambda: once_per_session(tmp_path_factory, "night-with-model", build) / "tree")
 
