@@ -5,8 +5,8 @@ record's choice (:mod:`pipelines.verdict.record`), no baseline; then the team's 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
@@ -19,9 +19,13 @@ from pipelines.verdict.evidence import Evidence
 from pipelines.verdict.rule import HeadlineRule
 
 
-def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
+Verdict = Literal["pass", "fail", "no_baseline"]
+
+
+def headline_verdict(verdicts: dict[str, str | None], rule: str) -> Verdict:
     """The run's verdict from the methods' verdicts (None = the method could not judge)."""
-    judged = {k: v for k, v in verdicts.items() if v in ("pass", "fail")}
+    judged: dict[str, Verdict] = {k: "fail" if v == "fail" else "pass" for k, v in verdicts.items()
+                                  if v in ("pass", "fail")}
     if not judged:
         return "pass"
     if rule in judged:
@@ -36,7 +40,7 @@ def headline_verdict(verdicts: dict[str, str | None], rule: str) -> str:
 
 def calibrated_verdict(verdicts: dict[str, str | None], p_values: dict[str, float | None],
                        false_alarm_rate: float, combination: str = "simes",
-                       weights: dict[str, float] | None = None) -> tuple[str, float | None]:
+                       weights: dict[str, float] | None = None) -> tuple[Verdict, float | None]:
     """``calibrated``: fail when the detectors' p-values combined by ``combination``
     (``pvalues.combined_pvalue``: Simes or Bonferroni, each detector's share of the rate by
     ``weights`` when given, else equal) are at most ``false_alarm_rate``; (verdict, combined p).
@@ -109,7 +113,7 @@ def fault_weights(history_faults: Mapping[str, Mapping[str, float | None]], used
 
 
 def decide(ev: Evidence, rule: HeadlineRule, used: dict[str, float | None],
-           weighting: FaultWeighting | None = None) -> tuple[str, float | None]:
+           weighting: FaultWeighting | None = None) -> tuple[Verdict, float | None]:
     """The run's verdict and, under ``calibrated``, the combined p-value of ``used``
     (:func:`combined_detectors`), weighted by ``weighting`` (:func:`fault_weights`) when given."""
     if rule.verdict_rule != "calibrated":
@@ -159,20 +163,52 @@ def nulls_of(ev: Evidence) -> dict[str, record.Null]:
 
 @dataclass(frozen=True)
 class Decision:
-    """What decided one run, before its counters are explained: its ``verdict`` (``pass``,
-    ``fail`` or ``no_baseline``) and ``p_value``; the detectors whose p-values it rests on
-    (``used``: detector -> p-value, None for one that could not judge) and those set aside for the
-    run's lab (``set_aside``: detector -> why); the learned shares (``weighting``) or the record's
-    choice (``choice``, under ``report.detector_trust: record``); why the run could not be judged
-    (``unjudged``)."""
+    """What decided one run, one immutable value made in three steps, each a new value: the
+    detectors' decision (:func:`decide_run`), its counters explained (:meth:`explained`: practical
+    significance), the team's objectives heard (:meth:`heard`).
 
-    verdict: str
+    ``verdict`` and ``p_value``; the detectors whose p-values it rests on (``used``: detector ->
+    p-value, None for one that could not judge) and those set aside for the run's lab
+    (``set_aside``: detector -> why); the learned shares (``weighting``) or the record's choice
+    (``choice``, under ``report.detector_trust: record``); why the run could not be judged
+    (``unjudged``); the counters that explain a failed run (``flagged``); the detectors' verdict
+    before the objectives were heard (``statistical``) and what the objectives made of it
+    (``objectives``: the verdict file's ``details.decision``, None when the system has none)."""
+
+    verdict: Verdict
     p_value: float | None
     used: dict[str, float | None]
     set_aside: dict[str, str]
     weighting: FaultWeighting | None = None
     choice: record.Choice | None = None
     unjudged: str | None = None
+    flagged: tuple[str, ...] = ()
+    objectives: dict[str, Any] | None = None
+
+    def explained(self, flagged: list[str]) -> "Decision":
+        """The decision with a failed run's counters (:func:`evidence.failed_counters`): a failure
+        none of whose counters changed enough to matter (``significance.min_effect_pct``) passes,
+        the one way the counters change the verdict."""
+        if self.verdict != "fail":
+            return replace(self, flagged=())
+        return replace(self, verdict="fail" if flagged else "pass", flagged=tuple(flagged))
+
+    def heard(self, evaluation: Evaluation | None) -> "Decision":
+        """The decision once the team's objectives are heard (docs/methods/objectives.md): a failed
+        evaluation that is not advisory fails the run, whatever the detectors found, its failed
+        objectives' counters first among the flagged; a warning, an advisory failure or a pass
+        leave the detectors' verdict as it is."""
+        if evaluation is None:
+            return self
+        statistical, fails = self.verdict, evaluation.fails_run
+        flagged = list(self.flagged)
+        if fails:
+            flagged = list(dict.fromkeys([o.counter for o in evaluation.failed()] + flagged))
+        by = ("objectives and detectors" if fails and statistical == "fail" else "objectives" if fails
+              else "detectors" if statistical in ("pass", "fail") else "none")
+        return replace(self, verdict="fail" if fails else statistical, flagged=tuple(flagged),
+                       objectives={"decided_by": by, "statistical_verdict": statistical,
+                                   "objectives_result": evaluation.result, "advisory": evaluation.advisory})
 
 
 def decide_run(run: RunJudged, ev: Evidence, results: dict[str, DetectorResult], rule: HeadlineRule,
@@ -207,22 +243,3 @@ def decide_run(run: RunJudged, ev: Evidence, results: dict[str, DetectorResult],
                         set_aside, weighting, choice)
     verdict, p_value = decide(ev, rule, used, weighting)
     return Decision(verdict, p_value, used, set_aside, weighting)
-
-
-def with_objectives(statistical: str, flagged: list[str], evaluation: Evaluation | None
-                    ) -> tuple[str, list[str], dict[str, Any] | None]:
-    """The verdict once the team's objectives are heard (docs/methods/objectives.md): a failed
-    evaluation that is not advisory fails the run, whatever the detectors found, its failed
-    objectives' counters first among the flagged; a warning, an advisory failure or a pass leave the
-    statistical verdict as it is.  The verdict, the flagged counters, and what decided
-    (``details.decision``)."""
-    if evaluation is None:
-        return statistical, flagged, None
-    fails = evaluation.fails_run
-    verdict = "fail" if fails else statistical
-    if fails:
-        flagged = list(dict.fromkeys([o.counter for o in evaluation.failed()] + flagged))
-    by = ("objectives and detectors" if fails and statistical == "fail" else "objectives" if fails
-          else "detectors" if statistical in ("pass", "fail") else "none")
-    return verdict, flagged, {"decided_by": by, "statistical_verdict": statistical,
-                              "objectives_result": evaluation.result, "advisory": evaluation.advisory}

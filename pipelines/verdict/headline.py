@@ -21,7 +21,7 @@ from pipelines.stats import effects
 from pipelines.storage.stage_files import VerdictFile
 from pipelines.verdict import cause_signatures
 from pipelines.verdict.cause import cause_of, fault_pattern
-from pipelines.verdict.decision import decide_run, with_objectives
+from pipelines.verdict.decision import decide_run
 from pipelines.verdict.evidence import detector_details, failed_counters, gather_evidence, set_aside_small, verdict_score
 from pipelines.verdict.rule import HeadlineRule
 
@@ -45,21 +45,19 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     (:func:`cause_signatures.explain_order`, the signature of its predicted cause).  A failed run
     none of whose counters changed enough to matter (``significance.min_effect_pct``) passes: the
     one way the counters change the verdict.  ``objectives``: the run's evaluation against its
-    system's objectives (:func:`with_objectives`), the verdict file's ``objectives`` block."""
+    system's objectives (:meth:`Decision.heard`), the verdict file's ``objectives`` block."""
     ev = gather_evidence(results)
     lab, predicted = run.lab, run.cause_prediction
-    decision = decide_run(run, ev, results, rule, lab_of)
-    verdict, used, choice, unjudged = decision.verdict, decision.used, decision.choice, decision.unjudged
+    decided = decide_run(run, ev, results, rule, lab_of)
     counter_scores = ev.counter_scores()
     changes = (run.details or {}).get("effects") or {}
     small = set_aside_small(ev, changes, rule.min_effect_pct)
     small.update((run.details or {}).get("below_min_effect") or {})
-    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, used,
-                              only_deciders=choice is not None) if verdict == "fail" else []
-    if verdict == "fail" and not flagged:           # unusual, but no change large enough to matter
-        verdict = "pass"
-    statistical = verdict
-    verdict, flagged, decision_details = with_objectives(statistical, flagged, objectives)
+    flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, decided.used,
+                              only_deciders=decided.choice is not None) if decided.verdict == "fail" else []
+    decision = decided.explained(flagged).heard(objectives)
+    verdict, used, choice, unjudged = decision.verdict, decision.used, decision.choice, decision.unjudged
+    flagged = list(decision.flagged)
     cause = cause_of(verdict, predicted)
     signature = cause_signatures.signature(fault_labels or {}, cause["label"], leave_out=run.run_id) \
         if verdict == "fail" else None
@@ -85,8 +83,8 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
         details["cause_signature"] = signature.to_json()
     details["set_aside_small"] = dict(sorted(small.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
     details["min_effect_pct"] = rule.min_effect_pct
-    if decision_details is not None:
-        details["decision"] = decision_details
+    if decision.objectives is not None:
+        details["decision"] = decision.objectives
     p_value = decision.p_value
     score = None if unjudged is not None else verdict_score(ev, used)
     if objectives is not None and objectives.fails_run:   # how far the objectives fell short orders it too
