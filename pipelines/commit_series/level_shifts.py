@@ -370,7 +370,7 @@ def shifts_of(y: np.ndarray, scale: float, p: LevelShiftParams, period: float | 
     crit = base * inflation
     if inflation >= p.abstain_inflation:
         return SeriesShifts([], inflation, abstained=True)
-    out = []
+    out: list[IndexedChange] = []
     for k, c in enumerate(pts):
         lo, hi = _bounds(k, pts, n, p.window)
         test = tests[k]
@@ -395,12 +395,13 @@ def level_shift_changes(table: pd.DataFrame, p: LevelShiftParams
     ``commit_series`` rows (``series``, ``commit``, ``previous``, ``magnitude``, ``method``,
     ``evidence``), and the series too irregular to call, with their inflation."""
     commits = list(table.columns)
-    out, irregular = [], {}
+    out: list[SeriesChange] = []
+    irregular: dict[str, float] = {}
     for series, row in table.iterrows():
         found = level_shifts(row.to_numpy(float), p)
         if found.abstained:
             irregular[str(series)] = round(found.inflation, 2)
         for ch in found.changes:
-            out.append({"series": series, "commit": commits[ch["index"]], "previous": commits[ch["index"] - 1],
+            out.append({"series": str(series), "commit": commits[ch["index"]], "previous": commits[ch["index"] - 1],
                         "magnitude": ch["magnitude"], "method": "level_shift", "evidence": ch["evidence"]})
     return out, irregular

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -84,11 +84,11 @@ def kmeans(points: np.ndarray, k: int, *, seed: int, iterations: int = 50) -> tu
     rng = np.random.default_rng(seed)
     n = len(points)
     k = max(1, min(k, n))
-    centres = [points[rng.integers(n)]]
+    seeds = [points[rng.integers(n)]]
     for _ in range(1, k):
-        d2 = np.min(((points[:, None, :] - np.array(centres)[None]) ** 2).sum(-1), axis=1)
-        centres.append(points[rng.choice(n, p=d2 / d2.sum())] if d2.sum() > 0 else points[rng.integers(n)])
-    centres = np.array(centres)
+        d2 = np.min(((points[:, None, :] - np.array(seeds)[None]) ** 2).sum(-1), axis=1)
+        seeds.append(points[rng.choice(n, p=d2 / d2.sum())] if d2.sum() > 0 else points[rng.integers(n)])
+    centres = np.array(seeds)
     labels = np.zeros(n, dtype=int)
     for _ in range(iterations):
         labels_new = ((points[:, None, :] - centres[None]) ** 2).sum(-1).argmin(1)
@@ -203,10 +203,10 @@ def skia_window(traces: pd.DataFrame, p: SkiaParams) -> list[SkiaCluster]:
                 at[traces.index[j]] = traces.columns[own_index]
         if not at:
             continue
-        found.append({"members": list(at), "member_commits": at, "cluster_size": len(members),
+        found.append(cast(SkiaCluster, {"members": list(at), "member_commits": at, "cluster_size": len(members),
                       "commit": traces.columns[fit["index"]],
                       "index": fit["index"], "regression_factor": fit["regression"], "step": fit["step"],
-                      "fit": fit["fit"], "nearest": sorted(nearest), "threshold": interesting, "grouping": "kmeans"})
+                      "fit": fit["fit"], "nearest": sorted(nearest), "threshold": interesting, "grouping": "kmeans"}))
     return found
 
 
@@ -221,7 +221,7 @@ def individual_steps(traces: pd.DataFrame, points: np.ndarray, fits: dict[str, n
                                             permutations=p.permutations, quantile=p.null_quantile,
                                             grouping="individual", null_block=p.null_block)
     threshold = float(interesting)
-    out = []
+    out: list[SkiaCluster] = []
     for j in np.flatnonzero((fits["index"] >= 0) & (np.abs(fits["regression"]) >= threshold)):
         name, i = traces.index[j], int(fits["index"][j])
         out.append({"members": [name], "member_commits": {name: traces.columns[i]}, "cluster_size": 1,
@@ -266,13 +266,13 @@ def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[SeriesChange]
                 commit = cl["member_commits"][s]
                 found = per_series.setdefault(s, [])
                 twin = next((f for f in found if abs(pos[f["commit"]] - pos[commit]) <= merge_margin), None)
-                entry = {"commit": commit, "regression_factor": cl["regression_factor"],
+                entry: dict[str, Any] = {"commit": commit, "regression_factor": cl["regression_factor"],
                          "cluster_size": cl["cluster_size"]}
                 if twin is None:
                     found.append(entry)
                 elif abs(entry["regression_factor"]) > abs(twin["regression_factor"]):
                     found[found.index(twin)] = entry
-    changes = []
+    changes: list[SeriesChange] = []
     for s, found in per_series.items():
         row = table.loc[s].to_numpy(float)
         for f in found:

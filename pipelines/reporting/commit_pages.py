@@ -5,7 +5,7 @@ change of the same series that reverses it said on both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -93,11 +93,11 @@ def reversals(rows: list[ContractChange], commits: list[str]) -> dict[int, dict[
 def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, source: str | None,
                 new_clusters: list[ClusterEntry], metrics: dict[str, Any] | None, top_series: int,
                 problem: str | None = None, commit_times: dict[str, str] | None = None,
-                runs: list[RunAt] = ()) -> str:
+                runs: Sequence[RunAt] = ()) -> str:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(loader=FileSystemLoader(config.TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
-    series = []
+    series: list[dict[str, Any]] = []
     if result is not None:
         pos = {c: i for i, c in enumerate(result["commits"])}
         order = list(dict.fromkeys(f"{r['benchmark']}|{r['config']}" for r in rows))[:top_series]
@@ -117,7 +117,7 @@ def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, s
     for item in series:
         if item["svg"]:
             item["svg"] = "data:image/svg+xml;base64," + base64.b64encode(item["svg"].encode()).decode()
-    undone = reversals(rows, list((result or {}).get("commits") or []))
+    undone = reversals(rows, list((result.get("commits") if result else None) or []))
     shown = [{**r, **undone.get(i, {}), "between": runs_between((commit_times or {}).get(r["commit"]), list(runs))}
              for i, r in enumerate(rows)]
     standing = [r for r in shown if r["direction"] == "regression" and not (r.get("reversed_by") or {}).get("whole")]
@@ -125,7 +125,8 @@ def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, s
         rows=shown, series=series, source=source, new_clusters=new_clusters, metrics=metrics, problem=problem,
         regressions=sum(r["direction"] == "regression" for r in rows), standing=len(standing),
         reversed=sum(r["direction"] == "regression" and bool(r.get("reversed_by")) for r in shown),
-        method=(result or {}).get("method", "skia+mono"), irregular=(result or {}).get("irregular", {}),
+        method=result.get("method", "skia+mono") if result else "skia+mono",
+        irregular=result.get("irregular", {}) if result else {},
         commits=len(result["commits"]) if result else 0,
         benchmarks=len(result["table"]) if result else 0)
 

@@ -27,7 +27,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -107,7 +107,7 @@ def objective_limits(doc: VerdictFile | None) -> dict[str, list[tuple[str, float
 
 
 def history_svg(counter: str, points: list[Point], band: tuple[float, float] | None, *, width: int = 960,
-                height: int = 280, limits: list[tuple[str, float, str]] = ()) -> str:
+                height: int = 280, limits: Sequence[tuple[str, float, str]] = ()) -> str:
     """The counter's run medians over the runs, oldest first, as an inline SVG element.
 
     x: the runs in order of start, evenly spaced (a night without runs leaves no gap); y: the
@@ -267,7 +267,7 @@ def recent_runs(nights: int) -> set[str]:
     return out
 
 
-def write_system_pages(index: ValidIndex, targets: list[str], params: dict[str, Any]
+def write_system_pages(index: ValidIndex, targets: list[str], params: Mapping[str, Any]
                        ) -> dict[str, dict[str, int]]:
     """Every system's history pages (module docstring); per system, the counters and pages written."""
     from pipelines.reporting.pages import page_environment, style_sheet
@@ -280,7 +280,7 @@ def write_system_pages(index: ValidIndex, targets: list[str], params: dict[str, 
     target_set = set(targets)
     summary: dict[str, dict[str, int]] = {}
     env, style = page_environment(), style_sheet()
-    for system in sorted({row.get("system") for row in index.values() if row.get("system")}):
+    for system in sorted({str(row["system"]) for row in index.values() if row.get("system")}):
         runs = sorted((r for r, row in index.items() if row.get("system") == system),
                       key=lambda r: (str(index[r].get("started_at") or ""), r))
         medians = run_medians(system, runs)
@@ -298,8 +298,9 @@ def write_system_pages(index: ValidIndex, targets: list[str], params: dict[str, 
         paged |= {c for c, s in slugs.items() if s in existing}
         latest = next((r for r in reversed(runs) if r in docs and r in target_set), None) or \
             next((r for r in reversed(runs) if r in docs), None)
-        baseline = [b["run_id"] for b in (docs.get(latest) or {}).get("baseline_runs") or []]
-        limits = objective_limits(docs.get(latest))
+        latest_doc = docs.get(latest) if latest is not None else None
+        baseline = [b["run_id"] for b in (latest_doc or {}).get("baseline_runs") or []]
+        limits = objective_limits(latest_doc)
         paged |= set(limits) & set(medians.columns)
         status = {r: run_status(index[r], docs.get(r), r in target_set) for r in runs}
         labs = lab_labels({r: index[r].get("environment") or {} for r in runs})

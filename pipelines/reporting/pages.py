@@ -13,7 +13,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from pipelines import config
 from pipelines.reporting.links import counter_href, shown_counters
@@ -57,10 +57,11 @@ def change_cell(change: CounterChange | None, effect: float | None) -> str:
     counter (``effect`` given), the size judged for practical significance when it differs from
     that by a point or more (``details.effects``: the larger of the whole run's and its strongest
     window's change against the reference level), since it is what made the flag count."""
-    if not change or change.get("change_pct") is None:
+    pct = change.get("change_pct") if change else None
+    if pct is None:
         return "—"
-    text = f"{change['change_pct']:+.1f} %"
-    if effect is not None and math.isfinite(effect) and abs(100.0 * effect - change["change_pct"]) >= 1.0:
+    text = f"{pct:+.1f} %"
+    if effect is not None and math.isfinite(effect) and abs(100.0 * effect - pct) >= 1.0:
         text += f" ({signed_pct(100.0 * effect)} at its strongest)"
     return text
 
@@ -82,7 +83,7 @@ class RunPage:
     few_intervals: int = 20
     compare_pages: dict[str, str] | None = None
     history: bool = False
-    key_counters: list[str] = ()
+    key_counters: Sequence[str] = ()
 
 
 def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None, page: RunPage) -> str:
@@ -127,7 +128,7 @@ def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None,
     key = [{"name": c, "flagged": c in doc["flagged_counters"],
             "baseline": with_unit(c, changes[c]["baseline"]) if c in changes else "—",
             "now": with_unit(c, changes[c]["target"]) if c in changes else "—",
-            "change": change_cell(changes.get(c), None), "direction": (changes.get(c) or {}).get("direction", ""),
+            "change": change_cell(changes.get(c), None), "direction": changes[c].get("direction", "") if c in changes else "",
             "history": counter_href(doc["system"], c) if history else None} for c in page.key_counters]
     return page_environment().get_template("run.html.j2").render(
         release=run_status({**doc, "top_change": top_change}), uncertainty=uncertainty(doc), key=key,
@@ -156,13 +157,13 @@ class NightIndex:
     systems: dict[str, str] | None = None
     reasons: dict[str, str] | None = None
     valid_runs: int | None = None
-    dropped: list[tuple[str, DroppedCounter]] = ()
-    decisions: list[dict[str, Any]] = ()
-    trends: list[dict[str, Any]] = ()
+    dropped: Sequence[tuple[str, DroppedCounter]] = ()
+    decisions: Sequence[Mapping[str, Any]] = ()
+    trends: Sequence[dict[str, Any]] = ()
     commits: dict[str, Any] | None = None
-    missing_sources: list[dict[str, Any]] = ()
+    missing_sources: Sequence[dict[str, Any]] = ()
     arriving: dict[str, list[dict[str, Any]]] | None = None
-    builds: list[Build] = ()
+    builds: Sequence[Build] = ()
 
 
 def render_index(rows: list[IndexRow], page: NightIndex) -> str:

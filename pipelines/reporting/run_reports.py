@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import AbstractSet, Any, NamedTuple, cast
 
 import pandas as pd
 
@@ -26,7 +26,7 @@ from pipelines.reporting.pages import (NightIndex, RunPage, dropped_counters, in
 from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
-from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.run_records import DroppedCounter, ValidIndex
 from pipelines.storage.stage_files import CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun
 
 log = logging.getLogger("regresslab.report")
@@ -276,7 +276,7 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     # summary sentence, and the counters validation left out of this run, with the reason)
     doc: VerdictFile = {**explained, "summary": plain_summary(explained, changes, user_facing=params.user_facing,
                                                               directions=params.directions),
-                        "dropped_counters": [{k: d.get(k) for k in ("host", "counter", "reason")}
+                        "dropped_counters": [cast(DroppedCounter, {k: d.get(k) for k in ("host", "counter", "reason")})
                                              for d in index[run_id].get("_dropped_counters") or []]}
     atomic.write_json_atomic(config.run_report_path(run_id), doc)
     raw_name = raw[0] if raw else f"{run_id} (not in data/raw)"
@@ -312,7 +312,7 @@ def compared_baselines(baseline_runs: list[WeightedRun], pages: int) -> list[str
 
 
 def run_changes(run_id: str, baseline_runs: list[str], counters: list[str], directions: list[dict[str, str]],
-                whole: set[str] = frozenset(), read: Mapping[str, pd.DataFrame] | None = None,
+                whole: AbstractSet[str] = frozenset(), read: Mapping[str, pd.DataFrame] | None = None,
                 ) -> tuple[dict[str, CounterChange], dict[str, str | None], dict[str, pd.DataFrame]]:
     """:func:`counter_changes` on the normalised runs as recorded (not load-scaled: the units are
     the collector's): this run's median per counter, and the median of the baseline runs'
@@ -391,8 +391,9 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
     previous = atomic.read_json(earlier[-1])["runs"] if earlier else None
     changes = night_changes(rows, previous)
     for run_id, r in rows.items():
-        r.update(version=str((index.get(run_id) or {}).get("version") or ""),
-                 build=str((index.get(run_id) or {}).get("build") or (index.get(run_id) or {}).get("version") or ""))
+        known = index.get(run_id) or {}
+        r["version"] = str(known.get("version") or "")
+        r["build"] = str(known.get("build") or known.get("version") or "")
     ordered = sorted(rows.values(), key=lambda r: (release.RANK.get(r.get("status") or "ship", 2),
                                                    -(r["score"] or 0.0), r["run_id"]))
     for r in ordered:

@@ -18,7 +18,7 @@ calibration (:class:`Calibration`), whose shape the rules, the charts and the cl
 """
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from pipelines.storage.run_records import DroppedCounter
 
@@ -210,7 +210,7 @@ class IndexRow(TypedDict, total=False):
     change: str
     objectives: str | None
     objectives_score: float | None
-    status: str
+    status: Literal["hold", "look", "ship"]
     reason: str
     certain: bool
     version: str
