@@ -99,6 +99,23 @@ class TrustRule:
     new_lab: bool = True                # no verified normal run of the run's lab: the detectors judged across labs
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One run as a history large enough to weigh the detectors reads it: the detectors' p-values
+    (``p_values``, those that judged it: ``judged``), their standings, the p-values beyond their
+    null (``beyond``), and the verified runs the record is read on (``normal_runs``, ``fault_runs``;
+    ``normals`` of them normal, of the run's lab when ``of_lab``)."""
+
+    p_values: Mapping[str, float]
+    judged: tuple[str, ...]
+    standings: dict[str, Standing]
+    beyond: dict[str, float]
+    normal_runs: set[str]
+    fault_runs: set[str]
+    normals: int
+    of_lab: bool = False
+
+
 def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRule, *, lab: str | None = None,
            leave_out: str | None = None, nulls: Mapping[str, Null] | None = None) -> Choice:
     """The meta-decision (module docstring) over the detectors that judged the run (``p_values``,
@@ -124,8 +141,8 @@ def choose(p_values: Mapping[str, float | None], history: History, rule: TrustRu
             return new_lab(judged_p, judged, standings, nulls, rule, beyond, counted.normals, history.self_contained)
         if rule.small and not counted.can_weigh(rule.level):
             return small_history(judged_p, judged, standings, rule, beyond, counted, history.self_contained)
-        return read_record(judged_p, judged, standings, history, normal_runs, fault_runs, rule, beyond,
-                           counted.normals, of_lab=counted.of_lab)
+        return read_record(Reading(judged_p, judged, standings, beyond, normal_runs, fault_runs, counted.normals,
+                                   of_lab=counted.of_lab), history, rule)
     trusted = tuple(d for d in judged if standings[d].trusted)
     if not trusted:
         return fewest_false_alarms(judged_p, judged, standings)
@@ -214,12 +231,12 @@ def new_lab(p_values: Mapping[str, float], judged: tuple[str, ...], standings: d
                   unjudged=why)
 
 
-def unweighed(p_values: Mapping[str, float], within: str, best: tuple[str, ...], standings: dict[str, Standing],
-              silent: dict[str, str], normals: int, beyond: dict[str, float], candidates: dict[str, float],
+def unweighed(run: Reading, within: str, best: tuple[str, ...], silent: dict[str, str], candidates: dict[str, float],
               equals: tuple[str, ...]) -> Choice:
     """No verified fault in the history, and the best record is a silent null's (module docstring): the
     record cannot weigh what that detector would catch, so, as on a history too small to weigh the
     detectors, the run against itself decides."""
+    p_values, standings, normals, beyond = run.p_values, run.standings, run.normals, run.beyond
     names = _named(best, standings, " and ")
     head = (f"no verified fault in the history, and the best record on its {normals} normal runs ({names}) comes "
             "from a null that finds nothing unusual in nearly every normal run, so the record cannot show what it "
@@ -230,14 +247,14 @@ def unweighed(p_values: Mapping[str, float], within: str, best: tuple[str, ...],
                   basis="silent_null", normal_runs=normals, equals=equals, beyond=beyond, silent=silent)
 
 
-def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standings: dict[str, Standing],
-                history: History, normal_runs: set[str], fault_runs: set[str], rule: TrustRule,
-                beyond: dict[str, float], normals: int, *, of_lab: bool = False) -> Choice:
+def read_record(run: Reading, history: History, rule: TrustRule) -> Choice:
     """A history large enough to weigh the detectors (module docstring): the candidates no other is
     better than beyond chance are equal, the best record among them decides and
     the others are named beside it.  ``normals``: the verified normal runs the record is read on
     (the run's lab's, ``of_lab``, where it is read there).  A failure that rests on a p-value its
     null is too small to calibrate at the rate needs a second witness (:func:`corroborated`)."""
+    p_values, judged, standings, beyond = run.p_values, run.judged, run.standings, run.beyond
+    normal_runs, fault_runs, normals, of_lab = run.normal_runs, run.fault_runs, run.normals, run.of_lab
     alpha, combination = rule.alpha, rule.combination
     allowed = alpha if rule.allowed is None else rule.allowed
     trusted = tuple(d for d in judged if standings[d].trusted)
@@ -258,7 +275,7 @@ def read_record(p_values: Mapping[str, float], judged: tuple[str, ...], standing
     if silent and rule.silent == "within":
         within = _within(p_values, standings, history.self_contained)
         if within is not None and within not in best:
-            return unweighed(p_values, within, best, standings, silent, normals, beyond, scores, equal_names)
+            return unweighed(run, within, best, silent, scores, equal_names)
     weights = shares(catches(history, best, fault_runs, alpha), fault_runs)
     p_best = combined({d: p_values[d] for d in best}, weights, combination)
     alone: tuple[str, ...] = ()
