@@ -78,16 +78,16 @@ def children_allowed() -> Iterator[None]:
     tests/dags/test_celery_scale_out.py).  What the mark guards against, children left behind when
     their parent ends, the callers guard against themselves: the pool and ``storage.budget.Worker``
     join or kill their children before they return."""
-    me = multiprocessing.current_process()
-    had, daemon = "daemon" in me._config, me._config.get("daemon")
-    me._config["daemon"] = False
+    marks: dict[str, Any] = getattr(multiprocessing.current_process(), "_config")   # the process's private flags
+    had, daemon = "daemon" in marks, marks.get("daemon")
+    marks["daemon"] = False
     try:
         yield
     finally:
         if had:
-            me._config["daemon"] = daemon
+            marks["daemon"] = daemon
         else:
-            me._config.pop("daemon", None)
+            marks.pop("daemon", None)
 
 
 def _first_frame(job: Callable[[], None]) -> None:
@@ -164,12 +164,14 @@ def _in_share(fn: Callable[[Any], Any], item: Any) -> Any:
     """``fn(item)`` with OpenMP held to the worker's share of the cores in this thread too: its
     thread count is kept per thread (BLAS's, for the whole process, is set once by :func:`_initialise`,
     which also found the OpenMP libraries: setting their count here costs microseconds)."""
+    assert _OPENMP is not None, "a worker's share is set by its initializer"
     libraries, threads = _OPENMP
     libraries.limit(limits=threads)
     return fn(item)
 
 
 def _call(i: int) -> Any:
+    assert _WORK is not None, "the work is set before the pool forks"
     fn, items = _WORK
     return on_fresh_stack(_in_share, fn, items[i])
 
@@ -219,7 +221,7 @@ def map_ordered(fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int | N
             done, stopped = 0, False
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in sorted(finished, key=pending.get):
+                for future in sorted(finished, key=lambda f: pending[f]):
                     i = pending.pop(future)
                     if future.cancelled():
                         continue

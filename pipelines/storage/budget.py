@@ -16,6 +16,8 @@ its child for the next archive, so a night pays the fork and the libraries' firs
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.process
+from multiprocessing.connection import Connection
 import os
 import resource
 import signal
@@ -115,8 +117,8 @@ class Worker:
 
     def __init__(self, budget: Budget, fn: Callable[..., Any]):
         self.budget, self.fn = budget, fn
-        self._process = None
-        self._conn = None
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._conn: Connection | None = None
 
     def __enter__(self) -> "Worker":
         return self
@@ -135,17 +137,18 @@ class Worker:
 
     def close(self) -> None:
         """Stop the child (asked to leave; killed when it does not at once)."""
-        if self._process is None:
+        process, conn = self._process, self._conn
+        if process is None or conn is None:
             return
         try:
-            self._conn.send(None)
+            conn.send(None)
         except OSError:
             pass
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
-        self._conn.close()
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        conn.close()
         self._process = self._conn = None
 
     def run(self, what: str, *args: Any) -> Any:
@@ -163,20 +166,22 @@ class Worker:
         if self._process is None or not self._process.is_alive():
             self.close()
             self._start()
+        process, conn = self._process, self._conn
+        assert process is not None and conn is not None        # started above
         start = time.monotonic()
         try:
-            self._conn.send((what, args))
-            if not self._conn.poll(self.budget.seconds):
+            conn.send((what, args))
+            if not conn.poll(self.budget.seconds):
                 raise BudgetExceeded(f"exceeded {self.budget.seconds:g} s while {what}")
-            status, value, retire = self._conn.recv()
+            status, value, retire = conn.recv()
         except (EOFError, OSError) as exc:
-            self._process.join(timeout=5)
-            code = self._process.exitcode
+            process.join(timeout=5)
+            code = process.exitcode
             self.close()
             raise BudgetExceeded(f"died while {what} after {time.monotonic() - start:.0f} s "
                                  f"(exit code {code}; the memory cap was {self.budget.memory_mb} MB)") from exc
         except BudgetExceeded:
-            self._process.kill()
+            process.kill()
             self.close()
             raise
         if retire:

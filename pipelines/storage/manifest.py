@@ -8,7 +8,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Mapping, TypedDict
 
 from pipelines import config
 from pipelines.storage.atomic import read_json
@@ -98,7 +98,7 @@ def manifest_torn_tail(path: Path) -> int:
     return len(data) - (data.rfind(b"\n") + 1)
 
 
-def append_json_line(path: Path, record: dict[str, Any]) -> None:
+def append_json_line(path: Path, record: Mapping[str, Any]) -> None:
     """Append one JSON line to an append-only log (the pull manifest, the triage log): one write,
     flushed and synced. After an append killed midway the file ends inside a line; the record
     then starts on a line of its own (the torn bytes stay; readers skip them)."""

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from pipelines import config
 from pipelines.storage import manifest
-from pipelines.storage.run_records import ValidIndex
+from pipelines.storage.run_records import RunRecord, ValidIndex
 
 VERDICTS = ("pass", "fail")
 
@@ -70,7 +70,7 @@ def undo(run_id: str, *, by: str, at: str) -> TriageRecord:
 def triage_state(records: list[TriageRecord]) -> dict[str, TriageRecord]:
     """The decision in force per run, replaying the log: a decision stacks on the run's earlier
     ones, an undo takes back its last; a run with none left is as its archive says."""
-    stacks: dict[str, list[TriageRecord]] = {}
+    stacks: dict[Any, list[TriageRecord]] = {}          # by run_id (a record may lack one: kept apart)
     for rec in records:
         run = rec.get("run_id")
         if rec.get("action") == "decide":
@@ -84,16 +84,16 @@ def apply_triage(index: ValidIndex, state: dict[str, TriageRecord]) -> ValidInde
     """The valid-run index with the analysts' decisions over the archives' verdicts (the log
     wins); each triaged row says so in ``_triage``. Decisions about runs not in the index
     (quarantined, or not pulled yet) wait."""
-    out = {}
+    out: dict[str, RunRecord] = {}
     for run_id, row in index.items():
         dec = state.get(run_id)
         if dec is None:
             out[run_id] = row
             continue
-        out[run_id] = dict(row, verdict=dec["verdict"], cause=dec["cause"],
+        out[run_id] = cast(RunRecord, dict(row, verdict=dec["verdict"], cause=dec["cause"],
                            regressed_counters=dec["regressed_counters"] or row.get("regressed_counters") or [],
                            _triage={k: dec[k] for k in ("by", "at", "note", "verdict", "cause")}
-                           | {"archive_verdict": row.get("verdict"), "archive_cause": row.get("cause")})
+                           | {"archive_verdict": row.get("verdict"), "archive_cause": row.get("cause")}))
     return out
 
 
@@ -105,7 +105,7 @@ def read_log(path: Path | None = None) -> list[TriageRecord]:
     path = path or config.TRIAGE_LOG
     if not path.exists():
         return []
-    records = []
+    records: list[TriageRecord] = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
@@ -113,7 +113,7 @@ def read_log(path: Path | None = None) -> list[TriageRecord]:
             except json.JSONDecodeError:
                 continue
             if isinstance(rec, dict):
-                records.append(rec)
+                records.append(cast(TriageRecord, rec))
     return records
 
 

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pipelines import config, parallel
 from pipelines.progress import Progress
@@ -126,21 +126,23 @@ def finish(entry: manifest.ManifestEntry, key: str, staged: Staged, failures: li
         if staged.folder is not None:
             shutil.rmtree(staged.folder, ignore_errors=True)
         return "quarantined", write_quarantine(entry, key, Checked(None, {}, failures, dropped, None)), 0
+    folder, read = staged.folder, staged.read
+    assert folder is not None and read.meta is not None    # staged whole, its run.json read: no failure
     gone: dict[str, set[str]] = {}
     for d in dropped:
         gone.setdefault(d["host"], set()).add(d["counter"])
     for host, counters in gone.items():
-        path = staged.folder / f"{host}.parquet"
+        path = folder / f"{host}.parquet"
         frame = atomic.read_parquet(path)
         atomic.write_parquet_atomic(path, frame.drop(columns=[c for c in frame.columns if c in counters]))
-    meta = dict(staged.read.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
-                _hosts=sorted(staged.read.hosts), _dropped_counters=dropped,
+    meta: dict[str, Any] = dict(read.meta, _validation_key=key, _sha256=entry.sha256, _archive=f"data/raw/{entry.file}",
+                _hosts=sorted(read.hosts), _dropped_counters=dropped,
                 **({"_set_aside": [dict(a) for a in entry.set_aside]} if entry.set_aside else {}))
     if dropped:
         log.warning("%s: %d counter(s) dropped: %s", entry.run_id, len(dropped),
                     "; ".join(d["reason"] for d in dropped[:3])[:500])
-    atomic.write_json_atomic(staged.folder / "meta.json", meta)
-    swap_in(staged.folder, config.valid_dir(entry.run_id))
+    atomic.write_json_atomic(folder / "meta.json", meta)
+    swap_in(folder, config.valid_dir(entry.run_id))
     config.quarantine_path(entry.run_id).unlink(missing_ok=True)
     return "valid", _index_row(meta), len(dropped)
 
@@ -181,7 +183,7 @@ def new_validator(params: dict[str, Any]) -> Validator:
 
 
 class Judged(NamedTuple):
-    index: ValidIndex                 # run_id -> its index row
+    valid: ValidIndex                 # run_id -> its index row
     quarantined: dict[str, str]           # run_id -> the reason
     validator: Validator | None           # when one was made (an archive was validated now)
     judged_now: list[str]                 # the runs validated now (not taken from an earlier night)
@@ -273,9 +275,9 @@ def quarantine_reason(failures: list[Failure], dropped: list[DroppedCounter]) ->
 
 
 def _index_row(meta: dict[str, Any]) -> RunRecord:
-    row = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
+    row: dict[str, Any] = {k: meta.get(k) for k in ("system", "version", "started_at", "duration_s", "verdict", "cause",
                                     "environment", "baseline", "workload", "regressed_counters", "_hosts")}
     row["_dropped_counters"] = meta.get("_dropped_counters") or []
     if meta.get("_set_aside"):
         row["_set_aside"] = meta["_set_aside"]
-    return row
+    return cast(RunRecord, row)
