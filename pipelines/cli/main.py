@@ -51,14 +51,19 @@ def registered() -> list[Any]:
     return specs
 
 
-def report_deps() -> list[str] | None:
-    """The deps of dvc.yaml's ``report`` stage (None: the project has no such stage or no dvc.yaml)."""
+def dvc_stages() -> dict[str, Any]:
+    """The project's dvc.yaml stages ({} when it has no readable dvc.yaml)."""
     import yaml
 
     try:
-        stages = (yaml.safe_load((config.ROOT / "dvc.yaml").read_text()) or {}).get("stages") or {}
+        return (yaml.safe_load((config.ROOT / "dvc.yaml").read_text()) or {}).get("stages") or {}
     except (OSError, yaml.YAMLError):
-        return None
+        return {}
+
+
+def report_deps() -> list[str] | None:
+    """The deps of dvc.yaml's ``report`` stage (None: the project has no such stage or no dvc.yaml)."""
+    stages = dvc_stages()
     if "report" not in stages:
         return None
     return [str(d if isinstance(d, str) else next(iter(d))).rstrip("/") for d in stages["report"].get("deps") or []]
@@ -145,14 +150,8 @@ def check(argv: list[str]) -> int:
 def stage_outputs() -> dict[str, str]:
     """Absolute path -> the dvc.yaml stage that writes it (a source the night itself produces,
     as the example's simulated lab)."""
-    import yaml
-
-    try:
-        stages = (yaml.safe_load((config.ROOT / "dvc.yaml").read_text()) or {}).get("stages") or {}
-    except (OSError, yaml.YAMLError):
-        return {}
     out = {}
-    for name, stage in stages.items():
+    for name, stage in dvc_stages().items():
         for o in stage.get("outs") or []:
             path = next(iter(o)) if isinstance(o, dict) else o
             out[str((config.ROOT / path).resolve())] = name

@@ -52,18 +52,28 @@ class RunAt:
     target: bool = False          # a target of a night: it has a page of its own
 
 
-def runs_between(commit_time: str | None, runs: list[RunAt]) -> list[tuple[RunAt | None, RunAt | None]]:
-    """Per system, the last run that started before the commit and the first after it (either None
-    where there is none): the runs, and their versions, a change at this commit falls between."""
+Timeline = dict[str, list[tuple[pd.Timestamp, RunAt]]]
+
+
+def run_timeline(runs: Sequence[RunAt]) -> Timeline:
+    """Per system (in order), its runs in the order they started, each with its start read once."""
+    return {system: [(pd.Timestamp(r.started_at), r)
+                     for r in sorted((r for r in runs if r.system == system), key=lambda r: r.started_at)]
+            for system in sorted({r.system for r in runs})}
+
+
+def runs_between(commit_time: str | None, timeline: Timeline) -> list[tuple[RunAt | None, RunAt | None]]:
+    """Per system of ``timeline`` (:func:`run_timeline`), the last run that started before the commit
+    and the first after it (either None where there is none): the runs, and their versions, a change
+    at this commit falls between."""
     if not commit_time:
         return []
     at = pd.Timestamp(commit_time)
     at = at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")
     out = []
-    for system in sorted({r.system for r in runs}):
-        mine = sorted((r for r in runs if r.system == system), key=lambda r: r.started_at)
-        before = [r for r in mine if pd.Timestamp(r.started_at) <= at]
-        after = [r for r in mine if pd.Timestamp(r.started_at) > at]
+    for mine in timeline.values():
+        before = [r for started, r in mine if started <= at]
+        after = [r for started, r in mine if started > at]
         out.append((before[-1] if before else None, after[0] if after else None))
     return out
 
@@ -118,7 +128,8 @@ def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, s
         if item["svg"]:
             item["svg"] = "data:image/svg+xml;base64," + base64.b64encode(item["svg"].encode()).decode()
     undone = reversals(rows, list((result.get("commits") if result else None) or []))
-    shown = [{**r, **undone.get(i, {}), "between": runs_between((commit_times or {}).get(r["commit"]), list(runs))}
+    timeline = run_timeline(runs)
+    shown = [{**r, **undone.get(i, {}), "between": runs_between((commit_times or {}).get(r["commit"]), timeline)}
              for i, r in enumerate(rows)]
     standing = [r for r in shown if r["direction"] == "regression" and not (r.get("reversed_by") or {}).get("whole")]
     return env.get_template("commits.html.j2").render(

@@ -19,7 +19,7 @@ from pipelines import config
 from pipelines.reporting.links import counter_href, shown_counters
 from pipelines.reporting.plots import control_chart_plot, timeline_plot
 from pipelines.reporting.release import Build, run_status, uncertainty
-from pipelines.reporting.summary import change_text, environment_differences, signed_pct, with_unit
+from pipelines.reporting.summary import environment_differences, signed_pct, top_change, with_unit
 from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
 from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
 
@@ -123,7 +123,6 @@ def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None,
                   "diff": environment_differences(target_env, baseline_envs.get(b["run_id"], {}))}
                  for b in sorted(doc["baseline_runs"], key=lambda b: -b["weight"])]
     cc = doc["methods"].get("control_charts", {})
-    top_change = next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)
     dependent = list((d.get("not_analysed") or {}).get("environment_dependent_in_new_environment") or [])
     key = [{"name": c, "flagged": c in doc["flagged_counters"],
             "baseline": with_unit(c, changes[c]["baseline"]) if c in changes else "—",
@@ -131,7 +130,7 @@ def render_run(doc: VerdictFile, meta: RunRecord, charts: dict[str, Any] | None,
             "change": change_cell(changes.get(c), None), "direction": changes[c].get("direction", "") if c in changes else "",
             "history": counter_href(doc["system"], c) if history else None} for c in page.key_counters]
     return page_environment().get_template("run.html.j2").render(
-        release=run_status({**doc, "top_change": top_change}), uncertainty=uncertainty(doc), key=key,
+        release=run_status({**doc, "top_change": top_change(doc)}), uncertainty=uncertainty(doc), key=key,
         lab_dependent=dependent, lab_dependent_key=[c for c in page.key_counters if c in dependent],
         doc=doc, meta=meta, style=style_sheet(), top=top, timeline=timeline,
         rules=[(c, d["violated_rules"][c][:3]) for c in flagged_rules[:10]], charts=plots, baselines=baselines,
@@ -245,16 +244,15 @@ def dropped_counters(index: ValidIndex) -> list[tuple[str, DroppedCounter]]:
 def index_row(doc: VerdictFile) -> IndexRow:
     """The run's row of the night index: what the runs table shows, and its release status
     (:func:`pipelines.reporting.release.run_status`)."""
-    top_change = next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)
-    release = run_status({**doc, "top_change": top_change})
+    top = top_change(doc)
+    release = run_status({**doc, "top_change": top})
     return {"run_id": doc["run_id"], "system": doc["system"], "verdict": doc["verdict"], "score": doc["score"],
             "cause": doc["cause"]["label"], "probability": doc["cause"]["probability"] or 0.0,
             "cause_known": doc["cause"]["known"], "top": doc["flagged_counters"][:3],
             "new_lab": bool(doc.get("details", {}).get("environment_not_in_baseline")),
             "insufficient_baseline": doc.get("baseline_status") == "insufficient",
             "dropped": len(doc.get("dropped_counters") or []),
-            # counter_changes is written in the summary's order (report_run): its first is the top change
-            "top_change": top_change,
+            "top_change": top,
             "objectives": (doc.get("objectives") or {}).get("result"),
             "objectives_score": (doc.get("objectives") or {}).get("score_pct"),
             "status": release.status, "reason": release.reason, "certain": release.certain}

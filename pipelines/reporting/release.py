@@ -15,7 +15,7 @@ are views of the verdict files, which this module never changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pipelines.reporting.summary import objectives_text
@@ -35,6 +35,12 @@ class RunStatus:
     reason: str
     certain: bool
     score: float = 0.0
+
+    @classmethod
+    def of_row(cls, run_id: str, row: Mapping[str, Any]) -> "RunStatus":
+        """A run's status as its night-index row keeps it (``pages.index_row``)."""
+        return cls(run_id, row["status"], row.get("reason") or "", bool(row.get("certain")),
+                   float(row.get("score") or 0))
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,7 @@ def uncertainty(doc: Mapping[str, Any]) -> str | None:
 
 def run_status(doc: Mapping[str, Any]) -> RunStatus:
     """A run's status and reason (module docstring), its score to order the runs of one status."""
-    status = _status(doc)
-    return RunStatus(status.run_id, status.status, status.reason, status.certain, float(doc.get("score") or 0.0))
+    return replace(_status(doc), score=float(doc.get("score") or 0.0))
 
 
 def _status(doc: Mapping[str, Any]) -> RunStatus:
@@ -99,6 +104,11 @@ def _status(doc: Mapping[str, Any]) -> RunStatus:
                                                               else ""), True)
 
 
+def build_of(meta: Mapping[str, Any]) -> str:
+    """A run's build: the one its archive names, else its version ("" when it names neither)."""
+    return str(meta.get("build") or meta.get("version") or "")
+
+
 def builds(runs: Mapping[str, tuple[str, RunStatus]], meta: Mapping[str, Mapping[str, Any]],
            tonight: Iterable[str]) -> list[Build]:
     """The release view's rows: ``runs`` (run -> its system and :class:`RunStatus`) grouped by system
@@ -107,8 +117,7 @@ def builds(runs: Mapping[str, tuple[str, RunStatus]], meta: Mapping[str, Mapping
     tonight = set(tonight)
     groups: dict[tuple[str, str], list[str]] = {}
     for run_id, (system, _) in runs.items():
-        row = meta.get(run_id) or {}
-        build = str(row.get("build") or row.get("version") or "unknown build")
+        build = build_of(meta.get(run_id) or {}) or "unknown build"
         groups.setdefault((system, build), []).append(run_id)
     out = []
     for (system, build), members in groups.items():

@@ -366,14 +366,12 @@ def release_builds(rows: dict[str, IndexRow], nights: list[tuple[str, dict[str, 
     for _, earlier in nights:
         for run_id, row in earlier.items():
             if row.get("status"):
-                runs[run_id] = (row["system"], release.RunStatus(run_id, row["status"], row.get("reason") or "",
-                                                                 bool(row.get("certain")), float(row.get("score") or 0)))
+                runs[run_id] = (row["system"], release.RunStatus.of_row(run_id, row))
             elif config.is_identifier(run_id) and config.run_report_path(run_id).exists():
                 doc = atomic.read_json(config.run_report_path(run_id))
                 runs[run_id] = (doc["system"], release.run_status(doc))
     for run_id, row in rows.items():
-        runs[run_id] = (row["system"], release.RunStatus(run_id, row["status"], row["reason"], row["certain"],
-                                                         float(row.get("score") or 0)))
+        runs[run_id] = (row["system"], release.RunStatus.of_row(run_id, row))
     return release.builds(runs, index, rows)
 
 
@@ -393,7 +391,7 @@ def write_night_index(rows: dict[str, IndexRow] | None, params: ReportParams,
     for run_id, r in rows.items():
         known = index.get(run_id) or {}
         r["version"] = str(known.get("version") or "")
-        r["build"] = str(known.get("build") or known.get("version") or "")
+        r["build"] = release.build_of(known)
     ordered = sorted(rows.values(), key=lambda r: (release.RANK.get(r.get("status") or "ship", 2),
                                                    -(r["score"] or 0.0), r["run_id"]))
     for r in ordered:

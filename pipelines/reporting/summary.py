@@ -97,6 +97,12 @@ def change_text(counter: str, change: CounterChange) -> str:
             f"({pct}{change['direction']})")
 
 
+def top_change(doc: Mapping[str, Any]) -> str | None:
+    """A verdict file's first counter change in words (its ``counter_changes`` are written in the
+    summary's order: the first is the top change); None when it has none."""
+    return next((change_text(c, ch) for c, ch in (doc.get("counter_changes") or {}).items()), None)
+
+
 def within_text(counter: str, change: WindowChange, directions: Sequence[Mapping[str, str]]) -> str:
     """``entry.latency_p95_s 0.21 → 0.84 in intervals 3–5 of the run (+300 %, worse)``: a change
     inside the run (``within_run``), the rest of the run against its strongest window."""
