@@ -97,10 +97,12 @@ def announce_verified_runs() -> list[str]:
 
 @task_group
 def analyse_run(run_names: list[str]):
-    """Everything about a batch of target runs; their reports once the four analyses are done
+    """Everything about a batch of target runs; their reports once the analyses are done (the four
+    families and the registered detectors the night computes, ``detectors``)
     (``all_done``: a run one analysis failed on does not keep the others of its batch unreported)."""
     [_per_batch("detect")(run_names), _per_batch("control_charts")(run_names), _per_batch("clusters")(run_names),
-     _per_batch("predict_causes")(run_names)] >> _per_batch("report", "all_done")(run_names)
+     _per_batch("detectors")(run_names), _per_batch("predict_causes")(run_names)] \
+        >> _per_batch("report", "all_done")(run_names)
 
 
 @task(task_id="night_index", execution_timeout=TIMEOUT, trigger_rule="none_failed")

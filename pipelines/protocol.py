@@ -15,7 +15,7 @@ the system's history (:mod:`pipelines.verdict.record`) like the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
 
 from pipelines.stats.effects import Significance
 from pipelines.storage.run_records import ValidIndex
@@ -147,6 +147,16 @@ class Detector(Protocol[CalibrationT, ResultT_co]):
     def judge(self, run_id: str, history: SystemHistory, calibration: CalibrationT, /) -> ResultT_co: ...
 
 
+@runtime_checkable
+class HeldOut(Protocol):
+    """A detector that can judge a verified run of the history as if it were new: by a calibration
+    without it, storing nothing (``held_out``, its result document of the run).  The evaluation's
+    leave-one-out headline weighs a registered detector the night computes through it
+    (:func:`~pipelines.evaluation.leave_one_out.loo_registered`)."""
+
+    def held_out(self, run_id: str, history: SystemHistory, /) -> Mapping[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class RunJudged:
     """The run a verdict is about: its identity, baseline, the rules' details (effects, lab), how its
@@ -165,7 +175,7 @@ class RunFiles:
     """What a detector's result is read from for one run (:class:`ResultReader`): the stages'
     documents of the run (``docs``: stage -> its document, None when it wrote none; ``detect``,
     ``control_charts``, ``clusters``, ``predict_causes``; and a detector registered with a result
-    file of its own, ``stage_results.DetectorSpec.file``, that file's document under the
+    file of its own, ``registry.DetectorSpec.file``, that file's document under the
     detector's name), how the run's baseline relates to its lab
     (``lab``), and the two settings a p-value read at report time needs: the rate a run fails at
     and the resolution of the cause classifier's probabilities."""

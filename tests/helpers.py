@@ -123,13 +123,15 @@ def run_stages(first: str | set[str] = "pull", **select) -> list[str]:
     return names
 
 
-def stages_in_a_process(env: dict[str, str], stages: list[str]) -> None:
+def stages_in_a_process(env: dict[str, str], stages: list[str], cwd: Path | None = None) -> None:
     """Each stage's ``main()`` in the graph's order, in one new Python process (what each stage
     imports is paid once, not once a stage), in the tree ``env`` names (``REGRESSLAB_ROOT``): the
     reference nights the Airflow and Celery nights are compared with.  ``dvc repro`` itself, a
-    process per stage, is run by the tests of the DVC checkout and of the installed wheel."""
+    process per stage, is run by the tests of the DVC checkout and of the installed wheel.  ``cwd``:
+    the folder the process runs in (the code of a project's copy found there first)."""
     code = "import sys\nfrom tests.helpers import run_stages\nrun_stages(set(sys.argv[1:]))\n"
-    done = subprocess.run([sys.executable, "-c", code, *stages], env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-c", code, *stages], env=env, capture_output=True, text=True, timeout=900,
+                          cwd=cwd)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
 
 

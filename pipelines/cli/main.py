@@ -29,14 +29,14 @@ from pipelines.safe_text import for_terminal, mask_url, mask_urls, one_line
 
 
 def registered() -> list[Any]:
-    """The detectors of ``report.detectors``, each reader imported (``stage_results.registry``); a
+    """The detectors of ``report.detectors``, each reader imported (``registry.registry``); a
     ConfigError naming the entry when one cannot be read, or when a detector's own result files
     are not a dependency of dvc.yaml's ``report`` stage (``dvc repro`` would keep the reports it
     made before they changed): said before the night, not at its report."""
-    from pipelines.detection import stage_results
+    from pipelines.detection import registry
 
     try:
-        specs = list(stage_results.registry(config.load_params("report")["detectors"]))
+        specs = list(registry.registry(config.load_params("report")["detectors"]))
     except ValueError as exc:
         raise params_schema.ConfigError(str(exc)) from None
     deps = report_deps()

@@ -1,9 +1,8 @@
 """The stages' result files of one run as :class:`~pipelines.protocol.DetectorResult`
-records: the one place the verdict reads JSON, and the registry of the detectors it weighs.
+records: the one place the verdict reads JSON.
 
-The registry is ``report.detectors`` in params.yaml: each detector's name and the function that
-reads its result of a run (:data:`~pipelines.protocol.ResultReader`), in the order the verdict
-lists them.  The project's own: ``detect`` (the association rules: ``stacking``, with bagging's and
+Each detector of the registry (:mod:`pipelines.detection.registry`) names the function that
+reads its result of a run (:data:`~pipelines.protocol.ResultReader`).  The project's own: ``detect`` (the association rules: ``stacking``, with bagging's and
 the single model's entries on its page, :func:`rules_result`), ``control_charts`` (the charts,
 :func:`charts_result`, and the run against itself, computed there, :func:`within_result`),
 ``clusters`` (``clustered_regression``, :func:`clusters_result`) and ``predict_causes``
@@ -12,19 +11,13 @@ the single model's entries on its page, :func:`rules_result`), ``control_charts`
 """
 from __future__ import annotations
 
-import functools
-import importlib
-import json
-import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from pipelines import config, params_schema
 from pipelines.objectives.gates import Evaluation
-from pipelines.protocol import DetectorResult, ResultReader, RunFiles, RunJudged
+from pipelines.detection.registry import Registry, default_registry, own_files, read_own
+from pipelines.protocol import DetectorResult, RunFiles, RunJudged
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
 from pipelines.storage.cause_files import CausePrediction
@@ -228,109 +221,22 @@ def classifier_result(files: RunFiles) -> DetectorResult | None:
     return out
 
 
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-READER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-# a detector's own result file: a path of the project (no '..', not absolute) naming the run once
-RESULT_FILE = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.(?:/|$))[\w./-]*\{run_id\}[\w./-]*\.json$")
-ENTRY_KEYS = ("name", "result", "file")
-STAGE_DOCS = ("detect", "control_charts", "clusters", "predict_causes")   # RunFiles.docs of every reader
-
-
-@dataclass(frozen=True)
-class DetectorSpec:
-    """One entry of the registry (``report.detectors``): the detector's ``name`` (its key in the
-    verdict file's ``p_values`` and ``details.trust``), the function that reads its result of a run
-    (``read``, :data:`~pipelines.protocol.ResultReader`) and, for a detector whose stage writes a
-    result file of its own, that file (``file``: a path of the project with ``{run_id}``).  The
-    edge reads that file into the reader's ``RunFiles.docs[name]``, and a run's report key hashes
-    it (``run_reports.report_key``): a new result of the detector makes the run's report again.
-    The project's own detectors read the four stages' documents (``detect``, ``control_charts``,
-    ``clusters``, ``predict_causes``), which every report key hashes; their ``file`` is None."""
-
-    name: str
-    read: ResultReader
-    file: str | None = None
-
-    def result_path(self, run_id: str) -> Path | None:
-        """The run's own result file of this detector (None: it has none); the run id checked."""
-        if self.file is None:
-            return None
-        return config.ROOT / self.file.replace("{run_id}", config.identifier(run_id, "run_id"))
-
-
-Registry = Sequence[DetectorSpec]
-
-
-def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
-    """The detectors of ``report.detectors`` (each ``{name, result: "module:function", file?}``),
-    their readers imported, in the list's order; a ValueError that names the entry when one is
-    wrong.  A module of the project's own folder is found there (as the stages, run from it, find
-    it), after the installed packages."""
-    import sys
-
-    if str(config.ROOT) not in sys.path:
-        sys.path.append(str(config.ROOT))
-    out: list[DetectorSpec] = []
-    for i, entry in enumerate(entries):
-        name, where, own = entry.get("name"), entry.get("result"), entry.get("file")
-        if set(entry) - set(ENTRY_KEYS):
-            raise ValueError(f"params.yaml: report.detectors[{i}]: unknown keys {sorted(set(entry) - set(ENTRY_KEYS))}"
-                             " (each entry is {name, result} and, for a detector with a result file of its own, file)")
-        if not isinstance(name, str) or not NAME.match(name):
-            raise ValueError(f"params.yaml: report.detectors[{i}].name must be a lower-case identifier, not {name!r}")
-        if name in {spec.name for spec in out}:
-            raise ValueError(f"params.yaml: report.detectors: {name!r} is registered twice")
-        if not isinstance(where, str) or not READER.match(where):
-            raise ValueError(f"params.yaml: report.detectors[{i}].result must be 'module:function', not {where!r}")
-        if own is not None and (not isinstance(own, str) or not RESULT_FILE.match(own)):
-            raise ValueError(f"params.yaml: report.detectors[{i}].file must be a .json path of the project naming "
-                             f"{{run_id}} (e.g. data/processed/{name}/{{run_id}}.json), not {own!r}")
-        if own is not None and name in STAGE_DOCS:
-            raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): a detector with a file of its own cannot "
-                             f"take the name of a stage's document ({', '.join(STAGE_DOCS)})")
-        module, function = where.split(":")
-        try:
-            reader = getattr(importlib.import_module(module), function)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): cannot read {where}: {exc}") from None
-        out.append(DetectorSpec(name, reader, own))
-    return tuple(out)
-
-
-def own_files(run_id: str, detectors: Registry) -> dict[str, Path]:
-    """Each registered detector's own result file of the run, by name (those with one)."""
-    return {spec.name: path for spec in detectors if (path := spec.result_path(run_id)) is not None}
-
-
-def read_own(path: Path) -> Any:
-    """A detector's own result file, None when its stage wrote none for the run; a ValueError that
-    names the file when it is not JSON."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: a detector's result file that is not JSON: {exc}") from None
-
-
-@functools.lru_cache(maxsize=1)
-def default_registry() -> Registry:
-    """The registry of the defaults file (``pipelines/params_defaults.yaml``)."""
-    return registry(params_schema.defaults()["report"]["detectors"])
-
-
 def from_stages(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None, *,
                 clustered: ClusterResult | None, resolution: float, false_alarm_rate: float,
-                detectors: Registry | None = None) -> tuple[RunJudged, dict[str, DetectorResult]]:
+                detectors: Registry | None = None, own_docs: Mapping[str, Any] | None = None
+                ) -> tuple[RunJudged, dict[str, DetectorResult]]:
     """The run and every registered detector's result (``detectors``, the defaults file's registry
-    when None), from the stages' files of one run."""
+    when None), from the stages' files of one run; a detector with a result file of its own reads
+    that file, or its document in ``own_docs`` when given (the leave-one-out's held-out results:
+    the files are not read, and a detector it does not hold said nothing)."""
     lab = lab_status(detection, charts)
     run = RunJudged(run_id=detection["run_id"], system=detection["system"], baseline_runs=detection["baseline_runs"],
                     details=detection.get("details", {}), lab=lab, cause_prediction=predicted)
     specs = default_registry() if detectors is None else detectors
     docs: dict[str, Any] = {"detect": detection, "control_charts": charts, "clusters": clustered,
                             "predict_causes": predicted}
-    docs.update({name: read_own(path) for name, path in own_files(run.run_id, specs).items()})
+    docs.update({name: read_own(path) if own_docs is None else own_docs.get(name)
+                 for name, path in own_files(run.run_id, specs).items()})
     files = RunFiles(run.run_id, docs, lab, false_alarm_rate, resolution)
     found = {spec.name: spec.read(files) for spec in specs}
     return run, {k: v for k, v in found.items() if v is not None}
@@ -340,11 +246,12 @@ def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: 
                rule: headline.HeadlineRule, *, clustered: ClusterResult | None = None,
                lab_of: dict[str, str] | None = None,
                fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None,
-               detectors: Registry | None = None, objectives: Evaluation | None = None) -> VerdictFile:
+               detectors: Registry | None = None, objectives: Evaluation | None = None,
+               own_docs: Mapping[str, Any] | None = None) -> VerdictFile:
     """The verdict of one run from the stages' result files (the edge: :func:`from_stages`,
     then :func:`~pipelines.verdict.headline.compose`), and its evaluation against its system's
     objectives when it has one."""
     run, results = from_stages(detection, charts, predicted, clustered=clustered,
                                resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate,
-                               detectors=detectors)
+                               detectors=detectors, own_docs=own_docs)
     return headline.compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels, objectives=objectives)

@@ -5,7 +5,8 @@ Each verified run in turn is the target and the other passed runs of its system 
 combiners (:func:`loo_system`), the control charts, each run charted against the other passed
 runs and judged by a calibration without it (:func:`loo_charts`), the report's headline with
 those same charts, and the cause classifier with its own leave-one-out fault scores
-(:func:`loo_classified`, from the model's metadata).  The anchors are judged the same way
+(:func:`loo_classified`, from the model's metadata), and each registered detector the night computes
+whose class judges a held-out run (``held_out``: :func:`loo_registered`).  The anchors are judged the same way
 (:func:`anchor_rows`).  The figures are :mod:`pipelines.evaluation.scores`'.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Mapping, cast
 import logging
 
 from pipelines import config, parallel
-from pipelines.detection import stage_results
+from pipelines.detection import registry, stage_results
 from pipelines.detectors.charts import runs as chart_runs
 from pipelines.verdict import cause_signatures, headline
 from pipelines.stats import effects
@@ -32,6 +33,7 @@ from pipelines.evaluation import anchors
 from pipelines.evaluation.scores import COMBINERS, ScoreRow, Truth, classifier_rows, score_rows
 from pipelines.preparation import bins
 from pipelines.progress import Progress
+from pipelines.protocol import HeldOut, SystemHistory
 from pipelines.storage import store
 from pipelines.storage.run_records import RunRecord, ValidIndex
 from pipelines.storage.stage_files import ClusterResult, RuleDetection
@@ -181,11 +183,13 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict[str, Any], RuleDe
 
 def loo_system(loo: LooSystem, charts: dict[str, ChartResult] | None, rule: headline.HeadlineRule, *,
                clustered: dict[str, ClusterResult] | None = None, classified: dict[str, CausePrediction] | None = None,
-               detectors: stage_results.Registry | None = None) -> list[ScoreRow]:
+               detectors: registry.Registry | None = None,
+               registered: Mapping[str, Mapping[str, Any]] | None = None) -> list[ScoreRow]:
     """Leave-one-out rows of the three combiners (:func:`loo_analyses`), and of the headline
     under ``rule`` (the registered ``detectors``, the defaults file's when None) when ``charts`` holds the control charts' leave-one-out results of the same
     runs (with the cluster models' when ``clustered`` holds them, and the cause classifier's
-    leave-one-out evidence when ``classified`` does, :func:`loo_classified`)."""
+    leave-one-out evidence when ``classified`` does, :func:`loo_classified`; and the registered
+    detectors' held-out results when ``registered`` holds them, :func:`loo_registered`)."""
     analysed, null, cross = loo_analyses(loo)
     system, index = loo.system, loo.index
     rows = []
@@ -224,11 +228,31 @@ def loo_system(loo: LooSystem, charts: dict[str, ChartResult] | None, rule: head
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
             head = stage_results.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
-                                            lab_of=lab_of, fault_labels=fault_labels, detectors=detectors)
+                                            lab_of=lab_of, fault_labels=fault_labels, detectors=detectors,
+                                            own_docs=(registered or {}).get(run_id, {}))
             rows += score_rows(truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
             rows += classifier_rows(truth, head, "loo")
     return rows
+
+
+def loo_registered(detectors: registry.Registry, seen: SystemHistory, verified: list[str]
+                   ) -> dict[str, dict[str, Any]]:
+    """Each verified run -> the result document of every registered detector the night computes whose
+    class judges a held-out run (``held_out(run_id, history)``: judged by a calibration without it,
+    nothing stored; :class:`~pipelines.protocol.HeldOut`).  A detector without it stays out of the
+    leave-one-out headline, and the log says so."""
+    out: dict[str, dict[str, Any]] = {r: {} for r in verified}
+    for spec in registry.computed(detectors):
+        assert spec.detector is not None
+        detector = spec.detector()
+        if not isinstance(detector, HeldOut):
+            log.warning("%s: its class has no held_out(run_id, history): left out of the leave-one-out record",
+                        spec.name)
+            continue
+        for r in verified:
+            out[r][spec.name] = detector.held_out(r, seen)
+    return out
 
 
 def loo_normal_scores(classified: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipelines import config, parallel
 from pipelines.safe_text import mask_urls
-from pipelines.detection import stage_results
+from pipelines.detection import registry, stage_results
 from pipelines.objectives.gates import Evaluation
 from pipelines.verdict import cause_signatures, counter_order, headline
 from pipelines.stats import effects
@@ -78,7 +78,7 @@ class ReportParams:
     junit: str | None
     user_facing: Any
     directions: list[dict[str, str]]
-    detectors: stage_results.Registry
+    detectors: registry.Registry
     block: Mapping[str, Any] = dataclasses.field(compare=False, repr=False)
 
     @classmethod
@@ -91,7 +91,7 @@ class ReportParams:
                    few_intervals=int(block["few_intervals"]),
                    compare_pages=int(block["compare_pages"]), trend_nights=int(block["trend_nights"]),
                    night=block["night"], junit=block["junit"], user_facing=block["user_facing"],
-                   directions=block["directions"], detectors=stage_results.registry(block["detectors"]),
+                   directions=block["directions"], detectors=registry.registry(block["detectors"]),
                    block=dict(block))
 
     @classmethod
@@ -104,7 +104,7 @@ def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params:
                rule: headline.HeadlineRule, raw: list[str],
                fault_labels: dict[str, cause_signatures.FaultLabel], features: str | None = None) -> str:
     """The input key of a run's report (``memo``): the stages' result files it composes and each
-    registered detector's own result file (``stage_results.DetectorSpec.file``), the run
+    registered detector's own result file (``registry.DetectorSpec.file``) and its reader's source, the run
     and its baseline runs (their frames give ``counter_changes``), its archive's name, the
     params, the counters the system's verified faults name (the order of a failed run's counters:
     ``cause_signatures``), the code and the page's templates (``pages.templates_digest``)."""
@@ -112,7 +112,8 @@ def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params:
               for p in (config.detection_path(run_id), config.chart_path(run_id), config.cause_path(run_id),
                         config.cluster_path(run_id), config.evaluation_path(run_id))}
     inputs.update({f"detector:{name}": memo.file_digest(path)
-                   for name, path in stage_results.own_files(run_id, params.detectors).items()})
+                   for name, path in registry.own_files(run_id, params.detectors).items()})
+    inputs.update({f"reader:{name}": memo.file_digest(path) for name, path in registry.reader_files(params.detectors).items()})
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
     runs = {"target": [run_id], "baseline": baseline}

@@ -16,7 +16,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.stats import effects
 from pipelines.verdict import headline
-from pipelines.detection import stage_results
+from pipelines.detection import registry
 from pipelines.systems import history, labs
 from pipelines.detectors.clusters import models as cluster_models
 from pipelines.detectors.rules import detection as rule_detection
@@ -24,7 +24,9 @@ from pipelines.detectors.rules.mining import MiningParams
 from pipelines.detectors.charts.control_charts import ControlChartParams
 from pipelines.evaluation.anchors import AnchorParams
 from pipelines.preparation.bins import DiscretizeParams
-from pipelines.evaluation.leave_one_out import LooSystem, anchor_rows, loo_charts, loo_classified, loo_system
+from pipelines.evaluation.leave_one_out import (LooSystem, anchor_rows, loo_charts, loo_classified, loo_registered,
+                                                loo_system)
+from pipelines.protocol import SystemHistory
 from pipelines.evaluation.learners import compare_learners
 from pipelines.evaluation.scores import chart_rows, cluster_rows, summarize, summarize_runs
 from pipelines.evaluation.tables import detector_table, write_table
@@ -53,7 +55,7 @@ def main() -> None:
     significance = effects.Significance.load()
     report_block = config.load_params("report")
     rule = headline.HeadlineRule.from_params(report_block, significance)
-    detectors = stage_results.registry(report_block["detectors"])
+    detectors = registry.registry(report_block["detectors"])
     label_files = [config.ROOT / p for p in ev_params["labels"]]
     index = manifest.read_valid_index()
     hist = history.HistoryParams.load()
@@ -71,8 +73,10 @@ def main() -> None:
         rows += cluster_rows(clustered, index)
         loo = LooSystem(system, index, frames, exclude, params, mine_params, disc_params, labs.lab_params(hist),
                         significance)
+        registered = loo_registered(detectors, SystemHistory(system, index, frames, hist, significance), verified)
         rows += loo_system(loo, charts, rule, clustered=clustered,
-                           classified=loo_classified(store.latest_model_meta(system)), detectors=detectors)
+                           classified=loo_classified(store.latest_model_meta(system)), detectors=detectors,
+                           registered=registered)
         rows += anchor_rows(system, index, frames, exclude, labels, params=AnchorParams.of(ev_params["anchors"]),
                             window=hist.window)
     cc_frame = pd.DataFrame(cc_rows)

@@ -83,7 +83,7 @@ def test_dagbag_imports_cleanly_with_tags_retries_and_fan_out(tmp_path):
     # mapped tasks named after their stage, one instance per batch of runs (orchestration.runs_per_task):
     # normalise and mine the new runs, the analysis of the targets
     for mapped in ("normalize", "mine_rules", "analyse_run.detect", "analyse_run.control_charts",
-                   "analyse_run.clusters",
+                   "analyse_run.clusters", "analyse_run.detectors",
                    "analyse_run.predict_causes", "analyse_run.report"):
         assert tasks[mapped][4] is True, mapped
     for whole in ("validate", "normalize_all", "discretize", "mine_rules_all"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import params_schema
-from pipelines.detection import stage_results
+from pipelines.detection import registry, stage_results
 from pipelines.reporting import pages
 
 NORMALS = [f"n{i}" for i in range(20)]      # enough for the record to weigh the detectors (record.n_min: 5)
@@ -55,13 +55,13 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
     Without the entry, the same files give a verdict that never mentions it."""
     write_toy_result(tree, 0.004)
     params = params_with_toy()
-    registry = stage_results.registry(params["report"]["detectors"])
-    assert [spec.name for spec in registry] == ["stacking", "control_charts", "clustered_regression", "within_run",
+    detectors = registry.registry(params["report"]["detectors"])
+    assert [spec.name for spec in detectors] == ["stacking", "control_charts", "clustered_regression", "within_run",
                                                "cause_classifier", "spectral"]
     from pipelines.verdict import headline
 
     rule = headline.HeadlineRule.from_params(params["report"])
-    doc = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule, detectors=registry)
+    doc = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule, detectors=detectors)
     trust = doc["details"]["trust"]
     assert trust["decided_by"] == ["spectral"] and doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
     # the bounds by hand: 1 - 0.05^(1/20) = 0.139; 5 of 6: x with 6x^5 - 5x^6 = 0.05, x = 0.418
@@ -82,7 +82,7 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
     assert "Decided by association rules (stacking), control_charts and spectral peaks</strong>" in html
 
     without = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule,
-                                       detectors=stage_results.registry(params_schema.defaults()["report"]["detectors"]))
+                                       detectors=registry.registry(params_schema.defaults()["report"]["detectors"]))
     assert "spectral" not in json.dumps(without)
 
 
@@ -100,7 +100,7 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
 def test_a_wrong_registry_entry_is_named(entry, said):
     detectors = [*params_schema.defaults()["report"]["detectors"], entry]
     with pytest.raises(ValueError, match=said):
-        stage_results.registry(detectors)
+        registry.registry(detectors)
 
 
 def string_constants(path: Path) -> set[str]:
@@ -116,8 +116,8 @@ def string_constants(path: Path) -> set[str]:
 def test_the_verdict_names_no_detector():
     """The registry is the one place that names the detectors: no module of pipelines/verdict holds a
     registered detector's name, nor a key of its page, in its code."""
-    registry = stage_results.registry(params_schema.defaults()["report"]["detectors"])
-    names = {spec.name for spec in registry} | set(stage_results.RULE_METHODS) | {"clustered_regression"}
+    detectors = registry.registry(params_schema.defaults()["report"]["detectors"])
+    names = {spec.name for spec in detectors} | set(stage_results.RULE_METHODS) | {"clustered_regression"}
     verdict = Path(stage_results.__file__).resolve().parents[1] / "verdict"
     found = {p.name: string_constants(p) & names for p in sorted(verdict.glob("*.py"))}
     assert len(found) >= 4 and not any(found.values()), found
