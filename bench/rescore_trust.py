@@ -106,8 +106,8 @@ def compose(tree: Path, run_id: str, hist: record.History, meta_scores: dict | N
     predicted = read(processed / "causes" / f"{run_id}.json") or None
     if predicted is not None and meta_scores:
         predicted["history_normal_scores"] = meta_scores
-    return stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=dict(hist.lab_of),
-                               fault_labels=fault_labels)
+    return stage_results.verdict_of(stage_results.StageDocs(detection, charts, predicted, clustered=clustered), rule,
+                                    lab_of=dict(hist.lab_of), fault_labels=fault_labels)
 
 
 def meta_normal_scores(tree: Path, system: str) -> dict | None:

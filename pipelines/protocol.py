@@ -25,7 +25,7 @@ from pipelines.storage.store import FrameStore
 from pipelines.systems.history import HistoryParams
 
 
-@dataclass
+@dataclass(frozen=True)
 class DetectorResult:
     """What one detector said of one run.
 

@@ -11,6 +11,7 @@ the single model's entries on its page, :func:`rules_result`), ``control_charts`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -136,11 +137,11 @@ def rules_result(files: RunFiles) -> DetectorResult | None:
                           title="association rules (stacking)", counters="scored", **null_of(stacking))
 
 
-def recorded(doc: ChartResult | ClusterResult | WithinRunResult, **roles: Any) -> DetectorResult:
-    """A stage file's result before its judgement is read: whether it judged the run (a verdict),
-    its record on the history, and what the verdict reads of the detector (``roles``)."""
+def recorded(doc: ChartResult | ClusterResult | WithinRunResult, **fields: Any) -> DetectorResult:
+    """A stage file's result: whether it judged the run (a verdict), its record on the history,
+    and what the verdict reads of the detector and of its judgement (``fields``)."""
     return DetectorResult(judged=bool(doc.get("verdict")), history_faults=doc.get("history_faults"),
-                          history_normals=doc.get("history_normals"), **roles)
+                          history_normals=doc.get("history_normals"), **fields)
 
 
 def charts_result(files: RunFiles) -> DetectorResult | None:
@@ -149,23 +150,22 @@ def charts_result(files: RunFiles) -> DetectorResult | None:
     charts: ChartResult | None = files.docs.get("control_charts")
     if charts is None:
         return None
-    out = recorded(charts, title="control charts", counters="scored")
-    out.details = {"control_charts": None}
-    if out.judged:
-        fields: dict[str, Any] = dict(charts)
-        chart = {k: fields[k] for k in CHART_FIELDS}
-        chart.update({k: fields[k] for k in CHART_OPTIONAL if k in fields})
-        chart["baseline_runs"] = charts["baseline_runs"]
-        if charts.get("lab"):
-            chart["lab"] = charts["lab"]
-        out.verdict, out.p_value, out.votes = charts["verdict"], charts.get("p_value"), True
-        out.run_score = min(1.0, 2.0 * float(charts["violation_ratio"]))
-        out.counter_scores, out.flagged_counters = charts["counter_scores"], list(charts["flagged_counters"])
-        out.page = {"control_charts": chart}
-        out.null_runs, out.null_kind = null_of(chart).values()
-        out.reserve_counters = list(charts.get("counters_over_limit") or [])
-        out.details = {"control_charts": {k: charts.get(k) for k in ("ratios", "multimodal", "counters_over_limit")}}
-    return out
+    if not charts.get("verdict"):
+        return recorded(charts, title="control charts", counters="scored", details={"control_charts": None})
+    fields: dict[str, Any] = dict(charts)
+    chart = {k: fields[k] for k in CHART_FIELDS}
+    chart.update({k: fields[k] for k in CHART_OPTIONAL if k in fields})
+    chart["baseline_runs"] = charts["baseline_runs"]
+    if charts.get("lab"):
+        chart["lab"] = charts["lab"]
+    return recorded(charts, title="control charts", counters="scored", verdict=charts["verdict"],
+                    p_value=charts.get("p_value"), votes=True,
+                    run_score=min(1.0, 2.0 * float(charts["violation_ratio"])),
+                    counter_scores=charts["counter_scores"], flagged_counters=list(charts["flagged_counters"]),
+                    page={"control_charts": chart}, **null_of(chart),
+                    reserve_counters=list(charts.get("counters_over_limit") or []),
+                    details={"control_charts": {k: charts.get(k) for k in ("ratios", "multimodal",
+                                                                           "counters_over_limit")}})
 
 
 def clusters_result(files: RunFiles) -> DetectorResult | None:
@@ -173,13 +173,12 @@ def clusters_result(files: RunFiles) -> DetectorResult | None:
     clustered: ClusterResult | None = files.docs.get("clusters")
     if clustered is None:
         return None
-    out = recorded(clustered, title="cluster models", counters="models")
-    if out.judged:
-        out.verdict, out.p_value = clustered["verdict"], clustered.get("p_value")
-        out.flagged_counters = list(clustered.get("flagged_counters") or [])
-        out.page = {"clustered_regression": clustered_summary(clustered)}
-        out.null_runs, out.null_kind = null_of(out.page["clustered_regression"]).values()
-    return out
+    if not clustered.get("verdict"):
+        return recorded(clustered, title="cluster models", counters="models")
+    summary = clustered_summary(clustered)
+    return recorded(clustered, title="cluster models", counters="models", verdict=clustered["verdict"],
+                    p_value=clustered.get("p_value"), flagged_counters=list(clustered.get("flagged_counters") or []),
+                    page={"clustered_regression": summary}, **null_of(summary))
 
 
 def within_result(files: RunFiles) -> DetectorResult | None:
@@ -188,15 +187,14 @@ def within_result(files: RunFiles) -> DetectorResult | None:
     within = (files.docs.get("control_charts") or {}).get("within_run")
     if not within:
         return None
-    out = recorded(within, reason=within.get("reason"), title="the run against itself", self_contained=True)
-    if out.judged:
-        out.verdict, out.p_value = within.get("verdict"), within.get("p_value")
-        out.flagged_counters = list(within.get("counters_beyond_limit") or [])
-        out.page = {"within_run": {k: within.get(k) for k in WITHIN_FIELDS}}
-        out.null_runs = null_of(out.page["within_run"])["null_runs"]
-        r = float(within.get("score") or 0.0)
-        out.alone_score = r / (1.0 + r)
-    return out
+    if not within.get("verdict"):
+        return recorded(within, reason=within.get("reason"), title="the run against itself", self_contained=True)
+    page = {k: within.get(k) for k in WITHIN_FIELDS}
+    r = float(within.get("score") or 0.0)
+    return recorded(within, reason=within.get("reason"), title="the run against itself", self_contained=True,
+                    verdict=within.get("verdict"), p_value=within.get("p_value"),
+                    flagged_counters=list(within.get("counters_beyond_limit") or []), page={"within_run": page},
+                    null_runs=null_of(page)["null_runs"], alone_score=r / (1.0 + r))
 
 
 def classifier_result(files: RunFiles) -> DetectorResult | None:
@@ -211,47 +209,56 @@ def classifier_result(files: RunFiles) -> DetectorResult | None:
     normals = classifier_history_normals(predicted, resolution=resolution)
     if evidence is None and faults is None and normals is None:
         return None
-    out = DetectorResult(judged=evidence is not None, history_faults=faults, history_normals=normals,
-                         title="cause classifier", counters="evidence")
-    if evidence is not None:
-        out.verdict, out.p_value, out.page = evidence["verdict"], evidence["p_value"], {"cause_classifier": evidence}
-        out.null_runs = null_of(evidence)["null_runs"]
-        out.counter_scores = dict((predicted or {}).get("evidence") or {})     # the counters that carried it
-        out.flagged_counters = list(out.counter_scores)
-    return out
+    if evidence is None:
+        return DetectorResult(judged=False, history_faults=faults, history_normals=normals, title="cause classifier",
+                              counters="evidence")
+    carried = dict((predicted or {}).get("evidence") or {})     # the counters that carried it
+    return DetectorResult(judged=True, history_faults=faults, history_normals=normals, title="cause classifier",
+                          counters="evidence", verdict=evidence["verdict"], p_value=evidence["p_value"],
+                          page={"cause_classifier": evidence}, null_runs=null_of(evidence)["null_runs"],
+                          counter_scores=carried, flagged_counters=list(carried))
 
 
-def from_stages(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None, *,
-                clustered: ClusterResult | None, resolution: float, false_alarm_rate: float,
-                detectors: Registry | None = None, own_docs: Mapping[str, Any] | None = None
+@dataclass(frozen=True)
+class StageDocs:
+    """The documents of one run the edge reads: ``detect``'s (the run, its baseline, the rules), the
+    control charts', the cause prediction and the cluster models' (each None when its stage wrote
+    none), and the registered detectors' own documents in place of their files (``own``: the
+    leave-one-out's held-out results; None: their files are read)."""
+
+    detection: RuleDetection
+    charts: ChartResult | None = None
+    predicted: CausePrediction | None = None
+    clustered: ClusterResult | None = None
+    own: Mapping[str, Any] | None = None
+
+
+def from_stages(stages: StageDocs, *, resolution: float, false_alarm_rate: float, detectors: Registry | None = None
                 ) -> tuple[RunJudged, dict[str, DetectorResult]]:
     """The run and every registered detector's result (``detectors``, the defaults file's registry
-    when None), from the stages' files of one run; a detector with a result file of its own reads
-    that file, or its document in ``own_docs`` when given (the leave-one-out's held-out results:
-    the files are not read, and a detector it does not hold said nothing)."""
+    when None), from the stages' documents of one run; a detector with a result file of its own
+    reads that file, or its document in ``stages.own`` when given (a detector it does not hold
+    said nothing)."""
+    detection, charts = stages.detection, stages.charts
     lab = lab_status(detection, charts)
     run = RunJudged(run_id=detection["run_id"], system=detection["system"], baseline_runs=detection["baseline_runs"],
-                    details=detection.get("details", {}), lab=lab, cause_prediction=predicted)
+                    details=detection.get("details", {}), lab=lab, cause_prediction=stages.predicted)
     specs = default_registry() if detectors is None else detectors
-    docs: dict[str, Any] = {"detect": detection, "control_charts": charts, "clusters": clustered,
-                            "predict_causes": predicted}
-    docs.update({name: read_own(path) if own_docs is None else own_docs.get(name)
+    docs: dict[str, Any] = {"detect": detection, "control_charts": charts, "clusters": stages.clustered,
+                            "predict_causes": stages.predicted}
+    docs.update({name: read_own(path) if stages.own is None else stages.own.get(name)
                  for name, path in own_files(run.run_id, specs).items()})
     files = RunFiles(run.run_id, docs, lab, false_alarm_rate, resolution)
     found = {spec.name: spec.read(files) for spec in specs}
     return run, {k: v for k, v in found.items() if v is not None}
 
 
-def verdict_of(detection: RuleDetection, charts: ChartResult | None, predicted: CausePrediction | None,
-               rule: headline.HeadlineRule, *, clustered: ClusterResult | None = None,
-               lab_of: dict[str, str] | None = None,
+def verdict_of(stages: StageDocs, rule: headline.HeadlineRule, *, lab_of: dict[str, str] | None = None,
                fault_labels: Mapping[str, cause_signatures.FaultLabel] | None = None,
-               detectors: Registry | None = None, objectives: Evaluation | None = None,
-               own_docs: Mapping[str, Any] | None = None) -> VerdictFile:
-    """The verdict of one run from the stages' result files (the edge: :func:`from_stages`,
-    then :func:`~pipelines.verdict.headline.compose`), and its evaluation against its system's
+               detectors: Registry | None = None, objectives: Evaluation | None = None) -> VerdictFile:
+    """The verdict of one run from the stages' documents (the edge: :func:`from_stages`, then
+    :func:`~pipelines.verdict.headline.compose`), and its evaluation against its system's
     objectives when it has one."""
-    run, results = from_stages(detection, charts, predicted, clustered=clustered,
-                               resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate,
-                               detectors=detectors, own_docs=own_docs)
+    run, results = from_stages(stages, resolution=rule.classifier_resolution, false_alarm_rate=rule.false_alarm_rate,
+                               detectors=detectors)
     return headline.compose(run, results, rule, lab_of=lab_of, fault_labels=fault_labels, objectives=objectives)

@@ -227,9 +227,9 @@ def loo_system(loo: LooSystem, charts: dict[str, ChartResult] | None, rule: head
             predicted: CausePrediction | None = {**classified[run_id], "history_fault_scores": faults["cause_classifier"],
                          "history_normal_scores": classifier_normals} \
                 if classified and run_id in classified else None
-            head = stage_results.verdict_of({**doc, "run_id": run_id}, chart, predicted, rule, clustered=cluster,
-                                            lab_of=lab_of, fault_labels=fault_labels, detectors=detectors,
-                                            own_docs=(registered or {}).get(run_id, {}))
+            stages = stage_results.StageDocs({**doc, "run_id": run_id}, chart, predicted, clustered=cluster,
+                                             own=(registered or {}).get(run_id, {}))
+            head = stage_results.verdict_of(stages, rule, lab_of=lab_of, fault_labels=fault_labels, detectors=detectors)
             rows += score_rows(truth, {"headline": head["flagged_counters"]}, head["counter_scores"], "loo",
                                failed=head["verdict"] == "fail")
             rows += classifier_rows(truth, head, "loo")

@@ -5,7 +5,7 @@ change of the same series that reverses it said on both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,10 +100,20 @@ def reversals(rows: list[ContractChange], commits: list[str]) -> dict[int, dict[
     return out
 
 
+@dataclass(frozen=True)
+class RunLinks:
+    """What links a change to the load-test runs around it: each commit's time and the runs with
+    their start (:func:`runs_between`)."""
+
+    commit_times: Mapping[str, str]
+    runs: Sequence[RunAt] = ()
+
+
 def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, source: str | None,
                 new_clusters: list[ClusterEntry], metrics: dict[str, Any] | None, top_series: int,
-                problem: str | None = None, commit_times: dict[str, str] | None = None,
-                runs: Sequence[RunAt] = ()) -> str:
+                problem: str | None = None, links: RunLinks | None = None) -> str:
+    """The commits page: each change with its series, the runs around it (``links``) and the
+    change that later reverses it; ``problem`` says why no series could be read."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(loader=FileSystemLoader(config.TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
@@ -128,8 +138,9 @@ def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, s
         if item["svg"]:
             item["svg"] = "data:image/svg+xml;base64," + base64.b64encode(item["svg"].encode()).decode()
     undone = reversals(rows, list((result.get("commits") if result else None) or []))
-    timeline = run_timeline(runs)
-    shown = [{**r, **undone.get(i, {}), "between": runs_between((commit_times or {}).get(r["commit"]), timeline)}
+    timeline = run_timeline(links.runs if links else ())
+    times = links.commit_times if links else {}
+    shown = [{**r, **undone.get(i, {}), "between": runs_between(times.get(r["commit"]), timeline)}
              for i, r in enumerate(rows)]
     standing = [r for r in shown if r["direction"] == "regression" and not (r.get("reversed_by") or {}).get("whole")]
     return env.get_template("commits.html.j2").render(

@@ -136,13 +136,16 @@ def page_name(run_a: str, run_b: str) -> str:
     return f"{a[:110]}--{b[:110]}--{digest}.html"          # within a file name's 255 bytes
 
 
-def render(result: dict[str, Any], run_a: str, run_b: str, meta_a: RunRecord, meta_b: RunRecord, *,
+def render(result: dict[str, Any], runs: tuple[str, str], records: tuple[RunRecord, RunRecord], *,
            alpha: float, min_effect_pct: float, limit: int, written: frozenset[str] = frozenset()) -> str:
-    """The compare page (Jinja2, autoescaped: every run id, counter and environment value came from
-    an archive).  At most ``limit`` rows are shown; the counts say how many there are.  It links to
-    each run's page that exists or is being ``written`` with it (the report stage writes a run's
-    page and its compare pages together: the link must not depend on which file came first)."""
+    """The compare page of ``runs`` (a, b) and their index ``records`` (Jinja2, autoescaped: every
+    run id, counter and environment value came from an archive).  At most ``limit`` rows are shown;
+    the counts say how many there are.  It links to each run's page that exists or is being
+    ``written`` with it (the report stage writes a run's page and its compare pages together: the
+    link must not depend on which file came first)."""
     from pipelines.reporting.pages import page_environment, style_sheet
+
+    (run_a, run_b), (meta_a, meta_b) = runs, records
 
     rows = [{**r, "a_text": with_unit(r["counter"], r["a"]), "b_text": with_unit(r["counter"], r["b"]),
              "change_text": with_unit(r["counter"], r["change"]),
@@ -189,7 +192,7 @@ def compare_runs(run_a: str, run_b: str, index: ValidIndex | None = None,
     alpha = float(report["false_alarm_rate"])
     result = compare_frames(fa, fb, report["directions"], min_effect_pct=sig.min_effect_pct,
                             floor_share=sig.floor_share, alpha=alpha)
-    html = render(result, run_a, run_b, index[run_a], index[run_b], alpha=alpha,
+    html = render(result, (run_a, run_b), (index[run_a], index[run_b]), alpha=alpha,
                   min_effect_pct=sig.min_effect_pct, limit=int(report["compare_rows"]), written=written)
     return result, html
 

@@ -252,8 +252,9 @@ def write_report(run_id: str, inputs: ReportInputs, index: ValidIndex, params: R
     clustered = store.read_optional(config.cluster_path(run_id))
     system = index[run_id]["system"]
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
-    composed = stage_results.verdict_of(detection, charts, predicted, rule, clustered=clustered, lab_of=lab_of,
-                                        fault_labels=labels, detectors=params.detectors,
+    stages = stage_results.StageDocs(detection, charts, predicted, clustered=clustered)
+    composed = stage_results.verdict_of(stages, rule,
+                                        lab_of=lab_of, fault_labels=labels, detectors=params.detectors,
                                         objectives=evaluation_of(run_id))
     read: dict[str, pd.DataFrame] = {}          # whole normalised frames, read once for the anchor and the changes
     flagged, ordering = counters_in_order(run_id, composed, index, inputs, lab_of, rule.min_effect_pct,

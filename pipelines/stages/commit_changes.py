@@ -17,7 +17,7 @@ from pipelines import config
 from pipelines.commit_series.series import all_changes, check_frame, contract_rows, detect_all, read_series, score_against
 from pipelines.commit_series.skia import TRIAGE_STATUSES, coalesce, triage_cluster
 from pipelines.progress import Progress
-from pipelines.reporting.commit_pages import RunAt, render_page
+from pipelines.reporting.commit_pages import RunAt, RunLinks, render_page
 from pipelines.storage import atomic, locks
 
 log = logging.getLogger("regresslab.commit_changes")
@@ -82,7 +82,7 @@ def main() -> None:
                               render_page(rows, result, source=str(source),
                                           new_clusters=[c for c in registry if c["id"] in new_ids],
                                           metrics=metrics, top_series=int(params["page_series"]),
-                                          commit_times=times, runs=load_test_runs()))
+                                          links=RunLinks(times, load_test_runs())))
     atomic.write_json_atomic(metrics_path, metrics or {})
     print(f"[commit_changes] {len(result['table'])} series x {len(result['commits'])} commits: "
           f"skia {len(result['skia'])} change(s) in {len(result['clusters'])} interesting cluster(s) "

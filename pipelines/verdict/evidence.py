@@ -4,6 +4,7 @@ significance"; the counters' roles: :data:`~pipelines.protocol.COUNTER_ROLES`)."
 from __future__ import annotations
 
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ def top_counters(counter_scores: dict[str, float]) -> list[str]:
     return [c for c, v in counter_scores.items() if v > 0][:FALLBACK_FLAGS]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
     """What the detectors said of one run, gathered for the decision: every detector's result
     (``results``, in the registry's order), the page entries of those that judged it, the verdicts
@@ -68,42 +69,50 @@ class Evidence:
 def gather_evidence(results: dict[str, DetectorResult]) -> Evidence:
     """What the decision reads of the detectors' results: each one's page entries, the verdicts
     that vote, the p-values of those that judged the run, the run scores, and their records."""
-    ev = Evidence(results=results, methods={}, verdicts={}, p_values={}, scores=[])
+    methods: dict[str, dict[str, Any]] = {}
+    verdicts: dict[str, str | None] = {}
+    p_values: dict[str, float | None] = {}
+    scores: list[float] = []
+    flags: dict[str, list[str]] = {}
+    reserve: dict[str, list[str]] = {}
     for name, result in results.items():
         if result.judged:
-            taken = set(result.page) & set(ev.methods)
+            taken = set(result.page) & set(methods)
             if taken:
                 raise ValueError(f"detector {name!r}: its page entries {sorted(taken)} are another detector's; "
                                  "name them after the detector")
-            ev.methods.update(result.page)
-            ev.p_values[name] = result.p_value
+            methods.update({entry: dict(page) for entry, page in result.page.items()})
+            p_values[name] = result.p_value
             if result.votes:
-                ev.verdicts[name] = result.verdict
+                verdicts[name] = result.verdict
             if result.run_score is not None:
-                ev.scores.append(result.run_score)
-            ev.flags[name] = list(result.flagged_counters)
-            ev.reserve[name] = list(result.reserve_counters)
-    ev.history_faults = {k: r.history_faults for k, r in results.items() if r.history_faults is not None}
-    ev.history_normals = {k: r.history_normals for k, r in results.items() if r.history_normals is not None}
-    return ev
+                scores.append(result.run_score)
+            flags[name] = list(result.flagged_counters)
+            reserve[name] = list(result.reserve_counters)
+    return Evidence(results=results, methods=methods, verdicts=verdicts, p_values=p_values, scores=scores,
+                    flags=flags, reserve=reserve,
+                    history_faults={k: r.history_faults for k, r in results.items() if r.history_faults is not None},
+                    history_normals={k: r.history_normals for k, r in results.items() if r.history_normals is not None})
 
 
-def set_aside_small(ev: Evidence, changes: dict[str, float], min_effect_pct: float) -> dict[str, float]:
-    """The flags of the detectors whose counters are scored or modelled (``DetectorResult.counters``)
-    without the changes too small to matter, on their pages too (in place: the rules' are already, by
-    ``detect``); those counters with their change in %."""
+def set_aside_small(ev: Evidence, changes: dict[str, float], min_effect_pct: float
+                    ) -> tuple[Evidence, dict[str, float]]:
+    """The evidence with the flags of the detectors whose counters are scored or modelled
+    (``DetectorResult.counters``) without the changes too small to matter, on their pages too (the
+    rules' are already, by ``detect``); those counters with their change in %."""
     small: dict[str, float] = {}
 
     def kept(counters: list[str]) -> list[str]:
         large, aside = effects.split_by_effect(counters, changes, min_effect_pct)
         small.update(aside)
         return large
+    methods, flags, reserve = dict(ev.methods), dict(ev.flags), dict(ev.reserve)
     for name in ev.judged("scored") + ev.judged("models"):
         for entry in ev.results[name].page:
-            if ev.methods[entry].get("flagged_counters"):
-                ev.methods[entry]["flagged_counters"] = kept(ev.methods[entry]["flagged_counters"])
-        ev.flags[name], ev.reserve[name] = kept(ev.flags[name]), kept(ev.reserve[name])
-    return small
+            if methods[entry].get("flagged_counters"):
+                methods[entry] = {**methods[entry], "flagged_counters": kept(methods[entry]["flagged_counters"])}
+        flags[name], reserve[name] = kept(flags[name]), kept(reserve[name])
+    return dataclasses.replace(ev, methods=methods, flags=flags, reserve=reserve), small
 
 
 def failed_counters(ev: Evidence, counter_scores: dict[str, float], flag_rule: str,

@@ -51,7 +51,7 @@ def compose(run: RunJudged, results: dict[str, DetectorResult], rule: HeadlineRu
     decided = decide_run(run, ev, results, rule, lab_of)
     counter_scores = ev.counter_scores()
     changes = (run.details or {}).get("effects") or {}
-    small = set_aside_small(ev, changes, rule.min_effect_pct)
+    ev, small = set_aside_small(ev, changes, rule.min_effect_pct)
     small.update((run.details or {}).get("below_min_effect") or {})
     flagged = failed_counters(ev, counter_scores, rule.flag_rule, changes, rule.min_effect_pct, decided.used,
                               only_deciders=decided.choice is not None) if decided.verdict == "fail" else []

@@ -133,8 +133,8 @@ def test_the_evaluations_leave_one_out_weighs_a_registered_detector_by_its_held_
     rule = headline.HeadlineRule.from_params(params_schema.defaults()["report"], significance)
     run_id = history.targets(index)[0]          # a stored detection, as the held-out run's (its p-values aside)
     stored = json.loads((night / "data" / "processed" / "detections" / f"{run_id}.json").read_text())
-    doc = stage_results.verdict_of({**stored, "run_id": normal}, None, None, rule, detectors=specs,
-                                   own_docs=held[normal])
+    doc = stage_results.verdict_of(stage_results.StageDocs({**stored, "run_id": normal}, own=held[normal]), rule,
+                                   detectors=specs)
     assert doc["details"]["p_values"]["spectral"] == held[normal]["spectral"]["p_value"]
 
 

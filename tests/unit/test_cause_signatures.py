@@ -60,13 +60,14 @@ def test_the_verdict_file_shows_a_failed_runs_counters_in_the_order_of_its_predi
     predicted = {"label": "cpu_hog", "known": True, "probability": 0.9, "none_probability": 0.1,
                  "fault": {"label": "cpu_hog", "probability": 0.9}}
     rule = headline.HeadlineRule(verdict_rule="all", detectors=("stacking",))
-    doc = stage_results.verdict_of(det, None, predicted, rule, fault_labels=cs.fault_labels(INDEX, "shop"))
+    doc = stage_results.verdict_of(stage_results.StageDocs(det, None, predicted), rule,
+                                   fault_labels=cs.fault_labels(INDEX, "shop"))
     assert doc["verdict"] == "fail" and doc["cause"]["label"] == "cpu_hog"
     assert doc["flagged_counters"] == ["cart.cpu_usage_m", "frontend.latency_p90_s", "entry.latency_p50_s"]
     assert doc["details"]["cause_signature"] == {"cause": "cpu_hog", "counters": [],
                                                  "kinds": ["cpu_usage_m", "cpu_usage_rate_pct"], "runs": 2}
     # without the history's labels: the detectors' order, and no signature on the page
-    plain = stage_results.verdict_of(det, None, predicted, rule)
+    plain = stage_results.verdict_of(stage_results.StageDocs(det, None, predicted), rule)
     assert plain["flagged_counters"] == counters and "cause_signature" not in plain["details"]
 
 
@@ -100,10 +101,10 @@ def test_a_cause_whose_faults_all_name_one_counter_shows_it_first_flagged_first_
     predicted = {"label": "orders-cpu", "known": True, "probability": 0.95, "none_probability": 0.05,
                  "fault": {"label": "orders-cpu", "probability": 0.95}}
     rule = headline.HeadlineRule(verdict_rule="all", detectors=("stacking",), min_effect_pct=5.0)
-    doc = stage_results.verdict_of(det, None, predicted, rule, fault_labels=labels)
+    doc = stage_results.verdict_of(stage_results.StageDocs(det, None, predicted), rule, fault_labels=labels)
     assert doc["flagged_counters"][0] == "orders.cpu" and set(doc["flagged_counters"]) == {
         "orders.cpu", "user_db.cpu", "front_end.latency"}                  # queue.depth: 1 %, too small to show
     assert doc["details"]["cause_signature"]["counters"] == ["orders.cpu"]
-    other = stage_results.verdict_of(det, None, dict(predicted, fault={"label": "user-db-cpu", "probability": 0.9},
-                                                label="user-db-cpu"), rule, fault_labels=labels)
+    elsewhere = dict(predicted, fault={"label": "user-db-cpu", "probability": 0.9}, label="user-db-cpu")
+    other = stage_results.verdict_of(stage_results.StageDocs(det, None, elsewhere), rule, fault_labels=labels)
     assert other["flagged_counters"][0] == "user_db.cpu" and "orders.cpu" not in other["flagged_counters"]

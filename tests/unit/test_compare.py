@@ -83,8 +83,9 @@ def test_the_page_escapes_the_archive_and_no_id_becomes_a_path():
     evil = '<script>alert(1)</script>'
     a[evil], b[evil] = 1.0, 2.0
     out = compare.compare_frames(a, b, DIRECTIONS, min_effect_pct=5, floor_share=0.5, alpha=0.05)
-    html = compare.render(out, "shop-r1", "shop-t1", {"version": evil, "environment": {}},
-                          {"version": "2", "environment": {"os": evil}}, alpha=0.05, min_effect_pct=5, limit=2)
+    html = compare.render(out, ("shop-r1", "shop-t1"), ({"version": evil, "environment": {}},
+                                                         {"version": "2", "environment": {"os": evil}}),
+                          alpha=0.05, min_effect_pct=5, limit=2)
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert html.count('<tr class="flagged">') + html.count("<tr><td><code>") == 2        # limit rows shown
     assert "more counter(s) with smaller changes" in html

@@ -8,7 +8,7 @@ import pytest
 from pipelines.verdict import headline
 from pipelines.verdict.decision import Decision, decide_run
 from pipelines.verdict.evidence import gather_evidence
-from pipelines.detection.stage_results import RULE_METHODS, RunJudged, from_stages
+from pipelines.detection.stage_results import RULE_METHODS, RunJudged, StageDocs, from_stages
 from pipelines.protocol import DetectorResult
 
 NORMALS = [f"n{i}" for i in range(20)]      # enough for the record to weigh the detectors (record.n_min)
@@ -61,7 +61,7 @@ def test_the_stage_files_become_the_same_records():
               "load_independent_counters": [], "p_value": 0.02, "baseline_runs": [], "counter_scores": {"b": 0.7},
               "ratios": {"b": 0.3}, "multimodal": [], "counters_over_limit": ["b"],
               "within_run": {"verdict": None, "reason": "too short", "history_normals": {"n0": 0.4}}}
-    run, results = from_stages(det, charts, None, clustered=None, resolution=0.01, false_alarm_rate=0.05)
+    run, results = from_stages(StageDocs(det, charts), resolution=0.01, false_alarm_rate=0.05)
     assert run.run_id == "r" and run.lab == LAB and list(results) == ["stacking", "control_charts", "within_run"]
     stacking, chart, within = results["stacking"], results["control_charts"], results["within_run"]
     assert stacking.run_score == 0.6 and stacking.history_faults == {"f0": 0.01}
@@ -92,10 +92,10 @@ def test_a_failure_the_cause_classifier_decides_shows_the_counters_that_carried_
     doc = headline.compose(run, results, rule)
     assert doc["details"]["trust"]["decided_by"] == ["cause_classifier"] and doc["verdict"] == "fail"
     assert doc["flagged_counters"] == ["orders.cpu", "a"]
-    quiet = dict(results, stacking=_rules("pass", 0.5, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS}))
-    quiet["stacking"].flagged_counters, quiet["stacking"].counter_scores = [], {}
-    for page in quiet["stacking"].page.values():
-        page["flagged_counters"] = []
+    silent = _rules("pass", 0.5, {r: 0.01 for r in NORMALS}, {f: 0.01 for f in FAULTS})
+    silent = dataclasses.replace(silent, flagged_counters=[], counter_scores={},
+                                 page={k: {**v, "flagged_counters": []} for k, v in silent.page.items()})
+    quiet = dict(results, stacking=silent)
     alone = headline.compose(run, quiet, rule)
     assert alone["verdict"] == "pass" and alone["flagged_counters"] == []
 

@@ -20,8 +20,8 @@ PLAIN = {"detectors": None, "detector_weights": "equal", "trust": "none", "min_e
 
 def compose(detection, charts, predicted, *, clustered=None, **rule):
     """The verdict file (JSON) of ``stage_results.verdict_of`` under :data:`PLAIN` and ``rule``'s keywords."""
-    return stage_results.verdict_of(detection, charts, predicted, headline.HeadlineRule(**{**PLAIN, **rule}),
-                                    clustered=clustered)
+    return stage_results.verdict_of(stage_results.StageDocs(detection, charts, predicted, clustered=clustered),
+                                    headline.HeadlineRule(**{**PLAIN, **rule}))
 
 
 @pytest.mark.parametrize("rule,stacking,charts,expected", [
@@ -49,7 +49,8 @@ def test_the_rule_is_built_once_from_params_and_checked():
 def test_the_verdict_file_keeps_the_contract_order_and_adds_the_report_fields_once_set():
     det = {"run_id": "r", "system": "s", "baseline_runs": BASELINE, "counter_scores": {"a": 0.6}, "details": {},
            "methods": {k: {"verdict": "pass", "flagged_counters": []} for k in stage_results.RULE_METHODS}}
-    verdict = stage_results.verdict_of(det, None, None, headline.HeadlineRule(**{**PLAIN, "verdict_rule": "all"}))
+    verdict = stage_results.verdict_of(stage_results.StageDocs(det),
+                                       headline.HeadlineRule(**{**PLAIN, "verdict_rule": "all"}))
     assert list(verdict) == ["schema_version", "run_id", "system", "verdict", "score", "flagged_counters",
                              "counter_scores", "cause", "baseline_runs", "baseline_status", "p_value",
                              "methods", "details"]

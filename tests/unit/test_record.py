@@ -156,14 +156,15 @@ def test_compose_follows_the_detector_with_the_clean_record():
                                               "history_faults": {r: 0.001 for r in FAULTS}}}
     rule = headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
                                  detectors=("stacking", "within_run"), trust="record")
-    doc = stage_results.verdict_of(det, charts, None, rule)
+    doc = stage_results.verdict_of(stage_results.StageDocs(det, charts, None), rule)
     assert doc["verdict"] == "pass" and doc["p_value"] == pytest.approx(0.4)
     assert doc["details"]["trust"]["decided_by"] == ["within_run"]
     assert doc["details"]["trust"]["record"]["stacking"]["normal_failed"] == 20
     # the same run under the old rule (every named detector, Simes): 2 x 0.001 fails it
-    old = stage_results.verdict_of(det, charts, None, headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
-                                                                    detectors=("stacking", "within_run"), trust="none",
-                                                                    detector_weights="equal"))
+    old = stage_results.verdict_of(stage_results.StageDocs(det, charts),
+                                   headline.HeadlineRule(verdict_rule="calibrated", false_alarm_rate=0.05,
+                                                         detectors=("stacking", "within_run"), trust="none",
+                                                         detector_weights="equal"))
     assert old["verdict"] == "fail"
 
 

@@ -61,7 +61,8 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
     from pipelines.verdict import headline
 
     rule = headline.HeadlineRule.from_params(params["report"])
-    doc = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule, detectors=detectors)
+    doc = stage_results.verdict_of(stage_results.StageDocs(detection_failing_every_normal_run()), rule,
+                                   detectors=detectors)
     trust = doc["details"]["trust"]
     assert trust["decided_by"] == ["spectral"] and doc["verdict"] == "fail" and doc["p_value"] == pytest.approx(0.004)
     # the bounds by hand: 1 - 0.05^(1/20) = 0.139; 5 of 6: x with 6x^5 - 5x^6 = 0.05, x = 0.418
@@ -81,7 +82,7 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
                             pages.RunPage(baseline_envs={}, raw_href="#", raw_name="r.tar.gz"))
     assert "Decided by association rules (stacking), control_charts and spectral peaks</strong>" in html
 
-    without = stage_results.verdict_of(detection_failing_every_normal_run(), None, None, rule,
+    without = stage_results.verdict_of(stage_results.StageDocs(detection_failing_every_normal_run()), rule,
                                        detectors=registry.registry(params_schema.defaults()["report"]["detectors"]))
     assert "spectral" not in json.dumps(without)
 
