@@ -26,13 +26,17 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 TOP = 5                     # counters printed per target
 LEVELS = (0.0, 0.1, 0.5)    # the summary: targets with a counter more than this many ranges out
 
 
-def beyond_history(run: "pd.DataFrame", history: list["pd.DataFrame"]) -> dict[str, float]:
+def beyond_history(run: pd.DataFrame, history: list[pd.DataFrame]) -> dict[str, float]:
     """Counter -> how far the run's median lies outside every history interval, in widths of the
     history's range, for the counters where it does: ``(median - max) / (max - min)`` above the
     range, ``(min - median) / (max - min)`` below it (``inf`` when the history was constant).

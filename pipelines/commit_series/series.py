@@ -24,7 +24,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ from pipelines.commit_series.change_points import despike, pelt_changes, pelt_pa
 from pipelines.commit_series.level_shifts import LevelShiftParams, level_shift_changes
 from pipelines.commit_series.mono import MonoParams, commit_effect, mono_changes, mono_series, mono_summary
 from pipelines.commit_series.skia import skia_changes, skia_params
-from pipelines.commit_series.changes import ContractChange, SeriesChange, SeriesDetection
+from pipelines.commit_series.changes import ContractChange, SeriesChange, SeriesDetection, SkiaCluster
 
 log = logging.getLogger("regresslab.commit_changes")
 COLUMNS = ("commit", "commit_time", "benchmark", "config", "run", "value")
@@ -87,7 +87,7 @@ def higher_is_better(benchmark: str, patterns: list[str]) -> bool:
 
 def contract_rows(changes: list[SeriesChange], patterns: list[str]) -> list[ContractChange]:
     """The contract's list (§3): regressions first, the largest on top."""
-    rows = []
+    rows: list[ContractChange] = []
     for ch in changes:
         benchmark, cfg = ch["series"].rsplit("|", 1)
         up = ch["magnitude"] > 0
@@ -100,7 +100,21 @@ def contract_rows(changes: list[SeriesChange], patterns: list[str]) -> list[Cont
                                        r["method"], r["commit"]))
 
 
-def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, margin: int) -> dict[str, float]:
+class F1Scores(TypedDict, total=False):
+    """Change-point scores of one detector against labelled change commits (:func:`f1_scores`), with,
+    in :func:`score_against`, its changes per 100 commits and a series, and the method reported."""
+
+    precision: float
+    recall: float
+    f1: float
+    f1_tcpd: float | None
+    true_changes: int
+    detected: int
+    changes_per_100_commits: float
+    method: str
+
+
+def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, margin: int) -> F1Scores:
     """Change-point F1 over series, each detection matching at most one true change within
     ``margin`` commits.  ``f1_tcpd``: the convention of change-point benchmarks (van den Burg &
     Williams 2020): the series start counts as a change point in both sets, F1 per series,
@@ -122,9 +136,9 @@ def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, ma
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4),
-            "f1_tcpd": round(float(np.mean(per_series)), 4) if per_series else None,
-            "true_changes": tp + fn, "detected": tp + fp}
+    return F1Scores(precision=round(precision, 4), recall=round(recall, 4), f1=round(f1, 4),
+                    f1_tcpd=round(float(np.mean(per_series)), 4) if per_series else None,
+                    true_changes=tp + fn, detected=tp + fp)
 
 
 def mono_all(frame: pd.DataFrame, commits: list[str], mo: MonoParams, *, progress=None
@@ -133,7 +147,9 @@ def mono_all(frame: pd.DataFrame, commits: list[str], mo: MonoParams, *, progres
     A series of one value per commit is judged by its own noise (``mono.commit_effect``)
     whether or not ``commit_effect`` is asked for: its commits have no interval of their own;
     and its isolated outliers (``despike_sd``) are replaced by their running median first."""
-    changes, intervals, summaries = [], {}, {}
+    changes: list[SeriesChange] = []
+    intervals: dict[str, pd.DataFrame] = {}
+    summaries: dict[str, dict[str, float | str | None]] = {}
     groups = list(frame.assign(series=frame["benchmark"] + "|" + frame["config"]).groupby("series", sort=True))
     for i, (series, g) in enumerate(groups, 1):
         if mo.despike_sd and g["commit"].is_unique:          # one value per commit: no run to average
@@ -146,7 +162,8 @@ def mono_all(frame: pd.DataFrame, commits: list[str], mo: MonoParams, *, progres
             iv = commit_effect(iv, alpha=mo.alpha, quantile=mo.quantile, window=mo.commit_effect_window)
         intervals[series] = iv
         summaries[series] = mono_summary(iv, mo.warmup)
-        changes += [{"series": series, "method": "mono", **c, "evidence": {**c["evidence"], **summaries[series]}}
+        changes += [cast(SeriesChange, {"series": series, "method": "mono", **c,
+                                        "evidence": {**c["evidence"], **summaries[series]}})
                     for c in mono_changes(iv, persist=mo.persist)]
         if progress:
             progress(i, len(groups), series)
@@ -162,9 +179,16 @@ def ran(method: str) -> list[str]:
     return [d for d in DETECTORS if d in method.split("+")]
 
 
+def changes_of(result: SeriesDetection, detector: str) -> list[SeriesChange]:
+    """The changes of one of :data:`DETECTORS` in ``result`` (empty when it did not run)."""
+    by_name = {"skia": result["skia"], "mono": result["mono"], "pelt": result["pelt"],
+               "level_shift": result["level_shift"]}
+    return by_name[detector]
+
+
 def all_changes(result: SeriesDetection) -> list[SeriesChange]:
     """Every change of every detector that ran, in :data:`DETECTORS` order."""
-    return [ch for d in DETECTORS for ch in result[d]]
+    return [ch for d in DETECTORS for ch in changes_of(result, d)]
 
 
 # what each detector needs of a series to judge it (docs/methods/commit-series.md)
@@ -204,6 +228,7 @@ def spread_changes(pelt: list[SeriesChange], level: list[SeriesChange], commits:
     out = []
     for ch in pelt:
         ratio = ch["evidence"]["spread_ratio"]
+        assert isinstance(ratio, (int, float)), "a change of spread has its spread ratio"
         if (ratio >= variance_ratio or ratio <= 1.0 / variance_ratio) and \
                 all(abs(pos[ch["commit"]] - p) > margin for p in seen.get(ch["series"], [])):
             out.append(ch)
@@ -217,8 +242,14 @@ def detect_all(frame: pd.DataFrame, params: dict[str, Any], *, progress=None) ->
     commits = commit_order(frame)
     table = trace_matrix(frame, commits)
     method = resolve_method(str(params.get("method", "skia+mono")), frame)
-    skia, clusters, mono, intervals, summaries, pelt = [], [], [], {}, {}, []
-    shifts, irregular = [], {}
+    skia: list[SeriesChange] = []
+    clusters: list[SkiaCluster] = []
+    mono: list[SeriesChange] = []
+    pelt: list[SeriesChange] = []
+    shifts: list[SeriesChange] = []
+    intervals: dict[str, pd.DataFrame] = {}
+    summaries: dict[str, dict[str, float | str | None]] = {}
+    irregular: dict[str, float] = {}
     detectors = ran(method)
     rows = {"level_shift": table, "pelt": table}
     if method == "level_shift+pelt":            # auto on a mixed history: each series by what it can be judged by
@@ -252,16 +283,16 @@ def read_series(source: str | Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"commit": str, "benchmark": str, "config": str})
 
 
-def score_against(result: SeriesDetection, labels: dict[str, Any], margin: int) -> dict[str, Any]:
+def score_against(result: SeriesDetection, labels: dict[str, Any], margin: int) -> dict[str, F1Scores]:
     """Precision, recall and F1 of each detector that ran, of what the night reported (``reported``,
     with the method), and of reporting no change, against labelled change commits."""
     pos = {c: i for i, c in enumerate(result["commits"])}
     truth = {s: [pos[c] for c in v["change_commits"] if c in pos] for s, v in labels["series"].items()}
-    out = {}
+    out: dict[str, F1Scores] = {}
     detectors = ran(result["method"])                     # a method that did not run is not scored
     for method in detectors:
         det: dict[str, list[int]] = {}
-        for ch in result[method]:
+        for ch in changes_of(result, method):
             det.setdefault(ch["series"], []).append(pos[ch["commit"]])
         out[method] = f1_scores(det, truth, margin=margin)
     out["no_change"] = f1_scores({}, truth, margin=margin)
@@ -269,7 +300,9 @@ def score_against(result: SeriesDetection, labels: dict[str, Any], margin: int) 
     det = {}
     for ch in all_changes(result):
         det.setdefault(ch["series"], []).append(pos[ch["commit"]])
-    out["reported"] = f1_scores(det, truth, margin=margin) | {"method": result["method"]}
+    out["reported"] = f1_scores(det, truth, margin=margin)
+    out["reported"]["method"] = result["method"]
     for method in detectors:
-        out[method]["changes_per_100_commits"] = round(100 * len(result[method]) / n / max(len(truth), 1), 3)
+        per_100 = 100 * len(changes_of(result, method)) / n / max(len(truth), 1)
+        out[method]["changes_per_100_commits"] = round(per_100, 3)
     return out

@@ -145,14 +145,15 @@ class AlertParams:
 
     @classmethod
     def of(cls, block: Mapping[str, Any]) -> "AlertParams":
-        def text(key: str, default: str | None) -> str | None:
-            return str(block[key]) if block.get(key) else default
+        def text(key: str) -> str | None:
+            return str(block[key]) if block.get(key) else None
         return cls(enabled=bool(block.get("enabled")), to=tuple(str(t) for t in block.get("to") or ()),
-                   smtp_host=text("smtp_host", None), smtp_port=int(block.get("smtp_port") or 25),
-                   smtp_starttls=bool(block.get("smtp_starttls")), smtp_user=text("smtp_user", None),
-                   smtp_password_env=text("smtp_password_env", ""), smtp_conn_id=text("smtp_conn_id", "smtp_default"),
-                   from_email=text("from_email", None), webhook_url_env=text("webhook_url_env", ""),
-                   index_url=text("index_url", None), top_runs=int(block.get("top_runs", 5)))
+                   smtp_host=text("smtp_host"), smtp_port=int(block.get("smtp_port") or 25),
+                   smtp_starttls=bool(block.get("smtp_starttls")), smtp_user=text("smtp_user"),
+                   smtp_password_env=text("smtp_password_env") or "",
+                   smtp_conn_id=text("smtp_conn_id") or "smtp_default",
+                   from_email=text("from_email"), webhook_url_env=text("webhook_url_env") or "",
+                   index_url=text("index_url"), top_runs=int(block.get("top_runs", 5)))
 
     @classmethod
     def load(cls, params: Mapping[str, Any] | None = None) -> "AlertParams":
@@ -227,17 +228,17 @@ def notify_night(summary: NightSummary, params: Mapping[str, Any] | None = None,
 
     ``summary`` is what ``stages.report.write_index`` returned (the nightly DAG's ``night_index``);
     ``params`` an alerts block (None: the project's)."""
-    params = AlertParams.load(params)
-    if not params.enabled:
+    alerts = AlertParams.load(params)
+    if not alerts.enabled:
         return "alerts are off (params.yaml: alerts.enabled)"
     if not summary.get("failed"):
         return "no failed run: no alert"
     night_file = config.NIGHTS / f"{summary['night']}.json"
-    rows = atomic.read_json(night_file)["runs"] if night_file.exists() else {
+    rows: dict[str, IndexRow] = atomic.read_json(night_file)["runs"] if night_file.exists() else {
         r: {"run_id": r, "verdict": "fail"} for r in summary["failed"]}
     message = night_message(summary["night"], rows, quarantined=len(summary.get("quarantined") or []),
-                            index_url=params.index_url, top=params.top_runs)
-    return f"{message.subject}: " + deliver(message, params, context)
+                            index_url=alerts.index_url, top=alerts.top_runs)
+    return f"{message.subject}: " + deliver(message, alerts, context)
 
 
 def notify_stopped(stage: str, reason: str, *, where: str, params: Mapping[str, Any] | None = None,
@@ -245,10 +246,10 @@ def notify_stopped(stage: str, reason: str, *, where: str, params: Mapping[str, 
     """The alert of a night that did not finish: failed at ``stage`` for ``reason``, or skipped
     (:func:`is_skip`); ``where`` names the run (the DAG run, or ``dvc repro``)."""
     try:
-        params = AlertParams.load(params)
+        alerts = AlertParams.load(params)
     except Exception as exc:            # noqa: BLE001 -- a broken params.yaml is what failed: say so in the log
         return f"alerts: params.yaml unreadable ({exc}); no alert"
-    if not params.enabled:
+    if not alerts.enabled:
         return "alerts are off (params.yaml: alerts.enabled)"
-    message = stopped_message(stage, reason, skipped=is_skip(reason), where=where, index_url=params.index_url)
-    return f"{message.subject}: " + deliver(message, params, context)
+    message = stopped_message(stage, reason, skipped=is_skip(reason), where=where, index_url=alerts.index_url)
+    return f"{message.subject}: " + deliver(message, alerts, context)

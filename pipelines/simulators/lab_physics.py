@@ -7,12 +7,12 @@ measured with.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from pipelines.simulators.lab_systems import DB_CACHE_GB, LOADGEN_CORES, RunPlan, SystemSpec, Timeline, _rng, cpu_speed
-from pipelines.storage.run_records import Environment
+from pipelines.storage.run_records import Environment, EnvironmentValue
 
 
 def erlang_c(servers: int, rho: np.ndarray) -> np.ndarray:
@@ -106,9 +106,21 @@ def _gc_sawtooth(alloc_mb_s: np.ndarray, young_mb: float) -> np.ndarray:
     filled = np.cumsum(alloc_mb_s)
     return np.mod(filled, young_mb)
 
+def number(value: EnvironmentValue) -> float:
+    """A numeric environment value of the simulated lab (its own: never text)."""
+    assert isinstance(value, (int, float)), f"the simulated lab's environment holds a number here, not {value!r}"
+    return float(value)
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0)
+
+
 @dataclass
 class Physics:
-    """The queueing state of one run, second by second: what every counter is computed from."""
+    """The queueing state of one run, second by second: what every counter is computed from.  Each
+    tier's function fills its fields in turn (:func:`app_tier` first); an array not filled yet is
+    empty."""
     env: Environment
     fault: str | None
     sev: float
@@ -125,23 +137,23 @@ class Physics:
     contention: float
     x: np.ndarray                        # requests/s served
     cache: Station | None = None
-    cache_ops: np.ndarray | None = None
+    cache_ops: np.ndarray = field(default_factory=_empty)
     cache_disabled: bool = False
     lookups: float = 0.0
     q: float = 0.0                       # queries per request
     pool_gb: float = 0.0
     miss: float = 0.0
-    db: Station | None = None
+    db: Station = field(default_factory=lambda: Station(_empty(), _empty(), _empty(), _empty()))
     db_cpu_per_req: float = 0.0
     pages_per_req: float = 0.0
     reads_per_req: float = 0.0
-    db_response: np.ndarray | None = None
+    db_response: np.ndarray = field(default_factory=_empty)
     log_kb_per_req: float = 0.0
     log_ops_per_req: float = 0.0
-    resp_f: np.ndarray | None = None
-    inflight: np.ndarray | None = None
-    busy_threads: np.ndarray | None = None
-    app_queue: np.ndarray | None = None
+    resp_f: np.ndarray = field(default_factory=_empty)
+    inflight: np.ndarray = field(default_factory=_empty)
+    busy_threads: np.ndarray = field(default_factory=_empty)
+    app_queue: np.ndarray = field(default_factory=_empty)
 
 def app_tier(spec: SystemSpec, plan: RunPlan, tl: Timeline) -> Physics:
     """The offered load and the application tier: an M/M/c station of the app's CPU demand."""
@@ -149,7 +161,7 @@ def app_tier(spec: SystemSpec, plan: RunPlan, tl: Timeline) -> Physics:
     fault = plan.fault.name if plan.fault else None
     sev = plan.fault.severity if plan.fault else 1.0
     speed = cpu_speed(env)
-    cores = float(env["cpu_cores"])
+    cores = number(env["cpu_cores"])
     n = tl.total
     rate = spec.base_rate * plan.rate_factor * (sev if fault == "load_mismatch" else 1.0)
     arrivals = offered_load(spec, tl, plan.seed, rate)
@@ -162,7 +174,7 @@ def app_tier(spec: SystemSpec, plan: RunPlan, tl: Timeline) -> Physics:
     app_cpu_total = app_cpu_s + gc_cpu_s
     contention = sev if fault == "cpu_contention" else 0.0
     app = mmc_station(arrivals, app_cpu_total, cores * (1.0 - contention))
-    return Physics(env=env, fault=fault, sev=sev, speed=speed, cores=cores, mem_mb=float(env["memory_gb"]) * 1024.0,
+    return Physics(env=env, fault=fault, sev=sev, speed=speed, cores=cores, mem_mb=number(env["memory_gb"]) * 1024.0,
                    t=t, in_load=in_load, arrivals=arrivals, app=app, app_cpu_total=app_cpu_total,
                    gc_cpu_s=gc_cpu_s, long_lived=long_lived, contention=contention, x=app.throughput)
 
@@ -184,7 +196,7 @@ def cache_tier(spec: SystemSpec, ph: Physics) -> None:
 def db_tier(spec: SystemSpec, ph: Physics) -> None:
     """The database: its buffer pool's miss ratio, CPU per request, disk reads and response."""
     env, sev, scan = ph.env, ph.sev, ph.fault == "missing_index"
-    ph.pool_gb = min(DB_CACHE_GB[str(env["db_version"])], 0.45 * env["memory_gb"])
+    ph.pool_gb = min(DB_CACHE_GB[str(env["db_version"])], 0.45 * number(env["memory_gb"]))
     if ph.cache_disabled and not spec.cache_host:
         ph.pool_gb = 0.05                      # query cache and buffer pool effectively off
     ph.miss = float(np.clip(0.02 * (spec.hot_data_gb / ph.pool_gb) ** 1.5, 0.002, 1.0))
@@ -348,7 +360,7 @@ def host_counters(spec: SystemSpec, ph: Physics, out: dict[str, np.ndarray]) -> 
     the host's CPU, available memory, disk queue and network."""
     lp = "jmeter" if spec.loadgen == "lg01" else "locust"
     hosts = {spec.app_host: [spec.app_proc], spec.db_host: [spec.db_proc], spec.loadgen: [lp]}
-    if spec.cache_host:
+    if spec.cache_host and spec.cache_proc:
         hosts[spec.cache_host] = [spec.cache_proc]
     for host, procs in hosts.items():
         host_mem = ph.mem_mb if host != spec.loadgen else 8192.0

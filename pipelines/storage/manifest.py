@@ -37,7 +37,7 @@ class ManifestEntry:
     first_seen: str
     source: str
     marker: str = ""
-    set_aside: tuple[dict[str, Any], ...] = ()
+    set_aside: tuple["SetAside", ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The manifest line (``set_aside`` only when there is one)."""

@@ -204,8 +204,8 @@ def find_archives(location: str, *, with_markers: bool = False, done: set[str] |
         # the source is one lab run directory itself, or a folder of archives and run directories
         listed = [base] if archive.is_run_directory(base) else archive.list_archives(base)
         for p in listed:
-            run_id = archive.archive_stem(p) if p.is_file() else p.name
-            found.setdefault(run_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
+            local_id = (archive.archive_stem(p) or p.name) if p.is_file() else p.name
+            found.setdefault(local_id, []).append((str(p), p.name, *(local_marker(p) if with_markers else (0, ""))))
         done.update(p.name[: -len(DONE_SUFFIX)] for p in base.glob("*" + DONE_SUFFIX) if p.is_file())
     else:
         fs.invalidate_cache(root)                      # a night's listing is the store's now, not a cached one
@@ -413,6 +413,7 @@ class _Pull:
         entry = self.manifest.get(run_id)
         verdict = archive_status(entry, digest)
         if verdict == "known":
+            assert entry is not None
             self.summary["known"].append(run_id)
             if marker and (entry.marker != marker or entry.file != name or entry.size != size):
                 # the same content under a new marker (touched, copied again): remembered, so the
@@ -423,6 +424,7 @@ class _Pull:
             return
         aside: tuple[manifest.SetAside, ...] = ()
         if verdict == "changed":
+            assert entry is not None
             replaced = self._replace(entry, tmp, digest)
             if replaced is None:
                 return
@@ -433,8 +435,9 @@ class _Pull:
             # manifest line.  The same content is taken back; another is refused (raw data
             # is immutable), and the file is left untouched either way.
             if archive.sha256_file(target) != digest:
-                return self.refuse(run_id, f"{name} already in data/raw with other content, not in the manifest; "
-                                           "left untouched", loud=False)
+                self.refuse(run_id, f"{name} already in data/raw with other content, not in the manifest; "
+                                    "left untouched", loud=False)
+                return
             log.warning("taking back %s: in data/raw but not in the manifest (an interrupted pull)", name)
             self.summary["recovered"].append(run_id)
         else:
@@ -459,12 +462,14 @@ class _Pull:
         else:
             unreadable = archive.unreadable_reason(old) if old is not None else None
             if unreadable is None:
-                return self.refuse(run_id, f"{change}; raw data is immutable, the new copy is not taken; "
-                                           + retake_hint(run_id))
+                self.refuse(run_id, f"{change}; raw data is immutable, the new copy is not taken; "
+                                    + retake_hint(run_id))
+                return None
             fresh = archive.unreadable_reason(tmp)
             if fresh is not None:
-                return self.refuse(run_id, f"{change}; the first copy was unreadable ({unreadable}) and the new one "
-                                           f"is too ({fresh}): waiting for a readable copy")
+                self.refuse(run_id, f"{change}; the first copy was unreadable ({unreadable}) and the new one "
+                                    f"is too ({fresh}): waiting for a readable copy")
+                return None
             how, reason = "unreadable", f"the first copy was unreadable: {unreadable}"
         aside = set_aside_path(self.raw_dir, entry)
         if old is not None and old != aside:

@@ -82,6 +82,23 @@ class RuleDetection(TypedDict, total=False):
     input_key: str
 
 
+class FittedCluster(TypedDict):
+    """One cluster's model of a ``clusters`` result: its counters, the one it predicts from the
+    others (``target_counter``, chosen by its KS p-value between baseline and run), the model's
+    prediction error on the run and on the baseline it was fitted on, their difference
+    (``excess_error``) over the threshold (``regression``), and the model's coefficients."""
+
+    counters: list[str]
+    target_counter: str
+    ks_p_value: float
+    error: float
+    baseline_error: float
+    excess_error: float
+    regression: bool
+    intercept: float
+    coefficients: dict[str, float]
+
+
 class ClusterResult(TypedDict, total=False):
     """``clusters``' file: the cluster models fitted on the baseline and their prediction errors on
     the run (Shang et al. 2015), the largest error above the models' own fit against the normal
@@ -93,10 +110,10 @@ class ClusterResult(TypedDict, total=False):
     lab: LabSummary
     verdict: str | None
     reason: str
-    max_prediction_error: float
-    max_excess_error: float
+    max_prediction_error: float | None
+    max_excess_error: float | None
     error_threshold: float
-    clusters: list[dict[str, Any]]
+    clusters: list[FittedCluster]
     constant_counters: list[str]
     redundant_counters: dict[str, Any]
     calinski_harabasz: dict[str, float]

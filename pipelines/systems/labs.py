@@ -173,7 +173,7 @@ def lab_for(target: str, baseline: list[str], envs: dict[str, Environment], verd
 
 
 def cross_lab_null(passed: list[str], lab_of: dict[str, str], verdicts: dict[str, str],
-                   judge: Callable[[str, list[str], dict[str, str]], tuple[str, Score]], *,
+                   judge: Callable[[str, list[str], dict[str, str]], tuple[str | None, Score]], *,
                    min_baseline: int = 2, mapper: Callable[[Callable, list], list] | None = None
                    ) -> dict[str, dict[str, Score]]:
     """Each normal run judged the way a target in a lab no baseline run shares is.

@@ -133,7 +133,7 @@ def dropped_counters(summary: pd.DataFrame, failures: list[Failure]) -> list[Dro
     for f in failures:
         column = f["kwargs"].get("column")
         for idx in f.get("unexpected_index_list") or []:
-            by_key.setdefault((str(idx.get("host")), str(idx.get("counter"))), []).append(column)
+            by_key.setdefault((str(idx.get("host")), str(idx.get("counter"))), []).append(str(column))
     rows = summary.set_index(["host", "counter"])
     out: list[DroppedCounter] = []
     for (host, counter), checks in sorted(by_key.items()):
@@ -278,8 +278,8 @@ def for_archive(failures: list[Failure], archive_id: str, suite_name: str) -> li
         if not mine and (f.get("unexpected_index_list") or f.get("exception") is None):
             continue                             # another archive's rows (a check that raised is everyone's)
         column = f["kwargs"].get("column")
-        one = dict(f, unexpected_count=len(mine), unexpected_percent=None, unexpected_index_list=mine,
-                   partial_unexpected_list=[str(idx.get(column)) for idx in mine[:10]] if column else [])
+        one: Failure = {**f, "unexpected_count": len(mine), "unexpected_percent": None, "unexpected_index_list": mine,
+                        "partial_unexpected_list": [str(idx.get(column)) for idx in mine[:10]] if column else []}
         if suite_name == "run_meta":             # one row per archive: its value says it all
             one["unexpected_index_list"] = []
         out.append(one)
@@ -356,7 +356,7 @@ class Validator:
         results of those runs, each result whose page is missing, the suites' pages and the index (a
         night renders the pages of its own archives, not the whole history's again).  How many
         pages were asked for (None: every page)."""
-        if not self.docs:
+        if self.docs_dir is None:
             return None
         wanted = self.docs_pages(run_names)
         self.context.build_data_docs(site_names=["regresslab"], resource_identifiers=wanted)
@@ -365,15 +365,16 @@ class Validator:
 
     def docs_pages(self, run_names: Iterable[str] | None) -> list | None:
         """The resources :meth:`build_docs` renders (GX's resource identifiers); None for all."""
-        if run_names is None or not (Path(self.docs_dir) / "index.html").exists():
+        if run_names is None or self.docs_dir is None or not (self.docs_dir / "index.html").exists():
             return None
+        docs_dir = self.docs_dir
         from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
         names = set(run_names)
         wanted: list = [ExpectationSuiteIdentifier(name=name) for name in self.definitions]   # never empty
         for key in self.context.validation_results_store.list_keys():
             *folders, name = key.to_tuple()
-            page = Path(self.docs_dir, "validations", *folders, f"{name}.html")
+            page = Path(docs_dir, "validations", *folders, f"{name}.html")
             if key.run_id.run_name in names or not page.exists():
                 wanted.append(key)
         return wanted
@@ -410,7 +411,7 @@ class Read(NamedTuple):
 def read_archive(path: Path, params: dict[str, Any]) -> Read:
     """Read and parse one archive and derive the rows the suites check; any fault of reading or
     interpreting it is a failure, never an exception."""
-    expected_id = archive.archive_stem(path) if path.is_file() else path.name
+    expected_id = (archive.archive_stem(path) or path.name) if path.is_file() else path.name
     try:
         return _read_archive(path, expected_id, params)
     except archive.ArchiveError as exc:
@@ -468,6 +469,7 @@ def check_reads(reads: list[Read], validator: "Validator", run_name: str) -> lis
             dropped = dropped_counters(r.summary, for_archive(values, r.archive, "counter_values"))
             found[r.archive] = (found[r.archive][0], dropped)
             try:
+                assert r.meta is not None, "an archive with counters has its run.json"
                 rows.append((r.archive, meta_frame(r.meta, archive_run_id=r.archive, counters=set(r.counters),
                                                    dropped={d["counter"] for d in dropped}, hosts=len(r.hosts))))
             except (Exception, RecursionError) as exc:      # noqa: BLE001 -- a run.json no check can read

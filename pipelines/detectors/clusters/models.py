@@ -43,7 +43,7 @@ import logging
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import pandas as pd
@@ -55,7 +55,7 @@ from pipelines import parallel
 from pipelines.progress import Progress
 from pipelines.stats import pvalues
 from pipelines.storage.run_records import ValidIndex
-from pipelines.storage.stage_files import ClusterResult
+from pipelines.storage.stage_files import ClusterResult, FittedCluster
 from pipelines.systems import history, labs
 
 log = logging.getLogger("regresslab.clusters")
@@ -159,15 +159,15 @@ def pooled_correlation(parts: list[Moments], cols: list[str]) -> np.ndarray | No
         rows.append(idx_arr)
     counts = np.array([part.n for part in parts], dtype=float)
     total = counts.sum()
-    means = np.stack([part.mean[idx] for part, idx in zip(parts, rows)])
+    means = np.stack([part.mean[sel] for part, sel in zip(parts, rows)])
     grand = counts @ means / total
     shift = (means - grand) * np.sqrt(counts)[:, None]
     products = shift.T @ shift
-    for part, idx in zip(parts, rows):
-        if len(idx) == len(part.columns) and (idx == np.arange(len(idx))).all():
+    for part, sel in zip(parts, rows):
+        if len(sel) == len(part.columns) and (sel == np.arange(len(sel))).all():
             products += part.gram                       # every counter of the run, in its order: no copy
         else:
-            products += part.gram.take(idx, axis=0).take(idx, axis=1)
+            products += part.gram.take(sel, axis=0).take(sel, axis=1)
     cov = products / (total - 1.0)
     d = np.diag(cov)
     if not (np.isfinite(d).all() and (d > 0).all()):
@@ -218,7 +218,7 @@ def varying(frame: pd.DataFrame) -> list[str]:
 
 
 def redundant_counters(frame: pd.DataFrame, *, r2_threshold: float, ridge: float = 1e-6,
-                       correlated: tuple[list[str], np.ndarray] | None = None) -> list[tuple[str, float]]:
+                       correlated: tuple[list[str], np.ndarray | None] | None = None) -> list[tuple[str, float]]:
     """Redundancy analysis (§4.1): the counters removed, in order, each with its R² on the rest.
 
     ``R²_j = 1 - 1/(C⁻¹)_jj`` for the correlation matrix ``C`` (+ ``ridge`` on the diagonal) of
@@ -402,7 +402,7 @@ def clustered_regression(old: pd.DataFrame, new: pd.DataFrame, settings: ModelSe
         else None
     distance = pearson_distance(both[kept], sub).fillna(1.0)
     membership, ch = cluster_counters(distance, max_clusters=max_clusters)
-    clusters = []
+    clusters: list[FittedCluster] = []
     for label in sorted(set(membership.values())):
         members = [c for c in kept if membership[c] == label]
         target, p = select_target(old, new, members)
@@ -533,11 +533,14 @@ def judge_result(result: ClusterResult, null: list[float], params: ClusterParams
     excess errors ``null``, with its flagged counters and counter scores."""
     if result.get("verdict") is None:
         return {**result, "flagged_counters": [], "counter_scores": {}}
-    decision = judge(result["max_excess_error"], null, false_alarm_rate=params.false_alarm_rate,
-                     error_threshold=params.error_threshold)
+    excess = result["max_excess_error"]
+    assert excess is not None, "a judged run's models have an excess error"
+    decision = judge(excess, null, false_alarm_rate=params.false_alarm_rate, error_threshold=params.error_threshold)
     threshold = decision["cluster_threshold"] if decision["cluster_threshold"] is not None else float("inf")
-    clusters = [{**c, "regression": bool(c["excess_error"] > threshold)} for c in result["clusters"]]
-    out = {**result, **decision, "clusters": clusters, "error_threshold": decision["cluster_threshold"]}
+    clusters: list[FittedCluster] = [{**c, "regression": bool(c["excess_error"] > threshold)}
+                                     for c in result["clusters"]]
+    out = cast(ClusterResult, {**result, **decision, "clusters": clusters,
+                               "error_threshold": decision["cluster_threshold"]})
     flags, scores = flagged(out)
     if out["verdict"] == "fail" and not flags:            # failed on the calibrated p: the worst cluster
         worst = clusters[0]
@@ -546,14 +549,15 @@ def judge_result(result: ClusterResult, null: list[float], params: ClusterParams
 
 
 def normal_scores(passed: list[str], index: ValidIndex, frames, params: ClusterParams,
-                  hist: history.HistoryParams) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+                  hist: history.HistoryParams) -> tuple[dict[str, float], dict[str, ClusterResult]]:
     """Every passed run modelled against the others (leave-one-out): its largest excess error
     (the null of the verdict) and its result."""
     progress = Progress(log, "clusters calibration", len(passed), what="normal runs")
     modelled = parallel.map_ordered(lambda r: model_against(r, [p for p in passed if p != r], index, frames,
                                                             params, hist), passed, progress=progress.each())
     results = dict(zip(passed, modelled))
-    return {r: res["max_excess_error"] for r, res in results.items() if res.get("verdict") is not None}, results
+    return {r: excess for r, res in results.items()
+            if res.get("verdict") is not None and (excess := res["max_excess_error"]) is not None}, results
 
 
 def cross_lab_scores(passed: list[str], index: ValidIndex, frames, params: ClusterParams,
@@ -596,5 +600,6 @@ def loo(verified: list[str], passed: list[str], index: ValidIndex, frames, param
             results[r] = model_against(r, passed, index, frames, params, hist)
     cross = None
     if any((results[r].get("lab") or {}).get("status") not in (None, "same_lab") for r in verified):
-        cross = cross_lab_scores(passed, index, frames, params, hist, {r: index[r]["verdict"] for r in verified})
+        cross = cross_lab_scores(passed, index, frames, params, hist,
+                                 {r: v for r in verified if (v := index[r]["verdict"]) is not None})
     return {r: judge_matched(results[r], null, cross, params, r) for r in verified}

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -108,6 +108,13 @@ def single_model(baseline: list[str], edges: bins.Edges, params: rule_mining.Min
     return rules
 
 
+class RuleKw(TypedDict):
+    """How a rule is judged broken: the keywords :func:`prune_models` and :func:`detect_run` take."""
+
+    delta_threshold: float
+    min_premise_intervals: int
+
+
 @dataclass(frozen=True)
 class DetectParams:
     """The ``detect`` block, typed: a rule's change (``delta_threshold``) over at least
@@ -141,7 +148,7 @@ class DetectParams:
         """The project's ``detect`` block (``config.load_params``), typed: the stages' one loading site."""
         return cls.of(config.load_params("detect"))
 
-    def rule_kw(self) -> dict[str, float]:
+    def rule_kw(self) -> RuleKw:
         """How a rule is judged broken (:func:`prune_models`, :func:`detect_run`)."""
         return {"delta_threshold": self.delta_threshold, "min_premise_intervals": self.min_premise_intervals}
 
@@ -203,7 +210,11 @@ def prior_models(baseline: list[str], ctx: DetectContext) -> tuple[list[Model], 
 
 def without_counters(models: list[Model], counters) -> list[Model]:
     """The models abstaining on ``counters``."""
-    return [Model(m.run_id, m.rules, m.environment, m.judges - frozenset(counters)) for m in models]
+    out = []
+    for m in models:
+        assert m.judges is not None, "a prior run's model judges the counters its run recorded"
+        out.append(Model(m.run_id, m.rules, m.environment, m.judges - frozenset(counters)))
+    return out
 
 
 def environment_abstention(baseline: list[str], target_env: Environment, lab: labs.LabShift,
@@ -249,10 +260,11 @@ def practical_changes(result: RulesResult, frame: pd.DataFrame, refs: list[str],
     others in ``small_effects``, with their change in %) and it sits far enough outside the band of
     the reference runs (:func:`change_magnitude` at least ``min_rel_change``; the others in
     ``small_changes``)."""
-    flagged = {k: result[k] for k in ("single", "bagging", "stacking")}
     _, result["small_effects"] = effects.split_by_effect(flagged_union(result), result["effects"],
                                                          ctx.significance.min_effect_pct)
-    result.update({k: [c for c in v if c not in result["small_effects"]] for k, v in flagged.items()})
+    small = result["small_effects"]
+    result["single"], result["bagging"], result["stacking"] = (
+        [c for c in result[k] if c not in small] for k in ("single", "bagging", "stacking"))
     result["small_changes"] = {}
     if not (ctx.params.min_rel_change and refs):
         return
@@ -263,7 +275,7 @@ def practical_changes(result: RulesResult, frame: pd.DataFrame, refs: list[str],
                  for c in flagged if c in frame.columns and c in q.columns}
     kept, result["small_changes"] = practical_filter({k: result[k] for k in ("single", "bagging", "stacking")},
                                                      magnitude, ctx.params.min_rel_change)
-    result.update(kept)
+    result["single"], result["bagging"], result["stacking"] = kept["single"], kept["bagging"], kept["stacking"]
 
 
 def analyse(run_id: str, baseline: list[str], ctx: DetectContext, *, lab_runs: dict[str, str],
@@ -395,7 +407,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
     if done is not None:        # the same normal runs, bins, params and code: the same scores
         log.info("detect calibration %s: %d normal runs unchanged, reused (%d pruning masks, %d run levels)",
                  system, len(passed), kept_masks, kept_levels)
-        return done
+        return cast(Calibration, done)
     lab_of = {r: labs.lab_key(index[r].get("environment")) for r in {*passed, *verdicts}}
     faults = history.fault_runs(verdicts)
     progress = Progress(log, f"detect calibration {system}",
@@ -438,6 +450,7 @@ def calibrate_system(system: str, ctx: DetectContext, hist: history.HistoryParam
             return None
         return stacking_evidence(result, list(scores.values()))["p_value"]
     fault_p = dict(zip(faults, mapper(judge_fault, faults)))
-    return memo.write(path, {"system": system, "runs": passed, "normal_scores": scores, "cross_lab_scores": cross,
-                             "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None},
-                             "normal_pvalues": normal_pvalues(scores)}, key)
+    calibration: Calibration = {"system": system, "runs": passed, "normal_scores": scores, "cross_lab_scores": cross,
+                                "fault_pvalues": {r: p for r, p in fault_p.items() if p is not None},
+                                "normal_pvalues": normal_pvalues(scores)}
+    return memo.write(path, calibration, key)
