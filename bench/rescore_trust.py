@@ -33,15 +33,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 from pipelines.detection import stage_results
+from pipelines.detectors.causes import reader as causes_reader
 from pipelines.stats import pvalues
 from pipelines.verdict import cause_signatures, headline
 from pipelines.systems import labs
-from pipelines.verdict import record  # noqa: E402 -- after the path is set
+from pipelines.verdict import record
 from pipelines.detectors.charts import calibration as chart_calibration
 from pipelines.detectors.clusters import models as cluster_models
 from pipelines.detectors.rules import verdict as rule_verdict
-from pipelines.detectors.within_run import windows as within_run  # noqa: E402
-from bench.robustness import DETECTORS as ALONE  # noqa: E402 -- the protocol's detectors alone, by the p-value each gives
+from pipelines.detectors.within_run import windows as within_run
+from bench.robustness import DETECTORS as ALONE  # the protocol's detectors alone, by the p-value each gives
 
 DETECTORS = {"stacking": "stacking", "control_charts": "control_charts", "clustered_regression": "cluster_models",
              "cause_classifier": "cause_classifier", "within_run": "within_run"}
@@ -80,8 +81,8 @@ def system_history(tree: Path, system: str, index: dict, resolution: float) -> r
                      list(meta["null_fault_scores"].values()),
                      "history_fault_scores": {r: v["fault_score"] for r, v in (meta.get("loo_predictions") or {}).items()
                                               if v.get("truth") not in (None, "none") and v.get("fault_score") is not None}}
-        normals["cause_classifier"] = stage_results.classifier_history_normals(predicted, resolution=resolution) or {}
-        faults["cause_classifier"] = stage_results.classifier_history_faults(predicted, resolution=resolution) or {}
+        normals["cause_classifier"] = causes_reader.classifier_history_normals(predicted, resolution=resolution) or {}
+        faults["cause_classifier"] = causes_reader.classifier_history_faults(predicted, resolution=resolution) or {}
     lab_of = {r: labs.lab_key(row.get("environment")) for r, row in index.items() if row.get("system") == system}
     return record.History(normals, faults, lab_of)
 
@@ -173,7 +174,7 @@ def variants_of_the_evidence(args: argparse.Namespace) -> None:
             if score <= 0.5:
                 return 1.0
             return float("nan") if values.size < 2 else float((1 + np.sum(values >= score)) / (values.size + 1))
-        stage_results.classifier_pvalue = rank
+        causes_reader.classifier_pvalue = rank
     if args.classifier_logit:
         def odds(v: float, resolution: float) -> float:
             return float(v) / max(1.0 - float(v), resolution)
@@ -185,7 +186,7 @@ def variants_of_the_evidence(args: argparse.Namespace) -> None:
                 return 1.0
             return pvalues.calibrated_pvalue(odds(score, resolution), [odds(v, resolution) for v in null],
                                              resolution=resolution)
-        stage_results.classifier_pvalue = logit_tail
+        causes_reader.classifier_pvalue = logit_tail
     if args.forward:
         def forward(scores: Mapping[str, float], pvalue: Callable[[float, list[float]], float]) -> dict[str, float]:
             order = sorted(scores, key=lambda r: (STARTED.get(r) or "", r))

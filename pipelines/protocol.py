@@ -15,7 +15,7 @@ the system's history (:mod:`pipelines.verdict.record`) like the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from pipelines.stats.effects import Significance
 from pipelines.storage.run_records import ValidIndex
@@ -71,6 +71,27 @@ class DetectorResult:
     def __post_init__(self) -> None:
         if self.counters not in COUNTER_ROLES:
             raise ValueError(f"a detector's counters are one of {', '.join(COUNTER_ROLES)}, not {self.counters!r}")
+
+
+class NullOf(TypedDict):
+    """What a detector's page says of its null (:func:`null_of`), as :class:`DetectorResult` holds it."""
+
+    null_runs: int | None
+    null_kind: str | None
+
+
+def null_of(page: Mapping[str, Any]) -> NullOf:
+    """What a detector's page says of its null: the normal runs it counts (``normal_runs`` or
+    ``null_runs``) and whether they were judged across labs (``null``)."""
+    runs = page.get("normal_runs", page.get("null_runs"))
+    return {"null_runs": None if runs is None else int(runs), "null_kind": page.get("null")}
+
+
+def recorded(doc: Mapping[str, Any], **fields: Any) -> DetectorResult:
+    """A stage file's result: whether it judged the run (a verdict), its record on the history,
+    and what the verdict reads of the detector and of its judgement (``fields``)."""
+    return DetectorResult(judged=bool(doc.get("verdict")), history_faults=doc.get("history_faults"),
+                          history_normals=doc.get("history_normals"), **fields)
 
 
 # How a detector's counters explain a failed run (DetectorResult.counters), in the order the

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pipelines import config
 from pipelines.storage import atomic, locks
+from pipelines.storage.manifest import PullSummary
 from pipelines.storage.sources import pull
 
 log = logging.getLogger("regresslab.pull")
@@ -31,7 +32,7 @@ def source_locations(params: dict) -> list[str]:
     return [s if "://" in s or Path(s).is_absolute() else str(config.ROOT / s) for s in sources]
 
 
-def nothing_listed(summary: dict, params: dict) -> bool:
+def nothing_listed(summary: PullSummary, params: dict) -> bool:
     """Whether every configured source failed to be listed (a night that can read nothing)."""
     return bool(summary["missing_sources"]) and len(summary["missing_sources"]) == len(source_locations(params))
 

@@ -47,6 +47,24 @@ class ManifestEntry:
         return out
 
 
+class PullSummary(TypedDict):
+    """What one pull did (``data/interim/pull_summary.json``): the run_ids taken (``new``), known
+    already (``known``; ``listed_known`` of them from the listing alone), refused with why, taken
+    back after an interrupted pull (``recovered``), taken again in place of an unreadable copy
+    (``retaken``: how and why), still being written (``waiting``), the sources that could not be
+    listed (``missing_sources``: source and why) and the bytes read."""
+
+    new: list[str]
+    known: list[str]
+    refused: list[dict[str, str]]
+    recovered: list[str]
+    missing_sources: list[dict[str, str]]
+    waiting: list[dict[str, str]]
+    retaken: list[dict[str, str]]
+    listed_known: int
+    bytes_read: int
+
+
 class SetAside(TypedDict):
     """An earlier copy of a run_id kept aside in ``data/raw/set_aside/`` when a new one was taken:
     where it lies (relative to ``data/raw``), its hash and size, why it was set aside (``how``:

@@ -349,8 +349,9 @@ class _Pull:
         _repair_manifest(self.manifest_path)
         _clean_stale_staging(raw_dir)
         self.manifest = manifest.read_manifest(self.manifest_path)
-        self.summary: dict[str, Any] = {"new": [], "known": [], "refused": [], "recovered": [], "missing_sources": [],
-                                        "waiting": [], "retaken": [], "listed_known": 0, "bytes_read": 0}
+        self.summary: manifest.PullSummary = {"new": [], "known": [], "refused": [], "recovered": [],
+                                              "missing_sources": [], "waiting": [], "retaken": [], "listed_known": 0,
+                                              "bytes_read": 0}
 
     def refuse(self, run_id: str, reason: str, *, loud: bool = True) -> None:
         reason = mask_urls(reason)
@@ -548,7 +549,7 @@ class Settle:
 
 def pull(sources: list[str], raw_dir: Path, *, max_archive_bytes: int, fetches: int = FETCHES,
          settle_s: float = 0.0, require_done: bool = False, accept: dict[str, str] | None = None,
-         only: set[str] | None = None) -> dict[str, Any]:
+         only: set[str] | None = None) -> manifest.PullSummary:
     """Copy new archives from every source into ``raw_dir``; return a summary.
 
     An archive is taken once it is complete (:class:`Settle`); one still being written is left

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 from pipelines.detection import stage_results
+from pipelines.detectors.causes import reader as causes_reader
 
 from pipelines.verdict import headline
 from pipelines.verdict.cause import cause_of, fault_pattern
@@ -209,26 +210,29 @@ def test_the_cause_classifier_is_a_calibrated_detector_computed_by_hand():
     t = math.log(10) / (math.log(2) * math.sqrt(4 / 3))
     expected = 0.5 - t / (2 * math.sqrt(t * t + 2))
     predicted = {"fault_score": 0.99, "null_fault_scores": [0.04, 0.09, 0.19]}
-    ev = stage_results.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.05)
+    ev = causes_reader.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.05)
     assert ev["p_value"] == pytest.approx(expected, abs=1e-6) and expected == pytest.approx(0.0513, abs=1e-4)
     assert ev["verdict"] == "pass" and ev["null_runs"] == 3 and ev["abstained"] is None
-    assert stage_results.classifier_evidence(predicted, "same_lab", resolution=0.01, false_alarm_rate=0.06)["verdict"] == "fail"
+    assert causes_reader.classifier_evidence(predicted, "same_lab", resolution=0.01,
+                                             false_alarm_rate=0.06)["verdict"] == "fail"
     # a score of 0.65 is below one normal run's (0.70): p is at least 1/4 whatever the fitted tail says
     odd = {**predicted, "null_fault_scores": [0.04, 0.09, 0.70]}
-    low = stage_results.classifier_evidence({**odd, "fault_score": 0.65}, "same_lab", resolution=0.01, false_alarm_rate=0.05)
+    low = causes_reader.classifier_evidence({**odd, "fault_score": 0.65}, "same_lab", resolution=0.01,
+                                            false_alarm_rate=0.05)
     assert low["p_value"] >= 0.25
     # a run the classifier finds more probably normal (0.30 <= 1/2) gives no evidence, however far
     # above the normal runs' scores: p = 1
-    normalish = stage_results.classifier_evidence({**predicted, "fault_score": 0.30}, "same_lab", resolution=0.01,
+    normalish = causes_reader.classifier_evidence({**predicted, "fault_score": 0.30}, "same_lab", resolution=0.01,
                                              false_alarm_rate=0.05)
     assert normalish["p_value"] == 1.0 and normalish["verdict"] == "pass"
     # another lab: the classifier's normal class never saw it, so it abstains and says why
-    other = stage_results.classifier_evidence(predicted, "adjusted", resolution=0.01, false_alarm_rate=0.05)
+    other = causes_reader.classifier_evidence(predicted, "adjusted", resolution=0.01, false_alarm_rate=0.05)
     assert other["verdict"] is None and other["p_value"] is None and "adjusted" in other["abstained"]
-    few = stage_results.classifier_evidence({**predicted, "null_fault_scores": [0.1]}, "same_lab", resolution=0.01,
+    few = causes_reader.classifier_evidence({**predicted, "null_fault_scores": [0.1]}, "same_lab", resolution=0.01,
                                        false_alarm_rate=0.05)
     assert few["verdict"] is None and "too few" in few["abstained"]
-    assert stage_results.classifier_evidence({"label": "none"}, "same_lab", resolution=0.01, false_alarm_rate=0.05) is None
+    assert causes_reader.classifier_evidence({"label": "none"}, "same_lab", resolution=0.01,
+                                             false_alarm_rate=0.05) is None
 
 
 def test_the_cause_classifier_alone_can_fail_a_run_and_then_its_top_counters_are_shown():
