@@ -33,6 +33,8 @@ OBJECTIVES_TEMPLATE = Path(__file__).resolve().parents[1] / "objectives" / "temp
 FUTURE = "from __future__ import annotations\n"
 VERSION_FILE = ".regresslab/version"
 EXAMPLE_ONLY = ("labsim", "commitsim")            # the example's simulators: never in a lab's project
+# the checkout's detector packages; in a lab's project, the folder of its own (registered by module path)
+CHECKOUT_DETECTORS, PROJECT_DETECTORS = "pipelines/detectors", "detectors"
 COMMIT_SERIES = "commit_changes"
 HEADER = ("# The nightly analysis of this project, as DVC stages: each runs the installed regresslab\n"
           "# (`regresslab stage NAME`) and depends on its version (.regresslab/version, written by\n"
@@ -55,7 +57,9 @@ def project_stages(stages: dict[str, Any]) -> dict[str, Any]:
     command ``regresslab stage NAME``, the package's source files as deps replaced by its version
     file, the example's data dropped from the deps.  A stage's params blocks become the file
     ``params.yaml`` itself: the project's holds only what differs from the package's defaults (which
-    DVC cannot read as params), so any change to it re-runs the stages that read params."""
+    DVC cannot read as params), so any change to it re-runs the stages that read params.  A stage
+    that reads the checkout's detector packages reads the project's own (``detectors/``: a lab's
+    detectors, ``detectors.<name>.<module>:...`` in its registry), so an edit to one re-runs it."""
     out = {}
     for name, stage in stages.items():
         if name in EXAMPLE_ONLY:
@@ -64,7 +68,8 @@ def project_stages(stages: dict[str, Any]) -> dict[str, Any]:
         stage["cmd"] = f"regresslab stage {name}"
         deps = [d for d in stage.get("deps") or []
                 if not str(d).startswith(("pipelines/", "data/example"))]
-        stage["deps"] = [VERSION_FILE, *(["params.yaml"] if stage.pop("params", None) else []), *deps]
+        own = [PROJECT_DETECTORS] if CHECKOUT_DETECTORS in (stage.get("deps") or []) else []
+        stage["deps"] = [VERSION_FILE, *(["params.yaml"] if stage.pop("params", None) else []), *own, *deps]
         out[name] = stage
     return out
 
@@ -106,6 +111,14 @@ README = """# {lab}: regression analysis of the nightly load tests
 - `regresslab run`: the night (`dvc repro`); `reports/index.html` lists every run with its verdict.
 - `regresslab report`: the latest night's runs; `regresslab triage RUN_ID --verdict pass|fail --by NAME` confirms one.
 - Nightly with Airflow: regresslab's docs, operations/airflow (set `REGRESSLAB_ROOT` to this folder).
+"""
+
+DETECTORS_README = """The lab's own detectors: one package each (`detectors/<name>/`, a module holding the class that
+computes its result of a run and the function that reads it back), and one entry of params.yaml's
+`report.detectors`, e.g.
+  {name: spectral, result: 'detectors.spectral.detector:result', detector: 'detectors.spectral.detector:Spectral'}
+The night's `detectors` stage computes it; an edit here re-runs that stage. regresslab's docs:
+docs/architecture.md, "The detector protocol".
 """
 
 TRIAGE_README = """Analysts' confirmed verdicts (`regresslab triage`), one JSON line each in log.jsonl: keep it in git;
@@ -221,7 +234,7 @@ def init(argv: list[str]) -> int:
             other["deps"] = [d for d in other.get("deps") or [] if d not in produced]
     files = {"dvc.yaml": HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=110),
              "params.yaml": params_text(source, lab, args.commit_series),
-             "data/triage/README.md": TRIAGE_README, ".gitignore": GITIGNORE,
+             "data/triage/README.md": TRIAGE_README, "detectors/README.md": DETECTORS_README, ".gitignore": GITIGNORE,
              "README.md": README.format(lab=lab, source=mask_url(source))}
     for template in sorted(OBJECTIVES_TEMPLATE.glob("*.yaml")):     # to copy per system: objectives/<system>/
         files[f"objectives/_template/{template.name}"] = template.read_text(encoding="utf-8")

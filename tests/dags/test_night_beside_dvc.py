@@ -85,6 +85,8 @@ def test_a_labs_project_from_the_wheel_runs_its_night_beside_an_airflow_night(tm
     assert {"labsim", "commitsim", "commit_changes"}.isdisjoint(stages) and {"pull", "report", "evaluate"} <= set(stages)
     assert all(s["cmd"] == f"regresslab stage {name}" for name, s in stages.items())
     assert not any(str(d).startswith("pipelines/") for s in stages.values() for d in s["deps"])
+    assert all("detectors" in stages[s]["deps"] for s in ("detectors", "report", "evaluate"))  # the lab's own
+    assert "detectors.spectral.detector:Spectral" in (project / "detectors" / "README.md").read_text()
     assert yaml.safe_load((project / "params.yaml").read_text())["pull"]["source"] == str(lab)
     assert (project / ".dvc").is_dir() and (project / ".regresslab" / "version").is_file()
     dags = sorted(p.name for p in (project / "dags").glob("*.py"))

@@ -192,3 +192,32 @@ def test_a_detector_whose_results_the_report_stage_does_not_read_is_refused_befo
     stages["report"]["deps"].append("data/processed/spectral")
     (tree / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
     assert [spec.name for spec in registered()][-1] == "spectral"
+
+
+def test_a_labs_own_detector_package_in_its_project_is_found_by_its_module_path(tree, monkeypatch):
+    """A lab's project (the wheel installed, no checkout) keeps its detectors in ``detectors/``:
+    the toy put there as ``detectors/spectral/detector.py`` is found by the entry's module path, its
+    class made, and the night's ``detectors`` stage would compute it into its default file."""
+    import shutil
+    import sys
+
+    import yaml
+
+    from pipelines.stages import detectors as detectors_stage
+
+    package = tree / "detectors" / "spectral"
+    package.mkdir(parents=True)
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "toy_detector.py", package / "detector.py")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [m for m in sys.modules if m == "detectors" or m.startswith("detectors.")]:
+        monkeypatch.delitem(sys.modules, name)
+    entry = {"name": "spectral", "result": "detectors.spectral.detector:result",
+             "detector": "detectors.spectral.detector:Spectral"}
+    params = params_schema.check({"report": {"detectors": [*params_schema.defaults()["report"]["detectors"], entry]}})
+    (tree / "params.yaml").write_text(yaml.safe_dump(params))
+    computed = detectors_stage.registered()
+    assert [d.name for d in computed] == ["spectral"]
+    assert computed[0].spec.result_path("r") == tree / "data" / "processed" / "detectors" / "spectral" / "r.json"
+    assert sys.modules["detectors.spectral.detector"].__file__ == str(package / "detector.py")
+    for name in [m for m in sys.modules if m == "detectors" or m.startswith("detectors.")]:
+        sys.modules.pop(name)               # this project's modules leave with it
