@@ -136,3 +136,28 @@ def read_valid_index(*, every: bool = False) -> ValidIndex:
     if every:
         return index
     return {r: row for r, row in index.items() if not config.normalize_failed_path(r).exists()}
+
+
+def archive_status(entry: ManifestEntry | None, sha256: str) -> str:
+    """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
+
+    ``changed`` (same run_id, other content) is refused: raw data is immutable.
+    """
+    if entry is None:
+        return "new"
+    return "known" if entry.sha256 == sha256 else "changed"
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Cut a torn last line (an interrupted append) off the manifest; the bytes removed.
+
+    The manifest is our own record, not raw data; the archive of the torn entry is in
+    ``data/raw`` and is taken back by :func:`pull` (same content at the source)."""
+    torn = manifest_torn_tail(path)
+    if torn:
+        with open(path, "r+b") as fh:
+            fh.truncate(path.stat().st_size - torn)
+            fh.flush()
+            os.fsync(fh.fileno())
+        log.warning("manifest: cut a torn last line of %d bytes (a pull was interrupted)", torn)
+    return torn

@@ -55,38 +55,13 @@ log = logging.getLogger("regresslab.pull")
 HTTP_AUTH_ENV = "REGRESSLAB_HTTP_AUTHORIZATION"     # an Authorization header for https:// sources
 
 
-def archive_status(entry: manifest.ManifestEntry | None, sha256: str) -> str:
-    """What to do with an archive found at the source: ``new``, ``known`` or ``changed``.
-
-    ``changed`` (same run_id, other content) is refused: raw data is immutable.
-    """
-    if entry is None:
-        return "new"
-    return "known" if entry.sha256 == sha256 else "changed"
-
-
 # --------------------------------------------------------------------------- I/O shell
 
 
 def _append_manifest(entry: manifest.ManifestEntry, path: Path) -> None:
     """Append one line (one write + fsync).  A pull killed inside the write leaves a torn last
-    line, which :func:`_repair_manifest` removes at the next pull."""
+    line, which :func:`manifest.repair_torn_tail` removes at the next pull."""
     manifest.append_json_line(path, entry.to_json())
-
-
-def _repair_manifest(path: Path) -> int:
-    """Cut a torn last line (an interrupted append) off the manifest; the bytes removed.
-
-    The manifest is our own record, not raw data; the archive of the torn entry is in
-    ``data/raw`` and is taken back by :func:`pull` (same content at the source)."""
-    torn = manifest.manifest_torn_tail(path)
-    if torn:
-        with open(path, "r+b") as fh:
-            fh.truncate(path.stat().st_size - torn)
-            fh.flush()
-            os.fsync(fh.fileno())
-        log.warning("manifest: cut a torn last line of %d bytes (a pull was interrupted)", torn)
-    return torn
 
 
 def _staging_name(name: str) -> str:
@@ -346,7 +321,7 @@ class _Pull:
         self.raw_dir, self.max_bytes = raw_dir, max_archive_bytes
         self.accept = dict(accept or {})
         self.manifest_path = raw_dir / config.MANIFEST.name
-        _repair_manifest(self.manifest_path)
+        manifest.repair_torn_tail(self.manifest_path)
         _clean_stale_staging(raw_dir)
         self.manifest = manifest.read_manifest(self.manifest_path)
         self.summary: manifest.PullSummary = {"new": [], "known": [], "refused": [], "recovered": [],
@@ -412,7 +387,7 @@ class _Pull:
     def _commit(self, location: str, run_id: str, name: str, digest: str, size: int, tmp: Path,
                 marker: str = "") -> None:
         entry = self.manifest.get(run_id)
-        verdict = archive_status(entry, digest)
+        verdict = manifest.archive_status(entry, digest)
         if verdict == "known":
             assert entry is not None
             self.summary["known"].append(run_id)

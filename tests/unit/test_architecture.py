@@ -81,3 +81,10 @@ def test_a_p_value_that_may_be_missing_used_as_a_number_is_a_type_error(tmp_path
     done = mypy(tmp_path, mypy_cache)
     assert done.returncode == 1 and "pipelines/verdict/record.py" in done.stdout and "[operator]" in done.stdout, \
         done.stdout[-3000:]
+
+
+def test_no_module_of_the_package_is_over_600_lines():
+    """A module over 600 lines holds more than one concern: split it (docs/architecture.md)."""
+    long = {str(p.relative_to(REPO)): n for p in sorted((REPO / "pipelines").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}
