@@ -1,7 +1,7 @@
 """The registry of the detectors the verdict weighs: ``report.detectors`` in params.yaml, each entry
 one :class:`DetectorSpec` (its name, the function reading its result of a run, its own result file
 and the class computing it, when it has them), in the order the verdict lists them
-(docs/architecture.md, "Adding a detector").
+(docs/architecture.md, "The detector protocol").
 """
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ Registry = Sequence[DetectorSpec]
 
 
 def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
-    """The detectors of ``report.detectors`` (each ``{name, result: "module:function", file?}``),
-    their readers imported, in the list's order; a ValueError that names the entry when one is
+    """The detectors of ``report.detectors`` (each ``{name, result: "module:function", file?,
+    detector?: "module:class"}``), their readers and classes imported, in the list's order; a ValueError that names the entry when one is
     wrong.  A module of the project's own folder is found there (as the stages, run from it, find
     it), after the installed packages."""
     import sys
@@ -81,14 +81,14 @@ def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
         if own is not None and (not isinstance(own, str) or not RESULT_FILE.match(own)):
             raise ValueError(f"params.yaml: report.detectors[{i}].file must be a .json path of the project naming "
                              f"{{run_id}} (e.g. data/processed/{name}/{{run_id}}.json), not {own!r}")
-        if own is not None and name in STAGE_DOCS:
-            raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): a detector with a file of its own cannot "
-                             f"take the name of a stage's document ({', '.join(STAGE_DOCS)})")
         if computes is not None:
             own = own if own is not None else f"{OWN_RESULTS}/{name}/{{run_id}}.json"
             if not own.startswith(f"{OWN_RESULTS}/{name}/"):
                 raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): the detectors stage writes its "
                                  f"results under {OWN_RESULTS}/{name}/, so its file lies there, not {own!r}")
+        if own is not None and name in STAGE_DOCS:
+            raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): a detector with a file of its own cannot "
+                             f"take the name of a stage's document ({', '.join(STAGE_DOCS)})")
         out.append(DetectorSpec(name, imported(where, f"report.detectors[{i}] ({name})", "result", "module:function"), own,
                                 None if computes is None else imported(computes, f"report.detectors[{i}] ({name})",
                                                                        "detector", "module:class")))
