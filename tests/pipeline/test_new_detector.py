@@ -156,3 +156,31 @@ def test_the_toy_judges_a_held_out_run_by_a_calibration_without_it(tree):
     assert registry.registry([ENTRY | {"result": "tests.toy_detector:result",
                                        "detector": "tests.toy_detector:Spectral"}])[0].file == \
         "data/processed/detectors/spectral/{run_id}.json"
+
+
+def test_the_dags_batch_of_a_registered_detector_writes_what_the_stage_writes(tmp_path, night_without_model):
+    """The nightly DAG's ``analyse_run.detectors`` task (``detectors.batch``, per batch of targets)
+    and the stage's ``main`` write the same file for each target: a copy of the session's night
+    with the toy registered, the stage's files kept, then every target's file written again by the
+    batch, byte for byte."""
+    from pipelines.stages import detectors as detectors_stage
+
+    night = night_without_model.result(timeout=900)
+    tree = tmp_path / "tree"
+    shutil.copytree(night, tree, symlinks=True)
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["report"]["detectors"].append({"name": "spectral", "result": "tests.toy_detector:result",
+                                          "detector": "tests.toy_detector:Spectral"})
+    (tree / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    folder = tree / "data" / "processed" / "detectors" / "spectral"
+    with rooted_at(tree):
+        detectors_stage.main()
+        by_stage = {p.name: p.read_bytes() for p in folder.glob("*.json")}
+        for p in folder.glob("*.json"):
+            p.unlink()
+        targets = history.targets(manifest.read_valid_index())
+        with detectors_stage.batch() as one:
+            docs = {run_id: one(run_id)["spectral"] for run_id in targets}
+    assert sorted(by_stage) == sorted(f"{r}.json" for r in targets)
+    assert {p.name: p.read_bytes() for p in folder.glob("*.json")} == by_stage
+    assert all(json.loads(by_stage[f"{r}.json"]) == docs[r] for r in targets)
