@@ -109,7 +109,7 @@ def test_leave_one_out_and_learning_curve_are_identical_on_one_and_two_processes
     frame = _toy(np.random.default_rng(4))
     cols = cause_features.feature_columns(frame)
     # the project's forest with 20 trees, not 200: whether two processes reproduce one does not
-    # depend on how many trees each fit grows, and 200 made this the suite's slowest unit test
+    # depend on how many trees each fit grows, and 200 would make this the slowest unit test
     template = causes.learners(0)["random_forest"]
     template.set_params(**{f"{template.steps[-1][0]}__n_estimators": 20})
     got = {}
