@@ -129,8 +129,8 @@ class LooSystem:
     significance: effects.Significance
 
 
-def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict[str, Any], RuleDetection]], dict[str, float],
-                                          dict[str, Any] | None]:
+def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[RulesResult, RuleDetection]], dict[str, float],
+                                          dict[str, dict[str, float]] | None]:
     """Every verified run analysed by the ensembles against the passed runs without it:
     run -> (the combiners' result, its verdict document); the passed runs' stacking scores so
     obtained, the null of each held-out run's stacking p-value (its own score left out), as
@@ -154,7 +154,7 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict[str, Any], RuleDe
                                            significance=significance)
     progress = Progress(log, f"evaluate {system}", len(verified), what="LOO targets")
 
-    def held_out(run_id: str) -> tuple[dict[str, Any], RuleDetection]:
+    def held_out(run_id: str) -> tuple[RulesResult, RuleDetection]:
         baseline = [r for r in passed if r != run_id]
         if run_id in passed:          # learn the bins again without the held-out run
             ref = store.reference_load(baseline)
@@ -163,9 +163,11 @@ def loo_analyses(loo: LooSystem) -> tuple[dict[str, tuple[dict[str, Any], RuleDe
             ref, edges = all_ref, all_edges
         analysis, doc = rule_detection.analyse(run_id, baseline, context(edges, ref),
                                               lab_runs={r: str(index[r]["verdict"]) for r in verified})
-        result = cast(dict[str, Any], analysis)
-        return ({c: result[c] for c in COMBINERS} | {"s": result["s"], "weights": result["weights"],
-                                                      "small_changes": result["small_changes"]}, doc)
+        kept: RulesResult = {"s": analysis["s"], "weights": analysis["weights"],
+                             "small_changes": analysis["small_changes"]}
+        for c in COMBINERS:
+            kept[c] = analysis[c]
+        return kept, doc
     analysed = dict(zip(verified, parallel.map_ordered(held_out, verified, progress=progress.each())))
     null = {r: rule_verdict.stacking_score(analysed[r][0]) for r in passed if r in analysed}
     if all(doc["details"]["lab"]["status"] == "same_lab" for _, doc in analysed.values()):
@@ -196,7 +198,7 @@ def loo_system(loo: LooSystem, charts: dict[str, ChartResult] | None, rule: head
     for run_id, (result, doc) in analysed.items():
         matched, kind = labs.matched_null(doc["details"]["lab"]["status"], null, cross, run_id)
         doc["methods"]["association_rules_stacking"].update(
-            rule_verdict.stacking_evidence(cast(RulesResult, result), list(matched.values())), null=kind)
+            rule_verdict.stacking_evidence(result, list(matched.values())), null=kind)
     faults = loo_history_faults([r for r in analysed if index[r]["verdict"] == "fail"], analysed, charts or {},
                                 clustered or {}, classified or {})
     normals = loo_history_faults([r for r in analysed if index[r]["verdict"] == "pass"], analysed, charts or {},

@@ -14,7 +14,7 @@ the simulator's ``target_labels.json``) are scored from their verdict files.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,8 @@ from pipelines.storage.run_records import RunRecord, ValidIndex
 from pipelines.detectors.charts.files import ChartResult
 from pipelines.storage.stage_files import ClusterResult, VerdictFile
 
-COMBINERS = ("single", "bagging", "stacking")
+Combiner = Literal["single", "bagging", "stacking"]
+COMBINERS: tuple[Combiner, ...] = ("single", "bagging", "stacking")
 
 
 class ScoreRow(TypedDict):

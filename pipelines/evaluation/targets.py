@@ -33,7 +33,8 @@ def target_rows(index: ValidIndex, label_files: list[Path]) -> list[ScoreRow]:
             continue
         doc = atomic.read_json(detection)
         known = Truth.of(run_id, index[run_id]["system"], truth)
-        flagged = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"] for c in COMBINERS}
+        flagged: dict[str, list[str]] = {c: doc["methods"][f"association_rules_{c}"]["flagged_counters"]
+                                         for c in COMBINERS}
         rows += score_rows(known, flagged, doc["counter_scores"], "targets")
         chart = store.read_optional(config.chart_path(run_id))
         if chart and chart.get("verdict"):

@@ -5,7 +5,7 @@ change of the same series that reverses it said on both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,31 @@ def runs_between(commit_time: str | None, timeline: Timeline) -> list[tuple[RunA
     return out
 
 
-def reversals(rows: list[ContractChange], commits: list[str]) -> dict[int, dict[str, Any]]:
+class ReversedBy(TypedDict):
+    """The later change that undoes one: its commit and change, the net change of the two, and
+    whether it undoes all of it (net within 1 %)."""
+
+    commit: str
+    magnitude_pct: float
+    net_pct: float
+    whole: bool
+
+
+class Reverses(TypedDict):
+    """The earlier change a change undoes: its commit and change."""
+
+    commit: str
+    magnitude_pct: float
+
+
+class Reversal(TypedDict, total=False):
+    """What a row of the commits page says of reversals: undone by a later change, undoing an earlier."""
+
+    reversed_by: ReversedBy
+    reverses: Reverses
+
+
+def reversals(rows: list[ContractChange], commits: list[str]) -> dict[int, Reversal]:
     """Row index -> how a later change of the same series undoes it (``reversed_by``: its commit, its
     change, the net change of the two, and whether it undoes all of it, net within ``1 %``), and on
     the later row, which change it reverses (``reverses``)."""
@@ -86,7 +110,7 @@ def reversals(rows: list[ContractChange], commits: list[str]) -> dict[int, dict[
     by_series: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         by_series.setdefault(f"{r['benchmark']}|{r['config']}", []).append(i)
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, Reversal] = {}
     for members in by_series.values():
         ordered = sorted(members, key=lambda i: pos.get(rows[i]["commit"], 0))
         for a, b in zip(ordered, ordered[1:]):
@@ -142,7 +166,8 @@ def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, s
     times = links.commit_times if links else {}
     shown = [{**r, **undone.get(i, {}), "between": runs_between(times.get(r["commit"]), timeline)}
              for i, r in enumerate(rows)]
-    standing = [r for r in shown if r["direction"] == "regression" and not (r.get("reversed_by") or {}).get("whole")]
+    undone_whole = {i for i, u in undone.items() if "reversed_by" in u and u["reversed_by"]["whole"]}
+    standing = [r for i, r in enumerate(shown) if r["direction"] == "regression" and i not in undone_whole]
     return env.get_template("commits.html.j2").render(
         rows=shown, series=series, source=source, new_clusters=new_clusters, metrics=metrics, problem=problem,
         regressions=sum(r["direction"] == "regression" for r in rows), standing=len(standing),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -80,8 +80,33 @@ def two_sample_pvalues(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(out), out, 1.0)
 
 
+class CompareRow(TypedDict, total=False):
+    """One counter of a comparison: its medians in run A and run B, the change (and in % of A's
+    level), whether it matters and is significant (p, BH's q), and which way it went."""
+
+    counter: str
+    a: float
+    b: float
+    change: float
+    change_pct: float | None
+    matters: bool
+    direction: str
+    p: float
+    q: float
+    significant: bool
+
+
+class Comparison(TypedDict):
+    """Two runs compared (:func:`compare_frames`): the counters both recorded, in the page's order,
+    and those only one of them did."""
+
+    rows: list[CompareRow]
+    only_a: list[str]
+    only_b: list[str]
+
+
 def compare_frames(a: pd.DataFrame, b: pd.DataFrame, directions: Sequence[Mapping[str, str]], *, min_effect_pct: float,
-                   floor_share: float, alpha: float) -> dict[str, Any]:
+                   floor_share: float, alpha: float) -> Comparison:
     """Every counter both runs recorded: medians, change, p and BH-corrected q, and the sort.
 
     ``change_pct`` is the change in % of run A's level, measured against ``max(|level|,
@@ -92,7 +117,7 @@ def compare_frames(a: pd.DataFrame, b: pd.DataFrame, directions: Sequence[Mappin
     common = [c for c in a.columns if c in b.columns and np.isfinite(a[c].to_numpy(dtype=float)).any()
               and np.isfinite(b[c].to_numpy(dtype=float)).any()]
     pvalues = two_sample_pvalues(a[common].to_numpy(dtype=float), b[common].to_numpy(dtype=float))
-    rows = []
+    rows: list[CompareRow] = []
     for c, p in zip(common, pvalues):
         va, vb = a[c].to_numpy(dtype=float), b[c].to_numpy(dtype=float)
         ma, mb = float(np.nanmedian(va)), float(np.nanmedian(vb))
@@ -136,7 +161,7 @@ def page_name(run_a: str, run_b: str) -> str:
     return f"{a[:110]}--{b[:110]}--{digest}.html"          # within a file name's 255 bytes
 
 
-def render(result: dict[str, Any], runs: tuple[str, str], records: tuple[RunRecord, RunRecord], *,
+def render(result: Comparison, runs: tuple[str, str], records: tuple[RunRecord, RunRecord], *,
            alpha: float, min_effect_pct: float, limit: int, written: frozenset[str] = frozenset()) -> str:
     """The compare page of ``runs`` (a, b) and their index ``records`` (Jinja2, autoescaped: every
     run id, counter and environment value came from an archive).  At most ``limit`` rows are shown;
@@ -154,11 +179,11 @@ def render(result: dict[str, Any], runs: tuple[str, str], records: tuple[RunReco
         style=style_sheet(), run_a=run_a, run_b=run_b, meta_a=meta_a, meta_b=meta_b,
         pages=[r for r in (run_b, run_a) if r in written or config.run_report_path(r, "html").exists()],
         differences=differences(meta_a, meta_b), rows=rows[:limit], total=len(rows),
-        both=sum(r["significant"] and r["matters"] for r in rows), alpha=alpha, min_effect_pct=min_effect_pct,
+        both=sum(r["significant"] and r["matters"] for r in result["rows"]), alpha=alpha, min_effect_pct=min_effect_pct,
         only_a=result["only_a"], only_b=result["only_b"])
 
 
-def text_table(result: dict[str, Any], top: int) -> str:
+def text_table(result: Comparison, top: int) -> str:
     """The top rows as plain text (the command's output)."""
     lines = [f"{'counter':48s} {'A':>12s} {'B':>12s} {'change':>9s} {'q':>8s}"]
     for r in result["rows"][:top]:
@@ -174,7 +199,7 @@ def text_table(result: dict[str, Any], top: int) -> str:
 
 def compare_runs(run_a: str, run_b: str, index: ValidIndex | None = None,
                  frames: dict[str, pd.DataFrame] | None = None, written: frozenset[str] = frozenset()
-                 ) -> tuple[dict[str, Any], str]:
+                 ) -> tuple[Comparison, str]:
     """(result, page HTML) of two validated and normalised runs, with the params of the night
     (``written``: the runs whose pages are written with it, :func:`render`)."""
     from pipelines.storage import manifest, store

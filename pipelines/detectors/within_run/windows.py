@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -132,13 +132,27 @@ def window_starts(n: int, width: int) -> list[int]:
     return starts if starts[-1] == n - width else [*starts, n - width]
 
 
-def contrast_params(significance: effects.Significance) -> dict[str, Any]:
+class ContrastParams(TypedDict):
+    """The keyword arguments of :func:`window_contrasts`: a run's window."""
+
+    window_share: float
+    min_window: int
+
+
+class NullParams(TypedDict):
+    """The keyword arguments of :func:`calibrate` from the ``significance`` block."""
+
+    min_effect: float
+    floor_share: float
+
+
+def contrast_params(significance: effects.Significance) -> ContrastParams:
     """The keyword arguments of :func:`window_contrasts` from the ``significance`` params block (one
     definition of a run's window for the effects and this detector)."""
     return {"window_share": significance.window_share, "min_window": significance.min_window}
 
 
-def null_params(significance: effects.Significance) -> dict[str, Any]:
+def null_params(significance: effects.Significance) -> NullParams:
     """The keyword arguments of :func:`calibrate` from the ``significance`` params block:
     ``min_effect_pct`` as a share, and ``floor_share``."""
     return {"min_effect": significance.min_effect_pct / 100.0, "floor_share": significance.floor_share}
