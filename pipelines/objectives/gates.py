@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pipelines.objectives.files import Comparison, Criterion, Gate, Objective
+from pipelines.storage.stage_files import ObjectiveEntry, ObjectivesBlock
 
 Result = Literal["pass", "warning", "fail"]
 ObjectiveStatus = Literal["pass", "warning", "fail", "no_comparison", "no_value", "info"]
@@ -63,7 +64,7 @@ class ObjectiveResult:
     not_judged: tuple[str, ...]
     targets: tuple[tuple[str, float], ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ObjectiveEntry:
         """The contract's entry (§2 ``objectives.objectives[]``) and the bounds each criterion set."""
         return {"sli": self.sli, "display_name": self.display_name, "counter": self.counter,
                 "aggregate": self.aggregate, "value": _round(self.value), "compared_value": _round(self.compared_value),
@@ -96,7 +97,7 @@ class Evaluation:
     def failed(self) -> list[ObjectiveResult]:
         return [o for o in self.objectives if o.result == "fail"]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ObjectivesBlock:
         """The verdict file's ``objectives`` block (contract §2)."""
         return {"result": self.result, "score_pct": round(self.score_pct, 2), "advisory": self.advisory,
                 "compared_with": list(self.compared_with), "judged": self.judged,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Mapping, Sequence, TypedDict
 
 import numpy as np
 import pandas as pd

@@ -95,9 +95,10 @@ def objective_limits(doc: VerdictFile | None) -> dict[str, list[tuple[str, float
     """Counter -> the absolute criteria the run's objectives set on it: (label, bound, ``pass`` or
     ``warning``); relative criteria move with each run's earlier results and are not drawn."""
     out: dict[str, list[tuple[str, float, str]]] = {}
-    for o in ((doc or {}).get("objectives") or {}).get("objectives") or []:
-        for kind in ("pass", "warning"):
-            for criteria in o.get(kind) or []:
+    gate = (doc or {}).get("objectives")
+    for o in gate["objectives"] if gate else []:
+        for kind, written in (("pass", o["pass"]), ("warning", o["warning"])):
+            for criteria in written:
                 for text in criteria:
                     c = Criterion.parse(text)
                     if not c.relative:

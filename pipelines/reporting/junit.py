@@ -33,9 +33,11 @@ def xml_safe(root: ET.Element) -> ET.Element:
 
 def objective_cases(suite: ET.Element, run_id: str, doc: VerdictFile) -> tuple[int, int, int]:
     """One test case per objective of the run's evaluation (module docstring); (cases, failures, skipped)."""
-    gate = doc.get("objectives") or {}
+    gate = doc.get("objectives")
     cases = failures = skipped = 0
-    for o in gate.get("objectives") or []:
+    if gate is None:
+        return cases, failures, skipped
+    for o in gate["objectives"]:
         case = ET.SubElement(suite, "testcase", classname=f"{doc.get('system') or 'regresslab'}.objectives",
                              name=f"{run_id} · {o.get('display_name') or o.get('sli')}", time="0")
         cases += 1

@@ -253,8 +253,8 @@ def index_row(doc: VerdictFile) -> IndexRow:
             "insufficient_baseline": doc.get("baseline_status") == "insufficient",
             "dropped": len(doc.get("dropped_counters") or []),
             "top_change": top,
-            "objectives": (doc.get("objectives") or {}).get("result"),
-            "objectives_score": (doc.get("objectives") or {}).get("score_pct"),
+            "objectives": gate["result"] if (gate := doc.get("objectives")) else None,
+            "objectives_score": gate["score_pct"] if gate else None,
             "status": release.status, "reason": release.reason, "certain": release.certain}
 
 

@@ -86,8 +86,9 @@ def run_status(doc: Mapping[str, Any]) -> RunStatus:
 def _status(doc: Mapping[str, Any]) -> RunStatus:
     run_id = str(doc.get("run_id"))
     decision = (doc.get("details") or {}).get("decision") or {}
-    gate = doc.get("objectives") or {}
-    if doc.get("verdict") == "fail" and str(decision.get("decided_by", "")).startswith("objectives"):
+    gate = doc.get("objectives")
+    by_objectives = str(decision.get("decided_by", "")).startswith("objectives")
+    if gate is not None and doc.get("verdict") == "fail" and by_objectives:
         return RunStatus(run_id, "hold", "objective failed: " + objectives_text(gate, ("fail",)), True)
     why = uncertainty(doc)
     top = str(doc.get("top_change") or "")
@@ -98,10 +99,10 @@ def _status(doc: Mapping[str, Any]) -> RunStatus:
         lead = f"uncertain failure ({top}): " if doc.get("verdict") == "fail" and top else \
             "uncertain failure: " if doc.get("verdict") == "fail" else ""
         return RunStatus(run_id, "look", lead + why, False)
-    if gate.get("result") == "warning":
+    if gate is not None and gate["result"] == "warning":
         return RunStatus(run_id, "look", "objectives warn: " + objectives_text(gate, ("fail", "warning")), True)
-    return RunStatus(run_id, "ship", "no regression found" + (" and objectives pass" if gate.get("result") == "pass"
-                                                              else ""), True)
+    passed = gate is not None and gate["result"] == "pass"
+    return RunStatus(run_id, "ship", "no regression found" + (" and objectives pass" if passed else ""), True)
 
 
 def build_of(meta: Mapping[str, Any]) -> str:

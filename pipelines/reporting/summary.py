@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipelines.objectives.files import Criterion
 from pipelines.storage.run_records import Environment
-from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
+from pipelines.storage.stage_files import CounterChange, IndexRow, ObjectiveEntry, ObjectivesBlock, VerdictFile
 from pipelines.detectors.charts.files import WindowChange
 
 
@@ -130,19 +130,19 @@ def summary_order(flagged: list[str], changes: dict[str, CounterChange], *, user
     return sorted((c for c in flagged if c in changes), key=key)
 
 
-def objective_text(o: dict[str, Any]) -> str:
+def objective_text(o: ObjectiveEntry) -> str:
     """One objective as the summary names it: ``Response time P95 612 ms (<600 and <=+10 % of 540 ms
     violated, +13.3 %)``."""
-    value = "no value" if o.get("value") is None else with_unit(o["counter"], o["value"])
+    measured, compared = o["value"], o["compared_value"]
+    value = "no value" if measured is None else with_unit(o["counter"], measured)
     violated = " and ".join(o.get("violated") or ())
     relative = any(Criterion.parse(c).relative for c in o.get("violated") or ())
-    before = (f" of {with_unit(o['counter'], o['compared_value'])}" if o.get("compared_value") is not None
-              and relative else "")
+    before = f" of {with_unit(o['counter'], compared)}" if compared is not None and relative else ""
     change = f", {o['change_pct']:+.1f} %" if o.get("change_pct") is not None else ""
     return f"{o['display_name']} {value}" + (f" ({violated}{before} violated{change})" if violated else "")
 
 
-def objectives_text(gate: dict[str, Any], statuses: tuple[str, ...]) -> str:
+def objectives_text(gate: ObjectivesBlock, statuses: tuple[str, ...]) -> str:
     """The objectives with one of ``statuses``, each as :func:`objective_text` names it."""
     return "; ".join(objective_text(o) for o in gate["objectives"] if o["result"] in statuses)
 

@@ -179,6 +179,28 @@ class EdgesFile(TypedDict, total=False):
     input_key: str
 
 
+# one objective judged on a run (contract §2 ``objectives.objectives[]``); "pass" is a keyword: the functional form
+ObjectiveEntry = TypedDict("ObjectiveEntry", {
+    "sli": str, "display_name": str, "counter": str, "aggregate": str, "value": float | None,
+    "compared_value": float | None, "change_pct": float | None, "key_sli": bool, "weight": int, "result": str,
+    "score": float, "pass": list[list[str]], "warning": list[list[str]], "violated": list[str],
+    "not_judged": list[str], "targets": dict[str, float | None]})
+
+
+class ObjectivesBlock(TypedDict):
+    """The verdict file's ``objectives`` (contract §2): the evaluation's result and score, whether it
+    only advises, the earlier runs its relative criteria compared with, how many objectives were
+    judged, the key objectives that failed, and each objective."""
+
+    result: str
+    score_pct: float
+    advisory: bool
+    compared_with: list[str]
+    judged: int
+    key_failed: list[str]
+    objectives: list[ObjectiveEntry]
+
+
 class VerdictFile(TypedDict, total=False):
     """``report``'s verdict file of one run (contract §2, ``reports/runs/<run>.json``): the contract's
     keys in its order, then what regresslab adds (the baseline's status, the run's p-value, every
@@ -201,7 +223,7 @@ class VerdictFile(TypedDict, total=False):
     counter_changes: dict[str, CounterChange]
     summary: str
     dropped_counters: list[DroppedCounter]
-    objectives: dict[str, Any]
+    objectives: ObjectivesBlock
 
 
 class IndexRow(TypedDict, total=False):
