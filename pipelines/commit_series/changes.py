@@ -102,3 +102,17 @@ class SeriesDetection(TypedDict):
     summaries: dict[str, dict[str, float | str | None]]
     irregular: dict[str, float]
     method: str
+
+
+class F1Scores(TypedDict, total=False):
+    """Change-point scores of one detector against labelled change commits (:func:`f1_scores`), with,
+    in :func:`score_against`, its changes per 100 commits and a series, and the method reported."""
+
+    precision: float
+    recall: float
+    f1: float
+    f1_tcpd: float | None
+    true_changes: int
+    detected: int
+    changes_per_100_commits: float
+    method: str

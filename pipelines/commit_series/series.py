@@ -24,7 +24,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ from pipelines.commit_series.change_points import despike, pelt_changes, pelt_pa
 from pipelines.commit_series.level_shifts import LevelShiftParams, level_shift_changes
 from pipelines.commit_series.mono import MonoParams, commit_effect, mono_changes, mono_series, mono_summary
 from pipelines.commit_series.skia import skia_changes, skia_params
-from pipelines.commit_series.changes import ContractChange, SeriesChange, SeriesDetection, SkiaCluster
+from pipelines.commit_series.changes import ContractChange, F1Scores, SeriesChange, SeriesDetection, SkiaCluster
 
 log = logging.getLogger("regresslab.commit_changes")
 COLUMNS = ("commit", "commit_time", "benchmark", "config", "run", "value")
@@ -98,20 +98,6 @@ def contract_rows(changes: list[SeriesChange], patterns: list[str]) -> list[Cont
                      "evidence": ch["evidence"]})
     return sorted(rows, key=lambda r: (r["direction"] != "regression", -abs(r["magnitude_pct"]), r["benchmark"],
                                        r["method"], r["commit"]))
-
-
-class F1Scores(TypedDict, total=False):
-    """Change-point scores of one detector against labelled change commits (:func:`f1_scores`), with,
-    in :func:`score_against`, its changes per 100 commits and a series, and the method reported."""
-
-    precision: float
-    recall: float
-    f1: float
-    f1_tcpd: float | None
-    true_changes: int
-    detected: int
-    changes_per_100_commits: float
-    method: str
 
 
 def f1_scores(detected: dict[str, list[int]], truth: dict[str, list[int]], *, margin: int) -> F1Scores:

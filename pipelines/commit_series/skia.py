@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import math
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -252,12 +252,21 @@ def windows(n: int, size: int) -> list[tuple[int, int]]:
     return [(s, s + size) for s in starts]
 
 
+class MemberStep(TypedDict):
+    """A series' step in one interesting cluster: the commit it stepped at, the cluster's regression
+    factor and size (the larger factor wins between two steps within ``merge_margin`` commits)."""
+
+    commit: str
+    regression_factor: float
+    cluster_size: int
+
+
 def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[SeriesChange], list[SkiaCluster]]:
     """Skia over the whole history: (per-series changes, interesting clusters)."""
     window, merge_margin = p.window, p.merge_margin
     commits = list(table.columns)
     pos = {c: i for i, c in enumerate(commits)}
-    per_series: dict[str, list[dict[str, Any]]] = {}
+    per_series: dict[str, list[MemberStep]] = {}
     clusters = []
     for start, end in windows(len(commits), window):
         for cl in skia_window(table.iloc[:, start:end], p):
@@ -266,8 +275,8 @@ def skia_changes(table: pd.DataFrame, p: SkiaParams) -> tuple[list[SeriesChange]
                 commit = cl["member_commits"][s]
                 found = per_series.setdefault(s, [])
                 twin = next((f for f in found if abs(pos[f["commit"]] - pos[commit]) <= merge_margin), None)
-                entry: dict[str, Any] = {"commit": commit, "regression_factor": cl["regression_factor"],
-                         "cluster_size": cl["cluster_size"]}
+                entry: MemberStep = {"commit": commit, "regression_factor": cl["regression_factor"],
+                                     "cluster_size": cl["cluster_size"]}
                 if twin is None:
                     found.append(entry)
                 elif abs(entry["regression_factor"]) > abs(twin["regression_factor"]):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines import config
-from pipelines.commit_series.changes import ClusterEntry, ContractChange, SeriesDetection
+from pipelines.commit_series.changes import ClusterEntry, ContractChange, F1Scores, SeriesDetection
 
 
 def series_svg(values: np.ndarray, lows: np.ndarray | None, highs: np.ndarray | None, marks: list[int],
@@ -134,7 +134,7 @@ class RunLinks:
 
 
 def render_page(rows: list[ContractChange], result: SeriesDetection | None, *, source: str | None,
-                new_clusters: list[ClusterEntry], metrics: dict[str, Any] | None, top_series: int,
+                new_clusters: list[ClusterEntry], metrics: dict[str, F1Scores] | None, top_series: int,
                 problem: str | None = None, links: RunLinks | None = None) -> str:
     """The commits page: each change with its series, the runs around it (``links``) and the
     change that later reverses it; ``problem`` says why no series could be read."""

@@ -160,8 +160,8 @@ class NightIndex:
     decisions: Sequence[Mapping[str, Any]] = ()
     trends: Sequence[dict[str, Any]] = ()
     commits: dict[str, Any] | None = None
-    missing_sources: Sequence[dict[str, Any]] = ()
-    arriving: dict[str, list[dict[str, Any]]] | None = None
+    missing_sources: Sequence[dict[str, str]] = ()
+    arriving: dict[str, list[dict[str, str]]] | None = None
     builds: Sequence[Build] = ()
 
 
