@@ -25,12 +25,11 @@ runs' frames; later stages analyse each counter where present and report the oth
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pipelines.storage.run_records import RunRecord
+from pipelines.storage.run_records import NormalizedInfo, RunRecord
 
 
 def sampling_period(ts: pd.Series) -> float:
@@ -113,7 +112,7 @@ def fit_load(frame: pd.DataFrame, load_counter: str, *, min_correlation: float) 
 
 def normalize_run(host_frames: dict[str, pd.DataFrame], meta: RunRecord, *, interval_s: float,
                   min_intervals: int, load_scaling: bool, min_load_correlation: float
-                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
+                  ) -> tuple[pd.DataFrame, NormalizedInfo]:
     """Normalise one validated run; return the interval frame and what was decided."""
     start = pd.Timestamp(meta["started_at"]).timestamp()
     periods = {h: sampling_period(f["ts"]) for h, f in host_frames.items()}
@@ -125,7 +124,7 @@ def normalize_run(host_frames: dict[str, pd.DataFrame], meta: RunRecord, *, inte
     if load_scaling and load_counter:
         fits = fit_load(frame, load_counter, min_correlation=min_load_correlation)
     median_load = float(frame[load_counter].median()) if load_counter in frame.columns else None
-    info = {"interval_s": step, "n_intervals": int(len(frame)), "sampling_periods": periods,
+    info: NormalizedInfo = {"interval_s": step, "n_intervals": int(len(frame)), "sampling_periods": periods,
             "counters": list(frame.columns), "load_counter": load_counter, "load_fits": fits,
             "median_load": median_load,
             "empty_intervals": {c: int(v) for c, v in frame.isna().sum().items() if v}}

@@ -21,7 +21,7 @@ import pandas as pd
 from pipelines import config
 from pipelines.preparation.intervals import normalize_run
 from pipelines.storage import atomic, budget
-from pipelines.storage.run_records import RunRecord
+from pipelines.storage.run_records import NormalizedInfo, RunRecord
 
 log = logging.getLogger("regresslab.normalize")
 
@@ -71,7 +71,7 @@ def load_valid_run(run_id: str) -> tuple[dict[str, pd.DataFrame], RunRecord]:
     return frames, meta
 
 
-def normalize_one(run_id: str, params: NormalizeParams) -> dict[str, Any]:
+def normalize_one(run_id: str, params: NormalizeParams) -> NormalizedInfo:
     """Normalise one validated run unless its cached result is current; return its index row."""
     key = expected_key(run_id, params)
     if is_current(run_id, key):
@@ -115,7 +115,7 @@ def close_workers() -> None:
         worker.close()
 
 
-def normalize_within_budget(run_id: str, params: NormalizeParams, worker: budget.Worker) -> dict[str, Any] | None:
+def normalize_within_budget(run_id: str, params: NormalizeParams, worker: budget.Worker) -> NormalizedInfo | None:
     """:func:`normalize_one` in the ``worker``'s child (:func:`worker_for`), unless the run is
     current; None when the run blew its budget: it is then left out of the analysis, and the
     reason kept beside the frames (``config.normalize_failed_path``)."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from pipelines import config, parallel
 from pipelines.preparation.normalized_runs import (NormalizeParams, close_workers, expected_key, is_current,
                                                    normalize_within_budget, process_worker)
 from pipelines.progress import Progress
 from pipelines.storage import atomic, locks, manifest
+from pipelines.storage.run_records import NormalizedInfo
 
 log = logging.getLogger("regresslab.normalize")
 
@@ -29,14 +30,14 @@ def pending_runs() -> list[str]:
             if not is_current(r, expected_key(r, params))]
 
 
-def run_one(run_id: str) -> dict[str, Any] | None:
+def run_one(run_id: str) -> NormalizedInfo | None:
     """Normalise one validated run; None when it could not be.  A batch of one (:func:`batch`)."""
     with batch() as one:
         return one(run_id)
 
 
 @contextmanager
-def batch() -> Iterator[Callable[[str], dict[str, Any] | None]]:
+def batch() -> Iterator[Callable[[str], NormalizedInfo | None]]:
     """The per-run work of one nightly DAG task (:func:`run_one` is a batch of one): one shared hold of
     the data folder and one budgeted child per process for all its runs (a child per run costs a fork
     each)."""

@@ -50,6 +50,24 @@ class RunMeta(TypedDict, total=False):
     regressed_counters: list[str]
 
 
+class NormalizedInfo(TypedDict, total=False):
+    """What normalisation decided for a run (``data/interim/normalized/<run_id>.json``): the interval
+    and how many, each host's sampling period, the counters, the load counter, its fits and its
+    median (load scaling), the empty intervals per counter, and the run, its system and input key."""
+
+    interval_s: float
+    n_intervals: int
+    sampling_periods: dict[str, float]
+    counters: list[str]
+    load_counter: str | None
+    load_fits: dict[str, list[float]]
+    median_load: float | None
+    empty_intervals: dict[str, int]
+    key: str
+    run_id: str
+    system: str
+
+
 class RunRecord(TypedDict, total=False):
     """One validated run (contract §1 ``run.json``, as ``validate`` indexes it).
 

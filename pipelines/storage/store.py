@@ -21,6 +21,7 @@ from pipelines import config
 from pipelines.load_scaling import scale_to_load
 from pipelines.storage import atomic
 from pipelines.storage.cause_files import CauseModelMeta
+from pipelines.storage.run_records import NormalizedInfo
 from pipelines.storage.stage_files import EdgesFile
 
 TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
@@ -45,7 +46,7 @@ def run_counters(run_id: str) -> set[str]:
             if name != "ts"}
 
 
-def read_info(run_id: str) -> dict[str, Any]:
+def read_info(run_id: str) -> NormalizedInfo:
     """What normalisation decided for a run (interval, counters, load fits, cache key)."""
     return atomic.read_json(config.info_path(run_id))
 
@@ -82,7 +83,7 @@ class FrameStore:
 
     def __init__(self, reference: float | None, derived_budget: int = DERIVED_BUDGET):
         self.reference = reference
-        self._normalized: dict[str, tuple[pd.DataFrame, dict[str, Any]]] = {}
+        self._normalized: dict[str, tuple[pd.DataFrame, NormalizedInfo]] = {}
         self._scaled: dict[str, pd.DataFrame] = {}
         self._levels: dict[tuple, pd.Series] = {}
         self._derived: OrderedDict[tuple, Any] = OrderedDict()
