@@ -42,7 +42,7 @@ import io
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -211,8 +211,35 @@ def run_to_archive_members(run: SimulatedRun) -> dict[str, bytes]:
     return members
 
 
+class ScheduledRun(TypedDict, total=False):
+    """One run of an example lab's schedule (:func:`plan_lab`): its system, cause (``none``: normal),
+    environment and version, whether an analyst verified it, its day, and, once placed, its seed and
+    start."""
+
+    system: str
+    cause: str
+    environment: Environment
+    version: str
+    verified: bool
+    day: int
+    seed: int
+    started_at: datetime
+
+
+class RunTruth(TypedDict):
+    """What the simulator knows of a run (the labels a test or an evaluation reads): its verdict and
+    cause, the counters its fault moved enough to matter, the fault's severity, and whether its
+    environment is the system's new one."""
+
+    verdict: str
+    cause: str
+    regressed_counters: list[str]
+    severity: float | None
+    new_environment: bool
+
+
 def plan_lab(*, seed: int, systems: list[str], history_causes: list[str], target_causes: list[str],
-             n_normal: int, n_per_cause: int, n_targets_normal: int, start: str) -> list[dict[str, Any]]:
+             n_normal: int, n_per_cause: int, n_targets_normal: int, start: str) -> list[ScheduledRun]:
     """The run schedule of an example lab: verified history then unanalysed targets, per system.
 
     Returns dicts with the plan and what the analyst knows (verdict, cause) so the
@@ -220,7 +247,7 @@ def plan_lab(*, seed: int, systems: list[str], history_causes: list[str], target
     """
     rng = _rng(seed, "plan")
     day0 = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
-    schedule: list[dict[str, Any]] = []
+    schedule: list[ScheduledRun] = []
     for s_idx, system in enumerate(systems):
         spec = SYSTEMS[system]
         kinds = ["none"] * n_normal + [c for c in history_causes for _ in range(n_per_cause)]
@@ -275,8 +302,8 @@ def build_lab(plan: LabPlan, *, min_effect: float, min_rel_change: float, progre
         yield run_id, members, truth
 
 
-def simulate_entry(entry: dict[str, Any], *, min_effect: float, min_rel_change: float,
-                   process_cpu: str = "share") -> tuple[str, dict[str, bytes], dict[str, Any]]:
+def simulate_entry(entry: ScheduledRun, *, min_effect: float, min_rel_change: float,
+                   process_cpu: str = "share") -> tuple[str, dict[str, bytes], RunTruth]:
     """One run of :func:`plan_lab`'s schedule: ``(run_id, archive members, truth)``.  Each run draws
     from its own streams (its ``seed``), so the runs can be simulated in any order or process."""
     prefix = "r" if entry["verified"] else "t"     # the id tells verified from target, never the cause
@@ -298,7 +325,7 @@ def simulate_entry(entry: dict[str, Any], *, min_effect: float, min_rel_change: 
         clean = simulate_run(replace(plan, fault=None))
         regressed = regressed_counters(run, clean, min_effect=min_effect,
                                        min_rel_change=min_rel_change)
-    truth = {"verdict": "pass" if fault is None else "fail", "cause": entry["cause"],
+    truth: RunTruth = {"verdict": "pass" if fault is None else "fail", "cause": entry["cause"],
              "regressed_counters": regressed,
              "severity": fault.severity if fault else None,
              "new_environment": entry["environment"] == SYSTEMS[entry["system"]].new_environment}

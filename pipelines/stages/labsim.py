@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
 
 from pipelines import config, parallel
 from pipelines.progress import Progress
-from pipelines.simulators.labsim import plan_lab, simulate_entry
+from pipelines.simulators.labsim import RunTruth, ScheduledRun, plan_lab, simulate_entry
 from pipelines.storage import atomic
 
 log = logging.getLogger("regresslab.labsim")
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
                         target_causes=args.target_causes, n_normal=args.n_normal, n_per_cause=args.n_per_cause,
                         n_targets_normal=args.n_targets_normal, start=args.start)
 
-    def write(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def write(entry: ScheduledRun) -> tuple[str, RunTruth]:
         run_id, members, truth = simulate_entry(entry, min_effect=params["min_effect"],
                                                 min_rel_change=params["min_rel_change"], process_cpu=args.process_cpu)
         atomic.write_tar_gz_atomic(out / f"{run_id}.tar.gz", members)
