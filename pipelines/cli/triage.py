@@ -15,7 +15,8 @@ from pipelines import config
 from pipelines.systems import history
 from pipelines.safe_text import for_terminal, text_problem
 from pipelines.storage import locks, manifest, store
-from pipelines.storage.triage_log import VERDICTS, append, apply_triage, decision, read_log, triage_state, undo
+from pipelines.storage.triage_log import (VERDICTS, Replaced, append, apply_triage, decision, read_log, triage_state,
+                                          undo)
 
 log = logging.getLogger("regresslab.triage")
 
@@ -82,8 +83,8 @@ def record_decision(args: argparse.Namespace) -> None:
                   f"(e.g. {', '.join(sorted(recorded)[:3])})", file=sys.stderr)
             raise SystemExit(2)
     row = apply_triage(index, state)[args.run_id]
-    previous = {"verdict": row.get("verdict"), "cause": row.get("cause"),
-                "regressed_counters": row.get("regressed_counters") or []}
+    previous: Replaced = {"verdict": row.get("verdict"), "cause": row.get("cause"),
+                          "regressed_counters": row.get("regressed_counters") or []}
     try:
         rec = decision(args.run_id, verdict=args.verdict, cause=args.cause, counters=args.counters, note=args.note,
                        by=args.by, at=at, previous=previous)

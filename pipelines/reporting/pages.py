@@ -21,7 +21,7 @@ from pipelines.reporting.plots import control_chart_plot, timeline_plot
 from pipelines.reporting.release import Build, run_status, uncertainty
 from pipelines.reporting.summary import environment_differences, signed_pct, top_change, with_unit
 from pipelines.storage.run_records import DroppedCounter, Environment, RunRecord, ValidIndex
-from pipelines.storage.stage_files import CounterChange, IndexRow, VerdictFile
+from pipelines.storage.stage_files import CommitSummary, CounterChange, IndexRow, VerdictFile
 
 log = logging.getLogger("regresslab.report")
 
@@ -159,7 +159,7 @@ class NightIndex:
     dropped: Sequence[tuple[str, DroppedCounter]] = ()
     decisions: Sequence[Mapping[str, Any]] = ()
     trends: Sequence[dict[str, Any]] = ()
-    commits: dict[str, Any] | None = None
+    commits: CommitSummary | None = None
     missing_sources: Sequence[dict[str, str]] = ()
     arriving: dict[str, list[dict[str, str]]] | None = None
     builds: Sequence[Build] = ()

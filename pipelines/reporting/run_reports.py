@@ -27,12 +27,13 @@ from pipelines.reporting.plots import night_trends, sparkline
 from pipelines.reporting.summary import counter_changes, night_changes, novel_environment, plain_summary, summary_order
 from pipelines.storage import archive, atomic, memo, store, triage_log
 from pipelines.storage.run_records import DroppedCounter, ValidIndex
-from pipelines.storage.stage_files import CounterChange, IndexRow, NightSummary, RuleDetection, VerdictFile, WeightedRun
+from pipelines.storage.stage_files import (CommitSummary, CounterChange, IndexRow, NightSummary, RuleDetection,
+                                           VerdictFile, WeightedRun)
 
 log = logging.getLogger("regresslab.report")
 
 
-def commit_summary() -> dict[str, Any] | None:
+def commit_summary() -> CommitSummary | None:
     """What the night index says of the commit series (``commit_changes``): its page's changes."""
     path = config.COMMIT_REPORTS / "changes.json"
     if not path.exists():

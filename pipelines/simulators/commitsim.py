@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import hashlib
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -74,7 +74,19 @@ class CommitHistory:
         return cls(**{**fields, **override})
 
 
-def simulate(h: CommitHistory) -> tuple[pd.DataFrame, dict[str, Any]]:
+# a simulated series' truth: its shape (the realistic histories' class too), its changes' positions and commits
+SeriesTruth = TypedDict("SeriesTruth", {"shape": str, "class": str, "change_index": list[int],
+                                        "change_commits": list[str]}, total=False)
+
+
+class CommitLabels(TypedDict):
+    """The labels of a simulated history (``labels.json``): the commits in order and each series' truth."""
+
+    commits: list[str]
+    series: dict[str, SeriesTruth]
+
+
+def simulate(h: CommitHistory) -> tuple[pd.DataFrame, CommitLabels]:
     """The measurements and the truth of the history ``h`` (see the module doc)."""
     seed, n_commits, n_groups, benchmarks_per_group = h.seed, h.n_commits, h.n_groups, h.benchmarks_per_group
     runs, measurements, warmup, changes_per_group = h.runs, h.measurements, h.warmup, h.changes_per_group
@@ -82,7 +94,8 @@ def simulate(h: CommitHistory) -> tuple[pd.DataFrame, dict[str, Any]]:
     rng = np.random.default_rng(seed)
     commits = [commit_id(i, seed) for i in range(n_commits)]
     times = commit_times(n_commits, start)
-    frames, truth = [], {}
+    frames: list[pd.DataFrame] = []
+    truth: dict[str, SeriesTruth] = {}
     for g in range(n_groups):
         n_changes = int(rng.integers(changes_per_group[0], changes_per_group[1] + 1))
         points = _change_points(rng, n_commits, n_changes, gap=min_gap, tries=200)
@@ -143,7 +156,7 @@ UNCHANGED = ("quiet", "autocorrelated", "drift", "outliers", "heavy_tails", "sea
 
 
 def realistic(*, seed: int, n_commits: int = 400, series_per_class: int = 6,
-              classes: tuple[str, ...] = CLASSES) -> tuple[pd.DataFrame, dict[str, Any]]:
+              classes: tuple[str, ...] = CLASSES) -> tuple[pd.DataFrame, CommitLabels]:
     """Histories as nightly benchmarks record them: **one value per commit** (no repeated runs),
     a class of series each, every one labelled.  Six classes have no change at all over hundreds
     of commits, only what real series do without a code change: ``quiet`` (independent noise),
@@ -163,7 +176,8 @@ def realistic(*, seed: int, n_commits: int = 400, series_per_class: int = 6,
     rng = np.random.default_rng(seed)
     commits = [commit_id(i, 10_000 + seed) for i in range(n_commits)]
     times = commit_times(n_commits)
-    frames, truth = [], {}
+    frames: list[pd.DataFrame] = []
+    truth: dict[str, SeriesTruth] = {}
     for cls in classes:
         for j in range(series_per_class):
             base = float(rng.uniform(1.0, 100.0))

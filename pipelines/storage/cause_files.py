@@ -104,6 +104,16 @@ class UnknownCauses(TypedDict):
     known_called_unknown: float | None
 
 
+class CounterProfile(TypedDict, total=False):
+    """What each cause does to each counter on a system (``prediction.counter_profile``): per
+    violation-ratio feature some cause raises, the normal runs' mean and standard deviation, and
+    each fault cause's mean where it lies above theirs (empty without normal runs)."""
+
+    none_mean: dict[str, float]
+    none_sd: dict[str, float]
+    cause_mean: dict[str, dict[str, float]]
+
+
 class CauseModelMeta(TypedDict, total=False):
     """A system's cause model as ``train_causes`` describes it (``cause_models/<system>/<version>.json``):
     its version and what it was trained on, the design and learner, their leave-one-run-out figures,
@@ -124,7 +134,7 @@ class CauseModelMeta(TypedDict, total=False):
     classes: list[str]
     feature_blocks: list[str]
     design_scores: dict[str, dict[str, float | None]]   # None figures: set aside before its leave-one-out ended
-    counter_profile: dict[str, Any]     # each counter's violation ratios on the normal runs and each cause's (cause_prediction.counter_profile)
+    counter_profile: CounterProfile
     balance_classes: bool
     runs: int
     pairs: int

@@ -201,6 +201,17 @@ class ObjectivesBlock(TypedDict):
     objectives: list[ObjectiveEntry]
 
 
+class CommitSummary(TypedDict, total=False):
+    """What the night index says of the commit series: the changes on its page, how many are
+    regressions, the first of them (the contract's order: the largest regression), or that the page's
+    list could not be read (``unreadable``)."""
+
+    changes: int
+    regressions: int
+    top: dict[str, Any] | None
+    unreadable: bool
+
+
 class VerdictFile(TypedDict, total=False):
     """``report``'s verdict file of one run (contract §2, ``reports/runs/<run>.json``): the contract's
     keys in its order, then what regresslab adds (the baseline's status, the run's p-value, every

@@ -29,6 +29,14 @@ from pipelines.storage.run_records import RunRecord, ValidIndex
 VERDICTS = ("pass", "fail")
 
 
+class Replaced(TypedDict):
+    """What a triage decision replaces: the run's verdict, cause and regressed counters before it."""
+
+    verdict: str | None
+    cause: str | None
+    regressed_counters: list[str]
+
+
 class TriageRecord(TypedDict, total=False):
     """One line of the triage log: a decision (``action`` ``decide``: the run's verdict, cause and
     regressed counters, a note, and the values it replaces, ``previous``) or an ``undo`` of the
@@ -42,14 +50,14 @@ class TriageRecord(TypedDict, total=False):
     note: str
     by: str
     at: str
-    previous: dict[str, Any]
+    previous: Replaced
 
 
 # --------------------------------------------------------------------------- pure core
 
 
 def decision(run_id: str, *, verdict: str, cause: str | None, counters: list[str] | None, note: str | None,
-             by: str, at: str, previous: dict[str, Any]) -> TriageRecord:
+             by: str, at: str, previous: Replaced) -> TriageRecord:
     """One log line: the decision and what it replaces. A passed run's cause is ``none``; a
     failed run with no cause given keeps ``unknown`` (it still joins the history as failed)."""
     if verdict not in VERDICTS:

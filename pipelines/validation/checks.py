@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import AbstractSet, Any, Sequence
+from typing import AbstractSet, Any, Sequence, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -185,14 +185,33 @@ SUMMARY_COLUMNS = ["host", "counter", "counter_name_ok", "kind", "lower_bound", 
 COUNTER_NAME = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.%/-]+")
 
 
-def _shares(n_present: int, non_numeric: int, infinite: int, outside: int) -> dict[str, float]:
+class Shares(TypedDict):
+    """The shares of a column's present samples that are numbers, finite and within its bounds."""
+
+    numeric_share: float
+    finite_share: float
+    in_range_share: float
+
+
+class CheckedColumn(Shares):
+    """One counter's figures the ``counter_values`` suite checks: its present samples and their
+    shares (:class:`Shares`), its smallest and largest finite value, and example offending cells."""
+
+    samples: int
+    min_value: float
+    max_value: float
+    non_numeric_examples: str
+    out_of_range_examples: str
+
+
+def _shares(n_present: int, non_numeric: int, infinite: int, outside: int) -> Shares:
     if not n_present:
         return {"numeric_share": 1.0, "finite_share": 1.0, "in_range_share": 1.0}
     return {"numeric_share": 1.0 - non_numeric / n_present, "finite_share": 1.0 - infinite / n_present,
             "in_range_share": 1.0 - outside / n_present}
 
 
-def _text_column_row(raw: pd.Series, low: float, high: float) -> dict[str, Any]:
+def _text_column_row(raw: pd.Series, low: float, high: float) -> CheckedColumn:
     """The checks of one column pandas did not read as numbers (text cells among them)."""
     value = pd.to_numeric(raw, errors="coerce").astype(float)
     present = raw.notna() & (raw.astype(str).str.strip() != "")
@@ -208,7 +227,7 @@ def _text_column_row(raw: pd.Series, low: float, high: float) -> dict[str, Any]:
             "out_of_range_examples": _examples(pd.concat([value[infinite], outside]))}
 
 
-def _numeric_rows(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> list[dict[str, Any]]:
+def _numeric_rows(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> list[CheckedColumn]:
     """:func:`_text_column_row` of every column of a numeric block at once (rows = samples):
     no cell is text, a missing sample is NaN.  The same figures, without a string per cell."""
     present = ~np.isnan(values)
@@ -218,7 +237,7 @@ def _numeric_rows(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> list
     n_present, n_inf, n_out, n_finite = present.sum(0), infinite.sum(0), outside.sum(0), finite.sum(0)
     lo = np.where(finite, values, np.inf).min(0, initial=np.inf)
     hi = np.where(finite, values, -np.inf).max(0, initial=-np.inf)
-    rows = []
+    rows: list[CheckedColumn] = []
     for j in range(values.shape[1]):
         examples = ""
         if n_inf[j] or n_out[j]:         # the infinite values first, then the out-of-range ones, as text

@@ -13,7 +13,7 @@ import pandas as pd
 
 from pipelines.detectors.causes import features as cause_features
 from pipelines.detectors.causes.classifiers import fault_score, nearest_fault, per_cause, run_probabilities
-from pipelines.storage.cause_files import CausePrediction, CauseRecall, FaultGuess
+from pipelines.storage.cause_files import CausePrediction, CauseRecall, CounterProfile, FaultGuess
 
 
 ALTERNATIVES = 2          # the runner-up causes a prediction names
@@ -24,7 +24,7 @@ EVIDENCE_FLOOR = 0.05     # the smallest deviation of a violation ratio counted 
 
 EVIDENCE_TOP = 15         # counters kept per prediction
 
-def counter_profile(frame: pd.DataFrame) -> dict[str, Any]:
+def counter_profile(frame: pd.DataFrame) -> CounterProfile:
     """What each cause does to each counter on this system, from the training rows: per counter-level
     feature (``above:``/``below:`` violation ratios), the verified normal runs' mean and standard
     deviation (each run the mean of its pair rows) and each fault cause's mean, for the features some
@@ -44,6 +44,7 @@ def counter_profile(frame: pd.DataFrame) -> dict[str, Any]:
             "none_sd": {c: round(float(none_sd[c]), 4) for c in raised},
             "cause_mean": {cause: {c: round(float(m[c]), 4) for c in raised if m[c] > none_mean[c]}
                            for cause, m in means.items()}}
+
 
 def evidence_counters(rows: pd.DataFrame, profile: Mapping[str, Any] | None, cause: str | None) -> dict[str, float]:
     """The counters that carry the prediction of ``cause`` on this run (the cause classifier's
