@@ -81,6 +81,8 @@ class ReportParams:
     directions: list[dict[str, str]]
     detectors: registry.Registry
     block: Mapping[str, Any] = dataclasses.field(compare=False, repr=False)
+    # each registered reader's source digest, by detector name (those with a file of their own), read once a night
+    readers: Mapping[str, str | None] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, block: Mapping[str, Any]) -> "ReportParams":
@@ -88,12 +90,13 @@ class ReportParams:
         if anchor_places > counter_order.IN_FIVE:
             raise ValueError(f"report.anchor_places: {anchor_places} is more than the {counter_order.IN_FIVE} "
                              "first counters it fills")
+        detectors = registry.registry(block["detectors"])
         return cls(top_counters=int(block["top_counters"]), anchor_places=anchor_places,
                    few_intervals=int(block["few_intervals"]),
                    compare_pages=int(block["compare_pages"]), trend_nights=int(block["trend_nights"]),
                    night=block["night"], junit=block["junit"], user_facing=block["user_facing"],
-                   directions=block["directions"], detectors=registry.registry(block["detectors"]),
-                   block=dict(block))
+                   directions=block["directions"], detectors=detectors, block=dict(block),
+                   readers={name: memo.file_digest(path) for name, path in registry.reader_files(detectors).items()})
 
     @classmethod
     def load(cls) -> "ReportParams":
@@ -114,7 +117,7 @@ def report_key(run_id: str, detection: RuleDetection, index: ValidIndex, params:
                         config.cluster_path(run_id), config.evaluation_path(run_id))}
     inputs.update({f"detector:{name}": memo.file_digest(path)
                    for name, path in registry.own_files(run_id, params.detectors).items()})
-    inputs.update({f"reader:{name}": memo.file_digest(path) for name, path in registry.reader_files(params.detectors).items()})
+    inputs.update({f"reader:{name}": digest for name, digest in params.readers.items()})
     baseline = [b["run_id"] for b in detection.get("baseline_runs") or []]
     labels = {r: dataclasses.asdict(lab) for r, lab in sorted(fault_labels.items())}
     runs = {"target": [run_id], "baseline": baseline}
