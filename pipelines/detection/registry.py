@@ -37,8 +37,9 @@ class DetectorSpec:
     it (``run_reports.report_key``): a new result of the detector makes the run's report again.
     A detector computed by the night's ``detectors`` stage names the class that computes it
     (``detector``: called without arguments, a :class:`~pipelines.protocol.Detector` whose
-    ``judge`` returns the run's result document); that stage writes the document to ``file``
-    (by default ``data/processed/detectors/<name>/{run_id}.json``), and the nightly DAG's
+    ``judge`` returns the run's result document); that stage writes the document to ``file``,
+    which is then ``data/processed/detectors/<name>/{run_id}.json`` (:func:`own_results`, the
+    folder the stage prunes to the night's targets), and the nightly DAG's
     ``detectors`` task does so per batch.  The project's own detectors read the four stages'
     documents (``detect``, ``control_charts``, ``clusters``, ``predict_causes``), which every
     report key hashes; their ``file`` and ``detector`` are None."""
@@ -60,8 +61,8 @@ Registry = Sequence[DetectorSpec]
 
 def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
     """The detectors of ``report.detectors`` (each ``{name, result: "module:function", file?,
-    detector?: "module:class"}``), their readers and classes imported, in the list's order; a ValueError that names the entry when one is
-    wrong.  A module of the project's own folder is found there (as the stages, run from it, find
+    detector?: "module:class"}``), their readers and classes imported, in the list's order; a
+    ValueError that names the entry when one is wrong.  A module of the project's own folder is found there (as the stages, run from it, find
     it), after the installed packages."""
     import sys
 
@@ -82,16 +83,18 @@ def registry(entries: Sequence[Mapping[str, Any]]) -> Registry:
             raise ValueError(f"params.yaml: report.detectors[{i}].file must be a .json path of the project naming "
                              f"{{run_id}} (e.g. data/processed/{name}/{{run_id}}.json), not {own!r}")
         if computes is not None:
-            own = own if own is not None else f"{OWN_RESULTS}/{name}/{{run_id}}.json"
-            if not own.startswith(f"{OWN_RESULTS}/{name}/"):
+            computed_file = f"{OWN_RESULTS}/{name}/{{run_id}}.json"
+            if own not in (None, computed_file):
                 raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): the detectors stage writes its "
-                                 f"results under {OWN_RESULTS}/{name}/, so its file lies there, not {own!r}")
+                                 f"results under {OWN_RESULTS}/{name}/ as <run_id>.json, so its file is "
+                                 f"{computed_file} (or left out), not {own!r}")
+            own = computed_file
         if own is not None and name in STAGE_DOCS:
             raise ValueError(f"params.yaml: report.detectors[{i}] ({name}): a detector with a file of its own cannot "
                              f"take the name of a stage's document ({', '.join(STAGE_DOCS)})")
-        out.append(DetectorSpec(name, imported(where, f"report.detectors[{i}] ({name})", "result", "module:function"), own,
-                                None if computes is None else imported(computes, f"report.detectors[{i}] ({name})",
-                                                                       "detector", "module:class")))
+        entry_name = f"report.detectors[{i}] ({name})"
+        out.append(DetectorSpec(name, imported(where, entry_name, "result", "module:function"), own,
+                                None if computes is None else imported(computes, entry_name, "detector", "module:class")))
     return tuple(out)
 
 
@@ -108,6 +111,12 @@ def imported(where: Any, entry: str, key: str, form: str) -> Callable[..., Any]:
     if not callable(found):
         raise ValueError(f"params.yaml: {entry}.{key}: {where} is not callable")
     return cast(Callable[..., Any], found)
+
+
+def own_results(name: str) -> Path:
+    """The folder the ``detectors`` stage writes a computed detector's results to (one
+    ``<run_id>.json`` each)."""
+    return config.ROOT / OWN_RESULTS / name
 
 
 def computed(detectors: Registry) -> list[DetectorSpec]:

@@ -84,7 +84,7 @@ def batch() -> Iterator[Callable[[str], dict[str, Mapping[str, Any]]]]:
         ones = {d.name: stack.enter_context(judging.batch(d, hist, significance, lock=f"detectors batch ({d.name})"))
                 for d in detectors}
         for d in detectors:
-            config.ensure_dirs(config.ROOT / registry.OWN_RESULTS / d.name)
+            config.ensure_dirs(registry.own_results(d.name))
         yield lambda run_id: {name: one(run_id) for name, one in ones.items()}
 
 
@@ -94,14 +94,15 @@ def main() -> None:
     folder = config.ROOT / registry.OWN_RESULTS
     config.ensure_dirs(folder)
     detectors = registered()
-    for stale in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and p.name not in {d.name for d in detectors}):
+    names = {d.name for d in detectors}
+    for stale in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and p.name not in names):
         shutil.rmtree(stale)          # a detector no longer registered: its results are no output of the night
     index = manifest.read_valid_index()
     todo = history.targets(index)
     hist, significance = history.HistoryParams.load(), effects.Significance.load()
     for detector in detectors:
-        config.ensure_dirs(folder / detector.name)
-        atomic.prune_outputs(folder / detector.name, todo)
+        config.ensure_dirs(registry.own_results(detector.name))
+        atomic.prune_outputs(registry.own_results(detector.name), todo)
         progress = Progress(log, f"detectors: {detector.name}", len(todo))
 
         def judged(run_id: str, out: tuple[Mapping[str, Any], bool]) -> str:
@@ -109,7 +110,7 @@ def main() -> None:
             return f"{run_id} -> p {doc.get('p_value')}" + (" (unchanged, reused)" if kept else "")
         reused = judging.judge_night(detector, todo, index, hist, significance, progress, judged)
         print(f"[detectors] {detector.name}: {len(todo)} target runs judged ({reused} unchanged, reused) "
-              f"-> {folder / detector.name}")
+              f"-> {registry.own_results(detector.name)}")
     if not detectors:
         print("[detectors] no registered detector names a class the night computes (report.detectors: detector)")
 

@@ -101,9 +101,12 @@ def test_a_toy_detector_in_one_file_and_one_params_entry_is_in_the_record_the_ve
      "cannot take the name of a stage's document"),
     ({"name": "spectral", "result": "tests.toy_detector:result", "detector": "tests.toy_detector:Spectral",
       "file": "data/processed/spectral/{run_id}.json"}, "under data/processed/detectors/spectral/"),
+    ({"name": "spectral", "result": "tests.toy_detector:result", "detector": "tests.toy_detector:Spectral",
+      "file": "data/processed/detectors/spectral/{run_id}.out.json"}, "as <run_id>.json"),
     ({"name": "spectral", "result": "tests.toy_detector:result", "detector": "tests.toy_detector:NoSuch"},
      "cannot read tests.toy_detector:NoSuch"),
-    ({"name": "spectral", "result": "tests.toy_detector:result", "detector": "tests/toy_detector.py"}, "'module:class'"),
+    ({"name": "spectral", "result": "tests.toy_detector:result", "detector": "tests/toy_detector.py"},
+     "'module:class'"),
 ])
 def test_a_wrong_registry_entry_is_named(entry, said):
     detectors = [*params_schema.defaults()["report"]["detectors"], entry]

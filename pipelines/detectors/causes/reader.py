@@ -66,7 +66,8 @@ def classifier_history_faults(predicted: CausePrediction | None, *, resolution: 
     if not predicted or predicted.get("history_fault_scores") is None or predicted.get("null_fault_scores") is None:
         return None
     null = [float(v) for v in predicted["null_fault_scores"]]
-    return {r: classifier_pvalue(float(v), null, resolution=resolution) for r, v in predicted["history_fault_scores"].items()}
+    return {r: classifier_pvalue(float(v), null, resolution=resolution)
+            for r, v in predicted["history_fault_scores"].items()}
 
 
 def classifier_history_normals(predicted: CausePrediction | None, *, resolution: float) -> dict[str, float] | None:
