@@ -16,7 +16,7 @@ from pipelines.verdict import headline
 from pipelines.systems import history
 from pipelines.progress import Progress
 from pipelines.reporting import alerts, junit
-from pipelines.reporting.pages import index_row
+from pipelines.reporting.pages import compile_run_templates, index_row
 from pipelines.reporting.run_reports import (ReportParams, kept_report, report_inputs, report_run, write_night_index,
                                              write_report)
 from pipelines.storage import atomic, locks, manifest
@@ -64,6 +64,8 @@ def main() -> None:
     # fewer new runs than cores (a second night's one new archive): one at a time here, and each
     # run's compare pages on every core
     one_by_one = len(fresh) < parallel.configured_jobs()
+    if fresh:
+        compile_run_templates()
     written = parallel.map_ordered(
         lambda run_id: (index_row(write_report(run_id, inputs[run_id], index, params, rule)), False), fresh,
         jobs=1 if one_by_one else None, progress=tick)
