@@ -187,3 +187,23 @@ def test_every_detector_reads_its_stored_calibration_back_and_calibrates_when_no
     assert not getattr(config, path_of)("a").exists()
     assert detector.stored(seen) == {"normal_scores": {"a-1": 0.5}, "n": 1} and made == ["a"]
     assert detector.stored(seen) == {"normal_scores": {"a-1": 0.5}, "n": 1} and made == ["a"]     # read back
+
+
+def test_a_celery_worker_imports_every_stage_before_its_pool_forks():
+    """The worker's Celery configuration is Airflow's with every stage module (and the tasks that
+    run them) among the modules Celery imports when a worker starts, before its pool forks."""
+    from pathlib import Path
+
+    from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
+    from celery import Celery
+
+    from pipelines.orchestration.celery_config import CELERY_CONFIG
+
+    stages = {f"pipelines.stages.{p.stem}" for p in (Path(tasks.__file__).parents[1] / "stages").glob("*.py")
+              if p.stem != "__init__"}
+    assert len(stages) >= 15 and "pipelines.stages.validate" in stages
+    assert set(CELERY_CONFIG["imports"]) == stages | {"pipelines.orchestration.tasks"}
+    assert {k: v for k, v in CELERY_CONFIG.items() if k != "imports"} == \
+        {k: v for k, v in DEFAULT_CELERY_CONFIG.items() if k != "imports"}
+    app = Celery("regresslab-test", config_source=CELERY_CONFIG)
+    assert set(app.loader.default_modules) >= stages    # what the worker's loader imports at init
