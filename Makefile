@@ -7,19 +7,22 @@ BIN    := $(VENV)/bin
 UV_VERSION := 0.9.9
 export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
-# The install compiles every module's bytecode once (uv --compile-bytecode: 33 s on 2 cores), so
-# that no process of a night or of the tests compiles what it imports (the test suite's first run
-# on a fresh install took 70 s longer than its second). A shell that sets PYTHONDONTWRITEBYTECODE
-# would make every process compile this project's own modules again.
+# The install compiles no bytecode: Python writes a module's .pyc the first time a process imports
+# it, and the nights and the tests import about 4,700 of the venv's 19,000 modules (compiling them
+# all at install, uv --compile-bytecode, took 36 s of the install's 45; docs/operations/performance.md).
+# A shell that sets PYTHONDONTWRITEBYTECODE would make every process compile what it imports again.
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test setup browser services bench reset screenshots real-data
 
-# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), in a third of the time
+# uv installs the same pinned set as pip would (requirements.txt, constraints.txt), in a third of the time.
+# The venv holds no pip of its own (ensurepip took 5 s): uv goes in by the interpreter's pip, or, where
+# that has none, by a pip ensurepip puts in the venv.
 $(BIN)/.installed: requirements.txt constraints.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt -c constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet uv==$(UV_VERSION) 2>/dev/null \
+	  || { $(BIN)/python -m ensurepip --default-pip >/dev/null && $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); }
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.txt -c constraints.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .     # the `regresslab` command, on this checkout
 	touch $@
 

@@ -175,12 +175,12 @@ def night_with_model(tmp_path_factory, night_without_model) -> concurrent.future
 
 def _build_wheel(folder: Path) -> None:
     """The wheel (``uv build``: the install's uv, a PEP 517 front end like ``pip wheel``, at about
-    40 % of its CPU) in ``folder/dist``, installed with ``pip install --no-deps --target folder/site``."""
+    40 % of its CPU) in ``folder/dist``, installed with ``uv pip install --no-deps --target folder/site``."""
     subprocess.run([str(Path(sys.executable).parent / "uv"), "build", "--quiet", "--wheel", "-o", str(folder / "dist"),
                     str(REPO)], check=True, capture_output=True)
     (wheel,) = (folder / "dist").glob("regresslab-*.whl")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder / "site"),
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run([str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--no-deps", "--python",
+                    sys.executable, "--target", str(folder / "site"), str(wheel)], check=True, capture_output=True)
 
 
 @pytest.fixture(scope="session")
