@@ -5,6 +5,8 @@ one of them (Airflow's supervisor).  A module the worker imported before forking
 process already; one it did not is imported by each task anew (pandas, scikit-learn, SciPy, Great
 Expectations and the stages: about two seconds of CPU a task).  Celery's ``imports`` setting names
 the modules a worker imports when it starts, before its pool forks, so each task starts with them.
+The worker imports this module when it reads its configuration, also before its pool forks: what
+every task computes first from the code and the defaults (:func:`compute_once`) is computed here.
 
 A worker uses it with ``AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS=pipelines.orchestration.celery_config.CELERY_CONFIG``
 (docs/operations/airflow.md, "Many machines").  Airflow and its Celery provider are imported here,
@@ -18,11 +20,27 @@ from typing import Any
 from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
 
 import pipelines.stages
+from pipelines import codebase, params_schema
+
+STAGES: tuple[str, ...] = tuple(sorted(module.name for module in pkgutil.iter_modules(pipelines.stages.__path__)))
 
 #: every stage module, and the tasks that run them: what a worker imports before it forks
 WORKER_IMPORTS: tuple[str, ...] = ("pipelines.orchestration.tasks",) + tuple(
-    f"pipelines.stages.{module.name}" for module in sorted(pkgutil.iter_modules(pipelines.stages.__path__),
-                                                             key=lambda m: m.name))
+    codebase.stage_module(stage) for stage in STAGES)
+
+
+def compute_once() -> None:
+    """What each task would otherwise compute first, computed once in the worker before it forks:
+    every stage's code digest (part of its results' keys, :func:`pipelines.storage.memo.input_key`;
+    the code as the worker imported it, which is the code its tasks run) and the params' schema
+    and defaults (:mod:`pipelines.params_schema`)."""
+    for stage in STAGES:
+        codebase.code_digest(codebase.stage_module(stage))
+    params_schema.schema()
+    params_schema.defaults()
+
+
+compute_once()
 
 CELERY_CONFIG: dict[str, Any] = {**DEFAULT_CELERY_CONFIG,
                                  "imports": tuple(DEFAULT_CELERY_CONFIG.get("imports") or ()) + WORKER_IMPORTS}

@@ -69,8 +69,9 @@ def as_postgres(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
 
 
-def start_postgres(stack: ExitStack) -> int:
-    """A PostgreSQL cluster of its own (trust auth on 127.0.0.1) with a database ``airflow``; its port."""
+def start_postgres(stack: ExitStack, logs: Path) -> int:
+    """A PostgreSQL cluster of its own (trust auth on 127.0.0.1) with a database ``airflow``, its
+    server's log in ``logs/postgres.log``; its port."""
     folder = Path(tempfile.mkdtemp(prefix="regresslab-pg-"))
     stack.callback(shutil.rmtree, folder, ignore_errors=True)
     if os.geteuid() == 0:
@@ -82,7 +83,7 @@ def start_postgres(stack: ExitStack) -> int:
                                            "-c", "listen_addresses=127.0.0.1",
                                            "-c", f"unix_socket_directories={folder}",
                                            "-c", "fsync=off", "-c", "max_connections=200"]),
-                              stdout=subprocess.DEVNULL, stderr=open(folder.parent / f"{folder.name}.log", "w"))
+                              stdout=subprocess.DEVNULL, stderr=open(logs / "postgres.log", "w"))
     stack.callback(stop, server)
     wait_until(lambda: subprocess.run([postgres_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
                                       capture_output=True).returncode == 0, "PostgreSQL", 60, 0.5)
@@ -131,7 +132,9 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
     by_celery, home = night_tree(tmp_path / "celery_tree", lab, jobs=1), tmp_path / "airflow_home"
     home.mkdir()
     with ExitStack() as stack:
-        pg, broker, api = start_postgres(stack), start_redis(stack, tmp_path), free_port()
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        pg, broker, api = start_postgres(stack, logs), start_redis(stack, tmp_path), free_port()
         env = dict(os.environ)
         env.update({
             "AIRFLOW_HOME": str(home), "REGRESSLAB_ROOT": str(by_celery), "PYTHONPATH": str(REPO),
@@ -151,8 +154,6 @@ def test_a_night_on_two_celery_workers_writes_what_the_stages_write(tmp_path, ca
         })
         migrated = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
         assert migrated.returncode == 0, migrated.stdout[-2000:] + migrated.stderr[-3000:]
-        logs = tmp_path / "logs"
-        logs.mkdir()
 
         def start(name: str, *args: str, **extra: str) -> None:
             proc = subprocess.Popen([AIRFLOW, *args], env={**env, **extra}, stdout=open(logs / f"{name}.log", "w"),

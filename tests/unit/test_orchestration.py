@@ -207,3 +207,16 @@ def test_a_celery_worker_imports_every_stage_before_its_pool_forks():
         {k: v for k, v in DEFAULT_CELERY_CONFIG.items() if k != "imports"}
     app = Celery("regresslab-test", config_source=CELERY_CONFIG)
     assert set(app.loader.default_modules) >= stages    # what the worker's loader imports at init
+
+
+def test_a_celery_worker_computes_every_stages_code_digest_before_its_pool_forks():
+    from pipelines import codebase
+    from pipelines.orchestration import celery_config
+
+    codebase.code_digest.cache_clear()
+    celery_config.compute_once()
+    before = codebase.code_digest.cache_info()
+    digests = {codebase.code_digest(codebase.stage_module(s)) for s in celery_config.STAGES}
+    after = codebase.code_digest.cache_info()
+    assert after.misses == before.misses and after.hits - before.hits == len(celery_config.STAGES) >= 15
+    assert len(digests) == len(celery_config.STAGES)        # each stage's own code
