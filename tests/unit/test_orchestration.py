@@ -1,6 +1,8 @@
 """The nightly DAG's batching (pipelines/orchestration/tasks.py): pure parts, without Airflow."""
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from pipelines.orchestration import tasks
@@ -210,11 +212,16 @@ def test_a_celery_worker_imports_every_stage_before_its_pool_forks():
 
 
 def test_a_celery_worker_computes_every_stages_code_digest_before_its_pool_forks():
+    """On the signal a worker sends before its pool forks (``worker_init``), and only then."""
+    from celery.signals import worker_init
+
     from pipelines import codebase
     from pipelines.orchestration import celery_config
 
     codebase.code_digest.cache_clear()
-    celery_config.compute_once()
+    importlib.reload(celery_config)                         # what a scheduler reading the configuration does
+    assert codebase.code_digest.cache_info().currsize == 0
+    worker_init.send(sender=None)
     before = codebase.code_digest.cache_info()
     digests = {codebase.code_digest(codebase.stage_module(s)) for s in celery_config.STAGES}
     after = codebase.code_digest.cache_info()
